@@ -1,0 +1,1 @@
+"""toolkit-package: a pure, bounded metadata model of toolkit packages."""

@@ -1,0 +1,284 @@
+"""Envelope encryption: the only module that touches `cryptography.hazmat`.
+
+Key hierarchy: master keys (KEKs, from a key provider) wrap one fresh data key (DEK) per
+stored config version; the DEK seals each secret value. Both layers use the same
+committing AEAD construction:
+
+    envelope = FORMAT (1 byte) || nonce (12) || commitment (32) || AES-256-GCM(ct || tag)
+    commitment || enc_key = HKDF-SHA256(key, salt=nonce, info=LABEL)
+
+The commitment is checked (constant time) before any decryption, so a ciphertext can open
+under exactly one key; the associated data binds every envelope to its row, field and key
+id, so a ciphertext moved anywhere else fails. Every failure is the one opaque
+`DecryptionError`. Callers see `seal`/`unseal`, `KeyRing.wrap`/`unwrap` and HMAC helpers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import rfc8785
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .errors import DecryptionError, KeyProviderError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "KEY_BYTES",
+    "KeyRing",
+    "RecordContext",
+    "SealedConfig",
+    "SecretBytes",
+    "SecretValue",
+    "associated_data",
+    "chain_hash",
+    "fingerprint",
+    "key_check_value",
+    "new_key",
+    "open_config",
+    "rewrap_config",
+    "seal",
+    "seal_config",
+    "unseal",
+]
+
+FORMAT_VERSION = 1
+KEY_BYTES = 32
+NONCE_BYTES = 12
+COMMIT_BYTES = 32
+_HEADER = 1 + NONCE_BYTES + COMMIT_BYTES
+_LABEL = b"toolkit-vault/v1/commit+enc"
+_KCV_LABEL = b"toolkit-vault/v1/key-check-value"
+
+
+class _Hidden:
+    """Holds a sensitive value; repr, str, pickle and equality never reveal it."""
+
+    __slots__ = ("_value",)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<hidden>)"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} cannot be pickled")
+
+
+class SecretBytes(_Hidden):
+    """Key material. `reveal()` is the deliberate, greppable way to use it."""
+
+    def __init__(self, value: bytes) -> None:
+        self._value = bytes(value)
+
+    def reveal(self) -> bytes:
+        return bytes(self._value)
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+
+class SecretValue(_Hidden):
+    """A decrypted config value (any JSON value) on its way to a toolkit's initialize."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def reveal(self) -> Any:
+        return self._value
+
+
+def new_key() -> SecretBytes:
+    return SecretBytes(os.urandom(KEY_BYTES))
+
+
+def associated_data(*fields: str | int) -> bytes:
+    """Canonical, length-prefixed encoding of a record's context (no ambiguity by design)."""
+    out = bytearray()
+    for field in fields:
+        data = str(field).encode()
+        out += struct.pack(">I", len(data)) + data
+    return bytes(out)
+
+
+def _derive(key: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+    okm = HKDF(hashes.SHA256(), COMMIT_BYTES + KEY_BYTES, salt=nonce, info=_LABEL).derive(key)
+    return okm[:COMMIT_BYTES], okm[COMMIT_BYTES:]
+
+
+def seal(
+    key: SecretBytes, plaintext: bytes, aad: bytes, *, nonce_source: Callable[[int], bytes] = os.urandom
+) -> bytes:
+    """Encrypt `plaintext` under `key`, bound to `aad`. `nonce_source` exists for vectors."""
+    nonce = nonce_source(NONCE_BYTES)
+    commitment, enc_key = _derive(key.reveal(), nonce)
+    header = bytes([FORMAT_VERSION]) + nonce + commitment
+    return header + AESGCM(enc_key).encrypt(nonce, plaintext, header + aad)
+
+
+def unseal(key: SecretBytes, envelope: bytes, aad: bytes) -> bytes:
+    """Check format and commitment, then decrypt; any failure is `DecryptionError`."""
+    if len(envelope) < _HEADER + 16 or envelope[0] != FORMAT_VERSION:
+        raise DecryptionError
+    nonce, commitment = envelope[1 : 1 + NONCE_BYTES], envelope[1 + NONCE_BYTES : _HEADER]
+    expected, enc_key = _derive(key.reveal(), nonce)
+    if not hmac.compare_digest(expected, commitment):
+        raise DecryptionError
+    try:
+        return AESGCM(enc_key).decrypt(nonce, envelope[_HEADER:], envelope[:_HEADER] + aad)
+    except InvalidTag:
+        raise DecryptionError from None
+
+
+def key_check_value(key: SecretBytes) -> bytes:
+    """A public value that identifies a key without revealing it (stored in the database)."""
+    return hmac.new(key.reveal(), _KCV_LABEL, hashlib.sha256).digest()[:16]
+
+
+def fingerprint(key: SecretBytes, pointer: str, canonical_value: bytes) -> str:
+    """HMAC of (path, value) for auditors: equal iff the value is unchanged, nothing more."""
+    mac = hmac.new(key.reveal(), associated_data(pointer), hashlib.sha256)
+    mac.update(canonical_value)
+    return mac.hexdigest()
+
+
+def chain_hash(key: SecretBytes, previous: bytes, payload: bytes) -> bytes:
+    """One link of the audit chain: HMAC(key, previous link || payload)."""
+    return hmac.new(key.reveal(), previous + payload, hashlib.sha256).digest()
+
+
+class KeyRing:
+    """The master keys (KEKs) by id, one primary; loaded once, validated at construction."""
+
+    def __init__(self, keys: Mapping[str, SecretBytes], primary: str) -> None:
+        for kek_id, key in keys.items():
+            if len(key) != KEY_BYTES:
+                raise KeyProviderError(f"master key {kek_id} is not {KEY_BYTES * 8} bits")
+        if primary not in keys:
+            raise KeyProviderError(f"primary master key {primary} is not loaded")
+        self._keys = dict(keys)
+        self.primary_id = primary
+
+    def __repr__(self) -> str:
+        return f"KeyRing(ids={sorted(self._keys)}, primary={self.primary_id!r})"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("KeyRing cannot be pickled")
+
+    @property
+    def ids(self) -> list[str]:
+        return sorted(self._keys)
+
+    def __contains__(self, kek_id: object) -> bool:
+        return kek_id in self._keys
+
+    def check_value(self, kek_id: str) -> bytes:
+        return key_check_value(self._keys[kek_id])
+
+    def wrap(self, key: SecretBytes, context: Iterable[str | int]) -> tuple[str, bytes]:
+        """Wrap a data key under the primary KEK; the KEK id is part of the AAD."""
+        kek_id = self.primary_id
+        aad = associated_data("wrap", *context, kek_id)
+        return kek_id, seal(self._keys[kek_id], key.reveal(), aad)
+
+    def unwrap(self, kek_id: str, wrapped: bytes, context: Iterable[str | int]) -> SecretBytes:
+        kek = self._keys.get(kek_id)
+        if kek is None:
+            raise DecryptionError
+        key = unseal(kek, wrapped, associated_data("wrap", *context, kek_id))
+        if len(key) != KEY_BYTES:
+            raise DecryptionError
+        return SecretBytes(key)
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What a stored config version is: every envelope of the version is bound to it."""
+
+    session_id: str
+    toolkit_name: str
+    version: int
+    schema_digest: str
+
+    def wrap_context(self, dek_id: str) -> tuple[str | int, ...]:
+        fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
+        return (FORMAT_VERSION, "dek", *fields, dek_id)
+
+    def value_aad(self, dek_id: str, pointer: str) -> bytes:
+        fields = (self.session_id, self.toolkit_name, self.version, pointer, self.schema_digest)
+        return associated_data(FORMAT_VERSION, *fields, dek_id)
+
+
+@dataclass(frozen=True, repr=False)
+class SealedConfig:
+    """The encrypted half of a config version: only ciphertext, wrapped keys and HMACs."""
+
+    dek_id: str
+    kek_id: str
+    wrapped_dek: bytes
+    envelopes: dict[str, bytes]
+    fingerprints: dict[str, str]
+
+
+def seal_config(
+    ring: KeyRing,
+    fingerprint_key: SecretBytes,
+    context: RecordContext,
+    secrets: Mapping[str, Any],
+) -> SealedConfig:
+    """Encrypt each secret value under a fresh DEK, wrapped by the primary KEK."""
+    dek, dek_id = new_key(), os.urandom(16).hex()
+    kek_id, wrapped = ring.wrap(dek, context.wrap_context(dek_id))
+    envelopes: dict[str, bytes] = {}
+    fingerprints: dict[str, str] = {}
+    for pointer, value in secrets.items():
+        plaintext = rfc8785.dumps(value)
+        envelopes[pointer] = seal(dek, plaintext, context.value_aad(dek_id, pointer))
+        fingerprints[pointer] = fingerprint(fingerprint_key, pointer, plaintext)
+    return SealedConfig(dek_id, kek_id, wrapped, envelopes, fingerprints)
+
+
+def open_config(
+    ring: KeyRing, context: RecordContext, sealed: SealedConfig
+) -> dict[str, SecretValue]:
+    """Decrypt every secret of a version, or raise the opaque `DecryptionError`."""
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, context.wrap_context(sealed.dek_id))
+    return _open_values(dek, context, sealed)
+
+
+def rewrap_config(ring: KeyRing, context: RecordContext, sealed: SealedConfig) -> SealedConfig:
+    """Move a version's DEK to the primary KEK after proving every value still decrypts."""
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, context.wrap_context(sealed.dek_id))
+    _open_values(dek, context, sealed)
+    kek_id, wrapped = ring.wrap(dek, context.wrap_context(sealed.dek_id))
+    return SealedConfig(sealed.dek_id, kek_id, wrapped, sealed.envelopes, sealed.fingerprints)
+
+
+def _open_values(
+    dek: SecretBytes, context: RecordContext, sealed: SealedConfig
+) -> dict[str, SecretValue]:
+    values: dict[str, SecretValue] = {}
+    for pointer, envelope in sealed.envelopes.items():
+        plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
+        try:
+            values[pointer] = SecretValue(json.loads(plaintext))
+        except ValueError:
+            raise DecryptionError from None
+    return values

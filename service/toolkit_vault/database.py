@@ -1,0 +1,96 @@
+"""Engines and migrations: SQLite (WAL, foreign keys, busy timeout) and PostgreSQL.
+
+SQLite write transactions start with BEGIN IMMEDIATE, so two writers queue on the busy
+timeout instead of deadlocking on a lock upgrade ("database is locked"). Alembic is the
+only way the schema is created or changed; `require_current` refuses a store that is not
+at the head revision instead of guessing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from .errors import StoreError
+
+__all__ = ["MIGRATIONS", "alembic_config", "migrate", "open_engine", "require_current"]
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+BUSY_TIMEOUT_MS = 10_000
+
+
+def open_engine(url: str) -> Engine:
+    """An engine with the vault's connection settings; SQLite files are created 0600."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError("the database URL is not valid") from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            path = Path(parsed.database)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite keeps the mode
+        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_pre_ping=True)
+    raise StoreError(f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql")
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Hand transaction control to SQLAlchemy's "begin" event (the pysqlite recipe).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
+
+
+def _sqlite_on_begin(connection: Any) -> None:
+    immediate = connection.get_execution_options().get("vault_write", False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the head revision (idempotent)."""
+    try:
+        command.upgrade(alembic_config(engine), "head")
+    except OperationalError as exc:
+        raise StoreError(f"cannot migrate the database: {exc.orig.__class__.__name__}") from None
+
+
+def require_current(engine: Engine) -> None:
+    """Refuse a database that `init` has not migrated to this release's head."""
+    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    try:
+        with engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+    except OperationalError:
+        raise StoreError("cannot open the database; is it reachable?") from None
+    if current != head:
+        raise StoreError(
+            f"the database is at revision {current or 'none'}, not {head}: "
+            "run `toolkit-vault init` first"
+        )

@@ -1,0 +1,234 @@
+"""A2E toolkits wire protocol, version "1.0": every message of the spec, wire-exact.
+
+Field names, defaults and order follow the toolkits specification (and our minimal
+handshake). Parsing is strict about types (a string is never coerced into a number) and
+lenient about unknown extra fields, as the design asks. `parse_message` is the one entry
+point for untrusted bytes: it bounds size and depth, refuses duplicate keys, and turns
+every failure into `InvalidMessage`, whose details name locations, never values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "PROTOCOL_VERSION",
+    "ErrorCode",
+    "ErrorMessage",
+    "HandshakeRequest",
+    "HandshakeResponse",
+    "InvalidMessage",
+    "Message",
+    "Request",
+    "ToolkitConfigureRequest",
+    "ToolkitConfigureResponse",
+    "ToolkitDefinition",
+    "ToolkitListRequest",
+    "ToolkitListResponse",
+    "ToolkitStatusEvent",
+    "dump_message",
+    "parse_message",
+]
+
+PROTOCOL_VERSION = "1.0"
+MAX_MESSAGE_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+_SUPPORTED_VERSION = re.compile(r"1(\.\d+)*")
+
+ErrorCode = Literal[
+    "INVALID_MESSAGE", "RUNTIME_ERROR", "CAPABILITY_NOT_NEGOTIATED", "UNAUTHORIZED"
+]
+ConfigureStatus = Literal["ok", "error", "partial"]
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+
+class Message(_Wire):
+    """Envelope fields every A2E message carries, in the spec's order."""
+
+    type: str
+    id: str = Field(default_factory=_new_id)
+    version: str = PROTOCOL_VERSION
+    ts: float = Field(default_factory=time.time)
+
+
+class ToolkitDefinition(_Wire):
+    """A toolkit manifest; `schema` is the JSON Schema its config must match."""
+
+    name: str
+    alias: str = ""
+    description: str = ""
+    category: str = ""
+    tags: list[str] = Field(default_factory=list)
+    icon_svg: str | None = None
+    config_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    tools: list[str]
+    configured: bool = False
+    version: str = "1.0.0"
+
+
+class ToolkitListRequest(Message):
+    type: Literal["toolkit/list/req"] = "toolkit/list/req"
+    filter_kind: str = ""
+    filter_tags: list[str] = Field(default_factory=list)
+
+
+class ToolkitListResponse(Message):
+    type: Literal["toolkit/list/resp"] = "toolkit/list/resp"
+    req_id: str = ""
+    toolkits: list[ToolkitDefinition] = Field(default_factory=list)
+
+
+class ToolkitConfigureRequest(Message):
+    type: Literal["toolkit/configure/req"] = "toolkit/configure/req"
+    session_id: str = ""
+    toolkit_name: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # The config carries credentials: never let a repr or a traceback show it.
+        return (
+            f"ToolkitConfigureRequest(id={self.id!r}, session_id={self.session_id!r}, "
+            f"toolkit_name={self.toolkit_name!r}, config=<{len(self.config)} fields hidden>)"
+        )
+
+    __str__ = __repr__
+
+
+class ToolkitConfigureResponse(Message):
+    type: Literal["toolkit/configure/resp"] = "toolkit/configure/resp"
+    req_id: str = ""
+    toolkit_name: str = ""
+    status: ConfigureStatus = "ok"
+    message: str | None = None
+
+
+class HandshakeRequest(Message):
+    type: Literal["handshake/req"] = "handshake/req"
+    capabilities: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+
+
+class HandshakeResponse(Message):
+    type: Literal["handshake/resp"] = "handshake/resp"
+    req_id: str = ""
+    session_id: str = ""
+    capabilities: list[str] = Field(default_factory=list)
+
+
+class ToolkitStatusEvent(Message):
+    type: Literal["toolkit/status/event"] = "toolkit/status/event"
+    session_id: str = ""
+    toolkit_name: str = ""
+    configured: bool = False
+    status: ConfigureStatus = "ok"
+    message: str | None = None
+
+
+class ErrorMessage(Message):
+    type: Literal["error"] = "error"
+    req_id: str = ""
+    code: ErrorCode = "RUNTIME_ERROR"
+    message: str = ""
+    details: list[dict[str, Any]] = Field(default_factory=list)
+
+
+Request = HandshakeRequest | ToolkitListRequest | ToolkitConfigureRequest
+_REQUESTS: dict[str, TypeAdapter[Any]] = {
+    model.model_fields["type"].default: TypeAdapter(model)
+    for model in (HandshakeRequest, ToolkitListRequest, ToolkitConfigureRequest)
+}
+
+
+class InvalidMessage(Exception):
+    """An inbound message that cannot be parsed; `req_id` is echoed when it was readable."""
+
+    def __init__(self, message: str, *, req_id: str = "", details: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.req_id = req_id
+        self.details = details
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate object key")
+    return result
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+    return deepest
+
+
+def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Request:
+    """Parse one untrusted inbound message or raise `InvalidMessage`."""
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise InvalidMessage(
+            f"message of {size} bytes exceeds the limit of {max_bytes} bytes",
+            details=[{"limit": "message_bytes", "max": max_bytes}],
+        )
+    try:
+        data = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+    except (ValueError, RecursionError) as exc:
+        reason = "duplicate object key" if "duplicate" in str(exc) else "not valid JSON"
+        raise InvalidMessage(f"message is {reason}", details=[]) from None
+    if not isinstance(data, dict):
+        raise InvalidMessage("message is not a JSON object", details=[])
+    req_id = data.get("id") if isinstance(data.get("id"), str) else ""
+    if _depth(data) > MAX_DEPTH:
+        raise InvalidMessage(
+            f"message nests deeper than {MAX_DEPTH} levels",
+            req_id=req_id,
+            details=[{"limit": "depth", "max": MAX_DEPTH}],
+        )
+    version = data.get("version", PROTOCOL_VERSION)
+    if not isinstance(version, str) or not _SUPPORTED_VERSION.fullmatch(version):
+        raise InvalidMessage(
+            f"unsupported protocol version; this host speaks {PROTOCOL_VERSION}",
+            req_id=req_id,
+            details=[{"pointer": "/version", "keyword": "version"}],
+        )
+    msg_type = data.get("type")
+    adapter = _REQUESTS.get(msg_type) if isinstance(msg_type, str) else None
+    if adapter is None:
+        raise InvalidMessage(
+            "unknown message type", req_id=req_id, details=[{"pointer": "/type"}]
+        )
+    try:
+        request: Request = adapter.validate_python(data)
+    except ValidationError as exc:
+        details = [
+            {"pointer": "/" + "/".join(str(part) for part in err["loc"]), "keyword": err["type"]}
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        raise InvalidMessage("message fields have the wrong type", req_id=req_id, details=details)
+    return request
+
+
+def dump_message(message: Message) -> str:
+    """Serialize with the spec's field names and order, as one compact JSON line."""
+    return message.model_dump_json(by_alias=True)

@@ -1,0 +1,493 @@
+"""Toolkit config schemas: refuse hostile ones, validate configs, split out the secrets.
+
+A toolkit's JSON Schema is untrusted input, so it is bounded and audited before anything
+runs it: no remote `$ref`, no `$ref` loop that never consumes the config, regexes in RE2
+(linear time) only. Every config is then validated by a compiled validator cached per
+schema digest, and split into a public half (stored in clear for history) and a map of
+JSON pointer -> secret value (each encrypted). The split fails closed: a property the
+schema does not name is a secret.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import re2
+import referencing.jsonschema
+import rfc8785
+from jsonschema import Draft7Validator, Draft202012Validator, ValidationError
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+
+from toolkit_vault.errors import ConfigInvalid, SchemaRefused
+
+__all__ = ["CompiledSchema", "canonical_json", "compile_schema", "merge_secrets", "schema_digest"]
+
+MAX_SCHEMA_BYTES = 256 * 1024
+MAX_DEPTH = 64
+MAX_PROPERTIES = 2_000
+MAX_ENUM = 1_000
+MAX_DETAILS = 50
+DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+DRAFT7_DIALECT = "http://json-schema.org/draft-07/schema"
+
+# Keywords whose value holds subschemas (one, a list, or a map of them), in audit order.
+_SUBSCHEMA_KEYWORDS = (
+    "$defs", "definitions", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not",
+    "if", "then", "else", "items", "prefixItems", "additionalItems", "contains",
+    "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+)  # fmt: skip
+_SUBSCHEMA_MAPS = frozenset(
+    {"$defs", "definitions", "properties", "patternProperties", "dependentSchemas", "dependencies"}
+)
+# Applied to the same instance as their parent: a `$ref` loop through only these never ends.
+_IN_PLACE = frozenset(
+    {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies"}
+)
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str) -> Any:
+    """RE2 runs in linear time, so a hostile pattern cannot stall validation."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+        yield ValidationError("does not match pattern")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "object"):
+        for pattern, subschema in patterns.items():
+            for key, value in instance.items():
+                if _regex(pattern).search(key):
+                    yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """jsonschema's version matches patternProperties with `re`; this one uses RE2."""
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = [_regex(pattern) for pattern in schema.get("patternProperties", {})]
+    for key in instance:
+        if key in named or any(pattern.search(key) for pattern in patterns):
+            continue
+        if validator.is_type(additional, "object"):
+            yield from validator.descend(instance[key], additional, path=key)
+        elif additional is False:
+            yield ValidationError("additional property not allowed", path=[key])
+
+
+def _required(
+    validator: Any, required: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """Report each missing property at its own pointer, so no message parsing is needed."""
+    if validator.is_type(instance, "object"):
+        for name in required:
+            if name not in instance:
+                yield ValidationError("required property missing", path=[name])
+
+
+_KEYWORDS = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+    "required": _required,
+}
+_DIALECTS: dict[str, tuple[type[Validator], referencing.Specification[Any]]] = {
+    DEFAULT_DIALECT: (
+        extend(Draft202012Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
+        referencing.jsonschema.DRAFT202012,
+    ),
+    DRAFT7_DIALECT: (
+        extend(Draft7Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
+        referencing.jsonschema.DRAFT7,
+    ),
+}
+
+
+def _never_retrieve(uri: str) -> Resource[Any]:
+    """Registry hook: a schema never makes the vault fetch anything."""
+    raise LookupError(f"remote $ref refused: {uri}")
+
+
+def _escape(token: str | int) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(path: Iterable[str | int]) -> str:
+    return "".join("/" + _escape(token) for token in path)
+
+
+def _too_deep(value: Any) -> str | None:
+    """The pointer of the first container nested deeper than MAX_DEPTH, found without recursion."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, pointer = stack.pop()
+        if isinstance(node, Mapping):
+            children: Iterable[tuple[str | int, Any]] = node.items()
+        elif isinstance(node, list):
+            children = enumerate(node)
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return pointer
+        stack.extend((child, depth + 1, f"{pointer}/{_escape(key)}") for key, child in children)
+    return None
+
+
+def _check_bounds(schema: Mapping[str, Any]) -> None:
+    """Refuse oversized schemas before any recursive code (canonicalizer, validator) sees them."""
+    if (pointer := _too_deep(schema)) is not None:
+        raise SchemaRefused(f"schema nests deeper than {MAX_DEPTH} levels at {pointer!r}")
+    properties = 0
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("properties"), Mapping):
+                properties += len(node["properties"])
+                if properties > MAX_PROPERTIES:
+                    raise SchemaRefused(f"schema declares more than {MAX_PROPERTIES} properties")
+            if isinstance(node.get("enum"), list) and len(node["enum"]) > MAX_ENUM:
+                raise SchemaRefused(f"schema has an enum longer than {MAX_ENUM} entries")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _children(node: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str, bool]]:
+    """(subschema, its pointer, applies in place) for every subschema directly under node."""
+    for keyword in _SUBSCHEMA_KEYWORDS:
+        value = node.get(keyword)
+        if keyword in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
+            found = [(f"/{keyword}/{_escape(key)}", child) for key, child in value.items()]
+        elif isinstance(value, list):
+            found = [(f"/{keyword}/{index}", child) for index, child in enumerate(value)]
+        else:
+            found = [(f"/{keyword}", value)]
+        for suffix, child in found:
+            if isinstance(child, Mapping):
+                yield child, pointer + suffix, keyword in _IN_PLACE
+
+
+def _check_schema(cls: type[Validator], schema: Any, what: str) -> None:
+    """Meta-schema check; the message names the failing pointer and meta-schema keyword."""
+    try:
+        cls.check_schema(schema)
+    except SchemaError as error:
+        where = _pointer(error.absolute_path) or "/"
+        raise SchemaRefused(
+            f"{what} is invalid at {where!r} (meta-schema keyword {error.validator!r})"
+        ) from None
+
+
+def _is_marked(node: Mapping[str, Any]) -> bool:
+    return (
+        node.get("writeOnly") is True
+        or node.get("x-secret") is True
+        or node.get("sensitive") is True
+        or node.get("format") == "password"
+    )
+
+
+class CompiledSchema:
+    """A checked schema with its validator; build it through `compile_schema` (cached)."""
+
+    def __init__(self, schema: Mapping[str, Any], digest: str) -> None:
+        dialect = schema.get("$schema", DEFAULT_DIALECT)
+        if not isinstance(dialect, str) or dialect.removesuffix("#") not in _DIALECTS:
+            raise SchemaRefused("schema $schema must be JSON Schema draft 2020-12 or draft-07")
+        cls, specification = _DIALECTS[dialect.removesuffix("#")]
+        _check_schema(cls, schema, "schema")
+        if schema.get("type") != "object":
+            raise SchemaRefused('schema root must declare "type": "object"')
+        # Without $schema, jsonschema's evolve() can never swap in the stock (re-based) class.
+        root = {key: value for key, value in schema.items() if key != "$schema"}
+        registry: Registry[Any] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
+        resolver = registry.resolver_with_root(specification.create_resource(root))
+        self.digest = digest
+        self.schema: Mapping[str, Any] = MappingProxyType(dict(schema))
+        self._root = root
+        self._draft7 = dialect.removesuffix("#") == DRAFT7_DIALECT
+        self._refs = self._audit(cls, root, resolver)
+        self._validator = cls(root, registry=registry, format_checker=cls.FORMAT_CHECKER)
+
+    @staticmethod
+    def _audit(cls: type[Validator], root: Mapping[str, Any], resolver: Any) -> dict[str, Any]:
+        """Check every reachable subschema; return each local `$ref` resolved, for `split`."""
+        refs: dict[str, Any] = {}
+        edges: dict[int, list[int]] = {}
+        keywords: set[str] = set()
+        stack: list[tuple[Mapping[str, Any], str]] = [(root, "")]
+        while stack:
+            node, where = stack.pop()
+            if id(node) in edges:
+                continue
+            keywords.update(node)
+            if node is not root and "$schema" in node:
+                raise SchemaRefused(f"schema has $schema below the root at {where!r}")
+            nested_id = node.get("$id")
+            if node is not root and not (nested_id is None or str(nested_id).startswith("#")):
+                raise SchemaRefused(f"schema has a nested $id at {where!r}")
+            if "$dynamicRef" in node or "$recursiveRef" in node:
+                raise SchemaRefused(f"schema uses dynamic references at {where!r}")
+            by_name = node.get("patternProperties")
+            patterns = list(by_name) if isinstance(by_name, Mapping) else []
+            if isinstance(node.get("pattern"), str):
+                patterns.append(node["pattern"])
+            for pattern in patterns:
+                try:
+                    _regex(pattern)
+                except re2.error:
+                    raise SchemaRefused(f"schema pattern at {where!r} is not RE2 syntax") from None
+            children = list(_children(node, where))
+            if "$ref" in node:
+                ref = node["$ref"]
+                if not isinstance(ref, str) or not ref.startswith("#"):
+                    raise SchemaRefused(f"schema $ref at {where!r} is not local (must start '#')")
+                if ref not in refs:
+                    try:
+                        refs[ref] = resolver.lookup(ref).contents
+                    except Unresolvable:
+                        raise SchemaRefused(f"schema $ref at {where!r} does not resolve") from None
+                    if refs[ref] is not root:
+                        _check_schema(cls, refs[ref], f"$ref {ref!r} target")
+                if isinstance(refs[ref], Mapping):
+                    children.append((refs[ref], ref, True))
+            edges[id(node)] = [id(child) for child, _, in_place in children if in_place]
+            stack.extend((child, path) for child, path, _ in reversed(children))
+        if {"unevaluatedProperties", "patternProperties"} <= keywords:
+            raise SchemaRefused("schema combines unevaluatedProperties with patternProperties")
+        _refuse_cycles(edges)
+        return refs
+
+    def validate(self, config: Any) -> None:
+        """Raise ConfigInvalid naming pointers and keywords only, never a submitted value."""
+        if (pointer := _too_deep(config)) is not None:
+            details = [{"pointer": pointer, "keyword": "maxDepth"}]
+            raise ConfigInvalid("config does not match the toolkit schema", details=details)
+        found = {
+            (_pointer(error.absolute_path), str(error.validator))
+            for error in self._validator.iter_errors(config)
+        }
+        if found:
+            details = [{"pointer": p, "keyword": k} for p, k in sorted(found)[:MAX_DETAILS]]
+            raise ConfigInvalid("config does not match the toolkit schema", details=details)
+
+    def split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(public, secrets): secrets maps RFC 6901 JSON pointer -> the value at that path.
+
+        Validates first, so the split always runs on a config the schema describes. A secret
+        array element leaves `None` in the public half, keeping the other indices stable.
+        """
+        self.validate(config)
+        secrets: dict[str, Any] = {}
+        if self._is_secret([self._root]):
+            return {}, {"": copy.deepcopy(dict(config))}
+        public = self._split(config, [self._root], "", secrets)
+        return public, secrets
+
+    def secret_pointers(self, config: Mapping[str, Any]) -> list[str]:
+        return sorted(self.split(config)[1])
+
+    def _split(self, value: Any, schemas: list[Any], pointer: str, secrets: dict[str, Any]) -> Any:
+        applied = self._closure(schemas, faithful=True)
+        if isinstance(value, Mapping):
+            public: dict[str, Any] = {}
+            for key, item in value.items():
+                path = f"{pointer}/{_escape(key)}"
+                subschemas = self._property_schemas(applied, key)
+                if subschemas is None or self._is_secret(subschemas):
+                    secrets[path] = copy.deepcopy(item)
+                else:
+                    public[key] = self._split(item, subschemas, path, secrets)
+            return public
+        if isinstance(value, list):
+            elements: list[Any] = []
+            for index, item in enumerate(value):
+                path = f"{pointer}/{index}"
+                subschemas = self._item_schemas(applied, index)
+                if self._is_secret(subschemas):
+                    secrets[path] = copy.deepcopy(item)
+                    elements.append(None)
+                else:
+                    elements.append(self._split(item, subschemas, path, secrets))
+            return elements
+        return value
+
+    def _closure(self, schemas: Iterable[Any], *, faithful: bool) -> list[Mapping[str, Any]]:
+        """Every subschema applied in place to the same value, `$ref` cycles cut.
+
+        faithful=True mirrors the validator (draft-07 ignores a `$ref`'s siblings) and decides
+        which properties are declared; faithful=False also looks behind such siblings, for
+        secret markers, where seeing more can only hide more.
+        """
+        out: list[Mapping[str, Any]] = []
+        seen: set[int] = set()
+        stack = list(schemas)
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, Mapping) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if "$ref" in node:
+                stack.append(self._refs[node["$ref"]])
+                if faithful and self._draft7:
+                    continue
+            out.append(node)
+            for keyword in ("allOf", "anyOf", "oneOf"):
+                stack.extend(node.get(keyword) or [])
+            stack.extend(node.get(keyword) for keyword in ("if", "then", "else"))
+            dependent = node.get("dependencies" if self._draft7 else "dependentSchemas")
+            if isinstance(dependent, Mapping):
+                stack.extend(dependent.values())
+        return out
+
+    def _is_secret(self, schemas: Iterable[Any]) -> bool:
+        return any(_is_marked(node) for node in self._closure(schemas, faithful=False))
+
+    @staticmethod
+    def _property_schemas(applied: list[Mapping[str, Any]], key: str) -> list[Any] | None:
+        """Subschemas that apply to property `key`; None when no `properties` names it."""
+        named: list[Any] = []
+        others: list[Any] = []
+        for node in applied:
+            properties = node.get("properties")
+            patterns = node.get("patternProperties")
+            matched = [
+                subschema
+                for pattern, subschema in (
+                    patterns.items() if isinstance(patterns, Mapping) else []
+                )
+                if _regex(pattern).search(key)
+            ]
+            if isinstance(properties, Mapping) and key in properties:
+                named.append(properties[key])
+            elif not matched and "additionalProperties" in node:
+                others.append(node["additionalProperties"])
+            others.extend(matched)
+        return named + others if named else None
+
+    def _item_schemas(self, applied: list[Mapping[str, Any]], index: int) -> list[Any]:
+        found: list[Any] = []
+        for node in applied:
+            items = node.get("items")
+            prefix = items if self._draft7 else node.get("prefixItems")
+            if isinstance(prefix, list) and index < len(prefix):
+                found.append(prefix[index])
+            elif self._draft7 and isinstance(items, list):
+                found.extend([node["additionalItems"]] if "additionalItems" in node else [])
+            elif items is not None:
+                found.append(items)
+        return found
+
+
+def _refuse_cycles(edges: dict[int, list[int]]) -> None:
+    """A `$ref` loop through in-place keywords only would recurse forever on any config."""
+    state: dict[int, bool] = {}  # False: on the current path, True: finished
+    for start in edges:
+        if start in state:
+            continue
+        state[start] = False
+        path = [(start, iter(edges[start]))]
+        while path:
+            node, pending = path[-1]
+            child = next(pending, None)
+            if child is None:
+                state[node] = True
+                path.pop()
+            elif state.get(child) is False:
+                raise SchemaRefused("schema has a $ref cycle that never descends into the config")
+            elif child not in state:
+                state[child] = False
+                path.append((child, iter(edges[child])))
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 canonical JSON; raises rfc8785.CanonicalizationError (a ValueError)."""
+    encoded: bytes = rfc8785.dumps(value)
+    return encoded
+
+
+def schema_digest(schema: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(schema)).hexdigest()
+
+
+def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
+    """Check the schema (raises SchemaRefused) and compile it once per schema digest."""
+    if not isinstance(schema, Mapping):
+        raise SchemaRefused("schema must be a JSON object")
+    _check_bounds(schema)
+    try:
+        canonical = canonical_json(schema)
+    except (ValueError, TypeError):
+        raise SchemaRefused("schema is not plain JSON") from None
+    if len(canonical) > MAX_SCHEMA_BYTES:
+        raise SchemaRefused(f"schema is larger than {MAX_SCHEMA_BYTES} bytes")
+    return _compile("sha256:" + hashlib.sha256(canonical).hexdigest(), canonical)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(digest: str, canonical: bytes) -> CompiledSchema:
+    return CompiledSchema(json.loads(canonical), digest)
+
+
+def merge_secrets(public: Mapping[str, Any], secrets: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of split: merge_secrets(*s.split(c)) == c for every valid c."""
+    merged: Any = copy.deepcopy(dict(public))
+    for pointer in sorted(secrets):
+        value = copy.deepcopy(secrets[pointer])
+        if pointer == "":
+            merged = value
+            continue
+        try:
+            if not pointer.startswith("/"):
+                raise ValueError(pointer)
+            *parents, last = (
+                t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")
+            )
+            parent = merged
+            for token in parents:
+                parent = parent[_index(parent, token)]
+            parent[_index(parent, last)] = value
+        except (KeyError, IndexError, TypeError, ValueError):
+            details = [{"pointer": pointer, "keyword": "merge"}]
+            raise ConfigInvalid(
+                "a secret does not fit the public config", details=details
+            ) from None
+    if not isinstance(merged, dict):
+        raise ConfigInvalid(
+            "merged config is not an object", details=[{"pointer": "", "keyword": "type"}]
+        )
+    return merged
+
+
+def _index(container: Any, part: str) -> str | int:
+    """A list index must be canonical digits and already present (the split left None there)."""
+    if not isinstance(container, list):
+        return part
+    if not (part.isascii() and part.isdigit()) or (part != "0" and part.startswith("0")):
+        raise ValueError(part)
+    if int(part) >= len(container):
+        raise IndexError(part)
+    return int(part)

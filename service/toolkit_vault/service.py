@@ -1,0 +1,333 @@
+"""The one service API: sessions, list and configure; every transport is a shell over it.
+
+`Vault` owns the store, the key ring and the registry, and the initialized toolkit
+instances of this process. `Connection` is one transport connection: it parses raw
+messages, enforces the handshake and capability gating, and turns every failure into a
+well-formed `error` message. `VaultToolkitPlugin` is the spec's `ToolkitPlugin` bound to
+one session.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from . import crypto
+from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
+from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
+from .plugin import PushCallback, ToolkitPlugin
+from .protocol import (
+    ErrorCode,
+    ErrorMessage,
+    HandshakeRequest,
+    HandshakeResponse,
+    InvalidMessage,
+    Message,
+    ToolkitConfigureRequest,
+    ToolkitConfigureResponse,
+    ToolkitListRequest,
+    ToolkitListResponse,
+    ToolkitStatusEvent,
+    dump_message,
+    parse_message,
+)
+from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from .schema import merge_secrets
+from .storage import AuditDraft, Store, VersionDraft, VersionRecord
+
+__all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
+
+CAPABILITIES = ("toolkits",)
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Principal:
+    principal_id: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    message: str
+
+
+class Vault:
+    def __init__(
+        self, store: Store, ring: KeyRing, fingerprint_key: SecretBytes, registry: ToolkitRegistry
+    ) -> None:
+        self.store = store
+        self.ring = ring
+        self.registry = registry
+        self._fingerprint_key = fingerprint_key
+        self._active: dict[tuple[str, str], Toolkit] = {}
+        self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def connect(self, principal: Principal, push: PushCallback | None = None) -> Connection:
+        return Connection(self, principal, push)
+
+    def open_session(
+        self, principal: Principal, session_id: str | None
+    ) -> tuple[str, list[Message]]:
+        """Create a session, or resume one of the principal's; returns its id and events."""
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+            self.store.create_session(session_id, principal.principal_id)
+            return session_id, []
+        if not self.store.session_owned_by(session_id, principal.principal_id):
+            raise UnknownSession("unknown session")
+        return session_id, self._resume(session_id)
+
+    def _resume(self, session_id: str) -> list[Message]:
+        """Initialize every configured toolkit of a session again, from the store."""
+        events: list[Message] = []
+        for record in self.store.current_versions(session_id):
+            key = (session_id, record.toolkit_name)
+            try:
+                toolkit = self.registry.get(record.toolkit_name)
+                config = self._decrypt(record)
+                instance, outcome = self._initialize(toolkit, config)
+            except (DecryptionError, ToolkitNotFound) as exc:
+                reason = "stored config failed to decrypt" if isinstance(exc, DecryptionError) else "toolkit not registered"
+                instance, outcome = None, Outcome("error", reason)
+            with self._lock:
+                if instance is None or outcome.status == "error":
+                    self._active.pop(key, None)
+                else:
+                    self._active[key] = instance
+            configured = instance is not None and outcome.status != "error"
+            if not configured or outcome.status == "partial":
+                events.append(self._event(session_id, record.toolkit_name, configured, outcome))
+        return events
+
+    def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
+        if record.sealed_secrets is None or record.wrapped_dek is None or record.kek_id is None:
+            if record.sealed_secrets:
+                raise DecryptionError
+            return dict(record.public_config)
+        try:
+            envelopes = {p: base64.b64decode(v, validate=True) for p, v in record.sealed_secrets.items()}
+        except (ValueError, TypeError):
+            raise DecryptionError from None
+        sealed = SealedConfig(record.dek_id or "", record.kek_id, record.wrapped_dek, envelopes, {})
+        context = RecordContext(
+            record.session_id, record.toolkit_name, record.version, record.schema_digest
+        )
+        secrets = crypto.open_config(self.ring, context, sealed)
+        return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
+
+    @staticmethod
+    def _initialize(toolkit: RegisteredToolkit, config: dict[str, Any]) -> tuple[Toolkit | None, Outcome]:
+        """Run a fresh instance's initialize; its own words never reach the agent (sanitized)."""
+        try:
+            instance = toolkit.factory()
+            unavailable = instance.initialize(config)
+        except Exception as exc:
+            log.warning("toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__)
+            return None, Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
+        known = [t for t in (unavailable or []) if t in toolkit.definition.tools]
+        if known:
+            return instance, Outcome("partial", "tools unavailable: " + ", ".join(sorted(set(known))))
+        return instance, Outcome("ok", "Toolkit configured successfully")
+
+    # -- toolkits ------------------------------------------------------------------------------
+
+    def list_toolkits(self, session_id: str, msg: ToolkitListRequest) -> ToolkitListResponse:
+        current = self.store.current_toolkits(session_id)
+        toolkits = []
+        for toolkit in self.registry.all():
+            definition = toolkit.definition
+            if msg.filter_kind and definition.category != msg.filter_kind:
+                continue
+            if not set(msg.filter_tags) <= set(definition.tags):
+                continue
+            configured = definition.name in current and (session_id, definition.name) in self._active
+            toolkits.append(definition.model_copy(update={"configured": configured}))
+        return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def configure(
+        self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
+    ) -> ToolkitConfigureResponse:
+        """Validate, split, seal, initialize, then store the version and audit it at once."""
+        try:
+            toolkit = self.registry.get(msg.toolkit_name)
+            toolkit.schema.validate(msg.config)
+        except (ToolkitNotFound, ConfigInvalid) as exc:
+            known = isinstance(exc, ConfigInvalid)
+            self.store.record_attempt(
+                AuditDraft(
+                    principal.principal_id,
+                    "configure_refused",
+                    session_id,
+                    msg.toolkit_name if known else None,
+                    details={"reason": type(exc).__name__, "errors": exc.details},
+                )
+            )
+            raise
+        public, secrets = toolkit.schema.split(msg.config)
+        digest = toolkit.schema.digest
+        provisional = self.store.latest_version(session_id, msg.toolkit_name) + 1
+        sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, secrets)
+        context = RecordContext(session_id, msg.toolkit_name, provisional, digest)
+        opened = crypto.open_config(self.ring, context, sealed)
+        config = merge_secrets(public, {p: v.reveal() for p, v in opened.items()})
+        instance, outcome = self._initialize(toolkit, config)
+
+        def build(version: int) -> VersionDraft:
+            nonlocal sealed
+            if version != provisional:
+                sealed = self._seal(session_id, msg.toolkit_name, version, digest, secrets)
+            keep = outcome.status != "error"  # a rejected credential is not retained
+            return VersionDraft(
+                status=outcome.status,
+                message=outcome.message,
+                actor=principal.principal_id,
+                schema_digest=digest,
+                public_config=public,
+                secret_fingerprints=sealed.fingerprints,
+                sealed_secrets={p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()} if keep else None,
+                dek_id=sealed.dek_id if keep else None,
+                kek_id=sealed.kek_id if keep else None,
+                wrapped_dek=sealed.wrapped_dek if keep else None,
+            )
+
+        self.store.append_version(session_id, msg.toolkit_name, build, "configure")
+        if instance is not None:
+            with self._lock:
+                self._active[(session_id, msg.toolkit_name)] = instance
+        configured = (session_id, msg.toolkit_name) in self._active
+        self.publish(self._event(session_id, msg.toolkit_name, configured, outcome))
+        return ToolkitConfigureResponse(
+            req_id=msg.id, toolkit_name=msg.toolkit_name, status=outcome.status, message=outcome.message  # type: ignore[arg-type]
+        )
+
+    def _seal(
+        self, session_id: str, toolkit_name: str, version: int, digest: str, secrets: dict[str, Any]
+    ) -> SealedConfig:
+        context = RecordContext(session_id, toolkit_name, version, digest)
+        return crypto.seal_config(self.ring, self._fingerprint_key, context, secrets)
+
+    # -- push ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _event(session_id: str, toolkit_name: str, configured: bool, outcome: Outcome) -> ToolkitStatusEvent:
+        return ToolkitStatusEvent(
+            session_id=session_id,
+            toolkit_name=toolkit_name,
+            configured=configured,
+            status=outcome.status,  # type: ignore[arg-type]
+            message=outcome.message,
+        )
+
+    def attach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+        with self._lock:
+            self._plugins.setdefault(session_id, set()).add(plugin)
+
+    def detach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+        with self._lock:
+            self._plugins.get(session_id, set()).discard(plugin)
+
+    def publish(self, event: ToolkitStatusEvent) -> None:
+        """Deliver a status event to every connection of its session in this process."""
+        with self._lock:
+            plugins = list(self._plugins.get(event.session_id, ()))
+        for plugin in plugins:
+            plugin.emit_event(event)
+
+
+class VaultToolkitPlugin(ToolkitPlugin):
+    """The spec's `ToolkitPlugin`, bound to one session of one principal."""
+
+    name = "toolkit_vault"
+
+    def __init__(self, vault: Vault, principal: Principal, session_id: str) -> None:
+        super().__init__()
+        self.vault = vault
+        self.principal = principal
+        self.session_id = session_id
+
+    def _list_toolkits(self, msg: ToolkitListRequest) -> ToolkitListResponse:
+        return self.vault.list_toolkits(self.session_id, msg)
+
+    def _configure_toolkit(self, msg: ToolkitConfigureRequest) -> ToolkitConfigureResponse:
+        if msg.session_id not in ("", self.session_id):
+            raise UnknownSession("unknown session")
+        return self.vault.configure(self.principal, self.session_id, msg)
+
+
+class Connection:
+    """One transport connection: bound to one session after a successful handshake."""
+
+    def __init__(self, vault: Vault, principal: Principal, push: PushCallback | None) -> None:
+        self.vault = vault
+        self.principal = principal
+        self._push = push
+        self._outbox: list[Message] | None = None
+        self.plugin: VaultToolkitPlugin | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.plugin.session_id if self.plugin else None
+
+    def _deliver(self, event: Message) -> None:
+        if self._outbox is not None:
+            self._outbox.append(event)
+        elif self._push is not None:
+            self._push(event)
+
+    def handle_raw(self, raw: str | bytes) -> list[str]:
+        """One inbound message in; the response, then any events it caused, out (JSON)."""
+        self._outbox = []
+        try:
+            try:
+                request = parse_message(raw)
+            except InvalidMessage as exc:
+                response: Message = _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
+            else:
+                response = self.handle(request)
+            return [dump_message(m) for m in (response, *self._outbox)]
+        finally:
+            self._outbox = None
+
+    def handle(self, request: Message) -> Message:
+        try:
+            if isinstance(request, HandshakeRequest):
+                return self._handshake(request)
+            if self.plugin is None:
+                return _error(request.id, "CAPABILITY_NOT_NEGOTIATED", "handshake granting toolkits first")
+            return self.plugin.handle(request)
+        except VaultError as exc:
+            return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
+
+    def _handshake(self, request: HandshakeRequest) -> Message:
+        if self.plugin is not None:
+            return _error(request.id, "INVALID_MESSAGE", "this connection already has a session")
+        granted = [c for c in CAPABILITIES if c in request.capabilities]
+        if not granted:
+            return _error(request.id, "CAPABILITY_NOT_NEGOTIATED", "no supported capability requested")
+        session_id, events = self.vault.open_session(self.principal, request.session_id)
+        plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
+        plugin.set_push_callback(self._deliver)
+        self.vault.attach(session_id, plugin)
+        self.plugin = plugin
+        for event in events:
+            self._deliver(event)
+        return HandshakeResponse(req_id=request.id, session_id=session_id, capabilities=granted)
+
+    def close(self) -> None:
+        if self.plugin is not None:
+            self.vault.detach(self.plugin.session_id, self.plugin)
+            self.plugin = None
+
+
+def _error(req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None) -> ErrorMessage:
+    return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])
+

@@ -1,0 +1,54 @@
+"""A2E over JSON lines on stdin/stdout: one message per line in, one or more lines out.
+
+A thin shell over `Connection`: it reads bounded lines, writes every response and event as
+one line, and keeps going after any bad input. Nothing but protocol goes to stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import IO
+
+from .protocol import MAX_MESSAGE_BYTES, Message, dump_message
+from .service import Connection, Principal, Vault
+
+__all__ = ["serve_stdio"]
+
+
+def serve_stdio(
+    vault: Vault, principal: Principal, stdin: IO[bytes] | None = None, stdout: IO[str] | None = None
+) -> None:
+    source = stdin or sys.stdin.buffer
+    sink = stdout or sys.stdout
+    lock = threading.Lock()
+
+    def write(lines: list[str]) -> None:
+        with lock:
+            for line in lines:
+                sink.write(line + "\n")
+            sink.flush()
+
+    def push(event: Message) -> None:
+        write([dump_message(event)])
+
+    connection: Connection = vault.connect(principal, push)
+    try:
+        while True:
+            line = source.readline(MAX_MESSAGE_BYTES + 2)
+            if not line:
+                break
+            if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+                _discard_rest_of_line(source)  # answered below as an oversized message
+            elif not line.strip():
+                continue
+            write(connection.handle_raw(line))
+    finally:
+        connection.close()
+
+
+def _discard_rest_of_line(source: IO[bytes]) -> None:
+    while True:
+        chunk = source.readline(64 * 1024)
+        if not chunk or chunk.endswith(b"\n"):
+            return

@@ -1,0 +1,336 @@
+"""The store: ciphertext, wrapped keys and metadata in, the same out; no key ever.
+
+Every change and every failed attempt is one transaction that also appends its audit
+event. Config versions are append-only; the current-version pointer moves only by
+compare-and-set, and a writer that loses a race (unique version or audit sequence taken,
+pointer moved) retries from a fresh read, so concurrent writers never lose an update.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from .errors import StoreError
+from .models import AuditEvent, ConfigVersion, CurrentConfig, InternalKey, MasterKey, Principal
+from .models import Session as SessionRow
+
+__all__ = ["AuditDraft", "Signer", "Store", "VersionDraft", "VersionRecord"]
+
+Signer = Callable[[bytes, bytes], bytes]
+_MAX_ATTEMPTS = 20
+_LIVE = ("ok", "partial")
+
+
+@dataclass(frozen=True)
+class AuditDraft:
+    actor: str
+    action: str
+    session_id: str | None = None
+    toolkit_name: str | None = None
+    version: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, repr=False)
+class VersionDraft:
+    """A version to append; `sealed_secrets` maps pointer -> base64 envelope."""
+
+    status: str
+    message: str | None
+    actor: str
+    schema_digest: str
+    public_config: dict[str, Any]
+    secret_fingerprints: dict[str, str]
+    sealed_secrets: dict[str, str] | None
+    dek_id: str | None
+    kek_id: str | None
+    wrapped_dek: bytes | None
+
+
+@dataclass(frozen=True, repr=False)
+class VersionRecord:
+    session_id: str
+    toolkit_name: str
+    version: int
+    status: str
+    schema_digest: str
+    public_config: dict[str, Any]
+    sealed_secrets: dict[str, str] | None
+    dek_id: str | None
+    kek_id: str | None
+    wrapped_dek: bytes | None
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    if isinstance(exc, IntegrityError):
+        return True
+    code = getattr(exc.orig, "sqlstate", None)
+    return code in ("40001", "40P01")
+
+
+class Store:
+    """Repository over one engine; `sign` computes audit chain links (key held elsewhere)."""
+
+    def __init__(self, engine: Engine, sign: Signer | None = None) -> None:
+        self.engine = engine
+        self._sign = sign
+
+    def set_signer(self, sign: Signer) -> None:
+        self._sign = sign
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect().execution_options(vault_write=True) as conn:
+                with conn.begin():
+                    yield conn
+        except IntegrityError:
+            raise
+        except OperationalError as exc:
+            raise StoreError(f"the database refused the write ({type(exc.orig).__name__})") from None
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except OperationalError as exc:
+            raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
+
+    def _retrying(self, work: Callable[[Connection], Any]) -> Any:
+        for _ in range(_MAX_ATTEMPTS):
+            try:
+                with self._write() as conn:
+                    return work(conn)
+            except DBAPIError as exc:
+                if not _retryable(exc):
+                    raise StoreError(f"the database refused the write ({type(exc.orig).__name__})") from None
+        raise StoreError("too many concurrent writers; nothing was written, try again")
+
+    def _audit(self, conn: Connection, draft: AuditDraft) -> None:
+        if self._sign is None:
+            raise StoreError("the audit key is not loaded")
+        last = conn.execute(
+            select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
+        ).first()
+        seq, previous = (last[0] + 1, bytes(last[1])) if last else (1, b"")
+        event = {
+            "seq": seq,
+            "ts": time.time(),
+            "actor": draft.actor,
+            "action": draft.action,
+            "session_id": draft.session_id,
+            "toolkit_name": draft.toolkit_name,
+            "version": draft.version,
+            "details": draft.details,
+        }
+        mac = self._sign(previous, rfc8785.dumps(event))
+        conn.execute(insert(AuditEvent).values(**{**event, "details": json.dumps(draft.details)}, mac=mac))
+
+    # -- keys ---------------------------------------------------------------------------
+
+    def master_keys(self) -> list[MasterKey]:
+        with self._read() as conn:
+            rows = conn.execute(select(MasterKey).order_by(MasterKey.created_at)).all()
+        return [MasterKey(**row._mapping) for row in rows]
+
+    def internal_keys(self) -> dict[str, tuple[str, bytes]]:
+        with self._read() as conn:
+            rows = conn.execute(select(InternalKey.name, InternalKey.kek_id, InternalKey.wrapped_key))
+            return {name: (kek_id, bytes(wrapped)) for name, kek_id, wrapped in rows}
+
+    def bootstrap_keys(
+        self, kek_id: str, check_value: bytes, internal: dict[str, bytes], actor: str
+    ) -> None:
+        """Record the first KEK and the wrapped internal keys, with the first audit event."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(
+                insert(MasterKey).values(
+                    kek_id=kek_id, check_value=check_value, is_primary=True, created_at=time.time()
+                )
+            )
+            for name, wrapped in internal.items():
+                conn.execute(insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped))
+            self._audit(conn, AuditDraft(actor, "vault_initialized", details={"kek_id": kek_id}))
+
+        self._retrying(work)
+
+    # -- principals and sessions ------------------------------------------------------------
+
+    def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
+        with self._read() as conn:
+            found = conn.execute(
+                select(Principal.principal_id).where(Principal.principal_id == principal_id)
+            ).first()
+        if found is None:
+            self._retrying(
+                lambda conn: conn.execute(
+                    insert(Principal).values(
+                        principal_id=principal_id, name=name, role=role, created_at=time.time()
+                    )
+                )
+            )
+
+    def create_session(self, session_id: str, principal_id: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(
+                insert(SessionRow).values(
+                    session_id=session_id, principal_id=principal_id, created_at=time.time()
+                )
+            )
+            self._audit(conn, AuditDraft(principal_id, "session_created", session_id=session_id))
+
+        self._retrying(work)
+
+    def session_owned_by(self, session_id: str, principal_id: str) -> bool:
+        with self._read() as conn:
+            row = conn.execute(
+                select(SessionRow.principal_id).where(SessionRow.session_id == session_id)
+            ).first()
+        return row is not None and row[0] == principal_id
+
+    # -- config versions ----------------------------------------------------------------------
+
+    def latest_version(self, session_id: str, toolkit_name: str) -> int:
+        with self._read() as conn:
+            return self._latest(conn, session_id, toolkit_name)
+
+    @staticmethod
+    def _latest(conn: Connection, session_id: str, toolkit_name: str) -> int:
+        return int(
+            conn.execute(
+                select(func.coalesce(func.max(ConfigVersion.version), 0)).where(
+                    ConfigVersion.session_id == session_id,
+                    ConfigVersion.toolkit_name == toolkit_name,
+                )
+            ).scalar_one()
+        )
+
+    def append_version(
+        self,
+        session_id: str,
+        toolkit_name: str,
+        build: Callable[[int], VersionDraft],
+        audit_action: str,
+    ) -> int:
+        """Append the next version (built for its number) and, if live, make it current.
+
+        `build` is called again with a new number when another writer took the previous
+        one, because every envelope is bound to its version number.
+        """
+
+        def work(conn: Connection) -> int:
+            version = self._latest(conn, session_id, toolkit_name) + 1
+            draft = build(version)
+            now = time.time()
+            conn.execute(
+                insert(ConfigVersion).values(
+                    session_id=session_id,
+                    toolkit_name=toolkit_name,
+                    version=version,
+                    status=draft.status,
+                    message=draft.message,
+                    actor=draft.actor,
+                    created_at=now,
+                    schema_digest=draft.schema_digest,
+                    public_config=json.dumps(draft.public_config),
+                    secret_fingerprints=json.dumps(draft.secret_fingerprints),
+                    sealed_secrets=None
+                    if draft.sealed_secrets is None
+                    else json.dumps(draft.sealed_secrets),
+                    dek_id=draft.dek_id,
+                    kek_id=draft.kek_id,
+                    wrapped_dek=draft.wrapped_dek,
+                )
+            )
+            if draft.status in _LIVE:
+                self._move_pointer(conn, session_id, toolkit_name, version, now)
+            self._audit(
+                conn,
+                AuditDraft(
+                    draft.actor,
+                    audit_action,
+                    session_id,
+                    toolkit_name,
+                    version,
+                    {"status": draft.status, "changed": sorted(draft.secret_fingerprints)},
+                ),
+            )
+            return version
+
+        result: int = self._retrying(work)
+        return result
+
+    @staticmethod
+    def _move_pointer(
+        conn: Connection, session_id: str, toolkit_name: str, version: int, now: float
+    ) -> None:
+        key = (CurrentConfig.session_id == session_id, CurrentConfig.toolkit_name == toolkit_name)
+        current = conn.execute(select(CurrentConfig.version).where(*key)).scalar_one_or_none()
+        if current is None:
+            conn.execute(
+                insert(CurrentConfig).values(
+                    session_id=session_id, toolkit_name=toolkit_name, version=version, updated_at=now
+                )
+            )
+            return
+        moved = conn.execute(
+            update(CurrentConfig)
+            .where(*key, CurrentConfig.version == current)
+            .values(version=version, updated_at=now)
+        )
+        if moved.rowcount != 1:
+            raise IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))
+
+    def current_toolkits(self, session_id: str) -> set[str]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(CurrentConfig.toolkit_name).where(CurrentConfig.session_id == session_id)
+            )
+            return {name for (name,) in rows}
+
+    def current_versions(self, session_id: str) -> list[VersionRecord]:
+        """The current version of every toolkit configured in a session."""
+        query = (
+            select(ConfigVersion)
+            .join(
+                CurrentConfig,
+                (CurrentConfig.session_id == ConfigVersion.session_id)
+                & (CurrentConfig.toolkit_name == ConfigVersion.toolkit_name)
+                & (CurrentConfig.version == ConfigVersion.version),
+            )
+            .where(CurrentConfig.session_id == session_id)
+            .order_by(ConfigVersion.toolkit_name)
+        )
+        with self._read() as conn:
+            return [_record(row._mapping) for row in conn.execute(query)]
+
+    def record_attempt(self, draft: AuditDraft) -> None:
+        """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""
+        self._retrying(lambda conn: self._audit(conn, draft))
+
+
+def _record(row: Any) -> VersionRecord:
+    sealed = row["sealed_secrets"]
+    return VersionRecord(
+        session_id=row["session_id"],
+        toolkit_name=row["toolkit_name"],
+        version=row["version"],
+        status=row["status"],
+        schema_digest=row["schema_digest"],
+        public_config=json.loads(row["public_config"]),
+        sealed_secrets=None if sealed is None else json.loads(sealed),
+        dek_id=row["dek_id"],
+        kek_id=row["kek_id"],
+        wrapped_dek=None if row["wrapped_dek"] is None else bytes(row["wrapped_dek"]),
+    )
