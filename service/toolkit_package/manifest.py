@@ -128,10 +128,15 @@ def _argv_problem(argv: object) -> str | None:
 
 
 def _parse(manifest: ActivationManifest | Mapping[str, Any] | str | bytes) -> ActivationManifest:
-    if isinstance(manifest, ActivationManifest):
-        return manifest
+    """Re-validate even a model instance: ``model_construct`` could have skipped every check."""
     raw: Any = manifest
-    if isinstance(manifest, str | bytes):
+    if isinstance(manifest, ActivationManifest):
+        try:
+            raw = manifest.model_dump(mode="json", warnings=False)
+        except (ValueError, TypeError):
+            msg = "manifest instance does not serialize"
+            raise ManifestRefused([Diagnostic("malformed_manifest", None, msg)]) from None
+    elif isinstance(manifest, str | bytes):
         data = manifest.encode() if isinstance(manifest, str) else manifest
         try:
             raw = loads_bounded(data)

@@ -252,14 +252,15 @@ class CompiledSchema:
             if "$dynamicRef" in node or "$recursiveRef" in node:
                 raise SchemaRefused(f"schema uses dynamic references at {where!r}")
             by_name = node.get("patternProperties")
-            patterns = list(by_name) if isinstance(by_name, Mapping) else []
+            names = by_name if isinstance(by_name, Mapping) else ()
+            patterns = [(f"{where}/patternProperties", p) for p in names]
             if isinstance(node.get("pattern"), str):
-                patterns.append(node["pattern"])
-            for pattern in patterns:
+                patterns.append((f"{where}/pattern", node["pattern"]))
+            for at, pattern in patterns:
                 try:
                     _regex(pattern)
-                except re2.error:
-                    raise SchemaRefused(f"schema pattern at {where!r} is not RE2 syntax") from None
+                except (re2.error, TypeError):
+                    raise SchemaRefused(f"schema pattern at {at!r} is not RE2 syntax") from None
             children = list(_children(node, where))
             if "$ref" in node:
                 ref = node["$ref"]

@@ -1,0 +1,167 @@
+"""The neutral, value-free shape every importer produces, and the typed readers they share.
+
+The types hold names, secrecy and placement of configuration inputs, never a configuration
+value: no command, argument, default, fixed value, header value or URL survives parsing, so
+nothing downstream (the inspect report, a toolkit definition) can leak one. The readers turn a
+wrong type into ``EntryInvalid`` so one bad entry is skipped, with a diagnostic naming only
+its JSON pointer, and never half-imported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from .model import StrategyKind
+
+__all__ = [
+    "MAX_NAME_CHARS",
+    "MAX_SERVERS",
+    "Collector",
+    "ConfigInput",
+    "EntryInvalid",
+    "Format",
+    "ImportDiagnostic",
+    "ImportRefused",
+    "ImportResult",
+    "ImportedServer",
+    "InputKind",
+    "pick",
+    "pointer",
+]
+
+MAX_SERVERS = 1000
+MAX_NAME_CHARS = 256
+
+Format = Literal["mcp_registry_server", "mcp_bundle_manifest", "client_config"]
+InputKind = Literal["env", "header", "argument", "variable", "user_config"]
+T = TypeVar("T")
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class ConfigInput:
+    """One configuration input; ``location`` is a JSON pointer into the source document.
+
+    ``has_fixed_value`` inputs are set by the package itself and belong to no form; ``in_argv``
+    inputs end up on a command line, where every local user can read them.
+    """
+
+    name: str
+    description: str
+    required: bool
+    secret: bool
+    kind: InputKind
+    location: str
+    has_fixed_value: bool
+    in_argv: bool
+    value_type: Literal["string", "number", "boolean"] = "string"
+
+
+@dataclass(frozen=True)
+class ImportedServer:
+    """One activation option: a client entry, a bundle, or one package/remote of a server.json."""
+
+    name: str
+    strategy: StrategyKind
+    transport: str
+    inputs: tuple[ConfigInput, ...]
+    title: str = ""
+    description: str = ""
+    version: str = ""
+    registry: str = ""
+    tools: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ("service",)
+    location: str = ""
+
+    @property
+    def configurable(self) -> tuple[ConfigInput, ...]:
+        return tuple(i for i in self.inputs if not i.has_fixed_value)
+
+
+@dataclass(frozen=True)
+class ImportDiagnostic:
+    """``scope`` is a JSON pointer; like every name, it is untrusted public source text."""
+
+    code: str
+    scope: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    format: Format
+    servers: tuple[ImportedServer, ...]
+    skipped: int
+    diagnostics: tuple[ImportDiagnostic, ...]
+    input_sha256: str
+
+
+class ImportRefused(ValueError):
+    """The whole input is refused; ``code`` and ``message`` never hold an input value."""
+
+    def __init__(self, code: str, message: str, input_sha256: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.input_sha256 = input_sha256
+
+
+class EntryInvalid(ValueError):
+    """One entry is not understood; it is skipped, its siblings are not."""
+
+    def __init__(self, scope: str, message: str, code: str = "invalid_entry") -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class Collector:
+    servers: list[ImportedServer] = field(default_factory=list)
+    diagnostics: list[ImportDiagnostic] = field(default_factory=list)
+    skipped: int = 0
+
+    def note(self, code: str, scope: str, message: str) -> None:
+        self.diagnostics.append(ImportDiagnostic(code, scope, message))
+
+    def skip(self, exc: EntryInvalid) -> None:
+        self.skipped += 1
+        self.note(exc.code, exc.scope, exc.message)
+
+
+def pointer(base: str, *parts: str | int) -> str:
+    """Append RFC 6901 reference tokens to ``base``."""
+    escaped = (str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    return base + "".join("/" + p for p in escaped)
+
+
+def pick(obj: dict[str, Any], keys: tuple[str, ...], kind: type[T], scope: str) -> T | None:
+    """The value under any of ``keys`` (schema spellings of one field), type-checked.
+
+    Two spellings with different values are ambiguous and refused, not resolved.
+    """
+    present = [k for k in keys if k in obj]
+    if not present:
+        return None
+    values = [obj[k] for k in present]
+    if any(v != values[0] for v in values[1:]):
+        raise EntryInvalid(pointer(scope, present[0]), f"conflicting spellings {present}")
+    value = values[0]
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise EntryInvalid(pointer(scope, present[0]), f"expected {kind.__name__}")
+    return value
+
+
+def name_of(value: Any, scope: str) -> str:
+    """A usable public name: a non-empty, bounded string without control characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise EntryInvalid(scope, "name must be a non-empty string")
+    if len(value) > MAX_NAME_CHARS or _CONTROL.search(value):
+        raise EntryInvalid(scope, f"name longer than {MAX_NAME_CHARS} or holds control chars")
+    return value

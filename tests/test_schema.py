@@ -1,0 +1,538 @@
+"""toolkit_vault.schema: hostile schemas are refused, configs validated, secrets split out."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolkit_vault.errors import ConfigInvalid, SchemaRefused
+from toolkit_vault.schema import (
+    CompiledSchema,
+    canonical_json,
+    compile_schema,
+    merge_secrets,
+    schema_digest,
+)
+
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "schemas_hostile.json").read_text())
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
+FILESYSTEM = {
+    "type": "object",
+    "properties": {
+        "root_dir": {"type": "string", "description": "Root directory for file operations"}
+    },
+    "required": ["root_dir"],
+}
+
+
+@contextmanager
+def within(seconds: float) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    assert time.perf_counter() - start < seconds
+
+
+def obj(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
+
+
+def details(schema: CompiledSchema, config: Any) -> list[dict[str, Any]]:
+    with pytest.raises(ConfigInvalid) as caught:
+        schema.validate(config)
+    assert caught.value.message == "config does not match the toolkit schema"
+    return caught.value.details
+
+
+def round_trip(schema: dict[str, Any], config: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Split, check the inverse and that the input was left alone, return both halves."""
+    before = copy.deepcopy(config)
+    public, secrets = compile_schema(schema).split(config)
+    assert config == before
+    assert merge_secrets(public, secrets) == config
+    return public, secrets
+
+
+# --- the spec's example -------------------------------------------------------------------
+
+
+def test_filesystem_schema_from_the_spec() -> None:
+    schema = compile_schema(FILESYSTEM)
+    schema.validate({"root_dir": "/tmp"})
+    assert details(schema, {}) == [{"pointer": "/root_dir", "keyword": "required"}]
+    assert schema.split({"root_dir": "/tmp"}) == ({"root_dir": "/tmp"}, {})
+    assert schema.secret_pointers({"root_dir": "/tmp"}) == []
+    assert schema.digest == schema_digest(FILESYSTEM)
+    assert dict(schema.schema) == FILESYSTEM
+
+
+# --- canonical JSON and digests -------------------------------------------------------------
+
+
+def test_canonical_json_is_rfc8785() -> None:
+    assert canonical_json({"b": 1, "a": [1.0, "x", None]}) == b'{"a":[1,"x",null],"b":1}'
+    assert canonical_json({"\u00e9": 1e21}) == '{"\u00e9":1e+21}'.encode()
+
+
+def test_digest_is_sha256_of_canonical_json_and_ignores_key_order() -> None:
+    reordered = {"required": ["root_dir"], "properties": FILESYSTEM["properties"], "type": "object"}
+    expected = "sha256:" + hashlib.sha256(canonical_json(FILESYSTEM)).hexdigest()
+    assert schema_digest(FILESYSTEM) == schema_digest(reordered) == expected
+
+
+def test_compile_is_cached_per_digest() -> None:
+    reordered = dict(reversed(list(copy.deepcopy(FILESYSTEM).items())))
+    assert compile_schema(FILESYSTEM) is compile_schema(reordered)
+    assert compile_schema(FILESYSTEM) is not compile_schema({**FILESYSTEM, "title": "other"})
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", VECTORS["refused"], ids=lambda v: v["name"])
+def test_hostile_schema_vectors_are_refused(vector: dict[str, Any]) -> None:
+    with within(1.0), pytest.raises(SchemaRefused) as caught:
+        compile_schema(vector["schema"])
+    assert vector["refusal"] in caught.value.message
+
+
+def nested(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = obj(child=schema)
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "refusal"),
+    [
+        (obj(**{f"p{i}": {"type": "string"} for i in range(10_000)}), "properties"),
+        (obj(a={"enum": list(range(5_000))}), "enum"),
+        (nested(100), "deeper"),
+        (nested(10_000), "deeper"),
+        ({"type": "object", "description": "x" * 300_000}, "larger"),
+        (obj(a={"maximum": float("nan")}), "plain JSON"),
+        (obj(a={"maximum": 2**60}), "plain JSON"),
+    ],
+    ids=["10k-properties", "huge-enum", "depth-100", "depth-10k", "oversize", "nan", "bigint"],
+)
+def test_oversized_schemas_are_refused_quickly(schema: dict[str, Any], refusal: str) -> None:
+    with within(1.0), pytest.raises(SchemaRefused) as caught:
+        compile_schema(schema)
+    assert refusal in caught.value.message
+
+
+def test_bounds_admit_schemas_just_inside_them() -> None:
+    compile_schema(obj(**{f"p{i}": {"type": "string"} for i in range(2_000)}))
+    compile_schema(obj(a={"enum": list(range(1_000))}))
+    compile_schema(nested(31))  # 63 nested JSON containers
+
+
+def test_meta_schema_error_names_the_pointer_and_keyword() -> None:
+    with pytest.raises(SchemaRefused) as caught:
+        compile_schema(obj(a=obj(b={"type": 5})))
+    assert "'/properties/a/properties/b/type'" in caught.value.message
+    assert "keyword" in caught.value.message
+
+
+def test_non_mapping_schema_is_refused() -> None:
+    with pytest.raises(SchemaRefused):
+        compile_schema([{"type": "object"}])  # type: ignore[arg-type]
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def test_catastrophic_patterns_run_in_linear_time() -> None:
+    evil = "(a+)+$"
+    schema = compile_schema(
+        {
+            "type": "object",
+            "properties": {"p": {"type": "string", "pattern": evil}},
+            "patternProperties": {evil: {"type": "string"}},
+            "propertyNames": {"pattern": f"^p$|{evil}|^b"},
+            "additionalProperties": False,
+        }
+    )
+    attack = "a" * 50_000 + "!"
+    with within(0.5):
+        found = details(schema, {"p": attack, attack: "x", "b" + attack: 1})
+    assert {"pointer": "/p", "keyword": "pattern"} in found
+    assert {"pointer": "/b" + attack, "keyword": "additionalProperties"} in found
+
+
+def test_root_schema_reached_by_ref_keeps_the_re2_validator() -> None:
+    """A root `$schema` must not let jsonschema swap in its stock `re` keywords via `$ref`."""
+    schema = compile_schema(
+        {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"p": {"type": "string", "pattern": "(a+)+$"}, "child": {"$ref": "#"}},
+        }
+    )
+    with within(0.5):
+        found = details(schema, {"child": {"child": {"p": "a" * 50_000 + "!"}}})
+    assert found == [{"pointer": "/child/child/p", "keyword": "pattern"}]
+
+
+@pytest.mark.parametrize("dialect", [None, DRAFT7])
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"), [("ipv4", "10.0.0.1", "10.0.0"), ("date", "2024-02-29", "2023-02-29")]
+)
+def test_format_is_asserted(dialect: str | None, fmt: str, good: str, bad: str) -> None:
+    schema: dict[str, Any] = obj(v={"type": "string", "format": fmt})
+    if dialect:
+        schema["$schema"] = dialect
+    compiled = compile_schema(schema)
+    compiled.validate({"v": good})
+    assert details(compiled, {"v": bad}) == [{"pointer": "/v", "keyword": "format"}]
+
+
+def test_additional_properties_false_names_each_extra() -> None:
+    schema = compile_schema({**FILESYSTEM, "additionalProperties": False})
+    assert details(schema, {"root_dir": "/", "b": 1, "a/x": 2}) == [
+        {"pointer": "/a~1x", "keyword": "additionalProperties"},
+        {"pointer": "/b", "keyword": "additionalProperties"},
+    ]
+
+
+def test_errors_are_collected_sorted_and_capped() -> None:
+    schema = compile_schema(obj(items={"type": "array", "items": {"type": "integer"}}))
+    found = details(schema, {"items": ["x"] * 120})
+    assert len(found) == 50
+    assert found == sorted(found, key=lambda d: (d["pointer"], d["keyword"]))
+    assert {d["keyword"] for d in found} == {"type"}
+
+
+def test_non_object_and_too_deep_configs_are_invalid() -> None:
+    schema = compile_schema(obj(any={}))
+    assert details(schema, []) == [{"pointer": "", "keyword": "type"}]
+    deep: Any = 1
+    for _ in range(5_000):
+        deep = [deep]
+    with within(1.0):
+        found = details(schema, {"any": deep})
+    assert found[0]["keyword"] == "maxDepth"
+
+
+CANARY = "CANARY-f00d-c0ffee"
+
+
+@pytest.mark.parametrize(
+    ("subschema", "value"),
+    [
+        ({"type": "string", "pattern": "^[a-z]+$"}, CANARY),
+        ({"enum": ["a", "b"]}, CANARY),
+        ({"const": "a"}, CANARY),
+        ({"type": "string", "maxLength": 3}, CANARY),
+        ({"type": "string", "format": "ipv4"}, CANARY),
+        ({"type": "integer"}, CANARY),
+        ({"type": "object", "additionalProperties": False}, {"k": CANARY}),
+        ({"type": "object", "propertyNames": {"maxLength": 1}}, {"kk": CANARY}),
+        ({"oneOf": [{"type": "integer"}, {"const": 1}]}, CANARY),
+        ({"not": {"type": "string"}}, CANARY),
+        ({"type": "array", "uniqueItems": True}, [CANARY, CANARY]),
+        ({"type": "string", "writeOnly": True, "minLength": 100}, CANARY),
+    ],
+)
+def test_config_invalid_never_carries_a_submitted_value(subschema: Any, value: Any) -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        compile_schema(obj(field=subschema)).validate({"field": value})
+    exc = caught.value
+    assert exc.details and all(set(d) == {"pointer", "keyword"} for d in exc.details)
+    for text in (str(exc), repr(exc), repr(exc.details), exc.message, repr(exc.args)):
+        assert CANARY not in text
+    assert exc.__cause__ is None
+    assert exc.__context__ is None
+
+
+# --- the secret split -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [{"writeOnly": True}, {"x-secret": True}, {"format": "password"}, {"sensitive": True}],
+)
+def test_each_marker_makes_a_property_secret(marker: dict[str, Any]) -> None:
+    schema = obj(user={"type": "string"}, key={"type": "string", **marker})
+    assert round_trip(schema, {"user": "u", "key": "s3cret"}) == ({"user": "u"}, {"/key": "s3cret"})
+
+
+@pytest.mark.parametrize("marker", [{"writeOnly": False}, {"x-secret": "yes"}, {"format": "uri"}])
+def test_markers_must_be_exact(marker: dict[str, Any]) -> None:
+    schema = obj(key={"type": "string", **marker})
+    assert round_trip(schema, {"key": "v"}) == ({"key": "v"}, {})
+
+
+def test_undeclared_properties_fail_closed() -> None:
+    schema = {
+        **obj(name={"type": "string"}),
+        "patternProperties": {"^x_": {"type": "integer"}},
+        "additionalProperties": {"type": "string"},
+    }
+    config = {"name": "n", "x_port": 1, "anything": "v", "nested": "w"}
+    public, secrets = round_trip(schema, config)
+    assert public == {"name": "n"}
+    assert secrets == {"/x_port": 1, "/anything": "v", "/nested": "w"}
+    # No additionalProperties keyword at all: extras are still admitted, so still secret.
+    assert round_trip(FILESYSTEM, {"root_dir": "/", "extra": "e"})[1] == {"/extra": "e"}
+
+
+def test_additional_properties_false_rejects_extras() -> None:
+    schema = compile_schema({**FILESYSTEM, "additionalProperties": False})
+    with pytest.raises(ConfigInvalid):
+        schema.split({"root_dir": "/", "extra": "e"})
+
+
+def test_named_property_is_secret_if_a_matching_pattern_says_so() -> None:
+    schema = {
+        **obj(api_key={"type": "string"}),
+        "patternProperties": {"_key$": {"writeOnly": True}},
+    }
+    assert round_trip(schema, {"api_key": "k"}) == ({}, {"/api_key": "k"})
+
+
+def test_nested_objects_and_pointer_escaping() -> None:
+    schema = obj(
+        db=obj(host={"type": "string"}, **{"pass/word~1": {"type": "string", "writeOnly": True}}),
+    )
+    config = {"db": {"host": "h", "pass/word~1": "pw"}}
+    assert round_trip(schema, config) == ({"db": {"host": "h"}}, {"/db/pass~1word~01": "pw"})
+
+
+def test_arrays_of_objects_with_secret_fields() -> None:
+    server = obj(url={"type": "string"}, token={"type": "string", "x-secret": True})
+    schema = obj(servers={"type": "array", "items": server})
+    config = {"servers": [{"url": "a", "token": "t0"}, {"url": "b"}, {"url": "c", "token": "t2"}]}
+    public, secrets = round_trip(schema, config)
+    assert public == {"servers": [{"url": "a"}, {"url": "b"}, {"url": "c"}]}
+    assert secrets == {"/servers/0/token": "t0", "/servers/2/token": "t2"}
+
+
+def test_secret_array_elements_leave_a_placeholder() -> None:
+    schema = obj(
+        pair={
+            "type": "array",
+            "prefixItems": [{"type": "string"}, {"type": "string", "sensitive": True}],
+            "items": {"type": "string", "format": "password"},
+        },
+        plain={"type": "array"},
+    )
+    config = {"pair": ["user", "pw", "more"], "plain": [1, {"k": "v"}, None]}
+    public, secrets = round_trip(schema, config)
+    assert public == {"pair": ["user", None, None], "plain": [1, {}, None]}
+    assert secrets == {"/pair/1": "pw", "/pair/2": "more", "/plain/1/k": "v"}
+
+
+def test_refs_defs_and_all_of() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "secret": {"type": "string", "writeOnly": True},
+            "auth": {
+                "allOf": [obj(user={"type": "string"}), obj(password={"$ref": "#/$defs/secret"})]
+            },
+        },
+        "properties": {"auth": {"$ref": "#/$defs/auth"}},
+    }
+    config = {"auth": {"user": "u", "password": "p", "other": 1}}
+    assert round_trip(schema, config) == (
+        {"auth": {"user": "u"}},
+        {"/auth/password": "p", "/auth/other": 1},
+    )
+
+
+def test_secret_is_the_union_over_subschemas_naming_the_property() -> None:
+    schema = {
+        "type": "object",
+        "allOf": [obj(token={"type": "string"}), obj(token={"minLength": 1, "x-secret": True})],
+    }
+    assert round_trip(schema, {"token": "t"}) == ({}, {"/token": "t"})
+
+
+def test_conditional_and_dependent_subschemas_declare_properties() -> None:
+    schema = {
+        **obj(kind={"enum": ["token", "none"]}),
+        "if": obj(kind={"const": "token"}),
+        "then": obj(token={"type": "string", "writeOnly": True}),
+        "dependentSchemas": {"kind": obj(region={"type": "string"})},
+    }
+    config = {"kind": "token", "token": "t", "region": "eu"}
+    assert round_trip(schema, config) == ({"kind": "token", "region": "eu"}, {"/token": "t"})
+
+
+def test_secret_subtree_is_taken_whole() -> None:
+    schema = obj(creds={**obj(key={"writeOnly": True}, id={"type": "string"}), "writeOnly": True})
+    config = {"creds": {"id": "i", "key": "k"}}
+    assert round_trip(schema, config) == ({}, {"/creds": {"id": "i", "key": "k"}})
+
+
+def test_secret_root_takes_the_whole_config() -> None:
+    schema = {**FILESYSTEM, "x-secret": True}
+    assert round_trip(schema, {"root_dir": "/r"}) == ({}, {"": {"root_dir": "/r"}})
+
+
+def test_recursive_schema_splits_at_every_depth() -> None:
+    schema = {
+        "type": "object",
+        "$ref": "#/$defs/node",
+        "$defs": {
+            "node": obj(
+                name={"type": "string"},
+                token={"writeOnly": True},
+                children={"type": "array", "items": {"$ref": "#/$defs/node"}},
+            )
+        },
+    }
+    config = {"name": "a", "token": "1", "children": [{"name": "b", "children": [{"token": "3"}]}]}
+    public, secrets = round_trip(schema, config)
+    assert public == {"name": "a", "children": [{"name": "b", "children": [{}]}]}
+    assert secrets == {"/token": "1", "/children/0/children/0/token": "3"}
+
+
+def test_draft7_definitions_and_items_list() -> None:
+    schema = {
+        "$schema": DRAFT7,
+        "type": "object",
+        "definitions": {"cred": {"type": "string", "x-secret": True}},
+        "properties": {
+            "pair": {
+                "type": "array",
+                "items": [{"type": "string"}, {"$ref": "#/definitions/cred"}],
+                "additionalItems": {"type": "object"},
+            },
+            "list": {"type": "array", "items": {"$ref": "#/definitions/cred"}},
+        },
+    }
+    config = {"pair": ["user", "pw", {"k": 1}], "list": ["a", "b"]}
+    public, secrets = round_trip(schema, config)
+    assert public == {"pair": ["user", None, {}], "list": [None, None]}
+    assert secrets == {"/pair/1": "pw", "/pair/2/k": 1, "/list/0": "a", "/list/1": "b"}
+
+
+def test_draft7_ref_siblings_do_not_declare_but_do_mark() -> None:
+    """Draft-07 ignores a `$ref`'s siblings: their `properties` declare nothing (fail closed),
+    while a secret marker beside the `$ref` still counts."""
+    schema = {
+        "$schema": DRAFT7,
+        "type": "object",
+        "definitions": {"base": obj(host={"type": "string"}), "str": {"type": "string"}},
+        "properties": {
+            "conn": {"$ref": "#/definitions/base", "properties": {"token": {"type": "string"}}},
+            "api_key": {"$ref": "#/definitions/str", "writeOnly": True},
+        },
+    }
+    config = {"conn": {"host": "h", "token": "t"}, "api_key": "k"}
+    public, secrets = round_trip(schema, config)
+    assert public == {"conn": {"host": "h"}}
+    assert secrets == {"/conn/token": "t", "/api_key": "k"}
+
+
+def test_split_validates_first() -> None:
+    with pytest.raises(ConfigInvalid):
+        compile_schema(FILESYSTEM).split({})
+
+
+def test_split_output_does_not_alias_the_input() -> None:
+    schema = obj(blob={"type": "object", "writeOnly": True}, meta={"type": "array"})
+    config = {"blob": {"k": ["v"]}, "meta": [1, [2]]}
+    public, secrets = compile_schema(schema).split(config)
+    secrets["/blob"]["k"].append("x")
+    public["meta"][1].append(3)
+    assert config == {"blob": {"k": ["v"]}, "meta": [1, [2]]}
+
+
+@pytest.mark.parametrize("pointer", ["/missing/deep", "/list/7", "/list/-1", "/list/01", "nope"])
+def test_merge_refuses_secrets_that_do_not_fit(pointer: str) -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        merge_secrets({"list": [None]}, {pointer: "value-that-must-not-leak"})
+    assert caught.value.details == [{"pointer": pointer, "keyword": "merge"}]
+    assert "value-that-must-not-leak" not in repr(caught.value)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+SECRET = "\u00a7S\u00a7"  # every secret value in the generated configs starts with this
+secret_text = st.text(max_size=8).map(lambda s: SECRET + s)
+public_text = st.text(alphabet=st.characters(blacklist_characters="\u00a7"), max_size=8)
+keys = st.text(min_size=1, max_size=6)
+
+HYPO_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "$defs": {"secret": {"type": "string", "writeOnly": True}},
+    "properties": {
+        "name": {"type": "string"},
+        "api_key": {"$ref": "#/$defs/secret"},
+        "db": {
+            "type": "object",
+            "properties": {"host": {"type": "string"}, "password": {"format": "password"}},
+            "additionalProperties": {"type": "string"},
+        },
+        "servers": {
+            "type": "array",
+            "items": obj(url={"type": "string"}, token={"type": "string", "x-secret": True}),
+        },
+        "pair": {
+            "type": "array",
+            "prefixItems": [{"type": "string"}, {"type": "string", "sensitive": True}],
+            "items": {"type": "string"},
+        },
+        "ports": {"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+    },
+    "additionalProperties": {"type": "string"},
+}
+
+
+def optional(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+CONFIGS = optional(
+    name=public_text,
+    api_key=secret_text,
+    db=st.builds(
+        lambda base, extra: {**extra, **base},
+        optional(host=public_text, password=secret_text),
+        st.dictionaries(keys, secret_text, max_size=3),
+    ),
+    servers=st.lists(optional(url=public_text, token=secret_text), max_size=3),
+    pair=st.builds(
+        lambda a, b, rest: [a, b, *rest], public_text, secret_text, st.lists(public_text)
+    ),
+    ports=st.dictionaries(keys.map(lambda k: "x" + k), st.integers(), max_size=3),
+).flatmap(
+    lambda base: st.dictionaries(keys, secret_text, max_size=3).map(
+        lambda extra: {
+            **{k: v for k, v in extra.items() if k not in HYPO_SCHEMA["properties"]},
+            **base,
+        }
+    )
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(CONFIGS)
+def test_split_round_trips_and_hides_every_secret(config: dict[str, Any]) -> None:
+    public, secrets = round_trip(HYPO_SCHEMA, config)
+    assert SECRET not in json.dumps(public, ensure_ascii=False)
+    assert public.get("ports", {}) == {}
+    for pointer, value in secrets.items():
+        assert pointer.startswith("/")
+        assert isinstance(value, int) or SECRET in json.dumps(value, ensure_ascii=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=6))
+def test_undeclared_keys_of_any_spelling_round_trip(config: dict[str, str]) -> None:
+    public, secrets = round_trip({"type": "object"}, config)
+    assert public == {}
+    assert set(secrets) == {"/" + k.replace("~", "~0").replace("/", "~1") for k in config}
