@@ -170,6 +170,17 @@ def test_catastrophic_patterns_run_in_linear_time() -> None:
     assert {"pointer": "/b" + attack, "keyword": "additionalProperties"} in found
 
 
+def test_regex_format_and_patterns_compile_with_re2_not_re() -> None:
+    """Python's `re` parser raises RecursionError on deep groups; RE2 refuses them cleanly."""
+    deep_groups = "(" * 5_000 + ")" * 5_000
+    with pytest.raises(SchemaRefused):
+        compile_schema(obj(a={"type": "string", "pattern": deep_groups}))
+    schema = compile_schema(obj(r={"type": "string", "format": "regex"}))
+    schema.validate({"r": "^[a-z]+(?:-[a-z]+)*$"})
+    for bad in (deep_groups, "(?=x)", "(unclosed"):
+        assert details(schema, {"r": bad}) == [{"pointer": "/r", "keyword": "format"}]
+
+
 def test_root_schema_reached_by_ref_keeps_the_re2_validator() -> None:
     """A root `$schema` must not let jsonschema swap in its stock `re` keywords via `$ref`."""
     schema = compile_schema(

@@ -1,1 +1,51 @@
-"""toolkit-package: a pure, bounded metadata model of toolkit packages."""
+"""toolkit-package: a pure, bounded metadata model of toolkit packages (seed 002).
+
+Nothing here executes integration code, opens package files, touches the network or grants
+authority. ``inspect`` (the ``toolkit-package-inspect`` command) is the only module doing I/O,
+bounded stdin to stdout, and is deliberately not imported here so ``python -m`` runs it clean.
+"""
+
+from .compat import Gap, HostCompatibility, StateObligation, check_host, state_changes_from
+from .importers import (
+    ConfigInput,
+    ImportDiagnostic,
+    ImportedServer,
+    ImportRefused,
+    ImportResult,
+    import_metadata,
+)
+from .manifest import (
+    ActivationManifest,
+    Diagnostic,
+    ManifestRefused,
+    ValidatedManifest,
+    payload_digest,
+    validate,
+)
+from .model import Component, IntegrationPackage, StrategyKind
+from .toolkit import ImportedToolkit, to_toolkit_definitions
+
+__all__ = [
+    "ActivationManifest",
+    "Component",
+    "ConfigInput",
+    "Diagnostic",
+    "Gap",
+    "HostCompatibility",
+    "ImportDiagnostic",
+    "ImportRefused",
+    "ImportResult",
+    "ImportedServer",
+    "ImportedToolkit",
+    "IntegrationPackage",
+    "ManifestRefused",
+    "StateObligation",
+    "StrategyKind",
+    "ValidatedManifest",
+    "check_host",
+    "import_metadata",
+    "payload_digest",
+    "state_changes_from",
+    "to_toolkit_definitions",
+    "validate",
+]

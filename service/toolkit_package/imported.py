@@ -27,6 +27,8 @@ __all__ = [
     "ImportResult",
     "ImportedServer",
     "InputKind",
+    "ValueType",
+    "name_of",
     "pick",
     "pointer",
 ]
@@ -36,6 +38,7 @@ MAX_NAME_CHARS = 256
 
 Format = Literal["mcp_registry_server", "mcp_bundle_manifest", "client_config"]
 InputKind = Literal["env", "header", "argument", "variable", "user_config"]
+ValueType = Literal["string", "number", "boolean"]
 T = TypeVar("T")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -57,7 +60,7 @@ class ConfigInput:
     location: str
     has_fixed_value: bool
     in_argv: bool
-    value_type: Literal["string", "number", "boolean"] = "string"
+    value_type: ValueType = "string"
 
 
 @dataclass(frozen=True)

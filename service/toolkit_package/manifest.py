@@ -31,6 +31,7 @@ __all__ = [
     "PackageRef",
     "Reference",
     "ValidatedManifest",
+    "payload_digest",
     "validate",
 ]
 

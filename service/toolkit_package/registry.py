@@ -19,6 +19,7 @@ from .imported import (
     ImportedServer,
     ImportRefused,
     InputKind,
+    ValueType,
     name_of,
     pick,
     pointer,
@@ -28,10 +29,10 @@ from .model import StrategyKind
 __all__ = ["parse_server_json"]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]{0,127})\}")
-_VALUE_TYPES = {"number": "number", "boolean": "boolean"}
+_VALUE_TYPES: dict[str, ValueType] = {"number": "number", "boolean": "boolean"}
 
 
-def _value_type(obj: dict[str, Any], scope: str) -> Any:
+def _value_type(obj: dict[str, Any], scope: str) -> ValueType:
     return _VALUE_TYPES.get(pick(obj, ("format",), str, scope) or "", "string")
 
 

@@ -83,7 +83,8 @@ def stdio() -> None:
         "toolkit-vault: A2E toolkits over stdio; one JSON message per line. Start with\n"
         '  {"type":"handshake/req","capabilities":["toolkits"]}\n'
         'then {"type":"toolkit/list/req"} or {"type":"toolkit/configure/req",'
-        '"toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}. Ctrl-D ends.'
+        '"toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}. Ctrl-D ends.',
+        err=True,
     )
     serve_stdio(vault, LOCAL_PRINCIPAL)
 

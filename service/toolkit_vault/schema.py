@@ -21,7 +21,7 @@ from typing import Any
 import re2
 import referencing.jsonschema
 import rfc8785
-from jsonschema import Draft7Validator, Draft202012Validator, ValidationError
+from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
@@ -107,20 +107,38 @@ def _required(
                 yield ValidationError("required property missing", path=[name])
 
 
+def _is_re2(instance: object) -> bool:
+    """`format: regex` via RE2: Python's `re` parser recurses out of the stack on "((((...".
+
+    Not cached: these strings come from configs, and compiled programs are large.
+    """
+    if isinstance(instance, str):
+        re2.compile(instance, _RE2_OPTIONS)
+    return True
+
+
+def _re2_format_checker(base: FormatChecker) -> FormatChecker:
+    checker = FormatChecker(formats=())
+    checker.checkers = {**base.checkers, "regex": (_is_re2, re2.error)}
+    return checker
+
+
 _KEYWORDS = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
     "required": _required,
 }
-_DIALECTS: dict[str, tuple[type[Validator], referencing.Specification[Any]]] = {
+_DIALECTS: dict[str, tuple[type[Validator], referencing.Specification[Any], FormatChecker]] = {
     DEFAULT_DIALECT: (
         extend(Draft202012Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
         referencing.jsonschema.DRAFT202012,
+        _re2_format_checker(Draft202012Validator.FORMAT_CHECKER),
     ),
     DRAFT7_DIALECT: (
         extend(Draft7Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
         referencing.jsonschema.DRAFT7,
+        _re2_format_checker(Draft7Validator.FORMAT_CHECKER),
     ),
 }
 
@@ -190,17 +208,6 @@ def _children(node: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str,
                 yield child, pointer + suffix, keyword in _IN_PLACE
 
 
-def _check_schema(cls: type[Validator], schema: Any, what: str) -> None:
-    """Meta-schema check; the message names the failing pointer and meta-schema keyword."""
-    try:
-        cls.check_schema(schema)
-    except SchemaError as error:
-        where = _pointer(error.absolute_path) or "/"
-        raise SchemaRefused(
-            f"{what} is invalid at {where!r} (meta-schema keyword {error.validator!r})"
-        ) from None
-
-
 def _is_marked(node: Mapping[str, Any]) -> bool:
     return (
         node.get("writeOnly") is True
@@ -217,8 +224,8 @@ class CompiledSchema:
         dialect = schema.get("$schema", DEFAULT_DIALECT)
         if not isinstance(dialect, str) or dialect.removesuffix("#") not in _DIALECTS:
             raise SchemaRefused("schema $schema must be JSON Schema draft 2020-12 or draft-07")
-        cls, specification = _DIALECTS[dialect.removesuffix("#")]
-        _check_schema(cls, schema, "schema")
+        cls, specification, self._formats = _DIALECTS[dialect.removesuffix("#")]
+        self._check_schema(cls, schema, "schema")
         if schema.get("type") != "object":
             raise SchemaRefused('schema root must declare "type": "object"')
         # Without $schema, jsonschema's evolve() can never swap in the stock (re-based) class.
@@ -230,10 +237,21 @@ class CompiledSchema:
         self._root = root
         self._draft7 = dialect.removesuffix("#") == DRAFT7_DIALECT
         self._refs = self._audit(cls, root, resolver)
-        self._validator = cls(root, registry=registry, format_checker=cls.FORMAT_CHECKER)
+        self._validator = cls(root, registry=registry, format_checker=self._formats)
 
-    @staticmethod
-    def _audit(cls: type[Validator], root: Mapping[str, Any], resolver: Any) -> dict[str, Any]:
+    def _check_schema(self, cls: type[Validator], schema: Any, what: str) -> None:
+        """Meta-schema check; the message names the failing pointer and meta-schema keyword."""
+        try:
+            cls.check_schema(schema, format_checker=self._formats)  # type: ignore[call-arg]
+        except SchemaError as error:
+            where = _pointer(error.absolute_path)
+            raise SchemaRefused(
+                f"{what} is invalid at {where!r} (meta-schema keyword {error.validator!r})"
+            ) from None
+
+    def _audit(
+        self, cls: type[Validator], root: Mapping[str, Any], resolver: Any
+    ) -> dict[str, Any]:
         """Check every reachable subschema; return each local `$ref` resolved, for `split`."""
         refs: dict[str, Any] = {}
         edges: dict[int, list[int]] = {}
@@ -272,7 +290,7 @@ class CompiledSchema:
                     except Unresolvable:
                         raise SchemaRefused(f"schema $ref at {where!r} does not resolve") from None
                     if refs[ref] is not root:
-                        _check_schema(cls, refs[ref], f"$ref {ref!r} target")
+                        self._check_schema(cls, refs[ref], f"$ref {ref!r} target")
                 if isinstance(refs[ref], Mapping):
                     children.append((refs[ref], ref, True))
             edges[id(node)] = [id(child) for child, _, in_place in children if in_place]

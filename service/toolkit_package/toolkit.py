@@ -1,0 +1,123 @@
+"""Turn an accepted import into A2E ``ToolkitDefinition`` fields for the vault.
+
+Each imported server becomes one definition whose JSON Schema (Draft 2020-12) has one property
+per configurable input. Secret inputs carry ``"writeOnly": true`` so the vault encrypts them;
+inputs the package fixes itself stay out of the form; ``additionalProperties: false`` keeps
+unknown (and therefore unclassified) fields out. The package digest, strategy and format are
+recorded at the schema root under ``x-toolkit-package``. A secret that reaches a command line
+is flagged, because argv is visible to every local user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .imported import ConfigInput, ImportedServer, ImportResult
+
+__all__ = [
+    "DEFINITION_FIELDS",
+    "ImportedToolkit",
+    "property_names",
+    "to_toolkit_definition",
+    "to_toolkit_definitions",
+]
+
+DEFINITION_FIELDS = (
+    "name",
+    "alias",
+    "description",
+    "category",
+    "tags",
+    "icon_svg",
+    "schema",
+    "tools",
+    "version",
+)
+_NOT_IDENT = re.compile(r"[^a-z0-9]+")
+_MAX_PROPERTY = 64
+
+
+@dataclass(frozen=True)
+class ImportedToolkit:
+    definition: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _identifier(name: str) -> str:
+    base = _NOT_IDENT.sub("_", name.lower()).strip("_")
+    if not base or not base[0].isalpha():
+        base = f"field_{base}".rstrip("_")
+    return base[:_MAX_PROPERTY].rstrip("_")
+
+
+def property_names(inputs: Iterable[ConfigInput]) -> list[str]:
+    """Safe ``[a-z][a-z0-9_]*`` names, deduplicated in input order (``token``, ``token_2``)."""
+    taken: set[str] = set()
+    names = []
+    for item in inputs:
+        base = candidate = _identifier(item.name)
+        n = 1
+        while candidate in taken:
+            n += 1
+            suffix = f"_{n}"
+            candidate = base[: _MAX_PROPERTY - len(suffix)] + suffix
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _property(item: ConfigInput) -> dict[str, Any]:
+    prop: dict[str, Any] = {"type": item.value_type, "title": item.name}
+    if item.description:
+        prop["description"] = item.description
+    if item.secret:
+        prop["writeOnly"] = True
+    prop["x-toolkit-input"] = {"kind": item.kind, "name": item.name, "in_argv": item.in_argv}
+    return prop
+
+
+def _warnings(server: ImportedServer) -> list[str]:
+    return [
+        f"{server.name}: secret {item.kind} {item.name!r} is passed on the command line; "
+        "argv is visible to every local user"
+        for item in server.inputs
+        if item.secret and item.in_argv
+    ]
+
+
+def to_toolkit_definition(server: ImportedServer, result: ImportResult) -> ImportedToolkit:
+    inputs = server.configurable
+    names = property_names(inputs)
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {name: _property(item) for name, item in zip(names, inputs, strict=True)},
+        "required": [name for name, item in zip(names, inputs, strict=True) if item.required],
+        "additionalProperties": False,
+        "x-toolkit-package": {
+            "digest": "sha256:" + result.input_sha256,
+            "strategy": server.strategy.value,
+            "format": result.format,
+        },
+    }
+    tags = list(dict.fromkeys(t for t in (result.format, server.transport, server.registry) if t))
+    definition = {
+        "name": server.name,
+        "alias": server.name.rsplit("/", 1)[-1].split("#", 1)[0][:64],
+        "description": server.description or server.title,
+        "category": server.strategy.value,
+        "tags": tags,
+        "icon_svg": None,
+        "schema": schema,
+        "tools": list(server.tools),
+        "version": server.version or "1.0.0",
+    }
+    return ImportedToolkit(definition=definition, warnings=_warnings(server))
+
+
+def to_toolkit_definitions(result: ImportResult) -> list[ImportedToolkit]:
+    """One toolkit per accepted server, in document order."""
+    return [to_toolkit_definition(server, result) for server in result.servers]

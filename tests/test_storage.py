@@ -1,0 +1,119 @@
+"""Storage on real SQLite and PostgreSQL: migrations, append-only versions, CAS, audit."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import func, inspect, select
+
+from toolkit_vault.database import migrate, open_engine, require_current
+from toolkit_vault.errors import StoreError
+from toolkit_vault.models import AuditEvent, Base, ConfigVersion, CurrentConfig
+from toolkit_vault.service import Vault
+from toolkit_vault.storage import Store, VersionDraft
+
+
+def draft(status: str = "ok") -> VersionDraft:
+    return VersionDraft(
+        status=status,
+        message=None,
+        actor="local",
+        schema_digest="sha256:00",
+        public_config={"a": 1},
+        secret_fingerprints={},
+        sealed_secrets={},
+        dek_id=None,
+        kek_id=None,
+        wrapped_dek=None,
+    )
+
+
+def test_upgrade_head_on_an_empty_database_then_no_drift(database_url: str) -> None:
+    engine = open_engine(database_url)
+    with pytest.raises(StoreError, match="run `toolkit-vault init`"):
+        require_current(engine)
+    migrate(engine)
+    migrate(engine)  # idempotent
+    require_current(engine)
+    assert set(inspect(engine).get_table_names()) >= set(Base.metadata.tables)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+    engine.dispose()
+
+
+def test_sqlite_connection_settings(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'v.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+    assert (tmp_path / "v.db").stat().st_mode & 0o077 == 0  # created 0600
+    engine.dispose()
+
+
+def _session(vault: Vault) -> str:
+    vault.store.create_session("s-1", "local")
+    return "s-1"
+
+
+def test_versions_are_append_only_and_pointer_moves_only_when_live(vault: Vault) -> None:
+    session = _session(vault)
+    assert vault.store.append_version(session, "t", lambda v: draft(), "configure") == 1
+    assert vault.store.append_version(session, "t", lambda v: draft("error"), "configure") == 2
+    assert vault.store.append_version(session, "t", lambda v: draft("partial"), "configure") == 3
+    with vault.store.engine.connect() as conn:
+        assert conn.execute(select(CurrentConfig.version)).scalar_one() == 3
+        assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 3
+
+
+def test_audit_failure_rolls_back_the_version(vault: Vault) -> None:
+    session = _session(vault)
+
+    def broken_signer(previous: bytes, payload: bytes) -> bytes:
+        raise RuntimeError("signer down")
+
+    store = Store(vault.store.engine, broken_signer)
+    with pytest.raises(RuntimeError):
+        store.append_version(session, "t", lambda v: draft(), "configure")
+    with vault.store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 0
+        assert conn.execute(select(func.count()).select_from(CurrentConfig)).scalar_one() == 0
+
+
+def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
+    session = _session(vault)
+    built: list[int] = []
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def build(version: int) -> VersionDraft:
+        built.append(version)
+        return draft()
+
+    def writer() -> None:
+        try:
+            for _ in range(10):
+                results.append(vault.store.append_version(session, "t", build, "configure"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(results) == list(range(1, 61))
+    with vault.store.engine.connect() as conn:
+        stored = conn.execute(select(ConfigVersion.version).order_by(ConfigVersion.version)).scalars().all()
+        current = conn.execute(select(CurrentConfig.version)).scalar_one()
+        seqs: Any = conn.execute(select(AuditEvent.seq).order_by(AuditEvent.seq)).scalars().all()
+    assert stored == list(range(1, 61))
+    assert current == 60
+    assert seqs == list(range(1, len(seqs) + 1))
