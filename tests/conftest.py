@@ -70,6 +70,18 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def empty_database_url(database_url: str) -> str:
+    """A database with no tables at all (PostgreSQL: the scratch schema is recreated)."""
+    if database_url.startswith("postgresql"):
+        engine = create_engine(database_url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+    return database_url
+
+
+@pytest.fixture
 def home(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> VaultSettings:
     """An initialized vault home with a file master key."""
     monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))

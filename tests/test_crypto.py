@@ -120,7 +120,9 @@ def test_envelope_matches_documented_construction(vector: dict[str, Any]) -> Non
     key, nonce = bytes.fromhex(vector["key"]), bytes.fromhex(vector["nonce"])
     okm = _hkdf_sha256(key, nonce, b"toolkit-vault/v1/commit+enc", 64)
     header = bytes([crypto.FORMAT_VERSION]) + nonce + okm[:32]
-    body = AESGCM(okm[32:]).encrypt(nonce, _plaintext(vector), header + bytes.fromhex(vector["aad"]))
+    body = AESGCM(okm[32:]).encrypt(
+        nonce, _plaintext(vector), header + bytes.fromhex(vector["aad"])
+    )
     assert (header + body).hex() == vector["envelope"]
 
 
@@ -243,7 +245,9 @@ def test_spy_sees_decrypt_of_a_valid_envelope(spy: type[_SpyAESGCM]) -> None:
 
 
 @pytest.mark.parametrize(
-    "position", [0, 1, 12, 13, HEADER - 1], ids=["format", "nonce0", "nonce11", "commit0", "commit31"]
+    "position",
+    [0, 1, 12, 13, HEADER - 1],
+    ids=["format", "nonce0", "nonce11", "commit0", "commit31"],
 )
 def test_header_tampering_fails_before_decrypt(spy: type[_SpyAESGCM], position: int) -> None:
     tampered = bytearray(seal(KEY, CANARY.encode(), AAD))
@@ -427,7 +431,9 @@ def test_swapped_dek_id_fails(ring: KeyRing, fp_key: SecretBytes, sealed: Sealed
     _refuses(ring, CONTEXT, dataclasses.replace(sealed, dek_id="00" * 16))
 
 
-def test_swapped_wrapped_dek_fails(ring: KeyRing, fp_key: SecretBytes, sealed: SealedConfig) -> None:
+def test_swapped_wrapped_dek_fails(
+    ring: KeyRing, fp_key: SecretBytes, sealed: SealedConfig
+) -> None:
     for context in (CONTEXT, dataclasses.replace(CONTEXT, version=4)):
         other = seal_config(ring, fp_key, context, {"/token": "other"})
         _refuses(ring, CONTEXT, dataclasses.replace(sealed, wrapped_dek=other.wrapped_dek))
@@ -471,7 +477,9 @@ def test_rewrap_refuses_what_it_cannot_decrypt(fp_key: SecretBytes, target: str)
     if target == "envelope":
         envelope = bytearray(sealed.envelopes["/list"])
         envelope[-1] ^= 1
-        sealed = dataclasses.replace(sealed, envelopes={**sealed.envelopes, "/list": bytes(envelope)})
+        sealed = dataclasses.replace(
+            sealed, envelopes={**sealed.envelopes, "/list": bytes(envelope)}
+        )
     elif target == "moved":
         moved = {**sealed.envelopes, "/list": sealed.envelopes["/token"]}
         sealed = dataclasses.replace(sealed, envelopes=moved)
@@ -552,7 +560,7 @@ def test_secrets_cannot_be_pickled(make: Callable[[], Any]) -> None:
 @pytest.mark.parametrize("make", SECRETS_OF_EACH_KIND)
 def test_secret_equality_is_identity(make: Callable[[], Any]) -> None:
     first, second = make(), make()
-    assert first == first  # noqa: PLR0124
+    assert first == first
     assert first != second
     assert first != first.reveal()
     assert len({first, second}) == 2

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import func, inspect, select
 
-from toolkit_vault.database import migrate, open_engine, require_current
+from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
-from toolkit_vault.models import AuditEvent, Base, ConfigVersion, CurrentConfig
+from toolkit_vault.models import SCHEMA_REVISION, AuditEvent, Base, ConfigVersion, CurrentConfig
 from toolkit_vault.service import Vault
 from toolkit_vault.storage import Store, VersionDraft
 
@@ -33,8 +34,8 @@ def draft(status: str = "ok") -> VersionDraft:
     )
 
 
-def test_upgrade_head_on_an_empty_database_then_no_drift(database_url: str) -> None:
-    engine = open_engine(database_url)
+def test_upgrade_head_on_an_empty_database_then_no_drift(empty_database_url: str) -> None:
+    engine = open_engine(empty_database_url)
     with pytest.raises(StoreError, match="run `toolkit-vault init`"):
         require_current(engine)
     migrate(engine)
@@ -44,6 +45,13 @@ def test_upgrade_head_on_an_empty_database_then_no_drift(database_url: str) -> N
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == []
+    engine.dispose()
+
+
+def test_schema_revision_is_the_alembic_head(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'v.db'}")
+    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    assert head == SCHEMA_REVISION
     engine.dispose()
 
 

@@ -12,15 +12,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
 
 from .errors import StoreError
+from .models import SCHEMA_REVISION
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["MIGRATIONS", "alembic_config", "migrate", "open_engine", "require_current"]
 
@@ -67,6 +69,8 @@ def _sqlite_on_begin(connection: Any) -> None:
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config  # alembic costs half a second to import: only for init
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["engine"] = engine
@@ -75,6 +79,8 @@ def alembic_config(engine: Engine) -> Config:
 
 def migrate(engine: Engine) -> None:
     """Bring the schema to the head revision (idempotent)."""
+    from alembic import command
+
     try:
         command.upgrade(alembic_config(engine), "head")
     except OperationalError as exc:
@@ -82,15 +88,18 @@ def migrate(engine: Engine) -> None:
 
 
 def require_current(engine: Engine) -> None:
-    """Refuse a database that `init` has not migrated to this release's head."""
-    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    """Refuse a database that `init` has not migrated to this release's schema revision."""
     try:
         with engine.connect() as connection:
-            current = MigrationContext.configure(connection).get_current_revision()
-    except OperationalError:
-        raise StoreError("cannot open the database; is it reachable?") from None
-    if current != head:
+            current = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except ProgrammingError:
+        current = None
+    except OperationalError as exc:
+        if "no such table" not in str(exc.orig):
+            raise StoreError("cannot open the database; is it reachable?") from None
+        current = None
+    if current != SCHEMA_REVISION:
         raise StoreError(
-            f"the database is at revision {current or 'none'}, not {head}: "
+            f"the database is at revision {current or 'none'}, not {SCHEMA_REVISION}: "
             "run `toolkit-vault init` first"
         )

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "SCHEMA_REVISION",
     "AuditEvent",
     "Base",
     "ConfigVersion",
@@ -31,6 +32,8 @@ __all__ = [
     "Principal",
     "Session",
 ]
+
+SCHEMA_REVISION = "0001"  # the Alembic head these models match (checked by the tests)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",

@@ -57,6 +57,7 @@ _IN_PLACE = frozenset(
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.never_capture = True  # a match is a yes/no; group spans cost O(groups^2) memory
 
 
 @functools.lru_cache(maxsize=1024)
