@@ -100,8 +100,11 @@ def vault(home: VaultSettings) -> Iterator[Vault]:
 
 
 @pytest.fixture
-def cli_env(home: VaultSettings) -> dict[str, str]:
-    """Environment for a `toolkit-vault` subprocess on the same home, plugins installed."""
-    env = dict(os.environ)
+def cli_env(tmp_path: Path, database_url: str) -> dict[str, str]:
+    """Environment for `toolkit-vault` subprocesses on the `home` fixture's home and database,
+    with the test plugins installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
+    env["TOOLKIT_VAULT_HOME"] = str(tmp_path / "home")
+    env["TOOLKIT_VAULT_DATABASE_URL"] = database_url
     return env

@@ -591,7 +591,7 @@ def test_key_ring_repr_shows_ids_only() -> None:
     assert "kek-1" in ring and "kek-9" not in ring
     assert ring.check_value("kek-1") == key_check_value(keys["kek-1"])
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match="KeyRing cannot be pickled"):
             pickle.dumps(ring, protocol=protocol)
 
 

@@ -266,7 +266,7 @@ def test_symlink_is_refused(tmp_path: Path, dangling: bool) -> None:
         target.unlink()
     link = tmp_path / KEY_FILE_NAME
     link.symlink_to(target)
-    with pytest.raises(KeyProviderError, match="symlink"):
+    with pytest.raises(KeyProviderError, match="is a symlink"):
         FileProvider(link).load()
 
 
@@ -392,6 +392,40 @@ INSECURE = [
 @pytest.mark.parametrize("backend", INSECURE)
 def test_insecure_keyrings_are_refused(backend: type[keyring.backend.KeyringBackend]) -> None:
     keyring.set_keyring(backend())
+    with pytest.raises(KeyProviderError, match="--key-provider file"):
+        KeyringProvider("vault-1")
+
+
+def test_priority_raised_from_the_environment_does_not_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KEYRING_PROPERTY_PRIORITY", "10")
+    backend = keyrings.alt.file.PlaintextKeyring()
+    assert backend.priority == "10"
+    keyring.set_keyring(backend)
+    with pytest.raises(KeyProviderError, match="--key-provider file"):
+        KeyringProvider("vault-1")
+
+
+def _plaintext_subclass(name: str) -> keyring.backend.KeyringBackend:
+    cls = type(name, (keyrings.alt.file.PlaintextKeyring,), {"priority": 10})
+    keyring.backend.KeyringBackend._classes.discard(cls)
+    return cls()  # type: ignore[no-any-return]
+
+
+def test_plaintext_keyring_is_refused_by_name_whatever_its_priority() -> None:
+    keyring.set_keyring(_plaintext_subclass("PlaintextKeyring"))
+    with pytest.raises(KeyProviderError, match="--key-provider file"):
+        KeyringProvider("vault-1")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="keys.py:209 matches insecure backends by class-name suffix, not isinstance, so a "
+    "renamed PlaintextKeyring subclass with priority >= 1 is accepted",
+)
+def test_plaintext_keyring_subclass_is_refused() -> None:
+    keyring.set_keyring(_plaintext_subclass("FastLocalKeyring"))
     with pytest.raises(KeyProviderError, match="--key-provider file"):
         KeyringProvider("vault-1")
 

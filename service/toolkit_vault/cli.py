@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from .bootstrap import LOCAL_PRINCIPAL, init_vault, open_vault
 from .errors import VaultError
@@ -24,7 +25,6 @@ from .stdio import serve_stdio
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-err = Console(stderr=True, highlight=False)
 
 
 def _fail(message: str) -> None:
@@ -69,9 +69,10 @@ def init(key_provider: str | None) -> None:
     settings = load_settings(key_provider)  # type: ignore[arg-type]
     report = init_vault(settings)
     verb = "created" if report.created_key else "using"
-    err.print(f"vault home: {report.home}")
-    err.print(f"database:   {report.database_url}")
-    err.print(f"master key: {verb} {report.key_location}")
+    database = make_url(report.database_url).render_as_string(hide_password=True)
+    click.echo(f"vault home: {report.home}", err=True)
+    click.echo(f"database:   {database}", err=True)
+    click.echo(f"master key: {verb} {report.key_location}", err=True)
 
 
 @main.command()

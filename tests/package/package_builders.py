@@ -7,6 +7,14 @@ from typing import Any
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "package"
 DIGEST = "sha256:" + "ab" * 32
+EXAMPLES = [
+    "server-argv-variable-secret.json",
+    "server-remote-secret-header.json",
+    "server-secret-env.json",
+    "server-snake-case.json",
+    "bundle-manifest.json",
+    "client-config.json",
+]
 
 Json = dict[str, Any]
 

@@ -124,9 +124,7 @@ def test_changed_owner_and_dropped_state_are_reported() -> None:
     prior = with_state("v1")
     moved = with_state("v1", owner="other")
     obligations = state_changes_from(moved, prior)
-    assert [(o.namespace, o.diagnostic) for o in obligations] == [
-        ("issues-cache", "owner_changed")
-    ]
+    assert [(o.namespace, o.diagnostic) for o in obligations] == [("issues-cache", "owner_changed")]
     bare = validate(make_manifest([make_component("svc")], [make_service("s", ("svc",))]))
     dropped = state_changes_from(bare, prior)
     assert [(o.namespace, o.to_format, o.diagnostic) for o in dropped] == [

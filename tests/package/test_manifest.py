@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from toolkit_package.manifest import (
     validate,
 )
 from toolkit_package.model import Entrypoint
+
+GATE = re.escape("only toolkit_package.manifest.validate")
 
 
 def refusal(manifest: Any) -> ManifestRefused:
@@ -244,11 +247,11 @@ def test_validated_manifest_cannot_be_constructed_directly() -> None:
         "payload_digest": good.payload_digest,
         "dependency_order": good.dependency_order,
     }
-    with pytest.raises(ValidationError, match="only toolkit_package.manifest.validate"):
+    with pytest.raises(ValidationError, match=GATE):
         ValidatedManifest(**fields)
-    with pytest.raises(ValidationError, match="only toolkit_package.manifest.validate"):
+    with pytest.raises(ValidationError, match=GATE):
         ValidatedManifest.model_validate(good.model_dump())
-    with pytest.raises(ValidationError, match="only toolkit_package.manifest.validate"):
+    with pytest.raises(ValidationError, match=GATE):
         ValidatedManifest.model_validate_json(good.model_dump_json())
     with pytest.raises(ValidationError):
         ValidatedManifest.model_validate(fields, context={"gate": object()})
