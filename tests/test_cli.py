@@ -8,13 +8,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CLI
 
 from toolkit_vault.keys import ENV_KEYS, MasterKeys
 
+from conftest import CLI
+
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=60, input="")
+    return subprocess.run(
+        [CLI, *args], capture_output=True, text=True, env=env, timeout=60, input=""
+    )
 
 
 @pytest.fixture
@@ -50,11 +53,18 @@ def test_init_with_a_file_key_is_idempotent(home: object, cli_env: dict[str, str
     assert key_file.read_bytes() == before
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     record = json.loads((key_file.parent / "vault.json").read_text())
-    assert record["key_provider"] == "file" and record["database_url"] == cli_env["TOOLKIT_VAULT_DATABASE_URL"]
-    assert "already uses the file key provider" in one_error_line(run(cli_env, "init", "--key-provider", "env"))
+    assert (
+        record["key_provider"] == "file"
+        and record["database_url"] == cli_env["TOOLKIT_VAULT_DATABASE_URL"]
+    )
+    assert "already uses the file key provider" in one_error_line(
+        run(cli_env, "init", "--key-provider", "env")
+    )
 
 
-def test_first_init_says_where_the_key_was_created(fresh_env: dict[str, str], tmp_path: Path) -> None:
+def test_first_init_says_where_the_key_was_created(
+    fresh_env: dict[str, str], tmp_path: Path
+) -> None:
     done = run(fresh_env, "init", "--key-provider", "file")
     assert done.returncode == 0, done.stderr
     assert f"master key: created key file {tmp_path / 'fresh' / 'master-keys.json'}" in done.stderr

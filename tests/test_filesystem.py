@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from tkv_test_plugins import SecretiveToolkit
 
 from toolkit_vault.errors import VaultError
 from toolkit_vault.filesystem import FilesystemToolkit, PathRefused
 from toolkit_vault.testing import ToolkitConformance
 
+from tkv_test_plugins import SecretiveToolkit
+
 
 class TestFilesystemConformance(ToolkitConformance):
     factory = FilesystemToolkit
-    valid_config = {"root_dir": "/srv/workspace-for-tests"}
-    invalid_configs = [{}, {"root_dir": 5}]
+    valid_config: ClassVar[dict[str, Any]] = {"root_dir": "/srv/workspace-for-tests"}
+    invalid_configs: ClassVar[list[dict[str, Any]]] = [{}, {"root_dir": 5}]
 
 
 class TestSecretiveConformance(ToolkitConformance):
     factory = SecretiveToolkit
-    valid_config = {"endpoint": "https://x.test", "api_key": "tkv-canary-conformance"}
-    invalid_configs = [{"endpoint": "x"}, {"endpoint": "x", "api_key": "k", "other": 1}]
+    valid_config: ClassVar[dict[str, Any]] = {
+        "endpoint": "https://x.test",
+        "api_key": "tkv-canary-conformance",
+    }
+    invalid_configs: ClassVar[list[dict[str, Any]]] = [
+        {"endpoint": "x"},
+        {"endpoint": "x", "api_key": "k", "other": 1},
+    ]
 
 
 @pytest.fixture
@@ -41,8 +49,12 @@ def test_tools_work_inside_the_root(toolkit: FilesystemToolkit) -> None:
     assert toolkit.list_dir() == ["a"] and toolkit.list_dir("a") == ["b.txt"]
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd", "..", "link/x"])
-def test_paths_outside_the_root_are_refused(toolkit: FilesystemToolkit, path: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd", "..", "link/x"]
+)
+def test_paths_outside_the_root_are_refused(
+    toolkit: FilesystemToolkit, path: str, tmp_path: Path
+) -> None:
     os.symlink(tmp_path, toolkit.root / "link")
     with pytest.raises(PathRefused):
         toolkit.read_file(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -98,14 +99,31 @@ def test_configure_request_repr_hides_config() -> None:
 
 json_values: Any = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
 
-@given(st.dictionaries(st.sampled_from(["type", "id", "version", "ts", "config", "filter_tags", "capabilities", "session_id", "toolkit_name"]), json_values))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "type",
+                "id",
+                "version",
+                "ts",
+                "config",
+                "filter_tags",
+                "capabilities",
+                "session_id",
+                "toolkit_name",
+            ]
+        ),
+        json_values,
+    )
+)
 def test_parse_never_raises_anything_else(data: dict[str, Any]) -> None:
-    try:
+    with contextlib.suppress(InvalidMessage):
         parse_message(json.dumps(data))
-    except InvalidMessage:
-        pass

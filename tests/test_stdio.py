@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import CLI
-
 from toolkit_vault.settings import VaultSettings
+
+from conftest import CLI
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "wire_examples.json").read_text())
 SPEC_LIST_REQ = VECTORS["messages"][0]["json"]
@@ -37,7 +37,9 @@ def handshake(session_id: str | None = None) -> str:
     return json.dumps(msg)
 
 
-def test_spec_flow_then_resume_in_a_new_process(home: VaultSettings, cli_env: dict[str, str]) -> None:
+def test_spec_flow_then_resume_in_a_new_process(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
     configure_req = {**SPEC_CONFIGURE_REQ, "session_id": ""}
     out, stderr = run_stdio(
         cli_env, handshake(), SPEC_LIST_REQ, json.dumps(configure_req), SPEC_LIST_REQ
@@ -49,14 +51,24 @@ def test_spec_flow_then_resume_in_a_new_process(home: VaultSettings, cli_env: di
     spec_fs = SPEC_LIST_RESP["toolkits"][0]
     filesystem = next(t for t in listed["toolkits"] if t["name"] == "filesystem")
     assert filesystem == spec_fs and listed["req_id"] == "tk1"
-    assert (configured["type"], configured["req_id"], configured["status"]) == ("toolkit/configure/resp", "tk3", "ok")
-    assert (event["type"], event["session_id"], event["configured"]) == ("toolkit/status/event", session, True)
+    assert (configured["type"], configured["req_id"], configured["status"]) == (
+        "toolkit/configure/resp",
+        "tk3",
+        "ok",
+    )
+    assert (event["type"], event["session_id"], event["configured"]) == (
+        "toolkit/status/event",
+        session,
+        True,
+    )
     again = next(t for t in listed_again["toolkits"] if t["name"] == "filesystem")
     assert again == {**spec_fs, "configured": True}
 
     resumed, _ = run_stdio(cli_env, handshake(session), SPEC_LIST_REQ)
     assert resumed[0]["type"] == "handshake/resp" and resumed[0]["session_id"] == session
-    assert next(t for t in resumed[1]["toolkits"] if t["name"] == "filesystem")["configured"] is True
+    assert (
+        next(t for t in resumed[1]["toolkits"] if t["name"] == "filesystem")["configured"] is True
+    )
 
     other, _ = run_stdio(cli_env, handshake(), SPEC_LIST_REQ)
     assert next(t for t in other[1]["toolkits"] if t["name"] == "filesystem")["configured"] is False
@@ -91,8 +103,11 @@ def test_errors_over_stdio(home: VaultSettings, cli_env: dict[str, str]) -> None
 
 def test_stdio_refuses_without_init(tmp_path: Path, cli_env: dict[str, str]) -> None:
     env = {**cli_env, "TOOLKIT_VAULT_HOME": str(tmp_path / "elsewhere")}
-    done = subprocess.run([CLI, "stdio"], input="", capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [CLI, "stdio"], input="", capture_output=True, text=True, env=env, timeout=60
+    )
     assert done.returncode == 1
+    elsewhere = tmp_path / "elsewhere"
     assert done.stderr.strip().splitlines() == [
-        f"toolkit-vault: error: no vault in {tmp_path / 'elsewhere'}: run `toolkit-vault init` first"
+        f"toolkit-vault: error: no vault in {elsewhere}: run `toolkit-vault init` first"
     ]

@@ -119,7 +119,11 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
     assert errors == []
     assert sorted(results) == list(range(1, 61))
     with vault.store.engine.connect() as conn:
-        stored = conn.execute(select(ConfigVersion.version).order_by(ConfigVersion.version)).scalars().all()
+        stored = (
+            conn.execute(select(ConfigVersion.version).order_by(ConfigVersion.version))
+            .scalars()
+            .all()
+        )
         current = conn.execute(select(CurrentConfig.version)).scalar_one()
         seqs: Any = conn.execute(select(AuditEvent.seq).order_by(AuditEvent.seq)).scalars().all()
     assert stored == list(range(1, 61))

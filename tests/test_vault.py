@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
-from tkv_test_plugins import SecretiveToolkit
 
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.errors import KeyProviderError
@@ -17,6 +16,8 @@ from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
 from toolkit_vault.protocol import Message
 from toolkit_vault.service import Connection, Principal, Vault
 from toolkit_vault.settings import VaultSettings
+
+from tkv_test_plugins import SecretiveToolkit
 
 AGENT = Principal("local", "agent")
 CANARY = "tkv-canary-7f3a9c1e5b2d"
@@ -100,16 +101,33 @@ def test_secrets_are_split_and_encrypted(vault: Vault) -> None:
     configure(conn, "secretive", secret_config())
     (row,) = versions(vault)
     public = json.loads(row.public_config)
-    assert public == {"endpoint": "https://api.example.test", "auth": {"user": "alice"}, "tokens": [None, None], "headers": {}}
+    assert public == {
+        "endpoint": "https://api.example.test",
+        "auth": {"user": "alice"},
+        "tokens": [None, None],
+        "headers": {},
+    }
     sealed = json.loads(row.sealed_secrets)
-    assert sorted(sealed) == ["/api_key", "/auth/password", "/headers/X-Api", "/tokens/0", "/tokens/1"]
+    assert sorted(sealed) == [
+        "/api_key",
+        "/auth/password",
+        "/headers/X-Api",
+        "/tokens/0",
+        "/tokens/1",
+    ]
     assert sorted(json.loads(row.secret_fingerprints)) == sorted(sealed)
     assert row.kek_id == "kek-1" and row.wrapped_dek
 
 
 def _encodings(value: str) -> list[bytes]:
     raw = value.encode()
-    return [raw, base64.b64encode(raw), base64.urlsafe_b64encode(raw), raw.hex().encode(), raw.hex().upper().encode()]
+    return [
+        raw,
+        base64.b64encode(raw),
+        base64.urlsafe_b64encode(raw),
+        raw.hex().encode(),
+        raw.hex().upper().encode(),
+    ]
 
 
 def test_no_canary_in_any_file_under_the_home(vault: Vault, home: VaultSettings) -> None:
@@ -159,7 +177,11 @@ def test_first_configure_failing_leaves_toolkit_unconfigured(vault: Vault) -> No
     [
         ("nope", {"root_dir": "/tmp"}, []),
         ("filesystem", {}, [{"pointer": "/root_dir", "keyword": "required"}]),
-        ("secretive", {"endpoint": "x", "api_key": 42}, [{"pointer": "/api_key", "keyword": "type"}]),
+        (
+            "secretive",
+            {"endpoint": "x", "api_key": 42},
+            [{"pointer": "/api_key", "keyword": "type"}],
+        ),
     ],
 )
 def test_refused_configure_stores_nothing(
@@ -186,14 +208,26 @@ def test_capability_gating_and_sessions(vault: Vault) -> None:
     assert (early["code"], early["req_id"]) == ("CAPABILITY_NOT_NEGOTIATED", "r1")
     (none,) = request(conn, {"type": "handshake/req", "capabilities": ["tools"]})
     assert none["code"] == "CAPABILITY_NOT_NEGOTIATED"
-    (unknown,) = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": "s1"})
+    (unknown,) = request(
+        conn, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": "s1"}
+    )
     assert unknown["code"] == "RUNTIME_ERROR" and unknown["message"] == "unknown session"
     _, session = handshake(vault)
     other = vault.connect(Principal("someone-else", "agent"))
-    (foreign,) = request(other, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session})
+    (foreign,) = request(
+        other, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
+    )
     assert foreign == {**foreign, "code": "RUNTIME_ERROR", "message": "unknown session"}
     conn2, _ = handshake(vault)
-    (wrong,) = request(conn2, {"type": "toolkit/configure/req", "session_id": session, "toolkit_name": "filesystem", "config": {"root_dir": "/tmp"}})
+    (wrong,) = request(
+        conn2,
+        {
+            "type": "toolkit/configure/req",
+            "session_id": session,
+            "toolkit_name": "filesystem",
+            "config": {"root_dir": "/tmp"},
+        },
+    )
     assert wrong["code"] == "RUNTIME_ERROR" and wrong["message"] == "unknown session"
 
 
@@ -216,13 +250,21 @@ def test_resume_with_undecryptable_config_still_opens(vault: Vault, home: VaultS
     configure(conn, "secretive", secret_config())
     configure(conn, "filesystem", {"root_dir": "/tmp"})
     with vault.store.engine.begin() as db:
-        row = db.execute(select(ConfigVersion).where(ConfigVersion.toolkit_name == "secretive")).one()
+        row = db.execute(
+            select(ConfigVersion).where(ConfigVersion.toolkit_name == "secretive")
+        ).one()
         tampered = bytearray(row.wrapped_dek)
         tampered[-1] ^= 1
-        db.execute(update(ConfigVersion).where(ConfigVersion.id == row.id).values(wrapped_dek=bytes(tampered)))
+        db.execute(
+            update(ConfigVersion)
+            .where(ConfigVersion.id == row.id)
+            .values(wrapped_dek=bytes(tampered))
+        )
     restarted = open_vault(home)
     resumed = restarted.connect(AGENT)
-    out = request(resumed, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session})
+    out = request(
+        resumed, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
+    )
     assert out[0]["type"] == "handshake/resp"
     assert out[1]["type"] == "toolkit/status/event"
     assert (out[1]["toolkit_name"], out[1]["configured"]) == ("secretive", False)
@@ -231,17 +273,29 @@ def test_resume_with_undecryptable_config_still_opens(vault: Vault, home: VaultS
     restarted.store.engine.dispose()
 
 
-def _swap(vault: Vault, column: str, source_id: int, target_id: int, pointer_map: dict[str, str] | None = None) -> None:
+def _swap(
+    vault: Vault,
+    column: str,
+    source_id: int,
+    target_id: int,
+    pointer_map: dict[str, str] | None = None,
+) -> None:
     with vault.store.engine.begin() as db:
         source = db.execute(select(ConfigVersion).where(ConfigVersion.id == source_id)).one()
         value = getattr(source, column)
         if pointer_map:
             sealed = json.loads(value)
-            target = json.loads(db.execute(select(ConfigVersion.sealed_secrets).where(ConfigVersion.id == target_id)).scalar_one())
+            target = json.loads(
+                db.execute(
+                    select(ConfigVersion.sealed_secrets).where(ConfigVersion.id == target_id)
+                ).scalar_one()
+            )
             for src, dst in pointer_map.items():
                 target[dst] = sealed[src]
             value = json.dumps(target)
-        db.execute(update(ConfigVersion).where(ConfigVersion.id == target_id).values({column: value}))
+        db.execute(
+            update(ConfigVersion).where(ConfigVersion.id == target_id).values({column: value})
+        )
 
 
 def _resume_status(home: VaultSettings, session: str) -> dict[str, bool]:
@@ -305,7 +359,9 @@ def test_status_event_reaches_other_connections_of_the_session(vault: Vault) -> 
     watcher = vault.connect(AGENT, pushed.append)
     request(watcher, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session})
     configure(conn, "filesystem", {"root_dir": "/tmp"})
-    assert [(e.type, getattr(e, "configured", None)) for e in pushed] == [("toolkit/status/event", True)]
+    assert [(e.type, getattr(e, "configured", None)) for e in pushed] == [
+        ("toolkit/status/event", True)
+    ]
     watcher.close()
     configure(conn, "filesystem", {"root_dir": "/var"})
     assert len(pushed) == 1

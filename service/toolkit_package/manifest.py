@@ -38,7 +38,7 @@ __all__ = [
 _TOKEN = object()
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "cmd", "cmd.exe", "pwsh"})
 _SHELL_FLAGS = frozenset({"-c", "/c", "/C", "-Command", "-command", "-EncodedCommand"})
-_NOT_A_PROGRAM = re.compile(r"[\s;&|`$<>(){}*?!~\\\"']|^$")
+_NOT_A_PROGRAM = re.compile(r"[\s;&|`$<>(){}*?!~\"']|^$")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,9 @@ def init_vault(settings: VaultSettings) -> InitReport:
                 name: ring.wrap(key, _internal_context(name))[1] for name, key in internal.items()
             }
             store.set_signer(partial(crypto.chain_hash, internal["audit"]))
-            store.bootstrap_keys(ring.primary_id, ring.check_value(ring.primary_id), wrapped, "init")
+            store.bootstrap_keys(
+                ring.primary_id, ring.check_value(ring.primary_id), wrapped, "init"
+            )
         else:
             _load_ring(store, provider)
         store.ensure_principal(LOCAL_PRINCIPAL.principal_id, "local", LOCAL_PRINCIPAL.role)

@@ -50,7 +50,9 @@ def guarded(fn: F) -> F:
 @click.version_option(package_name="toolkit-vault")
 def main() -> None:
     """Credential vault for A2E agent toolkits (home: $TOOLKIT_VAULT_HOME, default ./var)."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
+    )
 
 
 @main.command()
@@ -117,6 +119,7 @@ def toolkits_list(as_json: bool) -> None:
         click.echo(json.dumps({"toolkits": entries}, indent=2))
         return
     table = Table("name", "alias", "category", "version", "tools", "source")
-    for e in entries:
-        table.add_row(e["name"], e["alias"], e["category"], e["version"], ", ".join(e["tools"]), e["source"])
+    for t in vault.registry.all():
+        d = t.definition
+        table.add_row(d.name, d.alias, d.category, d.version, ", ".join(d.tools), t.source)
     Console().print(table)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import rfc8785
-
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -124,7 +123,11 @@ def _derive(key: bytes, nonce: bytes) -> tuple[bytes, bytes]:
 
 
 def seal(
-    key: SecretBytes, plaintext: bytes, aad: bytes, *, nonce_source: Callable[[int], bytes] = os.urandom
+    key: SecretBytes,
+    plaintext: bytes,
+    aad: bytes,
+    *,
+    nonce_source: Callable[[int], bytes] = os.urandom,
 ) -> bytes:
     """Encrypt `plaintext` under `key`, bound to `aad`. `nonce_source` exists for vectors."""
     nonce = nonce_source(NONCE_BYTES)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -49,7 +47,9 @@ def open_engine(url: str) -> Engine:
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_pre_ping=True)
-    raise StoreError(f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql")
+    raise StoreError(
+        f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
+    )
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

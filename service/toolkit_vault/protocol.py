@@ -21,6 +21,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "ConfigureStatus",
     "ErrorCode",
     "ErrorMessage",
     "HandshakeRequest",
@@ -43,9 +44,7 @@ MAX_MESSAGE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 _SUPPORTED_VERSION = re.compile(r"1(\.\d+)*")
 
-ErrorCode = Literal[
-    "INVALID_MESSAGE", "RUNTIME_ERROR", "CAPABILITY_NOT_NEGOTIATED", "UNAUTHORIZED"
-]
+ErrorCode = Literal["INVALID_MESSAGE", "RUNTIME_ERROR", "CAPABILITY_NOT_NEGOTIATED", "UNAUTHORIZED"]
 ConfigureStatus = Literal["ok", "error", "partial"]
 
 
@@ -198,7 +197,7 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
         raise InvalidMessage(f"message is {reason}", details=[]) from None
     if not isinstance(data, dict):
         raise InvalidMessage("message is not a JSON object", details=[])
-    req_id = data.get("id") if isinstance(data.get("id"), str) else ""
+    req_id: str = data["id"] if isinstance(data.get("id"), str) else ""
     if _depth(data) > MAX_DEPTH:
         raise InvalidMessage(
             f"message nests deeper than {MAX_DEPTH} levels",
@@ -215,9 +214,7 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
     msg_type = data.get("type")
     adapter = _REQUESTS.get(msg_type) if isinstance(msg_type, str) else None
     if adapter is None:
-        raise InvalidMessage(
-            "unknown message type", req_id=req_id, details=[{"pointer": "/type"}]
-        )
+        raise InvalidMessage("unknown message type", req_id=req_id, details=[{"pointer": "/type"}])
     try:
         request: Request = adapter.validate_python(data)
     except ValidationError as exc:
@@ -225,7 +222,9 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
             {"pointer": "/" + "/".join(str(part) for part in err["loc"]), "keyword": err["type"]}
             for err in exc.errors(include_input=False, include_url=False)
         ]
-        raise InvalidMessage("message fields have the wrong type", req_id=req_id, details=details)
+        raise InvalidMessage(
+            "message fields have the wrong type", req_id=req_id, details=details
+        ) from None
     return request
 
 

@@ -83,7 +83,9 @@ class ToolkitRegistry:
             except (SchemaRefused, VaultError) as exc:
                 log.warning("toolkit entry point %s refused: %s", entry.name, exc.message)
             except Exception as exc:
-                log.warning("toolkit entry point %s failed to load: %s", entry.name, type(exc).__name__)
+                log.warning(
+                    "toolkit entry point %s failed to load: %s", entry.name, type(exc).__name__
+                )
 
     def get(self, name: str) -> RegisteredToolkit:
         try:

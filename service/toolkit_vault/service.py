@@ -21,6 +21,7 @@ from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
 from .plugin import PushCallback, ToolkitPlugin
 from .protocol import (
+    ConfigureStatus,
     ErrorCode,
     ErrorMessage,
     HandshakeRequest,
@@ -53,7 +54,7 @@ class Principal:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str
+    status: ConfigureStatus
     message: str
 
 
@@ -96,7 +97,11 @@ class Vault:
                 config = self._decrypt(record)
                 instance, outcome = self._initialize(toolkit, config)
             except (DecryptionError, ToolkitNotFound) as exc:
-                reason = "stored config failed to decrypt" if isinstance(exc, DecryptionError) else "toolkit not registered"
+                reason = (
+                    "stored config failed to decrypt"
+                    if isinstance(exc, DecryptionError)
+                    else "toolkit not registered"
+                )
                 instance, outcome = None, Outcome("error", reason)
             with self._lock:
                 if instance is None or outcome.status == "error":
@@ -114,7 +119,9 @@ class Vault:
                 raise DecryptionError
             return dict(record.public_config)
         try:
-            envelopes = {p: base64.b64decode(v, validate=True) for p, v in record.sealed_secrets.items()}
+            envelopes = {
+                p: base64.b64decode(v, validate=True) for p, v in record.sealed_secrets.items()
+            }
         except (ValueError, TypeError):
             raise DecryptionError from None
         sealed = SealedConfig(record.dek_id or "", record.kek_id, record.wrapped_dek, envelopes, {})
@@ -125,17 +132,23 @@ class Vault:
         return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
 
     @staticmethod
-    def _initialize(toolkit: RegisteredToolkit, config: dict[str, Any]) -> tuple[Toolkit | None, Outcome]:
+    def _initialize(
+        toolkit: RegisteredToolkit, config: dict[str, Any]
+    ) -> tuple[Toolkit | None, Outcome]:
         """Run a fresh instance's initialize; its own words never reach the agent (sanitized)."""
         try:
             instance = toolkit.factory()
             unavailable = instance.initialize(config)
         except Exception as exc:
-            log.warning("toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__)
+            log.warning(
+                "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
+            )
             return None, Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
         known = [t for t in (unavailable or []) if t in toolkit.definition.tools]
         if known:
-            return instance, Outcome("partial", "tools unavailable: " + ", ".join(sorted(set(known))))
+            return instance, Outcome(
+                "partial", "tools unavailable: " + ", ".join(sorted(set(known)))
+            )
         return instance, Outcome("ok", "Toolkit configured successfully")
 
     # -- toolkits ------------------------------------------------------------------------------
@@ -149,7 +162,9 @@ class Vault:
                 continue
             if not set(msg.filter_tags) <= set(definition.tags):
                 continue
-            configured = definition.name in current and (session_id, definition.name) in self._active
+            configured = (
+                definition.name in current and (session_id, definition.name) in self._active
+            )
             toolkits.append(definition.model_copy(update={"configured": configured}))
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
 
@@ -193,7 +208,11 @@ class Vault:
                 schema_digest=digest,
                 public_config=public,
                 secret_fingerprints=sealed.fingerprints,
-                sealed_secrets={p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()} if keep else None,
+                sealed_secrets={
+                    p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()
+                }
+                if keep
+                else None,
                 dek_id=sealed.dek_id if keep else None,
                 kek_id=sealed.kek_id if keep else None,
                 wrapped_dek=sealed.wrapped_dek if keep else None,
@@ -206,7 +225,10 @@ class Vault:
         configured = (session_id, msg.toolkit_name) in self._active
         self.publish(self._event(session_id, msg.toolkit_name, configured, outcome))
         return ToolkitConfigureResponse(
-            req_id=msg.id, toolkit_name=msg.toolkit_name, status=outcome.status, message=outcome.message  # type: ignore[arg-type]
+            req_id=msg.id,
+            toolkit_name=msg.toolkit_name,
+            status=outcome.status,
+            message=outcome.message,
         )
 
     def _seal(
@@ -218,12 +240,14 @@ class Vault:
     # -- push ------------------------------------------------------------------------------------
 
     @staticmethod
-    def _event(session_id: str, toolkit_name: str, configured: bool, outcome: Outcome) -> ToolkitStatusEvent:
+    def _event(
+        session_id: str, toolkit_name: str, configured: bool, outcome: Outcome
+    ) -> ToolkitStatusEvent:
         return ToolkitStatusEvent(
             session_id=session_id,
             toolkit_name=toolkit_name,
             configured=configured,
-            status=outcome.status,  # type: ignore[arg-type]
+            status=outcome.status,
             message=outcome.message,
         )
 
@@ -302,7 +326,9 @@ class Connection:
             if isinstance(request, HandshakeRequest):
                 return self._handshake(request)
             if self.plugin is None:
-                return _error(request.id, "CAPABILITY_NOT_NEGOTIATED", "handshake granting toolkits first")
+                return _error(
+                    request.id, "CAPABILITY_NOT_NEGOTIATED", "handshake granting toolkits first"
+                )
             return self.plugin.handle(request)
         except VaultError as exc:
             return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
@@ -312,7 +338,9 @@ class Connection:
             return _error(request.id, "INVALID_MESSAGE", "this connection already has a session")
         granted = [c for c in CAPABILITIES if c in request.capabilities]
         if not granted:
-            return _error(request.id, "CAPABILITY_NOT_NEGOTIATED", "no supported capability requested")
+            return _error(
+                request.id, "CAPABILITY_NOT_NEGOTIATED", "no supported capability requested"
+            )
         session_id, events = self.vault.open_session(self.principal, request.session_id)
         plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
         plugin.set_push_callback(self._deliver)
@@ -328,6 +356,7 @@ class Connection:
             self.plugin = None
 
 
-def _error(req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None) -> ErrorMessage:
+def _error(
+    req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None
+) -> ErrorMessage:
     return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])
-

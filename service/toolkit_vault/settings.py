@@ -65,9 +65,7 @@ def load_settings(key_provider: ProviderName | None = None) -> VaultSettings:
         raise VaultError(f"unknown key provider {provider!r}; use keyring, file or env")
     return VaultSettings(
         home=home,
-        database_url=env.database_url
-        or record.get("database_url")
-        or default_database_url(home),
+        database_url=env.database_url or record.get("database_url") or default_database_url(home),
         key_provider=provider,  # type: ignore[arg-type]
         vault_id=record.get("vault_id") or str(uuid.uuid4()),
         initialized=bool(record),

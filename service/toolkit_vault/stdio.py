@@ -17,7 +17,10 @@ __all__ = ["serve_stdio"]
 
 
 def serve_stdio(
-    vault: Vault, principal: Principal, stdin: IO[bytes] | None = None, stdout: IO[str] | None = None
+    vault: Vault,
+    principal: Principal,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[str] | None = None,
 ) -> None:
     source = stdin or sys.stdin.buffer
     sink = stdout or sys.stdout

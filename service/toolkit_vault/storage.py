@@ -91,17 +91,18 @@ class Store:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect().execution_options(vault_write=True) as conn:
-                with conn.begin():
-                    if conn.dialect.name == "postgresql":
-                        # The audit chain is one sequence: writers queue here, as SQLite's
-                        # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
-                    yield conn
+            with self.engine.connect().execution_options(vault_write=True) as conn, conn.begin():
+                if conn.dialect.name == "postgresql":
+                    # The audit chain is one sequence: writers queue here, as SQLite's
+                    # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
+                yield conn
         except IntegrityError:
             raise
         except OperationalError as exc:
-            raise StoreError(f"the database refused the write ({type(exc.orig).__name__})") from None
+            raise StoreError(
+                f"the database refused the write ({type(exc.orig).__name__})"
+            ) from None
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -118,7 +119,9 @@ class Store:
                     return work(conn)
             except DBAPIError as exc:
                 if not _retryable(exc):
-                    raise StoreError(f"the database refused the write ({type(exc.orig).__name__})") from None
+                    raise StoreError(
+                        f"the database refused the write ({type(exc.orig).__name__})"
+                    ) from None
         raise StoreError("too many concurrent writers; nothing was written, try again")
 
     def _audit(self, conn: Connection, draft: AuditDraft) -> None:
@@ -128,7 +131,7 @@ class Store:
             select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
         ).first()
         seq, previous = (last[0] + 1, bytes(last[1])) if last else (1, b"")
-        event = {
+        event: dict[str, Any] = {
             "seq": seq,
             "ts": time.time(),
             "actor": draft.actor,
@@ -139,7 +142,9 @@ class Store:
             "details": draft.details,
         }
         mac = self._sign(previous, rfc8785.dumps(event))
-        conn.execute(insert(AuditEvent).values(**{**event, "details": json.dumps(draft.details)}, mac=mac))
+        conn.execute(
+            insert(AuditEvent).values(**{**event, "details": json.dumps(draft.details)}, mac=mac)
+        )
 
     # -- keys ---------------------------------------------------------------------------
 
@@ -150,7 +155,9 @@ class Store:
 
     def internal_keys(self) -> dict[str, tuple[str, bytes]]:
         with self._read() as conn:
-            rows = conn.execute(select(InternalKey.name, InternalKey.kek_id, InternalKey.wrapped_key))
+            rows = conn.execute(
+                select(InternalKey.name, InternalKey.kek_id, InternalKey.wrapped_key)
+            )
             return {name: (kek_id, bytes(wrapped)) for name, kek_id, wrapped in rows}
 
     def bootstrap_keys(
@@ -165,7 +172,9 @@ class Store:
                 )
             )
             for name, wrapped in internal.items():
-                conn.execute(insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped))
+                conn.execute(
+                    insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped)
+                )
             self._audit(conn, AuditDraft(actor, "vault_initialized", details={"kek_id": kek_id}))
 
         self._retrying(work)
@@ -285,7 +294,10 @@ class Store:
         if current is None:
             conn.execute(
                 insert(CurrentConfig).values(
-                    session_id=session_id, toolkit_name=toolkit_name, version=version, updated_at=now
+                    session_id=session_id,
+                    toolkit_name=toolkit_name,
+                    version=version,
+                    updated_at=now,
                 )
             )
             return
