@@ -27,7 +27,6 @@ sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entr
 POSTGRES_URL = os.environ.get(
     "TOOLKIT_VAULT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
 
 @pytest.fixture(scope="session")

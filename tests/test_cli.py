@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from toolkit_vault.keys import ENV_KEYS, MasterKeys
 
-from conftest import CLI
+CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

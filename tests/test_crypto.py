@@ -380,8 +380,9 @@ def test_each_config_version_gets_its_own_dek(ring: KeyRing, fp_key: SecretBytes
 def test_wire_layout_of_wrapped_dek_and_values(sealed: SealedConfig) -> None:
     """Pin the AAD field order of DESIGN.md, independently of `RecordContext`'s helpers."""
     kek = SecretBytes(hashlib.sha256(b"kek-1").digest())
+    paths = hashlib.sha256(associated_data(*sorted(sealed.envelopes))).hexdigest()
     wrap_aad = associated_data(
-        "wrap", 1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, "kek-1"
+        "wrap", 1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, paths, "kek-1"
     )
     dek = SecretBytes(unseal(kek, sealed.wrapped_dek, wrap_aad))
     value_aad = associated_data(1, "sess-1", "github", 3, "/token", "sha256:abc", sealed.dek_id)
@@ -449,9 +450,16 @@ def test_wrong_or_unknown_kek_id_fails(fp_key: SecretBytes) -> None:
 
 
 def test_value_that_is_not_json_fails_opaquely(ring: KeyRing, sealed: SealedConfig) -> None:
-    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, CONTEXT.wrap_context(sealed.dek_id))
+    wrap_context = CONTEXT.wrap_context(sealed.dek_id, sealed.envelopes)
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
     garbage = seal(dek, b"\xff not json", CONTEXT.value_aad(sealed.dek_id, "/token"))
-    _refuses(ring, CONTEXT, dataclasses.replace(sealed, envelopes={"/token": garbage}))
+    envelopes = {**sealed.envelopes, "/token": garbage}
+    _refuses(ring, CONTEXT, dataclasses.replace(sealed, envelopes=envelopes))
+
+
+def test_dropping_a_field_is_detected(ring: KeyRing, sealed: SealedConfig) -> None:
+    fewer = dict(list(sealed.envelopes.items())[1:])
+    _refuses(ring, CONTEXT, dataclasses.replace(sealed, envelopes=fewer))
 
 
 def test_rewrap_moves_the_dek_to_the_new_primary(fp_key: SecretBytes) -> None:

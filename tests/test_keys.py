@@ -91,12 +91,6 @@ def test_new_primary_after_non_numbered_ids() -> None:
     assert keys.with_new_primary().primary == "kek-1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(IndexError, ValueError),
-    reason="keys.py:63 indexes rsplit('-', 1)[1] for ids without '-' (and int() of Unicode "
-    "digits); with_new_primary crashes on a loaded document with such an id",
-)
 @pytest.mark.parametrize("odd_id", ["7", "kek-²"])
 def test_new_primary_tolerates_any_loaded_id(odd_id: str) -> None:
     keys = MasterKeys.loads(_doc(odd_id, **{odd_id: _b64(KEY_A)}), "test")
@@ -151,12 +145,6 @@ def test_dumps_loads_round_trip() -> None:
         pytest.param(
             _doc(**{"kek-1": "ключ"}),
             "not valid base64",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=ValueError,
-                reason="keys.py:94 catches binascii.Error only; b64decode raises a plain "
-                "ValueError for non-ASCII text, which escapes as a raw traceback",
-            ),
             id="non-ascii",
         ),
     ],
@@ -227,12 +215,6 @@ def test_failed_store_keeps_the_old_file_and_no_temp(
     assert loaded is not None and _same(loaded, old)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FileExistsError,
-    reason="keys.py:148-149 uses a fixed temp name per pid with O_EXCL; a temp left by a "
-    "crash blocks every later store by a process with the same pid (pid 1 in containers)",
-)
 def test_store_survives_a_stale_temp_file(tmp_path: Path) -> None:
     path = tmp_path / KEY_FILE_NAME
     (tmp_path / f".{KEY_FILE_NAME}.{os.getpid()}.tmp").write_text("left by a crash")
@@ -295,12 +277,6 @@ def test_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
         pytest.param(
             b"\xff\xfe not utf-8",
             "not a JSON key document",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=UnicodeDecodeError,
-                reason="keys.py:143-144 decodes the file as UTF-8 outside any handler, so a "
-                "binary file escapes as UnicodeDecodeError instead of KeyProviderError",
-            ),
             id="not-utf8",
         ),
     ],
@@ -419,11 +395,6 @@ def test_plaintext_keyring_is_refused_by_name_whatever_its_priority() -> None:
         KeyringProvider("vault-1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="keys.py:209 matches insecure backends by class-name suffix, not isinstance, so a "
-    "renamed PlaintextKeyring subclass with priority >= 1 is accepted",
-)
 def test_plaintext_keyring_subclass_is_refused() -> None:
     keyring.set_keyring(_plaintext_subclass("FastLocalKeyring"))
     with pytest.raises(KeyProviderError, match="--key-provider file"):

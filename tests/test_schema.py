@@ -131,6 +131,32 @@ def test_oversized_schemas_are_refused_quickly(schema: dict[str, Any], refusal: 
     assert refusal in caught.value.message
 
 
+def test_too_many_subschemas_are_refused_quickly() -> None:
+    """The meta-schema check costs ~0.5 ms per subschema, so their number is bounded."""
+    with within(1.0), pytest.raises(SchemaRefused) as caught:
+        compile_schema({"type": "object", "allOf": [{} for _ in range(6_000)]})
+    assert "JSON objects" in caught.value.message
+
+
+def test_many_spellings_of_one_ref_cost_nothing_extra() -> None:
+    """Percent-encoded spellings all land on one subschema, which is audited once."""
+    spellings = {
+        "#/"
+        + "".join(f"%{ord(c):02X}" if (i >> j) & 1 else c for j, c in enumerate("$defs"))
+        + "/"
+        + "".join(f"%{ord(c):02X}" if (i >> (j + 5)) & 1 else c for j, c in enumerate("big"))
+        for i in range(256)
+    }
+    assert len(spellings) == 256
+    schema = {
+        "type": "object",
+        "$defs": {"big": obj(**{f"q{i}": {"type": "string"} for i in range(400)})},
+        "properties": {f"r{i}": {"$ref": ref} for i, ref in enumerate(sorted(spellings))},
+    }
+    with within(3.0):
+        compile_schema(schema)
+
+
 def test_bounds_admit_schemas_just_inside_them() -> None:
     compile_schema(obj(**{f"p{i}": {"type": "string"} for i in range(2_000)}))
     compile_schema(obj(a={"enum": list(range(1_000))}))
@@ -210,6 +236,20 @@ def test_format_is_asserted(dialect: str | None, fmt: str, good: str, bad: str) 
     compiled = compile_schema(schema)
     compiled.validate({"v": good})
     assert details(compiled, {"v": bad}) == [{"pointer": "/v", "keyword": "format"}]
+
+
+def test_unique_items_is_linear_and_uses_json_equality() -> None:
+    schema = compile_schema(obj(list={"type": "array", "uniqueItems": True}))
+    with within(1.0):
+        schema.validate({"list": [{"n": i, "tags": [i]} for i in range(20_000)]})
+    schema.validate({"list": [1, True, "1", [1], {"a": 1}]})
+    for duplicated in (
+        [{"a": 1, "b": 2}, {"b": 2, "a": 1.0}],
+        [[1, {"x": None}], [1.0, {"x": None}]],
+    ):
+        assert details(schema, {"list": duplicated}) == [
+            {"pointer": "/list", "keyword": "uniqueItems"}
+        ]
 
 
 def test_additional_properties_false_names_each_extra() -> None:
@@ -348,6 +388,21 @@ def test_secret_array_elements_leave_a_placeholder() -> None:
     assert secrets == {"/pair/1": "pw", "/pair/2": "more", "/plain/1/k": "v"}
 
 
+def test_contains_and_unevaluated_items_apply_to_elements() -> None:
+    schema = obj(
+        tokens={"type": "array", "contains": {"type": "string", "writeOnly": True}},
+        rest={
+            "type": "array",
+            "prefixItems": [{"type": "string"}],
+            "unevaluatedItems": obj(host={"type": "string"}, key={"x-secret": True}),
+        },
+    )
+    config = {"tokens": ["t0", "t1"], "rest": ["name", {"host": "h", "key": "k"}]}
+    public, secrets = round_trip(schema, config)
+    assert public == {"tokens": [None, None], "rest": ["name", {"host": "h"}]}
+    assert secrets == {"/tokens/0": "t0", "/tokens/1": "t1", "/rest/1/key": "k"}
+
+
 def test_refs_defs_and_all_of() -> None:
     schema = {
         "type": "object",
@@ -364,6 +419,47 @@ def test_refs_defs_and_all_of() -> None:
         {"auth": {"user": "u"}},
         {"/auth/password": "p", "/auth/other": 1},
     )
+
+
+def test_anchors_and_legacy_definitions_in_2020_12() -> None:
+    schema = {
+        "type": "object",
+        "definitions": {"cred": {"$anchor": "cred", "type": "string", "x-secret": True}},
+        "properties": {"a": {"$ref": "#cred"}, "b": {"$ref": "#/definitions/cred"}, "c": {}},
+    }
+    assert round_trip(schema, {"a": "1", "b": "2", "c": "3"}) == (
+        {"c": "3"},
+        {"/a": "1", "/b": "2"},
+    )
+
+
+@pytest.mark.parametrize(
+    "root_id", ["https://toolkits.example/fs.json", "https://json-schema.org/draft/2020-12/schema"]
+)
+def test_root_id_keeps_refs_local_and_re2_in_force(root_id: str) -> None:
+    schema = {
+        "$id": root_id,
+        "type": "object",
+        "$defs": {"key": {"type": "string", "writeOnly": True, "pattern": "(a+)+$"}},
+        "properties": {"key": {"$ref": "#/$defs/key"}, "again": {"$ref": "#"}},
+    }
+    assert round_trip(schema, {"key": "a", "again": {"key": "aa"}}) == (
+        {"again": {}},
+        {"/key": "a", "/again/key": "aa"},
+    )
+    with within(0.5):
+        found = details(compile_schema(schema), {"again": {"key": "a" * 50_000 + "!"}})
+    assert found == [{"pointer": "/again/key", "keyword": "pattern"}]
+
+
+def test_draft7_plain_name_id_is_an_anchor() -> None:
+    schema = {
+        "$schema": DRAFT7,
+        "type": "object",
+        "definitions": {"key": {"$id": "#key", "type": "string", "x-secret": True}},
+        "properties": {"key": {"$ref": "#key"}},
+    }
+    assert round_trip(schema, {"key": "v"}) == ({}, {"/key": "v"})
 
 
 def test_secret_is_the_union_over_subschemas_naming_the_property() -> None:

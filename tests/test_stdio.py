@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from toolkit_vault.settings import VaultSettings
 
-from conftest import CLI
-
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "wire_examples.json").read_text())
 SPEC_LIST_REQ = VECTORS["messages"][0]["json"]
 SPEC_LIST_RESP = json.loads(VECTORS["messages"][1]["json"])
 SPEC_CONFIGURE_REQ = json.loads(VECTORS["messages"][2]["json"])
+
+CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
 
 def run_stdio(env: dict[str, str], *lines: str) -> tuple[list[dict[str, Any]], str]:

@@ -131,6 +131,8 @@ def seal(
 ) -> bytes:
     """Encrypt `plaintext` under `key`, bound to `aad`. `nonce_source` exists for vectors."""
     nonce = nonce_source(NONCE_BYTES)
+    if len(nonce) != NONCE_BYTES or len(key) != KEY_BYTES:
+        raise ValueError("seal needs a 96-bit nonce and a 256-bit key")
     commitment, enc_key = _derive(key.reveal(), nonce)
     header = bytes([FORMAT_VERSION]) + nonce + commitment
     return header + AESGCM(enc_key).encrypt(nonce, plaintext, header + aad)
@@ -172,7 +174,7 @@ class KeyRing:
 
     def __init__(self, keys: Mapping[str, SecretBytes], primary: str) -> None:
         for kek_id, key in keys.items():
-            if len(key) != KEY_BYTES:
+            if not isinstance(key, SecretBytes) or len(key) != KEY_BYTES:
                 raise KeyProviderError(f"master key {kek_id} is not {KEY_BYTES * 8} bits")
         if primary not in keys:
             raise KeyProviderError(f"primary master key {primary} is not loaded")
@@ -220,9 +222,11 @@ class RecordContext:
     version: int
     schema_digest: str
 
-    def wrap_context(self, dek_id: str) -> tuple[str | int, ...]:
+    def wrap_context(self, dek_id: str, pointers: Iterable[str]) -> tuple[str | int, ...]:
+        """The wrapped DEK also covers the set of secret paths: none can be dropped unseen."""
         fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
-        return (FORMAT_VERSION, "dek", *fields, dek_id)
+        paths = hashlib.sha256(associated_data(*sorted(pointers))).hexdigest()
+        return (FORMAT_VERSION, "dek", *fields, dek_id, paths)
 
     def value_aad(self, dek_id: str, pointer: str) -> bytes:
         fields = (self.session_id, self.toolkit_name, self.version, pointer, self.schema_digest)
@@ -248,7 +252,7 @@ def seal_config(
 ) -> SealedConfig:
     """Encrypt each secret value under a fresh DEK, wrapped by the primary KEK."""
     dek, dek_id = new_key(), os.urandom(16).hex()
-    kek_id, wrapped = ring.wrap(dek, context.wrap_context(dek_id))
+    kek_id, wrapped = ring.wrap(dek, context.wrap_context(dek_id, secrets))
     envelopes: dict[str, bytes] = {}
     fingerprints: dict[str, str] = {}
     for pointer, value in secrets.items():
@@ -262,15 +266,17 @@ def open_config(
     ring: KeyRing, context: RecordContext, sealed: SealedConfig
 ) -> dict[str, SecretValue]:
     """Decrypt every secret of a version, or raise the opaque `DecryptionError`."""
-    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, context.wrap_context(sealed.dek_id))
+    wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
     return _open_values(dek, context, sealed)
 
 
 def rewrap_config(ring: KeyRing, context: RecordContext, sealed: SealedConfig) -> SealedConfig:
     """Move a version's DEK to the primary KEK after proving every value still decrypts."""
-    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, context.wrap_context(sealed.dek_id))
+    wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
     _open_values(dek, context, sealed)
-    kek_id, wrapped = ring.wrap(dek, context.wrap_context(sealed.dek_id))
+    kek_id, wrapped = ring.wrap(dek, wrap_context)
     return SealedConfig(sealed.dek_id, kek_id, wrapped, sealed.envelopes, sealed.fingerprints)
 
 

@@ -14,10 +14,11 @@ Providers are asked once at start-up; nothing here ever invents a key on a faile
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
+import re
 import stat
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,7 @@ ProviderName = Literal["keyring", "file", "env"]
 ENV_KEYS = "TOOLKIT_VAULT_MASTER_KEYS"
 KEY_FILE_NAME = "master-keys.json"
 _KEYRING_SERVICE = "toolkit-vault"
-_INSECURE_BACKENDS = ("fail.Keyring", "null.Keyring", "PlaintextKeyring")
+_KEK_ID = re.compile(r"kek-([0-9]{1,9})", re.ASCII)
 
 
 @dataclass(frozen=True, repr=False)
@@ -60,13 +61,15 @@ class MasterKeys:
         return cls("kek-1", {"kek-1": new_key()})
 
     def with_new_primary(self) -> MasterKeys:
-        numbers = [int(k.rsplit("-", 1)[1]) for k in self.keys if k.rsplit("-", 1)[-1].isdigit()]
+        numbers = [int(m[1]) for k in self.keys if (m := _KEK_ID.fullmatch(k))]
         kek_id = f"kek-{max(numbers, default=0) + 1}"
         return MasterKeys(kek_id, {**self.keys, kek_id: new_key()})
 
     def without(self, kek_id: str) -> MasterKeys:
         if kek_id == self.primary:
             raise KeyProviderError(f"{kek_id} is the primary master key and cannot be removed")
+        if kek_id not in self.keys:
+            raise KeyProviderError(f"master key {kek_id} is not in the provider")
         return MasterKeys(self.primary, {k: v for k, v in self.keys.items() if k != kek_id})
 
     def ring(self) -> KeyRing:
@@ -82,7 +85,7 @@ class MasterKeys:
             doc: Any = json.loads(text)
         except ValueError:
             raise KeyProviderError(f"{where} is not a JSON key document") from None
-        if not isinstance(doc, dict) or doc.get("format") != 1:
+        if not isinstance(doc, dict) or type(doc.get("format")) is not int or doc["format"] != 1:
             raise KeyProviderError(f"{where} is not a version 1 key document")
         primary, raw = doc.get("primary"), doc.get("keys")
         if not isinstance(primary, str) or not isinstance(raw, dict) or primary not in raw:
@@ -91,7 +94,7 @@ class MasterKeys:
         for kek_id, encoded in raw.items():
             try:
                 key = base64.b64decode(str(encoded), validate=True)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or non-ASCII text
                 raise KeyProviderError(f"{where}: key {kek_id} is not valid base64") from None
             if len(key) != KEY_BYTES:
                 raise KeyProviderError(
@@ -140,13 +143,20 @@ class FileProvider(KeyProvider):
                 f"{self.where} has mode {mode:04o}; it must be 0600 (chmod 600 {self.path})"
             )
         fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, encoding="utf-8") as handle:
-            return MasterKeys.loads(handle.read(), self.where)
+        with os.fdopen(fd, "rb") as handle:
+            opened = os.fstat(handle.fileno())
+            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                raise KeyProviderError(f"{self.where} changed while it was being read")
+            data = handle.read()
+        try:
+            return MasterKeys.loads(data.decode("utf-8"), self.where)
+        except UnicodeDecodeError:
+            raise KeyProviderError(f"{self.where} is not a JSON key document") from None
 
     def store(self, keys: MasterKeys) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        temp = Path(name)  # mkstemp creates it 0600 with a fresh random name
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(keys.dumps())
@@ -196,17 +206,25 @@ class KeyringProvider(KeyProvider):
 def _secure_keyring_backend() -> Any:
     """The OS keyring backend, refusing the fail, null and plaintext ones (fail closed)."""
     import keyring  # imported lazily: backend discovery is slow and has side effects
+    from keyring.backends import fail, null
     from keyring.backends.chainer import ChainerBackend
 
+    insecure: tuple[type, ...] = (fail.Keyring, null.Keyring)
+    try:
+        from keyrings.alt.file import PlaintextKeyring
+
+        insecure += (PlaintextKeyring,)
+    except ImportError:
+        pass
     backend = keyring.get_keyring()
     members = list(backend.backends) if isinstance(backend, ChainerBackend) else [backend]
     for member in members or [backend]:
-        kind = f"{type(member).__module__}.{type(member).__name__}"
         try:
             priority = float(type(member).priority)
         except Exception:
             priority = 0.0
-        if priority < 1 or kind.endswith(_INSECURE_BACKENDS) or not members:
+        if not members or priority < 1 or isinstance(member, insecure):
+            kind = f"{type(member).__module__}.{type(member).__name__}"
             raise KeyProviderError(
                 f"no secure OS keyring is available (found {kind}); "
                 "use --key-provider file to keep the master key in a 0600 file instead"

@@ -2,10 +2,10 @@
 
 A toolkit's JSON Schema is untrusted input, so it is bounded and audited before anything
 runs it: no remote `$ref`, no `$ref` loop that never consumes the config, regexes in RE2
-(linear time) only. Every config is then validated by a compiled validator cached per
-schema digest, and split into a public half (stored in clear for history) and a map of
-JSON pointer -> secret value (each encrypted). The split fails closed: a property the
-schema does not name is a secret.
+(linear time) only. Each config is validated by a validator compiled once per schema
+digest, then split into a public half (stored in clear for history) and a map of JSON
+pointer -> secret value (each encrypted). The split fails closed: a property that no
+`properties` names is a secret.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 import referencing.jsonschema
@@ -33,31 +33,33 @@ from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 __all__ = ["CompiledSchema", "canonical_json", "compile_schema", "merge_secrets", "schema_digest"]
 
 MAX_SCHEMA_BYTES = 256 * 1024
-MAX_DEPTH = 64
+MAX_DEPTH = 64  # nested JSON containers, in schemas and in configs
 MAX_PROPERTIES = 2_000
 MAX_ENUM = 1_000
+MAX_OBJECTS = 5_000  # the 2020-12 meta-schema check costs ~0.5 ms per subschema
 MAX_DETAILS = 50
 DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 DRAFT7_DIALECT = "http://json-schema.org/draft-07/schema"
+INVALID = "config does not match the toolkit schema"
 
-# Keywords whose value holds subschemas (one, a list, or a map of them), in audit order.
+# Keywords whose value holds subschemas: one, a list, or (the _MAPS) a name -> schema map.
 _SUBSCHEMA_KEYWORDS = (
     "$defs", "definitions", "properties", "patternProperties", "additionalProperties",
     "propertyNames", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not",
     "if", "then", "else", "items", "prefixItems", "additionalItems", "contains",
     "unevaluatedItems", "unevaluatedProperties", "contentSchema",
 )  # fmt: skip
-_SUBSCHEMA_MAPS = frozenset(
+_MAPS = frozenset(
     {"$defs", "definitions", "properties", "patternProperties", "dependentSchemas", "dependencies"}
 )
-# Applied to the same instance as their parent: a `$ref` loop through only these never ends.
+# Applied to the same value as their parent: a loop through only these never ends.
 _IN_PLACE = frozenset(
     {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies"}
 )
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.never_capture = True  # a match is a yes/no; group spans cost O(groups^2) memory
+_RE2_OPTIONS.never_capture = True  # a match is yes/no; group spans cost O(groups^2) memory
 
 
 @functools.lru_cache(maxsize=1024)
@@ -108,38 +110,69 @@ def _required(
                 yield ValidationError("required property missing", path=[name])
 
 
+def _unique_items(
+    validator: Any, unique: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """jsonschema compares arrays of objects pairwise, O(n^2); compare canonical forms."""
+    if (
+        unique
+        and validator.is_type(instance, "array")
+        and len({_identity(item) for item in instance}) < len(instance)
+    ):
+        yield ValidationError("array items are not unique")
+
+
+def _identity(value: Any) -> bytes:
+    """JSON equality as bytes (1 == 1.0, true != 1). Numbers JCS refuses fall back to repr,
+    which may miss a duplicate but never invents one."""
+    try:
+        return canonical_json(value)
+    except (ValueError, TypeError):
+        return repr(value).encode()
+
+
 def _is_re2(instance: object) -> bool:
     """`format: regex` via RE2: Python's `re` parser recurses out of the stack on "((((...".
-
-    Not cached: these strings come from configs, and compiled programs are large.
-    """
+    Not cached: these strings come from configs."""
     if isinstance(instance, str):
         re2.compile(instance, _RE2_OPTIONS)
     return True
 
 
-def _re2_format_checker(base: FormatChecker) -> FormatChecker:
-    checker = FormatChecker(formats=())
-    checker.checkers = {**base.checkers, "regex": (_is_re2, re2.error)}
-    return checker
+class _Dialect(NamedTuple):
+    validator: type[Validator]
+    specification: referencing.Specification[Any]
+    formats: FormatChecker
+    keywords: tuple[str, ...]  # the subschema keywords its meta-schema checks
 
 
-_KEYWORDS = {
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-    "required": _required,
-}
-_DIALECTS: dict[str, tuple[type[Validator], referencing.Specification[Any], FormatChecker]] = {
-    DEFAULT_DIALECT: (
-        extend(Draft202012Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
-        referencing.jsonschema.DRAFT202012,
-        _re2_format_checker(Draft202012Validator.FORMAT_CHECKER),
+def _dialect(base: Any, specification: Any, unchecked: set[str]) -> _Dialect:
+    keywords = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "required": _required,
+        "uniqueItems": _unique_items,
+    }
+    formats = FormatChecker(formats=())
+    formats.checkers = {**base.FORMAT_CHECKER.checkers, "regex": (_is_re2, re2.error)}
+    return _Dialect(
+        extend(base, keywords),  # type: ignore[no-untyped-call]
+        specification,
+        formats,
+        tuple(k for k in _SUBSCHEMA_KEYWORDS if k not in unchecked),
+    )
+
+
+_DIALECTS = {
+    DEFAULT_DIALECT: _dialect(
+        Draft202012Validator, referencing.jsonschema.DRAFT202012, {"additionalItems"}
     ),
-    DRAFT7_DIALECT: (
-        extend(Draft7Validator, _KEYWORDS),  # type: ignore[no-untyped-call]
+    DRAFT7_DIALECT: _dialect(
+        Draft7Validator,
         referencing.jsonschema.DRAFT7,
-        _re2_format_checker(Draft7Validator.FORMAT_CHECKER),
+        {"$defs", "dependentSchemas", "prefixItems", "unevaluatedItems"}
+        | {"unevaluatedProperties", "contentSchema"},
     ),
 }
 
@@ -157,8 +190,8 @@ def _pointer(path: Iterable[str | int]) -> str:
     return "".join("/" + _escape(token) for token in path)
 
 
-def _too_deep(value: Any) -> str | None:
-    """The pointer of the first container nested deeper than MAX_DEPTH, found without recursion."""
+def _containers(value: Any) -> Iterator[tuple[Any, int, str]]:
+    """(container, depth, pointer) for every object and array, without recursion."""
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
         node, depth, pointer = stack.pop()
@@ -168,37 +201,39 @@ def _too_deep(value: Any) -> str | None:
             children = enumerate(node)
         else:
             continue
-        if depth > MAX_DEPTH:
-            return pointer
+        yield node, depth, pointer
         stack.extend((child, depth + 1, f"{pointer}/{_escape(key)}") for key, child in children)
-    return None
+
+
+def _too_deep(value: Any) -> str | None:
+    return next((pointer for _, depth, pointer in _containers(value) if depth > MAX_DEPTH), None)
 
 
 def _check_bounds(schema: Mapping[str, Any]) -> None:
-    """Refuse oversized schemas before any recursive code (canonicalizer, validator) sees them."""
-    if (pointer := _too_deep(schema)) is not None:
-        raise SchemaRefused(f"schema nests deeper than {MAX_DEPTH} levels at {pointer!r}")
-    properties = 0
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
+    """Refuse oversized schemas before any recursive or costly code sees them."""
+    objects = properties = 0
+    for node, depth, pointer in _containers(schema):
+        if depth > MAX_DEPTH:
+            raise SchemaRefused(f"schema nests deeper than {MAX_DEPTH} levels at {pointer!r}")
         if isinstance(node, Mapping):
+            objects += 1
             if isinstance(node.get("properties"), Mapping):
                 properties += len(node["properties"])
-                if properties > MAX_PROPERTIES:
-                    raise SchemaRefused(f"schema declares more than {MAX_PROPERTIES} properties")
             if isinstance(node.get("enum"), list) and len(node["enum"]) > MAX_ENUM:
                 raise SchemaRefused(f"schema has an enum longer than {MAX_ENUM} entries")
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+        if properties > MAX_PROPERTIES:
+            raise SchemaRefused(f"schema declares more than {MAX_PROPERTIES} properties")
+        if objects > MAX_OBJECTS:
+            raise SchemaRefused(f"schema has more than {MAX_OBJECTS} JSON objects")
 
 
-def _children(node: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str, bool]]:
-    """(subschema, its pointer, applies in place) for every subschema directly under node."""
-    for keyword in _SUBSCHEMA_KEYWORDS:
+def _children(
+    node: Mapping[str, Any], where: str, keywords: tuple[str, ...]
+) -> Iterator[tuple[Mapping[str, Any], str, bool]]:
+    """(subschema, its pointer, applies in place) for every object subschema under node."""
+    for keyword in keywords:
         value = node.get(keyword)
-        if keyword in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
+        if keyword in _MAPS and isinstance(value, Mapping):
             found = [(f"/{keyword}/{_escape(key)}", child) for key, child in value.items()]
         elif isinstance(value, list):
             found = [(f"/{keyword}/{index}", child) for index, child in enumerate(value)]
@@ -206,7 +241,40 @@ def _children(node: Mapping[str, Any], pointer: str) -> Iterator[tuple[Any, str,
             found = [(f"/{keyword}", value)]
         for suffix, child in found:
             if isinstance(child, Mapping):
-                yield child, pointer + suffix, keyword in _IN_PLACE
+                yield child, where + suffix, keyword in _IN_PLACE
+
+
+def _check_node(node: Mapping[str, Any], where: str, *, root: bool) -> None:
+    """Refuse what would escape the audit: a `$schema` or `$id` below the root makes
+    jsonschema switch validator class (dropping RE2) or base URI, and dynamic refs resolve
+    at run time. (Regexes were checked by the meta-schema's `format: regex`, in RE2.)"""
+    if not root and "$schema" in node:
+        raise SchemaRefused(f"schema has $schema below the root at {where!r}")
+    if not root and "$id" in node and not str(node["$id"]).startswith("#"):
+        raise SchemaRefused(f"schema has a nested $id at {where!r}")
+    if "$dynamicRef" in node or "$recursiveRef" in node:
+        raise SchemaRefused(f"schema uses dynamic references at {where!r}")
+
+
+def _refuse_cycles(edges: dict[int, list[int]]) -> None:
+    """A `$ref` loop through in-place keywords only would recurse forever on any config."""
+    state: dict[int, bool] = {}  # False: on the current path, True: finished
+    for start in edges:
+        if start in state:
+            continue
+        state[start] = False
+        path = [(start, iter(edges[start]))]
+        while path:
+            node, pending = path[-1]
+            child = next(pending, None)
+            if child is None:
+                state[node] = True
+                path.pop()
+            elif state.get(child) is False:
+                raise SchemaRefused("schema has a $ref cycle that never descends into the config")
+            elif child not in state:
+                state[child] = False
+                path.append((child, iter(edges[child])))
 
 
 def _is_marked(node: Mapping[str, Any]) -> bool:
@@ -221,111 +289,92 @@ def _is_marked(node: Mapping[str, Any]) -> bool:
 class CompiledSchema:
     """A checked schema with its validator; build it through `compile_schema` (cached)."""
 
-    def __init__(self, schema: Mapping[str, Any], digest: str) -> None:
-        dialect = schema.get("$schema", DEFAULT_DIALECT)
-        if not isinstance(dialect, str) or dialect.removesuffix("#") not in _DIALECTS:
+    def __init__(self, schema: dict[str, Any], digest: str) -> None:
+        uri = schema.get("$schema", DEFAULT_DIALECT)
+        if not isinstance(uri, str) or uri.removesuffix("#") not in _DIALECTS:
             raise SchemaRefused("schema $schema must be JSON Schema draft 2020-12 or draft-07")
-        cls, specification, self._formats = _DIALECTS[dialect.removesuffix("#")]
-        self._check_schema(cls, schema, "schema")
+        dialect = _DIALECTS[uri.removesuffix("#")]
+        check = dialect.validator.check_schema
+        try:
+            check(schema, format_checker=dialect.formats)  # type: ignore[call-arg]
+        except SchemaError as error:
+            where, keyword = _pointer(error.absolute_path), error.validator
+            raise SchemaRefused(
+                f"schema is invalid at {where!r} (meta-schema keyword {keyword!r})"
+            ) from None
         if schema.get("type") != "object":
             raise SchemaRefused('schema root must declare "type": "object"')
-        # Without $schema, jsonschema's evolve() can never swap in the stock (re-based) class.
+        # With no $schema anywhere, jsonschema's evolve() keeps our RE2 class even at "#".
         root = {key: value for key, value in schema.items() if key != "$schema"}
         registry: Registry[Any] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
-        resolver = registry.resolver_with_root(specification.create_resource(root))
+        resolver = registry.resolver_with_root(dialect.specification.create_resource(root))
         self.digest = digest
-        self.schema: Mapping[str, Any] = MappingProxyType(dict(schema))
+        self.schema: Mapping[str, Any] = MappingProxyType(schema)
         self._root = root
-        self._draft7 = dialect.removesuffix("#") == DRAFT7_DIALECT
-        self._refs = self._audit(cls, root, resolver)
-        self._validator = cls(root, registry=registry, format_checker=self._formats)
+        self._draft7 = uri.removesuffix("#") == DRAFT7_DIALECT
+        self._refs = self._audit(root, resolver, dialect.keywords)
+        self._validator = dialect.validator(root, registry=registry, format_checker=dialect.formats)
 
-    def _check_schema(self, cls: type[Validator], schema: Any, what: str) -> None:
-        """Meta-schema check; the message names the failing pointer and meta-schema keyword."""
-        try:
-            cls.check_schema(schema, format_checker=self._formats)  # type: ignore[call-arg]
-        except SchemaError as error:
-            where = _pointer(error.absolute_path)
-            raise SchemaRefused(
-                f"{what} is invalid at {where!r} (meta-schema keyword {error.validator!r})"
-            ) from None
+    @staticmethod
+    def _audit(root: Mapping[str, Any], resolver: Any, keywords: tuple[str, ...]) -> dict[str, Any]:
+        """Check every subschema; return each `$ref` resolved, for `split`.
 
-    def _audit(
-        self, cls: type[Validator], root: Mapping[str, Any], resolver: Any
-    ) -> dict[str, Any]:
-        """Check every reachable subschema; return each local `$ref` resolved, for `split`."""
+        A `$ref` must land on a subschema this walk reaches (so the meta-schema checked it)
+        and, with that, the walk covers everything the validator can ever run.
+        """
         refs: dict[str, Any] = {}
         edges: dict[int, list[int]] = {}
-        keywords: set[str] = set()
+        used: set[str] = set()
         stack: list[tuple[Mapping[str, Any], str]] = [(root, "")]
         while stack:
             node, where = stack.pop()
-            if id(node) in edges:
-                continue
-            keywords.update(node)
-            if node is not root and "$schema" in node:
-                raise SchemaRefused(f"schema has $schema below the root at {where!r}")
-            nested_id = node.get("$id")
-            if node is not root and not (nested_id is None or str(nested_id).startswith("#")):
-                raise SchemaRefused(f"schema has a nested $id at {where!r}")
-            if "$dynamicRef" in node or "$recursiveRef" in node:
-                raise SchemaRefused(f"schema uses dynamic references at {where!r}")
-            by_name = node.get("patternProperties")
-            names = by_name if isinstance(by_name, Mapping) else ()
-            patterns = [(f"{where}/patternProperties", p) for p in names]
-            if isinstance(node.get("pattern"), str):
-                patterns.append((f"{where}/pattern", node["pattern"]))
-            for at, pattern in patterns:
-                try:
-                    _regex(pattern)
-                except (re2.error, TypeError):
-                    raise SchemaRefused(f"schema pattern at {at!r} is not RE2 syntax") from None
-            children = list(_children(node, where))
-            if "$ref" in node:
-                ref = node["$ref"]
-                if not isinstance(ref, str) or not ref.startswith("#"):
-                    raise SchemaRefused(f"schema $ref at {where!r} is not local (must start '#')")
-                if ref not in refs:
-                    try:
-                        refs[ref] = resolver.lookup(ref).contents
-                    except Unresolvable:
-                        raise SchemaRefused(f"schema $ref at {where!r} does not resolve") from None
-                    if refs[ref] is not root:
-                        self._check_schema(cls, refs[ref], f"$ref {ref!r} target")
-                if isinstance(refs[ref], Mapping):
-                    children.append((refs[ref], ref, True))
+            _check_node(node, where, root=node is root)
+            used.update(node)
+            children = list(_children(node, where, keywords))
             edges[id(node)] = [id(child) for child, _, in_place in children if in_place]
             stack.extend((child, path) for child, path, _ in reversed(children))
-        if {"unevaluatedProperties", "patternProperties"} <= keywords:
+            if "$ref" not in node:
+                continue
+            ref = node["$ref"]
+            if not ref.startswith("#"):
+                raise SchemaRefused(f"schema $ref at {where!r} is not local (must start '#')")
+            try:
+                refs[ref] = resolver.lookup(ref).contents
+            except Unresolvable:
+                raise SchemaRefused(f"schema $ref at {where!r} does not resolve") from None
+            if isinstance(refs[ref], Mapping):
+                edges[id(node)].append(id(refs[ref]))
+        if {"unevaluatedProperties", "patternProperties"} <= used:
             raise SchemaRefused("schema combines unevaluatedProperties with patternProperties")
+        for ref, target in refs.items():
+            if not (isinstance(target, bool) or id(target) in edges):
+                raise SchemaRefused(f"schema $ref {ref!r} does not point at a subschema")
         _refuse_cycles(edges)
         return refs
 
     def validate(self, config: Any) -> None:
         """Raise ConfigInvalid naming pointers and keywords only, never a submitted value."""
         if (pointer := _too_deep(config)) is not None:
-            details = [{"pointer": pointer, "keyword": "maxDepth"}]
-            raise ConfigInvalid("config does not match the toolkit schema", details=details)
+            raise ConfigInvalid(INVALID, details=[{"pointer": pointer, "keyword": "maxDepth"}])
         found = {
             (_pointer(error.absolute_path), str(error.validator))
             for error in self._validator.iter_errors(config)
         }
         if found:
             details = [{"pointer": p, "keyword": k} for p, k in sorted(found)[:MAX_DETAILS]]
-            raise ConfigInvalid("config does not match the toolkit schema", details=details)
+            raise ConfigInvalid(INVALID, details=details)
 
     def split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(public, secrets): secrets maps RFC 6901 JSON pointer -> the value at that path.
 
-        Validates first, so the split always runs on a config the schema describes. A secret
-        array element leaves `None` in the public half, keeping the other indices stable.
+        Validates first, so the split only ever runs on a config the schema describes. A
+        secret array element leaves `None` in the public half, keeping indices stable.
         """
         self.validate(config)
-        secrets: dict[str, Any] = {}
         if self._is_secret([self._root]):
             return {}, {"": copy.deepcopy(dict(config))}
-        public = self._split(config, [self._root], "", secrets)
-        return public, secrets
+        secrets: dict[str, Any] = {}
+        return self._split(config, [self._root], "", secrets), secrets
 
     def secret_pointers(self, config: Mapping[str, Any]) -> list[str]:
         return sorted(self.split(config)[1])
@@ -358,9 +407,9 @@ class CompiledSchema:
     def _closure(self, schemas: Iterable[Any], *, faithful: bool) -> list[Mapping[str, Any]]:
         """Every subschema applied in place to the same value, `$ref` cycles cut.
 
-        faithful=True mirrors the validator (draft-07 ignores a `$ref`'s siblings) and decides
-        which properties are declared; faithful=False also looks behind such siblings, for
-        secret markers, where seeing more can only hide more.
+        faithful=True mirrors the validator (draft-07 ignores a `$ref`'s siblings) and so
+        decides which properties are declared; faithful=False also looks at such siblings,
+        for secret markers, where seeing more can only hide more.
         """
         out: list[Mapping[str, Any]] = []
         seen: set[int] = set()
@@ -376,11 +425,11 @@ class CompiledSchema:
                     continue
             out.append(node)
             for keyword in ("allOf", "anyOf", "oneOf"):
-                stack.extend(node.get(keyword) or [])
+                stack.extend(node.get(keyword, ()))
             stack.extend(node.get(keyword) for keyword in ("if", "then", "else"))
-            dependent = node.get("dependencies" if self._draft7 else "dependentSchemas")
-            if isinstance(dependent, Mapping):
-                stack.extend(dependent.values())
+            stack.extend(
+                node.get("dependencies" if self._draft7 else "dependentSchemas", {}).values()
+            )
         return out
 
     def _is_secret(self, schemas: Iterable[Any]) -> bool:
@@ -388,59 +437,34 @@ class CompiledSchema:
 
     @staticmethod
     def _property_schemas(applied: list[Mapping[str, Any]], key: str) -> list[Any] | None:
-        """Subschemas that apply to property `key`; None when no `properties` names it."""
+        """Every subschema the validator applies to property `key`; None if none names it."""
         named: list[Any] = []
         others: list[Any] = []
         for node in applied:
-            properties = node.get("properties")
-            patterns = node.get("patternProperties")
-            matched = [
-                subschema
-                for pattern, subschema in (
-                    patterns.items() if isinstance(patterns, Mapping) else []
-                )
-                if _regex(pattern).search(key)
-            ]
-            if isinstance(properties, Mapping) and key in properties:
-                named.append(properties[key])
+            patterns = node.get("patternProperties", {})
+            matched = [sub for pattern, sub in patterns.items() if _regex(pattern).search(key)]
+            if key in node.get("properties", {}):
+                named.append(node["properties"][key])
             elif not matched and "additionalProperties" in node:
                 others.append(node["additionalProperties"])
             others.extend(matched)
         return named + others if named else None
 
     def _item_schemas(self, applied: list[Mapping[str, Any]], index: int) -> list[Any]:
-        found: list[Any] = []
+        """Every subschema the validator applies to element `index` (`contains`: to all)."""
+        found: list[Any] = [node["contains"] for node in applied if "contains" in node]
         for node in applied:
             items = node.get("items")
             prefix = items if self._draft7 else node.get("prefixItems")
             if isinstance(prefix, list) and index < len(prefix):
                 found.append(prefix[index])
-            elif self._draft7 and isinstance(items, list):
+            elif isinstance(items, list):  # draft-07 tuple form, past its end
                 found.extend([node["additionalItems"]] if "additionalItems" in node else [])
             elif items is not None:
                 found.append(items)
+            elif not self._draft7 and "unevaluatedItems" in node:
+                found.append(node["unevaluatedItems"])
         return found
-
-
-def _refuse_cycles(edges: dict[int, list[int]]) -> None:
-    """A `$ref` loop through in-place keywords only would recurse forever on any config."""
-    state: dict[int, bool] = {}  # False: on the current path, True: finished
-    for start in edges:
-        if start in state:
-            continue
-        state[start] = False
-        path = [(start, iter(edges[start]))]
-        while path:
-            node, pending = path[-1]
-            child = next(pending, None)
-            if child is None:
-                state[node] = True
-                path.pop()
-            elif state.get(child) is False:
-                raise SchemaRefused("schema has a $ref cycle that never descends into the config")
-            elif child not in state:
-                state[child] = False
-                path.append((child, iter(edges[child])))
 
 
 def canonical_json(value: Any) -> bytes:
@@ -469,6 +493,7 @@ def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
 
 @functools.lru_cache(maxsize=256)
 def _compile(digest: str, canonical: bytes) -> CompiledSchema:
+    """Built from the canonical bytes: a private copy the caller cannot mutate later."""
     return CompiledSchema(json.loads(canonical), digest)
 
 
@@ -487,8 +512,8 @@ def merge_secrets(public: Mapping[str, Any], secrets: Mapping[str, Any]) -> dict
                 t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")
             )
             parent = merged
-            for token in parents:
-                parent = parent[_index(parent, token)]
+            for part in parents:
+                parent = parent[_index(parent, part)]
             parent[_index(parent, last)] = value
         except (KeyError, IndexError, TypeError, ValueError):
             details = [{"pointer": pointer, "keyword": "merge"}]
@@ -503,7 +528,7 @@ def merge_secrets(public: Mapping[str, Any], secrets: Mapping[str, Any]) -> dict
 
 
 def _index(container: Any, part: str) -> str | int:
-    """A list index must be canonical digits and already present (the split left None there)."""
+    """A list index must be canonical digits and already present (split left None there)."""
     if not isinstance(container, list):
         return part
     if not (part.isascii() and part.isdigit()) or (part != "0" and part.startswith("0")):

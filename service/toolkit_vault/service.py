@@ -174,7 +174,7 @@ class Vault:
         """Validate, split, seal, initialize, then store the version and audit it at once."""
         try:
             toolkit = self.registry.get(msg.toolkit_name)
-            toolkit.schema.validate(msg.config)
+            public, secrets = toolkit.schema.split(msg.config)  # validates first
         except (ToolkitNotFound, ConfigInvalid) as exc:
             known = isinstance(exc, ConfigInvalid)
             self.store.record_attempt(
@@ -187,7 +187,6 @@ class Vault:
                 )
             )
             raise
-        public, secrets = toolkit.schema.split(msg.config)
         digest = toolkit.schema.digest
         provisional = self.store.latest_version(session_id, msg.toolkit_name) + 1
         sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, secrets)

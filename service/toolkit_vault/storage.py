@@ -28,6 +28,7 @@ __all__ = ["AuditDraft", "Signer", "Store", "VersionDraft", "VersionRecord"]
 Signer = Callable[[bytes, bytes], bytes]
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
+CHAIN_START = bytes(32)  # every link is 32 bytes, so HMAC(previous || event) is unambiguous
 _LIVE = ("ok", "partial")
 
 
@@ -130,7 +131,7 @@ class Store:
         last = conn.execute(
             select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
         ).first()
-        seq, previous = (last[0] + 1, bytes(last[1])) if last else (1, b"")
+        seq, previous = (last[0] + 1, bytes(last[1])) if last else (1, CHAIN_START)
         event: dict[str, Any] = {
             "seq": seq,
             "ts": time.time(),

@@ -239,13 +239,17 @@ def test_unknown_fields_refused() -> None:
 
 def test_validated_manifest_cannot_be_constructed_directly() -> None:
     good = validate(diamond())
-    fields = {
+    fields: dict[str, Any] = {
         "manifest": good.manifest,
         "payload_digest": good.payload_digest,
         "dependency_order": good.dependency_order,
     }
     with pytest.raises(ValidationError, match=GATE):
-        ValidatedManifest(**fields)
+        ValidatedManifest(
+            manifest=good.manifest,
+            payload_digest=good.payload_digest,
+            dependency_order=good.dependency_order,
+        )
     with pytest.raises(ValidationError, match=GATE):
         ValidatedManifest.model_validate(good.model_dump())
     with pytest.raises(ValidationError, match=GATE):
@@ -261,13 +265,13 @@ def test_validated_manifest_cannot_be_constructed_directly() -> None:
 def test_validated_manifest_is_frozen() -> None:
     good = validate(diamond())
     with pytest.raises(ValidationError):
-        good.payload_digest = "sha256:" + "0" * 64  # type: ignore[misc]
+        good.payload_digest = "sha256:" + "0" * 64
 
 
 def test_validate_rechecks_a_manifest_built_without_validation() -> None:
     parsed = ActivationManifest.model_validate(diamond())
     comp = parsed.components[0]
-    bad_entry = Entrypoint.model_construct(argv="node server.js")  # type: ignore[arg-type]
+    bad_entry = Entrypoint.model_construct(argv="node server.js")
     bad_runtime = comp.runtime.model_copy(update={"entrypoint": bad_entry})
     bad = parsed.model_copy(
         update={"components": (comp.model_copy(update={"runtime": bad_runtime}),)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -14,7 +15,7 @@ from toolkit_package.importers import ConfigInput, import_metadata
 from toolkit_package.toolkit import DEFINITION_FIELDS, property_names, to_toolkit_definitions
 
 
-def toolkits(vector: Callable[[str], bytes], name: str) -> list[dict]:  # type: ignore[type-arg]
+def toolkits(vector: Callable[[str], bytes], name: str) -> list[dict[str, Any]]:
     return [t.definition for t in to_toolkit_definitions(import_metadata(vector(name)))]
 
 
