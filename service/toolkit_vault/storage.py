@@ -90,7 +90,7 @@ class Store:
         self._sign = sign
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
         try:
             with self.engine.connect().execution_options(vault_write=True) as conn, conn.begin():
                 if conn.dialect.name == "postgresql":
@@ -106,17 +106,17 @@ class Store:
             ) from None
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
         except OperationalError as exc:
             raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
 
-    def _retrying(self, work: Callable[[Connection], Any]) -> Any:
+    def retrying(self, work: Callable[[Connection], Any]) -> Any:
         for _ in range(_MAX_ATTEMPTS):
             try:
-                with self._write() as conn:
+                with self.write() as conn:
                     return work(conn)
             except DBAPIError as exc:
                 if not _retryable(exc):
@@ -125,7 +125,7 @@ class Store:
                     ) from None
         raise StoreError("too many concurrent writers; nothing was written, try again")
 
-    def _audit(self, conn: Connection, draft: AuditDraft) -> None:
+    def audit(self, conn: Connection, draft: AuditDraft) -> None:
         if self._sign is None:
             raise StoreError("the audit key is not loaded")
         last = conn.execute(
@@ -150,12 +150,12 @@ class Store:
     # -- keys ---------------------------------------------------------------------------
 
     def master_keys(self) -> list[MasterKey]:
-        with self._read() as conn:
+        with self.read() as conn:
             rows = conn.execute(select(MasterKey).order_by(MasterKey.created_at)).all()
         return [MasterKey(**row._mapping) for row in rows]
 
     def internal_keys(self) -> dict[str, tuple[str, bytes]]:
-        with self._read() as conn:
+        with self.read() as conn:
             rows = conn.execute(
                 select(InternalKey.name, InternalKey.kek_id, InternalKey.wrapped_key)
             )
@@ -176,19 +176,19 @@ class Store:
                 conn.execute(
                     insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped)
                 )
-            self._audit(conn, AuditDraft(actor, "vault_initialized", details={"kek_id": kek_id}))
+            self.audit(conn, AuditDraft(actor, "vault_initialized", details={"kek_id": kek_id}))
 
-        self._retrying(work)
+        self.retrying(work)
 
     # -- principals and sessions ------------------------------------------------------------
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
-        with self._read() as conn:
+        with self.read() as conn:
             found = conn.execute(
                 select(Principal.principal_id).where(Principal.principal_id == principal_id)
             ).first()
         if found is None:
-            self._retrying(
+            self.retrying(
                 lambda conn: conn.execute(
                     insert(Principal).values(
                         principal_id=principal_id, name=name, role=role, created_at=time.time()
@@ -203,12 +203,12 @@ class Store:
                     session_id=session_id, principal_id=principal_id, created_at=time.time()
                 )
             )
-            self._audit(conn, AuditDraft(principal_id, "session_created", session_id=session_id))
+            self.audit(conn, AuditDraft(principal_id, "session_created", session_id=session_id))
 
-        self._retrying(work)
+        self.retrying(work)
 
     def session_owned_by(self, session_id: str, principal_id: str) -> bool:
-        with self._read() as conn:
+        with self.read() as conn:
             row = conn.execute(
                 select(SessionRow.principal_id).where(SessionRow.session_id == session_id)
             ).first()
@@ -217,7 +217,7 @@ class Store:
     # -- config versions ----------------------------------------------------------------------
 
     def latest_version(self, session_id: str, toolkit_name: str) -> int:
-        with self._read() as conn:
+        with self.read() as conn:
             return self._latest(conn, session_id, toolkit_name)
 
     @staticmethod
@@ -270,7 +270,7 @@ class Store:
             )
             if draft.status in _LIVE:
                 self._move_pointer(conn, session_id, toolkit_name, version, now)
-            self._audit(
+            self.audit(
                 conn,
                 AuditDraft(
                     draft.actor,
@@ -283,7 +283,7 @@ class Store:
             )
             return version
 
-        result: int = self._retrying(work)
+        result: int = self.retrying(work)
         return result
 
     @staticmethod
@@ -311,7 +311,7 @@ class Store:
             raise IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))
 
     def current_toolkits(self, session_id: str) -> set[str]:
-        with self._read() as conn:
+        with self.read() as conn:
             rows = conn.execute(
                 select(CurrentConfig.toolkit_name).where(CurrentConfig.session_id == session_id)
             )
@@ -330,12 +330,12 @@ class Store:
             .where(CurrentConfig.session_id == session_id)
             .order_by(ConfigVersion.toolkit_name)
         )
-        with self._read() as conn:
+        with self.read() as conn:
             return [_record(row._mapping) for row in conn.execute(query)]
 
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""
-        self._retrying(lambda conn: self._audit(conn, draft))
+        self.retrying(lambda conn: self.audit(conn, draft))
 
 
 def _record(row: Any) -> VersionRecord:
