@@ -72,9 +72,9 @@ def _session(vault: Vault) -> str:
 
 def test_versions_are_append_only_and_pointer_moves_only_when_live(vault: Vault) -> None:
     session = _session(vault)
-    assert vault.store.append_version(session, "t", lambda v: draft(), "configure") == 1
-    assert vault.store.append_version(session, "t", lambda v: draft("error"), "configure") == 2
-    assert vault.store.append_version(session, "t", lambda v: draft("partial"), "configure") == 3
+    assert vault.store.append_version(session, "t", lambda v, k: draft(), "configure") == 1
+    assert vault.store.append_version(session, "t", lambda v, k: draft("error"), "configure") == 2
+    assert vault.store.append_version(session, "t", lambda v, k: draft("partial"), "configure") == 3
     with vault.store.engine.connect() as conn:
         assert conn.execute(select(CurrentConfig.version)).scalar_one() == 3
         assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 3
@@ -88,7 +88,7 @@ def test_audit_failure_rolls_back_the_version(vault: Vault) -> None:
 
     store = Store(vault.store.engine, broken_signer)
     with pytest.raises(RuntimeError):
-        store.append_version(session, "t", lambda v: draft(), "configure")
+        store.append_version(session, "t", lambda v, k: draft(), "configure")
     with vault.store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 0
         assert conn.execute(select(func.count()).select_from(CurrentConfig)).scalar_one() == 0
@@ -100,7 +100,7 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
     results: list[int] = []
     errors: list[BaseException] = []
 
-    def build(version: int) -> VersionDraft:
+    def build(version: int, primary: str) -> VersionDraft:
         built.append(version)
         return draft()
 

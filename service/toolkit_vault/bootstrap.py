@@ -21,7 +21,14 @@ from .service import Principal, Vault
 from .settings import VaultSettings, write_record
 from .storage import Store
 
-__all__ = ["LOCAL_PRINCIPAL", "InitReport", "init_vault", "open_vault"]
+__all__ = [
+    "LOCAL_PRINCIPAL",
+    "InitReport",
+    "init_vault",
+    "internal_context",
+    "load_ring",
+    "open_vault",
+]
 
 LOCAL_PRINCIPAL = Principal("local", "agent")
 INTERNAL_KEYS = ("fingerprint", "audit")
@@ -36,7 +43,7 @@ class InitReport:
     created_key: bool
 
 
-def _internal_context(name: str) -> tuple[str | int, ...]:
+def internal_context(name: str) -> tuple[str | int, ...]:
     return (FORMAT_VERSION, "internal", name)
 
 
@@ -57,14 +64,14 @@ def init_vault(settings: VaultSettings) -> InitReport:
             ring = keys.ring()
             internal = {name: crypto.new_key() for name in INTERNAL_KEYS}
             wrapped = {
-                name: ring.wrap(key, _internal_context(name))[1] for name, key in internal.items()
+                name: ring.wrap(key, internal_context(name))[1] for name, key in internal.items()
             }
             store.set_signer(partial(crypto.chain_hash, internal["audit"]))
             store.bootstrap_keys(
                 ring.primary_id, ring.check_value(ring.primary_id), wrapped, "init"
             )
         else:
-            _load_ring(store, provider)
+            load_ring(store, provider)
         store.ensure_principal(LOCAL_PRINCIPAL.principal_id, "local", LOCAL_PRINCIPAL.role)
     finally:
         engine.dispose()
@@ -78,7 +85,7 @@ def init_vault(settings: VaultSettings) -> InitReport:
     )
 
 
-def _load_ring(store: Store, provider: KeyProvider) -> KeyRing:
+def load_ring(store: Store, provider: KeyProvider) -> KeyRing:
     """The store's live KEKs from the provider, each checked against its key check value."""
     rows = [row for row in store.master_keys() if row.retired_at is None]
     if not rows:
@@ -112,14 +119,20 @@ def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None)
     engine = open_engine(settings.database_url)
     require_current(engine)
     store = Store(engine)
-    ring = _load_ring(store, provider)
+    ring = load_ring(store, provider)
     internal: dict[str, SecretBytes] = {}
     for name, (kek_id, wrapped) in store.internal_keys().items():
         try:
-            internal[name] = ring.unwrap(kek_id, wrapped, _internal_context(name))
+            internal[name] = ring.unwrap(kek_id, wrapped, internal_context(name))
         except DecryptionError:
             raise KeyProviderError(f"the {name} key does not decrypt: wrong master key") from None
     if set(internal) != set(INTERNAL_KEYS):
         raise VaultError("the store is missing its internal keys: run `toolkit-vault init`")
     store.set_signer(partial(crypto.chain_hash, internal["audit"]))
-    return Vault(store, ring, internal["fingerprint"], registry or ToolkitRegistry.default())
+    return Vault(
+        store,
+        ring,
+        internal["fingerprint"],
+        registry or ToolkitRegistry.default(),
+        reload_keys=lambda: load_ring(store, provider),
+    )

@@ -20,6 +20,7 @@ import re
 import stat
 import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -60,8 +61,9 @@ class MasterKeys:
     def first(cls) -> MasterKeys:
         return cls("kek-1", {"kek-1": new_key()})
 
-    def with_new_primary(self) -> MasterKeys:
-        numbers = [int(m[1]) for k in self.keys if (m := _KEK_ID.fullmatch(k))]
+    def with_new_primary(self, taken: Iterable[str] = ()) -> MasterKeys:
+        """Add a fresh key, numbered past every id here and in `taken` (the store's)."""
+        numbers = [int(m[1]) for k in (*self.keys, *taken) if (m := _KEK_ID.fullmatch(k))]
         kek_id = f"kek-{max(numbers, default=0) + 1}"
         return MasterKeys(kek_id, {**self.keys, kek_id: new_key()})
 

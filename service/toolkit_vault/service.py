@@ -13,6 +13,7 @@ import base64
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,10 +61,16 @@ class Outcome:
 
 class Vault:
     def __init__(
-        self, store: Store, ring: KeyRing, fingerprint_key: SecretBytes, registry: ToolkitRegistry
+        self,
+        store: Store,
+        ring: KeyRing,
+        fingerprint_key: SecretBytes,
+        registry: ToolkitRegistry,
+        reload_keys: Callable[[], KeyRing] | None = None,
     ) -> None:
         self.store = store
         self.ring = ring
+        self._reload_keys = reload_keys
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
@@ -128,6 +135,8 @@ class Vault:
         context = RecordContext(
             record.session_id, record.toolkit_name, record.version, record.schema_digest
         )
+        if sealed.kek_id not in self.ring:
+            self._refresh_ring()  # rotated by another process since this one started
         secrets = crypto.open_config(self.ring, context, sealed)
         return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
 
@@ -195,9 +204,11 @@ class Vault:
         config = merge_secrets(public, {p: v.reveal() for p, v in opened.items()})
         instance, outcome = self._initialize(toolkit, config)
 
-        def build(version: int) -> VersionDraft:
+        def build(version: int, primary_kek: str) -> VersionDraft:
             nonlocal sealed
-            if version != provisional:
+            if primary_kek != self.ring.primary_id:
+                self._refresh_ring()  # a rotation made another key primary meanwhile
+            if version != provisional or sealed.kek_id != self.ring.primary_id:
                 sealed = self._seal(session_id, msg.toolkit_name, version, digest, secrets)
             keep = outcome.status != "error"  # a rejected credential is not retained
             return VersionDraft(
@@ -229,6 +240,12 @@ class Vault:
             status=outcome.status,
             message=outcome.message,
         )
+
+    def _refresh_ring(self) -> None:
+        if self._reload_keys is None:
+            raise DecryptionError
+        with self._lock:
+            self.ring = self._reload_keys()
 
     def _seal(
         self, session_id: str, toolkit_name: str, version: int, digest: str, secrets: dict[str, Any]

@@ -8,9 +8,12 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,16 +23,54 @@ from sqlalchemy import Connection, Engine, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from .errors import StoreError
-from .models import AuditEvent, ConfigVersion, CurrentConfig, InternalKey, MasterKey, Principal
+from .models import (
+    AuditEvent,
+    AuditHead,
+    ConfigVersion,
+    CurrentConfig,
+    InternalKey,
+    MasterKey,
+    Principal,
+)
 from .models import Session as SessionRow
 
-__all__ = ["AuditDraft", "Signer", "Store", "VersionDraft", "VersionRecord"]
+__all__ = [
+    "CHAIN_START",
+    "AuditDraft",
+    "Signer",
+    "Store",
+    "VersionDraft",
+    "VersionRecord",
+    "audit_payload",
+    "head_link",
+]
 
 Signer = Callable[[bytes, bytes], bytes]
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
 CHAIN_START = bytes(32)  # every link is 32 bytes, so HMAC(previous || event) is unambiguous
 _LIVE = ("ok", "partial")
+_HEAD_DOMAIN = hashlib.sha256(b"toolkit-vault/v1/audit-head").digest()  # 32 bytes, like a link
+_AUDIT_FIELDS = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version")
+
+
+def audit_payload(fields: Mapping[str, Any]) -> bytes:
+    """The bytes one chain link signs: the event as canonical JSON (RFC 8785).
+
+    `details` is read as stored (JSON text) when given as text, so the writer signs exactly
+    what a verifier reads back; `Store.audit` and `audit.verify_audit_chain` both call this.
+    """
+    details = fields["details"]
+    if isinstance(details, str):
+        details = json.loads(details)
+    event = {name: fields[name] for name in _AUDIT_FIELDS}
+    return bytes(rfc8785.dumps({**event, "details": details}))
+
+
+def head_link(sign: Signer, seq: int, mac: bytes) -> bytes:
+    """The head's MAC over (seq, last link). Its input is the 32-byte head domain, then a
+    zero byte where every link's payload has `{`: never equal to a link's input."""
+    return sign(_HEAD_DOMAIN, b"\x00" + struct.pack(">Q", seq) + mac)
 
 
 @dataclass(frozen=True)
@@ -126,12 +167,13 @@ class Store:
         raise StoreError("too many concurrent writers; nothing was written, try again")
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
+        """Append the next chain link and move the authenticated head, in the caller's
+        transaction. A head that does not match the last event (tail deleted, rows forged
+        beyond it) stops every write rather than extending a chain it cannot vouch for."""
         if self._sign is None:
             raise StoreError("the audit key is not loaded")
-        last = conn.execute(
-            select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
-        ).first()
-        seq, previous = (last[0] + 1, bytes(last[1])) if last else (1, CHAIN_START)
+        last_seq, previous = self._chain_end(conn, self._sign)
+        seq = last_seq + 1
         event: dict[str, Any] = {
             "seq": seq,
             "ts": time.time(),
@@ -140,12 +182,40 @@ class Store:
             "session_id": draft.session_id,
             "toolkit_name": draft.toolkit_name,
             "version": draft.version,
-            "details": draft.details,
+            "details": json.dumps(draft.details),
         }
-        mac = self._sign(previous, rfc8785.dumps(event))
-        conn.execute(
-            insert(AuditEvent).values(**{**event, "details": json.dumps(draft.details)}, mac=mac)
-        )
+        mac = self._sign(previous, audit_payload(event))
+        conn.execute(insert(AuditEvent).values(**event, mac=mac))
+        head = {"seq": seq, "mac": mac, "head_mac": head_link(self._sign, seq, mac)}
+        if last_seq == 0:
+            conn.execute(insert(AuditHead).values(id=1, **head))
+        else:
+            conn.execute(update(AuditHead).where(AuditHead.id == 1).values(**head))
+
+    @staticmethod
+    def _chain_end(conn: Connection, sign: Signer) -> tuple[int, bytes]:
+        head = conn.execute(
+            select(AuditHead.seq, AuditHead.mac, AuditHead.head_mac).where(AuditHead.id == 1)
+        ).first()
+        last = conn.execute(
+            select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
+        ).first()
+        if head is None and last is None:
+            return 0, CHAIN_START
+        if (
+            head is None
+            or last is None
+            or head.seq != last.seq
+            or not hmac.compare_digest(bytes(head.mac), bytes(last.mac))
+            or not hmac.compare_digest(
+                head_link(sign, head.seq, bytes(head.mac)), bytes(head.head_mac)
+            )
+        ):
+            raise StoreError(
+                "the audit chain head does not match its last event; writes are refused "
+                "until that is resolved (run `toolkit-vault audit verify`)"
+            )
+        return int(head.seq), bytes(head.mac)
 
     # -- keys ---------------------------------------------------------------------------
 
@@ -235,18 +305,23 @@ class Store:
         self,
         session_id: str,
         toolkit_name: str,
-        build: Callable[[int], VersionDraft],
+        build: Callable[[int, str], VersionDraft],
         audit_action: str,
     ) -> int:
         """Append the next version (built for its number) and, if live, make it current.
 
-        `build` is called again with a new number when another writer took the previous
-        one, because every envelope is bound to its version number.
+        `build(version, primary_kek_id)` is called again with a new number when another
+        writer took the previous one, because every envelope is bound to its version
+        number; it learns the store's primary KEK inside the transaction, so a writer whose
+        ring predates a rotation can rewrap under the new key before it commits.
         """
 
         def work(conn: Connection) -> int:
             version = self._latest(conn, session_id, toolkit_name) + 1
-            draft = build(version)
+            primary = conn.execute(
+                select(MasterKey.kek_id).where(MasterKey.is_primary.is_(True))
+            ).scalar_one()
+            draft = build(version, primary)
             now = time.time()
             conn.execute(
                 insert(ConfigVersion).values(

@@ -1,0 +1,327 @@
+"""Master key operations: status, rotation (rewrap), retirement, and the decrypt check.
+
+Rotation is a resumable state machine driven entirely by what is stored, so a killed run
+is finished by running it again and never adds a second new key:
+
+1. the provider gets the new key first (a crash here leaves an unused key, nothing else);
+2. the store records it and makes it primary, in one audited transaction; from then on
+   every writer wraps under it (writers with an older ring reload the keys);
+3. every wrapped key not under the primary is rewrapped in batches; each row is fully
+   decrypted in memory first and is written back only by compare-and-set on its old
+   wrapped key, so a row is never written unless it could be read, nor written twice.
+
+Only wrapped keys change: envelopes, fingerprints and history keep their identity.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from . import crypto
+from .bootstrap import internal_context
+from .crypto import KeyRing, RecordContext, SealedConfig
+from .errors import DecryptionError, KeyProviderError, VaultError
+from .keys import KeyProvider
+from .models import ConfigVersion, InternalKey, MasterKey
+from .storage import AuditDraft, Store
+
+__all__ = ["RotationReport", "check_store", "key_status", "retire_key", "rotate_keys"]
+
+Progress = Callable[[int], None]
+
+
+def key_status(store: Store, provider: KeyProvider) -> list[dict[str, Any]]:
+    """Every KEK the store knows: primary, retired, wrapped keys it protects, in provider."""
+    held = provider.load()
+    with store.read() as conn:
+        by_kek = (
+            select(ConfigVersion.kek_id, func.count())
+            .where(ConfigVersion.kek_id.is_not(None))
+            .group_by(ConfigVersion.kek_id)
+        )
+        counts: dict[str | None, int] = {k: n for k, n in conn.execute(by_kek)}
+        by_internal = select(InternalKey.kek_id, func.count()).group_by(InternalKey.kek_id)
+        internal: dict[str, int] = {k: n for k, n in conn.execute(by_internal)}
+    return [
+        {
+            "kek_id": row.kek_id,
+            "primary": row.is_primary,
+            "created_at": row.created_at,
+            "retired_at": row.retired_at,
+            "wrapped_keys": counts.get(row.kek_id, 0) + internal.get(row.kek_id, 0),
+            "in_provider": held is not None and row.kek_id in held.keys,
+        }
+        for row in store.master_keys()
+    ]
+
+
+@dataclass
+class RotationReport:
+    primary: str
+    previous: list[str]
+    resumed: bool
+    rewrapped: int = 0
+    internal_rewrapped: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "primary": self.primary,
+            "previous": self.previous,
+            "resumed": self.resumed,
+            "rewrapped": self.rewrapped,
+            "internal_rewrapped": self.internal_rewrapped,
+            "failed": self.failed,
+        }
+
+
+def pending_rewraps(store: Store, primary: str) -> int:
+    with store.read() as conn:
+        versions = conn.execute(
+            select(func.count()).where(
+                ConfigVersion.kek_id.is_not(None), ConfigVersion.kek_id != primary
+            )
+        ).scalar_one()
+        internal = conn.execute(
+            select(func.count()).where(InternalKey.kek_id != primary)
+        ).scalar_one()
+    return int(versions) + int(internal)
+
+
+def rotate_keys(
+    store: Store,
+    provider: KeyProvider,
+    *,
+    batch_size: int = 500,
+    start: Callable[[int], Progress] | None = None,
+) -> RotationReport:
+    """Make a new KEK primary and rewrap everything under it; rerun to resume."""
+    keys = provider.load()
+    if keys is None:
+        raise KeyProviderError(f"no master key found in {provider.where}")
+    known = store.master_keys()
+    live = {row.kek_id: row for row in known if row.retired_at is None}
+    db_primary = next(k for k, row in live.items() if row.is_primary)
+    resumed = True
+    if keys.primary in live and pending_rewraps(store, db_primary) == 0:
+        if provider.name == "env":
+            raise KeyProviderError(
+                "the env key provider is read-only: add a new key to the document in "
+                "TOOLKIT_VAULT_MASTER_KEYS and make it primary, then run keys rotate"
+            )
+        keys, resumed = keys.with_new_primary(taken=[row.kek_id for row in known]), False
+        provider.store(keys)
+    target = keys.primary if keys.primary not in live else db_primary
+    missing = [k for k in live if k not in keys.keys]
+    if missing:
+        raise KeyProviderError(f"master key {missing[0]} is missing from {provider.where}")
+    ring = KeyRing({k: keys.keys[k] for k in {*live, target}}, target)
+    if target not in live:
+        _make_primary(store, ring, target)
+    report = RotationReport(target, sorted(k for k in live if k != target), resumed)
+    report.internal_rewrapped = _rewrap_internal(store, ring)
+    advance = start(pending_rewraps(store, target)) if start else None
+    while True:  # another pass picks up rows that writers with an old ring added meanwhile
+        done = _rewrap_versions(store, ring, batch_size, report, advance)
+        if done == 0:
+            break
+    store.retrying(
+        lambda conn: store.audit(
+            conn,
+            AuditDraft(
+                "operator",
+                "keys_rotated",
+                details={
+                    "primary": target,
+                    "rewrapped": report.rewrapped,
+                    "failed": len(report.failed),
+                },
+            ),
+        )
+    )
+    return report
+
+
+def _make_primary(store: Store, ring: KeyRing, kek_id: str) -> None:
+    def work(conn: Connection) -> None:
+        conn.execute(update(MasterKey).values(is_primary=False))
+        conn.execute(
+            insert(MasterKey).values(
+                kek_id=kek_id,
+                check_value=ring.check_value(kek_id),
+                is_primary=True,
+                created_at=time.time(),
+            )
+        )
+        store.audit(conn, AuditDraft("operator", "kek_added", details={"kek_id": kek_id}))
+
+    store.retrying(work)
+
+
+def _rewrap_internal(store: Store, ring: KeyRing) -> int:
+    """Rewrap the fingerprint and audit keys (their values never change) in one transaction."""
+    moved = []
+    for name, (kek_id, wrapped) in store.internal_keys().items():
+        if kek_id != ring.primary_id:
+            key = ring.unwrap(kek_id, wrapped, internal_context(name))
+            moved.append((name, kek_id, *ring.wrap(key, internal_context(name))))
+
+    def work(conn: Connection) -> None:
+        for name, old_kek, new_kek, new_wrapped in moved:
+            conn.execute(
+                update(InternalKey)
+                .where(InternalKey.name == name, InternalKey.kek_id == old_kek)
+                .values(kek_id=new_kek, wrapped_key=new_wrapped)
+            )
+
+    if moved:
+        store.retrying(work)
+    return len(moved)
+
+
+def _sealed(row: Any) -> tuple[RecordContext, SealedConfig]:
+    try:
+        envelopes = {
+            p: base64.b64decode(v, validate=True)
+            for p, v in json.loads(row.sealed_secrets or "{}").items()
+        }
+    except (ValueError, binascii.Error, TypeError, AttributeError):
+        raise DecryptionError from None
+    context = RecordContext(row.session_id, row.toolkit_name, row.version, row.schema_digest)
+    return context, SealedConfig(
+        row.dek_id or "", row.kek_id, bytes(row.wrapped_dek), envelopes, {}
+    )
+
+
+def _batches(store: Store, where: Any, batch_size: int) -> Iterator[list[Any]]:
+    """Keyset-paginated batches of encrypted versions: memory stays flat at any size."""
+    last_id = 0
+    while True:
+        with store.read() as conn:
+            rows = conn.execute(
+                select(ConfigVersion)
+                .where(where, ConfigVersion.id > last_id)
+                .order_by(ConfigVersion.id)
+                .limit(batch_size)
+            ).all()
+        if not rows:
+            return
+        last_id = rows[-1].id
+        yield list(rows)
+
+
+def _rewrap_versions(
+    store: Store, ring: KeyRing, batch_size: int, report: RotationReport, advance: Progress | None
+) -> int:
+    done = 0
+    failed_ids = {f["id"] for f in report.failed}
+    where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != ring.primary_id)
+    for rows in _batches(store, where, batch_size):
+        updates = []
+        for row in rows:
+            if row.id in failed_ids:
+                continue
+            try:
+                context, sealed = _sealed(row)
+                rewrapped = crypto.rewrap_config(ring, context, sealed)
+            except DecryptionError:
+                report.failed.append(_where(row))
+                continue
+            updates.append((row.id, row.kek_id, bytes(row.wrapped_dek), rewrapped))
+        if updates:
+            store.retrying(partial(_write_rewraps, updates=updates))
+        done += len(updates)
+        report.rewrapped += len(updates)
+        if advance:
+            advance(len(rows))
+    return done
+
+
+def _write_rewraps(conn: Connection, updates: list[tuple[int, str, bytes, SealedConfig]]) -> None:
+    for row_id, old_kek, old_wrapped, sealed in updates:
+        conn.execute(
+            update(ConfigVersion)
+            .where(
+                ConfigVersion.id == row_id,
+                ConfigVersion.kek_id == old_kek,
+                ConfigVersion.wrapped_dek == old_wrapped,
+            )
+            .values(kek_id=sealed.kek_id, wrapped_dek=sealed.wrapped_dek)
+        )
+
+
+def _where(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "session_id": row.session_id,
+        "toolkit_name": row.toolkit_name,
+        "version": row.version,
+    }
+
+
+def retire_key(store: Store, provider: KeyProvider, kek_id: str) -> dict[str, Any]:
+    """Retire a KEK nothing uses any more: recorded in the store, then removed from the provider."""
+    rows = {row.kek_id: row for row in store.master_keys()}
+    row = rows.get(kek_id)
+    if row is None:
+        raise VaultError(f"the store has no master key {kek_id}")
+    if row.is_primary:
+        raise VaultError(f"{kek_id} is the primary master key; rotate first")
+    in_use = next(s["wrapped_keys"] for s in key_status(store, provider) if s["kek_id"] == kek_id)
+    if in_use:
+        raise VaultError(
+            f"{kek_id} still protects {in_use} wrapped keys: run `toolkit-vault keys rotate`"
+        )
+
+    def work(conn: Connection) -> None:
+        conn.execute(
+            update(MasterKey).where(MasterKey.kek_id == kek_id).values(retired_at=time.time())
+        )
+        store.audit(conn, AuditDraft("operator", "kek_retired", details={"kek_id": kek_id}))
+
+    if row.retired_at is None:
+        store.retrying(work)
+    keys = provider.load()
+    removed = False
+    if keys is not None and kek_id in keys.keys:
+        if provider.name == "env":
+            return {"kek_id": kek_id, "retired": True, "removed_from_provider": False}
+        provider.store(keys.without(kek_id))
+        removed = True
+    return {"kek_id": kek_id, "retired": True, "removed_from_provider": removed}
+
+
+def check_store(
+    store: Store, ring: KeyRing, start: Callable[[int], Progress] | None = None
+) -> dict[str, Any]:
+    """Decrypt-verify every stored version in memory (commitment, AAD, JSON); reveal nothing."""
+    counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
+    failed: list[dict[str, Any]] = []
+    with store.read() as conn:
+        total = conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one()
+    advance = start(int(total)) if start else None
+    for rows in _batches(store, ConfigVersion.id > 0, 1000):
+        for row in rows:
+            if row.wrapped_dek is None:
+                counts["no_ciphertext"] += 1
+                continue
+            try:
+                context, sealed = _sealed(row)
+                crypto.open_config(ring, context, sealed)
+                counts["intact"] += 1
+            except DecryptionError:
+                counts["failed"] += 1
+                if len(failed) < 100:
+                    failed.append(_where(row))
+        if advance:
+            advance(len(rows))
+    return {"versions": int(total), **counts, "failed_versions": failed}
