@@ -238,3 +238,17 @@ def test_configures_from_another_process_during_rotation(
 def test_rotate_rejects_bad_batch_sizes(vault: Vault, cli_env: dict[str, str], batch: str) -> None:
     done = run(cli_env, "keys", "rotate", "--batch-size", batch)
     assert done.returncode == 2 and "batch-size" in done.stderr
+
+
+def test_rotate_master_key_script(vault: Vault, cli_env: dict[str, str]) -> None:
+    script = str(Path(__file__).parents[1] / "scripts" / "rotate-master-key")
+    fill(vault, 10)
+    usage = subprocess.run([script, "--bogus"], capture_output=True, text=True, env=cli_env)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage:")
+    dry = subprocess.run([script, "--dry-run"], capture_output=True, text=True, env=cli_env)
+    assert dry.returncode == 0 and "kek-1" in dry.stdout
+    assert state(vault)["keks"] == [("kek-1", True)]
+    done = subprocess.run([script, "--retire-old"], capture_output=True, text=True, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "retired kek-1" in done.stdout
+    assert state(vault)["by_kek"] == {"kek-2": 10}
