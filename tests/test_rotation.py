@@ -226,7 +226,7 @@ def test_configures_from_another_process_during_rotation(
         time.sleep(0.03)  # spread the writes over the rotation
     agent.stdin.close()
     agent.wait(timeout=60)
-    out, err = rotation.communicate(timeout=300)
+    _, err = rotation.communicate(timeout=300)
     assert rotation.returncode == 0, err
     assert statuses == ["ok"] * 60
     after = state(vault)

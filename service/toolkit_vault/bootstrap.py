@@ -27,6 +27,7 @@ __all__ = [
     "init_vault",
     "internal_context",
     "load_ring",
+    "open_store",
     "open_vault",
 ]
 
@@ -111,6 +112,15 @@ def load_ring(store: Store, provider: KeyProvider) -> KeyRing:
     return KeyRing(ring_keys, primary)
 
 
+def open_store(settings: VaultSettings) -> Store:
+    """The store alone, for read-only auditor commands: no master key, nothing decrypts."""
+    if not settings.initialized:
+        raise VaultError(f"no vault in {settings.home}: run `toolkit-vault init` first")
+    engine = open_engine(settings.database_url)
+    require_current(engine)
+    return Store(engine)
+
+
 def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None) -> Vault:
     """Open an initialized vault, or refuse with one clear reason."""
     if not settings.initialized:
@@ -129,10 +139,14 @@ def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None)
     if set(internal) != set(INTERNAL_KEYS):
         raise VaultError("the store is missing its internal keys: run `toolkit-vault init`")
     store.set_signer(partial(crypto.chain_hash, internal["audit"]))
+    if registry is None:
+        registry = ToolkitRegistry.default()
+        registry.load_imported(store)  # `toolkits import`: shared by every process via the store
     return Vault(
         store,
         ring,
         internal["fingerprint"],
         registry or ToolkitRegistry.default(),
         reload_keys=lambda: load_ring(store, provider),
+        audit_key=internal["audit"],
     )

@@ -18,11 +18,15 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.engine import make_url
 
-from .bootstrap import LOCAL_PRINCIPAL, init_vault, open_vault
+from .bootstrap import LOCAL_PRINCIPAL, init_vault, open_store, open_vault
 from .errors import VaultError
+from .history import history, iso_time, parse_time
+from .imports import import_package, read_package, report_lines
 from .keys import provider_for
+from .principals import ROLES, create_token, list_principals, revoke
 from .rotation import check_store, key_status, retire_key, rotate_keys
 from .settings import load_settings
 from .stdio import serve_stdio
@@ -129,8 +133,25 @@ def toolkits_list(as_json: bool) -> None:
     table = Table("name", "alias", "category", "version", "tools", "source")
     for t in vault.registry.all():
         d = t.definition
-        table.add_row(d.name, d.alias, d.category, d.version, ", ".join(d.tools), t.source)
+        row = (d.name, d.alias, d.category, d.version, ", ".join(d.tools), t.source)
+        table.add_row(*(Text(cell) for cell in row))  # imported names are untrusted: no markup
     Console().print(table)
+
+
+@toolkits.command("import")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def toolkits_import(path: str, as_json: bool) -> None:
+    """Import MCP servers (server.json, bundle manifest.json, client config; `-`: stdin)."""
+    data = read_package(path)
+    vault = open_vault(load_settings())
+    report = import_package(vault.store, vault.registry, data, LOCAL_PRINCIPAL.principal_id)
+    click.echo(
+        json.dumps(report.as_json(), indent=2) if as_json else "\n".join(report_lines(report))
+    )
+    for warning in report.warnings:
+        click.echo(f"toolkit-vault: WARNING: {warning.message}", err=True)
 
 
 # -- keys and check (operators) ------------------------------------------------------------
@@ -255,3 +276,194 @@ def check(as_json: bool) -> None:
 
 def _when(epoch: float | None) -> str:
     return "" if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+# -- history, audit verify, purge, tokens (auditors and operators) --------------------------
+
+OPERATOR = "operator"  # the actor recorded for operator actions taken on the command line
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    click.echo(json.dumps(payload, indent=2))
+
+
+def _table(*columns: str) -> Table:
+    """A table that folds long cells (ids, times) instead of cutting them off."""
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+@main.command("history")
+@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--toolkit", default=None, help="Only this toolkit.")
+@click.option(
+    "--since",
+    default=None,
+    metavar="TIME",
+    help="Only versions stored at or after TIME: epoch seconds or ISO 8601 (naive = UTC).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def history_command(
+    session_id: str | None, toolkit: str | None, since: str | None, as_json: bool
+) -> None:
+    """Every config version: actor, time, status, public config, secret fingerprints.
+
+    Needs no master key. A fingerprint is equal between two versions exactly when that
+    secret is unchanged; it reveals nothing else. In the table, * marks a fingerprint
+    that differs from the previous listed version of the same session and toolkit.
+    """
+    entries = history(
+        open_store(load_settings()),
+        session_id,
+        toolkit,
+        None if since is None else parse_time(since),
+    )
+    if as_json:
+        _emit({"versions": entries})
+        return
+    table = _table("session", "toolkit", "v", "status", "actor", "time (UTC)", "secrets")
+    previous: dict[tuple[str, str], dict[str, str | None]] = {}
+    for e in entries:
+        key = (e["session_id"], e["toolkit_name"])
+        before = previous.get(key, {})
+        previous[key] = e["secret_fingerprints"]
+        secrets = [
+            _fingerprint_cell(pointer, fp, before)
+            for pointer, fp in sorted(e["secret_fingerprints"].items())
+        ]
+        table.add_row(
+            e["session_id"][:8],
+            e["toolkit_name"],
+            f"{e['version']}{' (current)' if e['current'] else ''}",
+            e["status"],
+            e["actor"],
+            e["time"],
+            "\n".join(secrets),
+        )
+    Console().print(table)
+    click.echo(f"{len(entries)} versions", err=True)
+
+
+def _fingerprint_cell(pointer: str, fp: str | None, before: dict[str, str | None]) -> str:
+    changed = "*" if before and before.get(pointer) != fp else ""
+    return f"{pointer} {(fp or 'purged')[:12]}{changed}"
+
+
+@main.group()
+def audit() -> None:
+    """The tamper-evident audit log (an HMAC hash chain)."""
+
+
+@audit.command("verify")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def audit_verify(as_json: bool) -> None:
+    """Verify the audit chain and its head; exit 1 naming the first bad event.
+
+    Also checks that every config version has its `configure` event (and every purged
+    one a `purge` event). Needs the master key (the audit key is stored wrapped by it).
+    """
+    report = open_vault(load_settings()).verify_audit()
+    if as_json:
+        _emit(report.as_json())
+    else:
+        click.echo(f"{report.verified}/{report.events} events verified; {report.message}")
+        for v in report.unaudited_versions:
+            click.echo(f"  {v['session_id']} {v['toolkit_name']} v{v['version']}: {v['reason']}")
+    if report.problem in ("edited", "deleted", "inserted", "truncated"):
+        raise VaultError(f"audit chain broken at event {report.first_bad_seq}: {report.message}")
+    if not report.ok:
+        raise VaultError(report.message)
+
+
+@main.command("purge")
+@click.option("--session", "session_id", required=True, help="The session to purge.")
+@click.option("--toolkit", default=None, help="Only this toolkit of the session.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool) -> None:
+    """Crypto-shred stored configs: destroy wrapped keys, ciphertext and fingerprints.
+
+    Irreversible. History keeps the metadata (status `purged`); the purge is audited.
+    """
+    what = f"session {session_id}" + (f", toolkit {toolkit}" if toolkit else "")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise VaultError("purge is irreversible: confirm with --yes (stdin is not a tty)")
+        if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
+            raise VaultError("purge cancelled; nothing was changed")
+    report = open_vault(load_settings()).purge(OPERATOR, session_id, toolkit)
+    if as_json:
+        _emit(report.as_json())
+    else:
+        names = ", ".join(report.toolkits) or "none left to purge"
+        click.echo(f"purged {report.versions} versions of {what} ({names})")
+    if report.files_scrubbed is False:
+        click.echo(
+            "toolkit-vault: warning: another process kept the SQLite WAL busy; old pages stay "
+            "in it until its next checkpoint",
+            err=True,
+        )
+
+
+@main.group()
+def tokens() -> None:
+    """Principals and their bearer tokens (roles: agent, operator, auditor)."""
+
+
+@tokens.command("create")
+@click.option("--role", required=True, type=click.Choice(ROLES), help="The principal's role.")
+@click.option("--name", required=True, help="A unique name for the principal.")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output (includes the token).")
+@guarded
+def tokens_create(role: str, name: str, as_json: bool) -> None:
+    """Create a principal and print its token: shown this once, stored only hashed."""
+    vault = open_vault(load_settings())
+    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR)
+    if as_json:
+        _emit({"principal_id": principal_id, "name": name, "role": role, "token": token})
+        return
+    click.echo(f"created {role} {name} ({principal_id}); store the token now:", err=True)
+    click.echo(token)
+
+
+@tokens.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def tokens_list(as_json: bool) -> None:
+    """List principals (never a token or its hash)."""
+    principals = list_principals(open_store(load_settings()))
+    if as_json:
+        _emit({"principals": [p.as_json() for p in principals]})
+        return
+    table = _table("name", "role", "principal id", "token", "created (UTC)", "revoked (UTC)")
+    for p in principals:
+        table.add_row(
+            p.name,
+            p.role,
+            p.principal_id,
+            "yes" if p.has_token else "",
+            iso_time(p.created_at),
+            "" if p.revoked_at is None else iso_time(p.revoked_at),
+        )
+    Console().print(table)
+
+
+@tokens.command("revoke")
+@click.argument("name_or_id")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def tokens_revoke(name_or_id: str, as_json: bool) -> None:
+    """Revoke a principal's token (by name or principal id); revoking twice is harmless."""
+    vault = open_vault(load_settings())
+    principal, changed = revoke(vault.store, name_or_id, actor=OPERATOR)
+    if as_json:
+        _emit({**principal.as_json(), "revoked_now": changed})
+    elif changed:
+        click.echo(f"revoked {principal.name} ({principal.principal_id})")
+    else:
+        click.echo(f"{principal.name} ({principal.principal_id}) was already revoked")

@@ -60,6 +60,7 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA secure_delete=ON")  # purge: freed cells are zeroed, not left behind
     cursor.close()
 
 

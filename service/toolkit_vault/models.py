@@ -24,9 +24,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "SCHEMA_REVISION",
     "AuditEvent",
+    "AuditHead",
     "Base",
     "ConfigVersion",
     "CurrentConfig",
+    "ImportedToolkit",
     "InternalKey",
     "MasterKey",
     "Principal",
@@ -122,6 +124,19 @@ class CurrentConfig(Base):
     updated_at: Mapped[float] = mapped_column(Float)
 
 
+class ImportedToolkit(Base):
+    """A toolkit definition imported from public MCP metadata (`toolkits import`); no value."""
+
+    __tablename__ = "imported_toolkits"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    definition: Mapped[str] = mapped_column(Text)
+    package_digest: Mapped[str] = mapped_column(String(80))
+    strategy: Mapped[str] = mapped_column(String(32))
+    format: Mapped[str] = mapped_column(String(32))
+    imported_at: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(64))
+
+
 class AuditEvent(Base):
     """A link of the audit chain: `mac` = HMAC(audit key, previous mac || this event)."""
 
@@ -138,3 +153,17 @@ class AuditEvent(Base):
 
 
 Index("ix_audit_events_session", AuditEvent.session_id, AuditEvent.toolkit_name)
+
+
+class AuditHead(Base):
+    """The chain's authenticated end (one row, id 1), written with every event.
+
+    `head_mac` = HMAC(audit key, head domain || seq || mac): without it, deleting the last
+    events would leave a shorter chain that still verifies.
+    """
+
+    __tablename__ = "audit_head"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(Integer)
+    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))

@@ -13,13 +13,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
 from .errors import SchemaRefused, ToolkitNotFound, VaultError
 from .protocol import ToolkitDefinition
 from .schema import CompiledSchema, compile_schema
+
+if TYPE_CHECKING:
+    from .storage import Store
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -97,7 +100,25 @@ class ToolkitRegistry:
         return name in self._toolkits
 
     def all(self) -> list[RegisteredToolkit]:
-        return [self._toolkits[name] for name in sorted(self._toolkits)]
+        toolkits = self._toolkits  # one snapshot: load_imported swaps the table whole
+        return [toolkits[name] for name in sorted(toolkits)]
+
+    def load_imported(self, store: Store) -> None:
+        """(Re)register the toolkit packages imported into the store. Built-in and entry-point
+        toolkits keep their names: a stored one that clashes or no longer compiles is logged
+        and left out (fail closed)."""
+        from .imports import PACKAGE_SOURCE, stored_toolkits  # imports builds on this module
+
+        fresh = ToolkitRegistry()
+        fresh._toolkits = {
+            name: t for name, t in self._toolkits.items() if not t.source.startswith(PACKAGE_SOURCE)
+        }
+        for factory, source in stored_toolkits(store):
+            try:
+                fresh.register(factory, source)
+            except VaultError as exc:
+                log.warning("imported toolkit refused (%s): %s", source, exc.message)
+        self._toolkits = fresh._toolkits
 
     @classmethod
     def default(cls) -> ToolkitRegistry:

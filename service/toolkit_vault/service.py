@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import crypto
+from .audit import AuditReport, verify_audit_chain
 from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
+from .history import PurgeReport, purge
 from .plugin import PushCallback, ToolkitPlugin
 from .protocol import (
     ConfigureStatus,
@@ -67,10 +69,12 @@ class Vault:
         fingerprint_key: SecretBytes,
         registry: ToolkitRegistry,
         reload_keys: Callable[[], KeyRing] | None = None,
+        audit_key: SecretBytes | None = None,
     ) -> None:
         self.store = store
         self.ring = ring
         self._reload_keys = reload_keys
+        self._audit_key = audit_key
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
@@ -164,6 +168,7 @@ class Vault:
 
     def list_toolkits(self, session_id: str, msg: ToolkitListRequest) -> ToolkitListResponse:
         current = self.store.current_toolkits(session_id)
+        self._forget_stale(session_id, current)
         toolkits = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
@@ -176,6 +181,24 @@ class Vault:
             )
             toolkits.append(definition.model_copy(update={"configured": configured}))
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def _forget_stale(self, session_id: str, current: set[str]) -> None:
+        """Drop live instances whose config is gone (purged by another process).
+
+        A candidate is confirmed by a second read made after it was seen: an instance that
+        a concurrent configure added after its commit is current in that read, so it stays.
+        """
+        with self._lock:
+            seen = {
+                k: v for k, v in self._active.items() if k[0] == session_id and k[1] not in current
+            }
+        if not seen:
+            return
+        still_current = self.store.current_toolkits(session_id)
+        with self._lock:
+            for key, instance in seen.items():
+                if key[1] not in still_current and self._active.get(key) is instance:
+                    del self._active[key]
 
     def configure(
         self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
@@ -240,6 +263,26 @@ class Vault:
             status=outcome.status,
             message=outcome.message,
         )
+
+    # -- operators and auditors ------------------------------------------------------------
+
+    def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
+        """Crypto-shred a session (or one toolkit of it) and forget its live instances."""
+        report = purge(self.store, session_id, toolkit_name, actor=actor)
+        with self._lock:
+            for key in [
+                k for k in self._active if k[0] == session_id and toolkit_name in (None, k[1])
+            ]:
+                del self._active[key]
+        for name in report.unconfigured:
+            self.publish(self._event(session_id, name, False, Outcome("error", "config purged")))
+        return report
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the audit chain with this vault's audit key (which never leaves it)."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        return verify_audit_chain(self.store, self._audit_key)
 
     def _refresh_ring(self) -> None:
         if self._reload_keys is None:

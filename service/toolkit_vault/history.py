@@ -1,0 +1,183 @@
+"""Config history for auditors, and purge (crypto-shredding) for operators.
+
+History shows what changed, who changed it and when, without any secret: the public half
+of each config as stored, and per secret path an HMAC fingerprint that is equal between
+two versions exactly when the value is (so "changed / unchanged" shows, the value does
+not). Purge destroys what would let anyone, even with the master key, read a session's
+secrets again: the wrapped data keys, the envelopes and the fingerprints (a fingerprint
+is an oracle for guessing a low-entropy secret). The metadata stays, marked `purged`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, or_, select, update
+
+from .errors import UnknownSession, VaultError
+from .models import ConfigVersion, CurrentConfig
+from .models import Session as SessionRow
+from .storage import AuditDraft, Store
+
+__all__ = ["PurgeReport", "history", "iso_time", "parse_time", "purge"]
+
+
+def iso_time(epoch: float) -> str:
+    """ISO 8601 in UTC with milliseconds, `Z` suffix: sortable and unambiguous."""
+    text = datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> float:
+    """`--since`: epoch seconds, or an ISO 8601 date or date-time (naive means UTC)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise VaultError(
+            f"cannot read {text!r} as a time: use epoch seconds or ISO 8601 "
+            "(2026-01-31 or 2026-01-31T12:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def history(
+    store: Store,
+    session: str | None = None,
+    toolkit: str | None = None,
+    since: float | None = None,
+) -> list[dict[str, Any]]:
+    """Every stored config version, oldest first, in the documented `--json` shape."""
+    query = (
+        select(ConfigVersion, CurrentConfig.version.label("current_version"))
+        .outerjoin(
+            CurrentConfig,
+            and_(
+                CurrentConfig.session_id == ConfigVersion.session_id,
+                CurrentConfig.toolkit_name == ConfigVersion.toolkit_name,
+            ),
+        )
+        .order_by(ConfigVersion.id)
+    )
+    if session is not None:
+        query = query.where(ConfigVersion.session_id == session)
+    if toolkit is not None:
+        query = query.where(ConfigVersion.toolkit_name == toolkit)
+    if since is not None:
+        query = query.where(ConfigVersion.created_at >= since)
+    with store.read() as conn:
+        rows = conn.execute(query).all()
+    return [_entry(row) for row in rows]
+
+
+def _entry(row: Any) -> dict[str, Any]:
+    return {
+        "session_id": row.session_id,
+        "toolkit_name": row.toolkit_name,
+        "version": row.version,
+        "status": row.status,
+        "message": row.message,
+        "actor": row.actor,
+        "time": iso_time(row.created_at),
+        "ts": row.created_at,
+        "schema_digest": row.schema_digest,
+        "public_config": json.loads(row.public_config),
+        "secret_fingerprints": json.loads(row.secret_fingerprints),
+        "current": row.current_version == row.version,
+    }
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    session_id: str
+    toolkit_name: str | None
+    versions: int  # versions shredded by this purge (already purged ones are not counted)
+    toolkits: list[str]  # toolkits those versions belong to
+    unconfigured: list[str]  # toolkits that were configured and are not any more
+    files_scrubbed: bool | None  # SQLite: WAL checkpointed and truncated; None elsewhere
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "toolkit_name": self.toolkit_name,
+            "versions": self.versions,
+            "toolkits": self.toolkits,
+            "unconfigured": self.unconfigured,
+            "files_scrubbed": self.files_scrubbed,
+        }
+
+
+def purge(store: Store, session: str, toolkit: str | None = None, *, actor: str) -> PurgeReport:
+    """Crypto-shred a session's versions (or one toolkit's) in one audited transaction."""
+
+    def work(conn: Connection) -> tuple[int, list[str], list[str]]:
+        known = conn.execute(
+            select(SessionRow.session_id).where(SessionRow.session_id == session)
+        ).first()
+        if known is None:
+            raise UnknownSession(f"unknown session {session}")
+        scope = [ConfigVersion.session_id == session]
+        pointer_scope = [CurrentConfig.session_id == session]
+        if toolkit is not None:
+            scope.append(ConfigVersion.toolkit_name == toolkit)
+            pointer_scope.append(CurrentConfig.toolkit_name == toolkit)
+        remaining = or_(
+            ConfigVersion.status != "purged",
+            ConfigVersion.wrapped_dek.is_not(None),
+            ConfigVersion.sealed_secrets.is_not(None),
+        )
+        rows = conn.execute(
+            select(ConfigVersion.id, ConfigVersion.toolkit_name, ConfigVersion.secret_fingerprints)
+            .where(*scope, remaining)
+            .order_by(ConfigVersion.id)
+        ).all()
+        for row in rows:
+            pointers = dict.fromkeys(json.loads(row.secret_fingerprints))  # keep the paths
+            conn.execute(
+                update(ConfigVersion)
+                .where(ConfigVersion.id == row.id)
+                .values(
+                    status="purged",
+                    sealed_secrets=None,
+                    wrapped_dek=None,
+                    dek_id=None,
+                    kek_id=None,
+                    secret_fingerprints=json.dumps(pointers),
+                )
+            )
+        unconfigured = sorted(
+            conn.execute(select(CurrentConfig.toolkit_name).where(*pointer_scope)).scalars()
+        )
+        conn.execute(delete(CurrentConfig).where(*pointer_scope))
+        toolkits = sorted({row.toolkit_name for row in rows})
+        details = {"versions": len(rows), "toolkits": toolkits, "unconfigured": unconfigured}
+        store.audit(conn, AuditDraft(actor, "purge", session, toolkit, details=details))
+        return len(rows), toolkits, unconfigured
+
+    count, toolkits, unconfigured = store.retrying(work)
+    return PurgeReport(session, toolkit, count, toolkits, unconfigured, _scrub_files(store))
+
+
+def _scrub_files(store: Store) -> bool | None:
+    """SQLite: move every page into the database file (where `secure_delete` zeroed the old
+    cells) and truncate the WAL, which still holds the pages as they were before."""
+    if store.engine.dialect.name != "sqlite":
+        return None
+    with store.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        if raw is None:
+            return False
+        cursor = raw.cursor()
+        try:
+            busy, _, _ = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            cursor.close()
+    return bool(busy == 0)
