@@ -7,6 +7,7 @@ output is stable: documented in the README, keys only ever added.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import sys
@@ -26,6 +27,7 @@ from .errors import VaultError
 from .history import history, iso_time, parse_time
 from .imports import import_package, read_package, report_lines
 from .keys import provider_for
+from .logs import configure_logging
 from .principals import ROLES, create_token, list_principals, revoke
 from .rotation import check_store, key_status, retire_key, rotate_keys
 from .settings import load_settings
@@ -102,6 +104,87 @@ def stdio() -> None:
         err=True,
     )
     serve_stdio(vault, LOCAL_PRINCIPAL)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8600, show_default=True)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without TLS.")
+@click.option(
+    "--max-message-bytes", type=click.IntRange(1024), default=1024 * 1024, show_default=True
+)
+@click.option("--connections-per-principal", type=click.IntRange(1), default=8, show_default=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(0.1),
+    default=50.0,
+    show_default=True,
+    help="Requests per second per principal.",
+)
+@click.option(
+    "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
+)
+@guarded
+def serve(
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure: bool,
+    max_message_bytes: int,
+    connections_per_principal: int,
+    rate: float,
+    log_format: str,
+) -> None:
+    """HTTP + WebSocket A2E (/a2e) and the admin API (/v1/...), bearer tokens required."""
+    import uvicorn
+
+    from .http import Limits, create_app
+
+    if (tls_cert is None) != (tls_key is None):
+        raise VaultError("--tls-cert and --tls-key go together")
+    if tls_cert is None and not insecure and not _is_loopback(host):
+        raise VaultError(
+            f"refusing to serve {host} without TLS: give --tls-cert/--tls-key or --insecure"
+        )
+    configure_logging("INFO", json_lines=log_format == "json")
+    settings = load_settings()
+    vault = open_vault(settings)
+    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
+    if vault.store.engine.dialect.name == "postgresql":
+        from .relay import PgEventRelay
+
+        PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
+    limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))
+    scheme = "https" if tls_cert else "http"
+    click.echo(
+        f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
+        f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json).\n"
+        "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
+        err=True,
+    )
+    uvicorn.run(
+        create_app(vault, provider, limits),
+        host=host,
+        port=port,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        ws_max_size=max_message_bytes * 4,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @main.group()

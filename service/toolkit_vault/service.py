@@ -22,8 +22,10 @@ from .audit import AuditReport, verify_audit_chain
 from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
 from .history import PurgeReport, purge
+from .logs import register_secrets
 from .plugin import PushCallback, ToolkitPlugin
 from .protocol import (
+    MAX_MESSAGE_BYTES,
     ConfigureStatus,
     ErrorCode,
     ErrorMessage,
@@ -78,8 +80,10 @@ class Vault:
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
+        self._active_version: dict[tuple[str, str], int] = {}
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
+        self.relay: Callable[[ToolkitStatusEvent], None] | None = None
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -103,6 +107,8 @@ class Vault:
         events: list[Message] = []
         for record in self.store.current_versions(session_id):
             key = (session_id, record.toolkit_name)
+            if key in self._active and self._active_version.get(key) == record.version:
+                continue  # already initialized from this very version in this process
             try:
                 toolkit = self.registry.get(record.toolkit_name)
                 config = self._decrypt(record)
@@ -119,6 +125,7 @@ class Vault:
                     self._active.pop(key, None)
                 else:
                     self._active[key] = instance
+                    self._active_version[key] = record.version
             configured = instance is not None and outcome.status != "error"
             if not configured or outcome.status == "partial":
                 events.append(self._event(session_id, record.toolkit_name, configured, outcome))
@@ -142,6 +149,7 @@ class Vault:
         if sealed.kek_id not in self.ring:
             self._refresh_ring()  # rotated by another process since this one started
         secrets = crypto.open_config(self.ring, context, sealed)
+        register_secrets(v.reveal() for v in secrets.values())
         return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
 
     @staticmethod
@@ -224,6 +232,7 @@ class Vault:
         sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, secrets)
         context = RecordContext(session_id, msg.toolkit_name, provisional, digest)
         opened = crypto.open_config(self.ring, context, sealed)
+        register_secrets(v.reveal() for v in opened.values())
         config = merge_secrets(public, {p: v.reveal() for p, v in opened.items()})
         instance, outcome = self._initialize(toolkit, config)
 
@@ -251,10 +260,11 @@ class Vault:
                 wrapped_dek=sealed.wrapped_dek if keep else None,
             )
 
-        self.store.append_version(session_id, msg.toolkit_name, build, "configure")
+        version = self.store.append_version(session_id, msg.toolkit_name, build, "configure")
         if instance is not None:
             with self._lock:
                 self._active[(session_id, msg.toolkit_name)] = instance
+                self._active_version[(session_id, msg.toolkit_name)] = version
         configured = (session_id, msg.toolkit_name) in self._active
         self.publish(self._event(session_id, msg.toolkit_name, configured, outcome))
         return ToolkitConfigureResponse(
@@ -319,6 +329,12 @@ class Vault:
             self._plugins.get(session_id, set()).discard(plugin)
 
     def publish(self, event: ToolkitStatusEvent) -> None:
+        """Deliver a status event here, and to the other replicas when a relay is set."""
+        self.deliver(event)
+        if self.relay is not None:
+            self.relay(event)
+
+    def deliver(self, event: ToolkitStatusEvent) -> None:
         """Deliver a status event to every connection of its session in this process."""
         with self._lock:
             plugins = list(self._plugins.get(event.session_id, ()))
@@ -366,12 +382,12 @@ class Connection:
         elif self._push is not None:
             self._push(event)
 
-    def handle_raw(self, raw: str | bytes) -> list[str]:
+    def handle_raw(self, raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> list[str]:
         """One inbound message in; the response, then any events it caused, out (JSON)."""
         self._outbox = []
         try:
             try:
-                request = parse_message(raw)
+                request = parse_message(raw, max_bytes=max_bytes)
             except InvalidMessage as exc:
                 response: Message = _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
             else:
@@ -408,6 +424,11 @@ class Connection:
         for event in events:
             self._deliver(event)
         return HandshakeResponse(req_id=request.id, session_id=session_id, capabilities=granted)
+
+    def bind(self, session_id: str) -> None:
+        """Bind a one-shot connection (HTTP) to one of its principal's sessions, no push."""
+        self.vault.open_session(self.principal, session_id)
+        self.plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
 
     def close(self) -> None:
         if self.plugin is not None:

@@ -1,0 +1,100 @@
+"""Structured logs (JSON lines) with request ids, and a redaction filter by value.
+
+Log calls never pass config values; the redaction filter is the second line of defence:
+every secret value the process decrypts is registered here, and any log record whose
+message or arguments contain one has it replaced before a handler sees it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "REQUEST_ID",
+    "JsonFormatter",
+    "RedactingFilter",
+    "configure_logging",
+    "redact",
+    "register_secrets",
+]
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+
+
+def register_secrets(values: Iterable[Any]) -> None:
+    """Remember decrypted secret strings (at any depth) so logs can never show them."""
+    found: list[str] = []
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str) and len(value) >= _MIN_SECRET_LENGTH:
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    if found:
+        with _secrets_lock:
+            _secrets.update(found)
+
+
+def redact(text: str) -> str:
+    with _secrets_lock:
+        known = [s for s in _secrets if s in text]
+    for secret in sorted(known, key=len, reverse=True):
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Render each record's message once, with every known secret replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = redact(record.getMessage())
+        record.msg, record.args = message, None
+        if record.exc_info:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, request id, message, extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "request_id": REQUEST_ID.get(),
+            "message": record.getMessage(),
+        }
+        for key in ("method", "path", "status", "duration_ms", "principal", "event"):
+            if hasattr(record, key):
+                entry[key] = getattr(record, key)
+        if record.exc_text:
+            entry["error"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
+    """Route every logger through the redaction filter to stderr, as JSON lines or text."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(
+        JsonFormatter() if json_lines else logging.Formatter("%(levelname)s %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
