@@ -59,6 +59,18 @@ def _empty_postgres(url: str) -> None:
     engine.dispose()
 
 
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> str:
+    """The scratch PostgreSQL database with its tables emptied (PostgreSQL-only tests)."""
+    _empty_postgres(postgres_url)
+    return postgres_url
+
+
+@pytest.fixture
+def plugins_path() -> Path:
+    return PLUGINS
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":

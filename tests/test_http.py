@@ -19,8 +19,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.principals import create_token, revoke
 from toolkit_vault.service import Vault
+from toolkit_vault.settings import load_settings
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-http-7d1e"
@@ -268,19 +270,14 @@ def test_refuses_a_public_address_without_tls(cli_env: dict[str, str], home: obj
 
 
 def test_push_events_cross_replicas_on_postgresql(
-    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fresh_postgres_url: str, plugins_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolkit_vault.bootstrap import init_vault, open_vault
-    from toolkit_vault.settings import load_settings
-
-    from conftest import PLUGINS, _empty_postgres
-
-    _empty_postgres(postgres_url)
+    postgres_url = fresh_postgres_url
     monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", postgres_url)
     init_vault(load_settings("file"))
     vault = open_vault(load_settings())
-    env = {**os.environ, "PYTHONPATH": str(PLUGINS)}
+    env = {**os.environ, "PYTHONPATH": str(plugins_path)}
     with (
         running_server(env, tmp_path / "a.log") as replica_a,
         running_server(env, tmp_path / "b.log") as replica_b,
