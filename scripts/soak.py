@@ -1,0 +1,195 @@
+"""Soak test: many WebSocket and HTTP agents on loopback, mixing list and configure.
+
+Starts its own vault (a temporary home, SQLite unless --database-url) and its own
+`toolkit-vault serve` on a free loopback port, runs the clients for a bounded time, then
+checks that every accepted configure is stored exactly once and the audit chain verifies.
+Prints latency percentiles and throughput; exits non-zero on any error or lost write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import connect
+
+BIN = Path(sys.executable).parent
+HELLO = json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]})
+LIST = json.dumps({"type": "toolkit/list/req"})
+
+
+def configure(n: int) -> str:
+    config = {"root_dir": f"/srv/soak/{n}"}  # never created: the toolkit only records it
+    return json.dumps(
+        {"type": "toolkit/configure/req", "toolkit_name": "filesystem", "config": config}
+    )
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.latency: dict[str, list[float]] = {"list": [], "configure": []}
+        self.errors: Counter[str] = Counter()
+        self.accepted: Counter[str] = Counter()  # session id -> configures answered "ok"
+
+    def record(self, kind: str, started: float, reply: dict[str, Any], session: str) -> None:
+        self.latency[kind].append(time.perf_counter() - started)
+        if reply.get("type") == "error" or reply.get("status") not in (None, "ok"):
+            self.errors[f"{kind}: {reply.get('code') or reply.get('status')}"] += 1
+        elif kind == "configure":
+            self.accepted[session] += 1
+
+
+async def websocket_agent(url: str, token: str, deadline: float, tally: Tally) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with connect(url, additional_headers=headers, max_size=2**22) as ws:
+        await ws.send(HELLO)
+        session = json.loads(await ws.recv())["session_id"]
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            kind, message = ("configure", configure(n)) if n % 2 else ("list", LIST)
+            started = time.perf_counter()
+            await ws.send(message)
+            reply = json.loads(await ws.recv())
+            tally.record(kind, started, reply, session)
+            if kind == "configure" and reply.get("type") == "toolkit/configure/resp":
+                await ws.recv()  # its status event
+
+
+async def http_agent(base: str, token: str, deadline: float, tally: Tally) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
+        session = (await client.post("/a2e", content=HELLO)).json()["session_id"]
+        headers = {"A2E-Session": session}
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+            kind, message = ("configure", configure(n)) if n % 2 else ("list", LIST)
+            started = time.perf_counter()
+            response = await client.post("/a2e", content=message, headers=headers)
+            tally.record(kind, started, response.json(), session)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [str(BIN / "toolkit-vault"), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def stored_versions(env: dict[str, str]) -> Counter[str]:
+    versions = json.loads(cli(env, "history", "--json"))["versions"]
+    return Counter(v["session_id"] for v in versions if v["toolkit_name"] == "filesystem")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def run(base: str, tokens: list[str], duration: float, tally: Tally) -> float:
+    deadline = time.monotonic() + duration
+    ws_url = base.replace("http://", "ws://") + "/a2e"
+    half = len(tokens) // 2
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(websocket_agent(ws_url, t, deadline, tally) for t in tokens[:half]),
+        *(http_agent(base, t, deadline, tally) for t in tokens[half:]),
+        return_exceptions=True,
+    )
+    for result in results:
+        if isinstance(result, BaseException):
+            tally.errors[f"client: {type(result).__name__}"] += 1
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50, help="half WebSocket, half HTTP")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds (at most 600)")
+    parser.add_argument("--database-url", default=None, help="default: SQLite in a temp home")
+    args = parser.parse_args()
+    if not 2 <= args.clients <= 500 or not 1 <= args.duration <= 600:
+        parser.error("--clients must be 2..500 and --duration 1..600")
+    with tempfile.TemporaryDirectory(prefix="tkv-soak-") as home:
+        env = {**os.environ, "TOOLKIT_VAULT_HOME": home}
+        if args.database_url:
+            env["TOOLKIT_VAULT_DATABASE_URL"] = args.database_url
+        cli(env, "init", "--key-provider", "file")
+        tokens = [
+            json.loads(
+                cli(env, "tokens", "create", "--role", "agent", "--name", f"soak-{i}", "--json")
+            )["token"]
+            for i in range(args.clients)
+        ]
+        port = free_port()
+        server = subprocess.Popen(
+            [
+                str(BIN / "toolkit-vault"),
+                "serve",
+                "--port",
+                str(port),
+                "--rate",
+                "100000",
+                "--log-format",
+                "text",
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            tally = Tally()
+            elapsed = asyncio.run(run(base, tokens, args.duration, tally))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        stored = stored_versions(env)
+        lost = {s: n - stored.get(s, 0) for s, n in tally.accepted.items() if stored.get(s, 0) != n}
+        audit_ok = json.loads(cli(env, "audit", "verify", "--json"))["ok"]
+    total = sum(len(v) for v in tally.latency.values())
+    print(
+        f"clients {args.clients} ({args.clients // 2} WebSocket, {args.clients - args.clients // 2} HTTP), {elapsed:.1f} s"
+    )
+    print(f"requests {total}, throughput {total / elapsed:.1f} req/s")
+    for kind, values in tally.latency.items():
+        median = statistics.median(values) * 1000 if values else 0.0
+        print(
+            f"{kind:10} n={len(values):6}  p50 {median:7.1f} ms  p99 {percentile(values, 0.99):7.1f} ms"
+        )
+    print(f"errors {sum(tally.errors.values())} {dict(tally.errors) or ''}")
+    print(
+        f"configures accepted {sum(tally.accepted.values())}, stored {sum(stored.values())}, lost {sum(lost.values())}"
+    )
+    print(f"audit chain {'verifies' if audit_ok else 'BROKEN'}")
+    return 0 if not tally.errors and not lost and audit_ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
