@@ -174,19 +174,16 @@ def main() -> int:
         lost = {s: n - stored.get(s, 0) for s, n in tally.accepted.items() if stored.get(s, 0) != n}
         audit_ok = json.loads(cli(env, "audit", "verify", "--json"))["ok"]
     total = sum(len(v) for v in tally.latency.values())
-    print(
-        f"clients {args.clients} ({args.clients // 2} WebSocket, {args.clients - args.clients // 2} HTTP), {elapsed:.1f} s"
-    )
+    half = args.clients // 2
+    print(f"clients {args.clients} ({half} WebSocket, {args.clients - half} HTTP), {elapsed:.1f} s")
     print(f"requests {total}, throughput {total / elapsed:.1f} req/s")
     for kind, values in tally.latency.items():
         median = statistics.median(values) * 1000 if values else 0.0
-        print(
-            f"{kind:10} n={len(values):6}  p50 {median:7.1f} ms  p99 {percentile(values, 0.99):7.1f} ms"
-        )
+        p99 = percentile(values, 0.99)
+        print(f"{kind:10} n={len(values):6}  p50 {median:7.1f} ms  p99 {p99:7.1f} ms")
     print(f"errors {sum(tally.errors.values())} {dict(tally.errors) or ''}")
-    print(
-        f"configures accepted {sum(tally.accepted.values())}, stored {sum(stored.values())}, lost {sum(lost.values())}"
-    )
+    accepted, kept = sum(tally.accepted.values()), sum(stored.values())
+    print(f"configures accepted {accepted}, stored {kept}, lost {sum(lost.values())}")
     print(f"audit chain {'verifies' if audit_ok else 'BROKEN'}")
     return 0 if not tally.errors and not lost and audit_ok else 1
 
