@@ -71,3 +71,15 @@ def test_openapi_finds_no_server_error(openapi_app: tuple[FastAPI, dict[str, str
             case.validate_response(response, checks=[not_a_server_error])
 
         exercise()
+
+
+def test_invalid_parameters_never_echo_the_input(vault: Vault, home: VaultSettings) -> None:
+    token = create_token(vault.store, "auditor", "curious")[1]
+    canary = "tkv-canary-query-" + "x" * 300
+    with TestClient(app_for(vault, home)) as client:
+        response = client.get(
+            "/v1/history", params={"session": canary}, headers={"Authorization": f"Bearer {token}"}
+        )
+    assert response.status_code == 422
+    assert response.json()["code"] == "INVALID_MESSAGE"
+    assert "tkv-canary-query" not in response.text

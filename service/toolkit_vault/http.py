@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response, WebSocket
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
@@ -115,6 +116,20 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         headers = {"Retry-After": "1"} if exc.status == 429 else None
         body = _error_body(exc.code, exc.message, exc.req_id)
         return JSONResponse(body, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {
+                "pointer": "/" + "/".join(str(p) for p in err.get("loc", ())),
+                "keyword": err.get("type"),
+            }
+            for err in exc.errors()
+        ]  # locations and kinds only: FastAPI's default body would echo the submitted input
+        body = _error_body("INVALID_MESSAGE", "request parameters are invalid") | {
+            "details": details
+        }
+        return JSONResponse(body, status_code=422)
 
     @app.middleware("http")
     async def request_log(
