@@ -382,7 +382,7 @@ def test_wire_layout_of_wrapped_dek_and_values(sealed: SealedConfig) -> None:
     kek = SecretBytes(hashlib.sha256(b"kek-1").digest())
     paths = hashlib.sha256(associated_data(*sorted(sealed.envelopes))).hexdigest()
     wrap_aad = associated_data(
-        "wrap", 1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, paths, "kek-1"
+        "wrap", 1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, paths, "", "kek-1"
     )
     dek = SecretBytes(unseal(kek, sealed.wrapped_dek, wrap_aad))
     value_aad = associated_data(1, "sess-1", "github", 3, "/token", "sha256:abc", sealed.dek_id)

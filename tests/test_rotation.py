@@ -37,7 +37,8 @@ def fill(vault: Vault, count: int, session: str = "bulk") -> None:
     digest = vault.registry.get("secretive").schema.digest
     rows = []
     for version in range(1, count + 1):
-        context = RecordContext(session, "secretive", version, digest)
+        public = {"endpoint": "https://x.test", "auth": {}}
+        context = RecordContext(session, "secretive", version, digest, crypto.public_digest(public))
         secrets = {"/api_key": f"{CANARY}-{version}", "/auth/password": "pw"}
         sealed = crypto.seal_config(vault.ring, vault._fingerprint_key, context, secrets)
         rows.append(
@@ -49,7 +50,7 @@ def fill(vault: Vault, count: int, session: str = "bulk") -> None:
                 "actor": "local",
                 "created_at": time.time(),
                 "schema_digest": digest,
-                "public_config": json.dumps({"endpoint": "https://x.test", "auth": {}}),
+                "public_config": json.dumps(public),
                 "secret_fingerprints": json.dumps(sealed.fingerprints),
                 "sealed_secrets": json.dumps(
                     {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}

@@ -46,6 +46,7 @@ __all__ = [
     "key_check_value",
     "new_key",
     "open_config",
+    "public_digest",
     "rewrap_config",
     "seal",
     "seal_config",
@@ -221,12 +222,14 @@ class RecordContext:
     toolkit_name: str
     version: int
     schema_digest: str
+    public_digest: str = ""  # `public_digest(public config)`: the clear half is bound too
 
     def wrap_context(self, dek_id: str, pointers: Iterable[str]) -> tuple[str | int, ...]:
-        """The wrapped DEK also covers the set of secret paths: none can be dropped unseen."""
+        """The wrapped DEK also covers the set of secret paths (none can be dropped unseen)
+        and the public half of the config (an edited endpoint cannot receive the secrets)."""
         fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
         paths = hashlib.sha256(associated_data(*sorted(pointers))).hexdigest()
-        return (FORMAT_VERSION, "dek", *fields, dek_id, paths)
+        return (FORMAT_VERSION, "dek", *fields, dek_id, paths, self.public_digest)
 
     def value_aad(self, dek_id: str, pointer: str) -> bytes:
         fields = (self.session_id, self.toolkit_name, self.version, pointer, self.schema_digest)
@@ -242,6 +245,11 @@ class SealedConfig:
     wrapped_dek: bytes
     envelopes: dict[str, bytes]
     fingerprints: dict[str, str]
+
+
+def public_digest(public: Any) -> str:
+    """SHA-256 of the public half's canonical JSON (RFC 8785), for `RecordContext`."""
+    return hashlib.sha256(rfc8785.dumps(public)).hexdigest()
 
 
 def seal_config(

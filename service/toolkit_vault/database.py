@@ -8,12 +8,14 @@ at the head revision instead of guessing.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
 
 from .errors import StoreError
@@ -22,7 +24,14 @@ from .models import SCHEMA_REVISION
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["MIGRATIONS", "alembic_config", "migrate", "open_engine", "require_current"]
+__all__ = [
+    "MIGRATIONS",
+    "alembic_config",
+    "migrate",
+    "open_engine",
+    "read_only",
+    "require_current",
+]
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
@@ -38,10 +47,16 @@ def open_engine(url: str) -> Engine:
         if parsed.database and parsed.database != ":memory:":
             path = Path(parsed.database)
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite keeps the mode
+            # Created 0600 (SQLite keeps the mode), and only if missing: closing a descriptor of
+            # a live database would drop every POSIX lock this process's connections hold on
+            # it, and another process could then checkpoint and delete the WAL under them.
+            if not path.exists():
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
+        event.listen(engine, "handle_error", _sqlite_on_error)
         return engine
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
@@ -62,6 +77,19 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA secure_delete=ON")  # purge: freed cells are zeroed, not left behind
     cursor.close()
+
+
+def read_only(error: BaseException | None) -> bool:
+    """SQLite refused a write because its connection has the file open read-only."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
+
+
+def _sqlite_on_error(context: ExceptionContext) -> None:
+    """SQLite opens a file it may not write read-only, and such a connection stays read-only:
+    treat it as lost, so the pool opens fresh ones (writable again once the file is)."""
+    if read_only(context.original_exception):
+        context.is_disconnect = True
 
 
 def _sqlite_on_begin(connection: Any) -> None:

@@ -10,10 +10,11 @@ every failure into `InvalidMessage`, whose details name locations, never values.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -170,6 +171,29 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _refuse_constant(name: str) -> NoReturn:
+    """`parse_constant`: NaN and Infinity are Python's extensions, not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """`parse_float`: a number like 1e400 would become infinity, which JSON cannot carry."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _is_unicode(value: Any) -> bool:
+    """False when a key or string holds a lone surrogate (the escape `\\ud800` decodes to
+    one): I-JSON (RFC 7493) forbids it, and no response could carry it back."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -191,18 +215,28 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
             details=[{"limit": "message_bytes", "max": max_bytes}],
         )
     try:
-        data = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+        data = json.loads(
+            raw,
+            object_pairs_hook=_refuse_duplicates,
+            parse_constant=_refuse_constant,
+            parse_float=_finite,
+        )
     except (ValueError, RecursionError) as exc:
         reason = "duplicate object key" if "duplicate" in str(exc) else "not valid JSON"
         raise InvalidMessage(f"message is {reason}", details=[]) from None
     if not isinstance(data, dict):
         raise InvalidMessage("message is not a JSON object", details=[])
-    req_id: str = data["id"] if isinstance(data.get("id"), str) else ""
+    ident = data.get("id")
+    req_id: str = ident if isinstance(ident, str) and _is_unicode(ident) else ""
     if _depth(data) > MAX_DEPTH:
         raise InvalidMessage(
             f"message nests deeper than {MAX_DEPTH} levels",
             req_id=req_id,
             details=[{"limit": "depth", "max": MAX_DEPTH}],
+        )
+    if not _is_unicode(data):
+        raise InvalidMessage(
+            "message has a string that is not valid Unicode", req_id=req_id, details=[]
         )
     version = data.get("version", PROTOCOL_VERSION)
     if not isinstance(version, str) or not _SUPPORTED_VERSION.fullmatch(version):

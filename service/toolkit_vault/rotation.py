@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from . import crypto
 from .bootstrap import internal_context
@@ -194,9 +194,10 @@ def _sealed(row: Any) -> tuple[RecordContext, SealedConfig]:
             p: base64.b64decode(v, validate=True)
             for p, v in json.loads(row.sealed_secrets or "{}").items()
         }
+        bound = crypto.public_digest(json.loads(row.public_config))
     except (ValueError, binascii.Error, TypeError, AttributeError):
         raise DecryptionError from None
-    context = RecordContext(row.session_id, row.toolkit_name, row.version, row.schema_digest)
+    context = RecordContext(row.session_id, row.toolkit_name, row.version, row.schema_digest, bound)
     return context, SealedConfig(
         row.dek_id or "", row.kek_id, bytes(row.wrapped_dek), envelopes, {}
     )
@@ -246,17 +247,33 @@ def _rewrap_versions(
     return done
 
 
+# Built once and sent as one executemany per batch: building an UPDATE per row cost more
+# than the row's crypto (benchmarks/rotation.py).
+_REWRAP = (
+    update(ConfigVersion)
+    .where(
+        ConfigVersion.id == bindparam("row_id"),
+        ConfigVersion.kek_id == bindparam("old_kek"),
+        ConfigVersion.wrapped_dek == bindparam("old_wrapped"),
+    )
+    .values(kek_id=bindparam("new_kek"), wrapped_dek=bindparam("new_wrapped"))
+)
+
+
 def _write_rewraps(conn: Connection, updates: list[tuple[int, str, bytes, SealedConfig]]) -> None:
-    for row_id, old_kek, old_wrapped, sealed in updates:
-        conn.execute(
-            update(ConfigVersion)
-            .where(
-                ConfigVersion.id == row_id,
-                ConfigVersion.kek_id == old_kek,
-                ConfigVersion.wrapped_dek == old_wrapped,
-            )
-            .values(kek_id=sealed.kek_id, wrapped_dek=sealed.wrapped_dek)
-        )
+    conn.execute(
+        _REWRAP,
+        [
+            {
+                "row_id": row_id,
+                "old_kek": old_kek,
+                "old_wrapped": old_wrapped,
+                "new_kek": sealed.kek_id,
+                "new_wrapped": sealed.wrapped_dek,
+            }
+            for row_id, old_kek, old_wrapped, sealed in updates
+        ],
+    )
 
 
 def _where(row: Any) -> dict[str, Any]:

@@ -30,7 +30,14 @@ from referencing.exceptions import Unresolvable
 
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 
-__all__ = ["CompiledSchema", "canonical_json", "compile_schema", "merge_secrets", "schema_digest"]
+__all__ = [
+    "CompiledSchema",
+    "canonical_json",
+    "check_sealable",
+    "compile_schema",
+    "merge_secrets",
+    "schema_digest",
+]
 
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_DEPTH = 64  # nested JSON containers, in schemas and in configs
@@ -38,6 +45,8 @@ MAX_PROPERTIES = 2_000
 MAX_ENUM = 1_000
 MAX_OBJECTS = 5_000  # the 2020-12 meta-schema check costs ~0.5 ms per subschema
 MAX_DETAILS = 50
+MAX_CONFIG_VALUES = 100_000  # values in one config, counted in every object and array
+MAX_SECRETS = 1_000  # secret values in one config: each is sealed and fingerprinted
 DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 DRAFT7_DIALECT = "http://json-schema.org/draft-07/schema"
 INVALID = "config does not match the toolkit schema"
@@ -205,8 +214,17 @@ def _containers(value: Any) -> Iterator[tuple[Any, int, str]]:
         stack.extend((child, depth + 1, f"{pointer}/{_escape(key)}") for key, child in children)
 
 
-def _too_deep(value: Any) -> str | None:
-    return next((pointer for _, depth, pointer in _containers(value) if depth > MAX_DEPTH), None)
+def _oversized(config: Any) -> tuple[str, str] | None:
+    """(pointer, keyword) where a config first nests too deep or holds too many values: a
+    1 MiB message can carry 100,000 values, and validating or sealing each one costs."""
+    values = 0
+    for node, depth, pointer in _containers(config):
+        if depth > MAX_DEPTH:
+            return pointer, "maxDepth"
+        values += len(node)
+        if values > MAX_CONFIG_VALUES:
+            return pointer, "maxValues"
+    return None
 
 
 def _check_bounds(schema: Mapping[str, Any]) -> None:
@@ -354,8 +372,9 @@ class CompiledSchema:
 
     def validate(self, config: Any) -> None:
         """Raise ConfigInvalid naming pointers and keywords only, never a submitted value."""
-        if (pointer := _too_deep(config)) is not None:
-            raise ConfigInvalid(INVALID, details=[{"pointer": pointer, "keyword": "maxDepth"}])
+        if (oversized := _oversized(config)) is not None:
+            pointer, keyword = oversized
+            raise ConfigInvalid(INVALID, details=[{"pointer": pointer, "keyword": keyword}])
         found = {
             (_pointer(error.absolute_path), str(error.validator))
             for error in self._validator.iter_errors(config)
@@ -374,7 +393,11 @@ class CompiledSchema:
         if self._is_secret([self._root]):
             return {}, {"": copy.deepcopy(dict(config))}
         secrets: dict[str, Any] = {}
-        return self._split(config, [self._root], "", secrets), secrets
+        public = self._split(config, [self._root], "", secrets)
+        if len(secrets) > MAX_SECRETS:
+            details = [{"pointer": list(secrets)[MAX_SECRETS], "keyword": "maxSecrets"}]
+            raise ConfigInvalid(INVALID, details=details)
+        return public, secrets
 
     def secret_pointers(self, config: Mapping[str, Any]) -> list[str]:
         return sorted(self.split(config)[1])
@@ -495,6 +518,21 @@ def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
 def _compile(digest: str, canonical: bytes) -> CompiledSchema:
     """Built from the canonical bytes: a private copy the caller cannot mutate later."""
     return CompiledSchema(json.loads(canonical), digest)
+
+
+def check_sealable(secrets: Mapping[str, Any]) -> None:
+    """Refuse secret values canonical JSON (RFC 8785) cannot carry: NaN, infinity, an
+    integer beyond 2**53, a lone surrogate. They could be neither sealed nor fingerprinted,
+    and the canonicalizer's own error message quotes the value."""
+    bad = []
+    for pointer, value in secrets.items():
+        try:
+            canonical_json(value)
+        except (ValueError, TypeError):
+            bad.append(pointer)
+    if bad:
+        details = [{"pointer": p, "keyword": "i-json"} for p in sorted(bad)[:MAX_DETAILS]]
+        raise ConfigInvalid(INVALID, details=details)
 
 
 def merge_secrets(public: Mapping[str, Any], secrets: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,12 +42,13 @@ from .protocol import (
     parse_message,
 )
 from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
-from .schema import merge_secrets
+from .schema import check_sealable, merge_secrets
 from .storage import AuditDraft, Store, VersionDraft, VersionRecord
 
 __all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
 
 CAPABILITIES = ("toolkits",)
+SESSION_ID_CHARS = 64  # sessions.session_id
 log = logging.getLogger(__name__)
 
 
@@ -81,6 +82,7 @@ class Vault:
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
         self._active_version: dict[tuple[str, str], int] = {}
+        self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
@@ -98,7 +100,11 @@ class Vault:
             session_id = str(uuid.uuid4())
             self.store.create_session(session_id, principal.principal_id)
             return session_id, []
-        if not self.store.session_owned_by(session_id, principal.principal_id):
+        if (
+            len(session_id) > SESSION_ID_CHARS
+            or "\x00" in session_id  # PostgreSQL text cannot hold NUL: not even a lookup
+            or not self.store.session_owned_by(session_id, principal.principal_id)
+        ):
             raise UnknownSession("unknown session")
         return session_id, self._resume(session_id)
 
@@ -132,6 +138,8 @@ class Vault:
         return events
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
+        if record.damaged:
+            raise DecryptionError
         if record.sealed_secrets is None or record.wrapped_dek is None or record.kek_id is None:
             if record.sealed_secrets:
                 raise DecryptionError
@@ -143,14 +151,21 @@ class Vault:
         except (ValueError, TypeError):
             raise DecryptionError from None
         sealed = SealedConfig(record.dek_id or "", record.kek_id, record.wrapped_dek, envelopes, {})
+        try:
+            bound = crypto.public_digest(record.public_config)
+        except (TypeError, ValueError):
+            raise DecryptionError from None
         context = RecordContext(
-            record.session_id, record.toolkit_name, record.version, record.schema_digest
+            record.session_id, record.toolkit_name, record.version, record.schema_digest, bound
         )
         if sealed.kek_id not in self.ring:
             self._refresh_ring()  # rotated by another process since this one started
         secrets = crypto.open_config(self.ring, context, sealed)
         register_secrets(v.reveal() for v in secrets.values())
-        return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
+        try:
+            return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
+        except ConfigInvalid:  # the public half was edited: the version cannot be put together
+            raise DecryptionError from None
 
     @staticmethod
     def _initialize(
@@ -215,6 +230,7 @@ class Vault:
         try:
             toolkit = self.registry.get(msg.toolkit_name)
             public, secrets = toolkit.schema.split(msg.config)  # validates first
+            check_sealable(secrets)
         except (ToolkitNotFound, ConfigInvalid) as exc:
             known = isinstance(exc, ConfigInvalid)
             self.store.record_attempt(
@@ -228,9 +244,12 @@ class Vault:
             )
             raise
         digest = toolkit.schema.digest
-        provisional = self.store.latest_version(session_id, msg.toolkit_name) + 1
-        sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, secrets)
-        context = RecordContext(session_id, msg.toolkit_name, provisional, digest)
+        # Sealed for the version this process expects; `build` reseals in the write
+        # transaction if it is not the one taken (another process wrote meanwhile).
+        provisional = self._next_version.get((session_id, msg.toolkit_name), 1)
+        bound = crypto.public_digest(public)
+        sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, bound, secrets)
+        context = RecordContext(session_id, msg.toolkit_name, provisional, digest, bound)
         opened = crypto.open_config(self.ring, context, sealed)
         register_secrets(v.reveal() for v in opened.values())
         config = merge_secrets(public, {p: v.reveal() for p, v in opened.items()})
@@ -241,7 +260,7 @@ class Vault:
             if primary_kek != self.ring.primary_id:
                 self._refresh_ring()  # a rotation made another key primary meanwhile
             if version != provisional or sealed.kek_id != self.ring.primary_id:
-                sealed = self._seal(session_id, msg.toolkit_name, version, digest, secrets)
+                sealed = self._seal(session_id, msg.toolkit_name, version, digest, bound, secrets)
             keep = outcome.status != "error"  # a rejected credential is not retained
             return VersionDraft(
                 status=outcome.status,
@@ -261,6 +280,7 @@ class Vault:
             )
 
         version = self.store.append_version(session_id, msg.toolkit_name, build, "configure")
+        self._next_version[(session_id, msg.toolkit_name)] = version + 1
         if instance is not None:
             with self._lock:
                 self._active[(session_id, msg.toolkit_name)] = instance
@@ -301,9 +321,15 @@ class Vault:
             self.ring = self._reload_keys()
 
     def _seal(
-        self, session_id: str, toolkit_name: str, version: int, digest: str, secrets: dict[str, Any]
+        self,
+        session_id: str,
+        toolkit_name: str,
+        version: int,
+        digest: str,
+        public_digest: str,
+        secrets: dict[str, Any],
     ) -> SealedConfig:
-        context = RecordContext(session_id, toolkit_name, version, digest)
+        context = RecordContext(session_id, toolkit_name, version, digest, public_digest)
         return crypto.seal_config(self.ring, self._fingerprint_key, context, secrets)
 
     # -- push ------------------------------------------------------------------------------------
@@ -407,6 +433,9 @@ class Connection:
             return self.plugin.handle(request)
         except VaultError as exc:
             return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
+        except Exception as exc:  # a bug must neither end the connection nor echo a value
+            log.error("unexpected %s while handling %s", type(exc).__name__, request.type)
+            return _error(request.id, "RUNTIME_ERROR", "internal error")
 
     def _handshake(self, request: HandshakeRequest) -> Message:
         if self.plugin is not None:

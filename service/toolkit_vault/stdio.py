@@ -45,6 +45,8 @@ def serve_stdio(
                 _discard_rest_of_line(source)  # answered below as an oversized message
             elif not line.strip():
                 continue
+            else:
+                line = line.rstrip(b"\r\n")  # framing: the size limit is the message's own
             write(connection.handle_raw(line))
     finally:
         connection.close()

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
-from sqlalchemy import Connection, Engine, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from .database import read_only
 from .errors import StoreError
 from .models import (
     AuditEvent,
@@ -52,6 +53,48 @@ CHAIN_START = bytes(32)  # every link is 32 bytes, so HMAC(previous || event) is
 _LIVE = ("ok", "partial")
 _HEAD_DOMAIN = hashlib.sha256(b"toolkit-vault/v1/audit-head").digest()  # 32 bytes, like a link
 _AUDIT_FIELDS = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version")
+
+# The statements of every configure and audit write, built once with bound parameters:
+# building them per call cost more CPU than the rest of a configure (benchmarks/).
+_LATEST_VERSION = select(func.coalesce(func.max(ConfigVersion.version), 0)).where(
+    ConfigVersion.session_id == bindparam("session_id"),
+    ConfigVersion.toolkit_name == bindparam("toolkit_name"),
+)
+_PRIMARY_KEK = select(MasterKey.kek_id).where(MasterKey.is_primary.is_(True))
+_INSERT_VERSION = insert(ConfigVersion)
+_POINTER_KEY = (  # not named like a column: an UPDATE reserves those names for its SET
+    CurrentConfig.session_id == bindparam("key_session"),
+    CurrentConfig.toolkit_name == bindparam("key_toolkit"),
+)
+_CURRENT_POINTER = select(CurrentConfig.version).where(*_POINTER_KEY)
+_INSERT_POINTER = insert(CurrentConfig)
+_MOVE_POINTER = (
+    update(CurrentConfig)
+    .where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))
+    .values(version=bindparam("new_version"), updated_at=bindparam("now"))
+)
+_WRITE_STATE = select(  # one round trip: latest version, primary KEK, current pointer
+    _LATEST_VERSION.scalar_subquery(),
+    _PRIMARY_KEK.scalar_subquery(),
+    _CURRENT_POINTER.scalar_subquery(),
+)
+_INSERT_EVENT = insert(AuditEvent)
+_INSERT_HEAD = insert(AuditHead)
+_MOVE_HEAD = (
+    update(AuditHead)
+    .where(AuditHead.id == 1)
+    .values(seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head"))
+)
+_CHAIN_END = select(  # one round trip, one row: the head's columns, then the last event's
+    *(
+        select(column).where(AuditHead.id == 1).scalar_subquery()
+        for column in (AuditHead.seq, AuditHead.mac, AuditHead.head_mac)
+    ),
+    *(
+        select(column).order_by(AuditEvent.seq.desc()).limit(1).scalar_subquery()
+        for column in (AuditEvent.seq, AuditEvent.mac)
+    ),
+)
 
 
 def audit_payload(fields: Mapping[str, Any]) -> bytes:
@@ -111,6 +154,7 @@ class VersionRecord:
     dek_id: str | None
     kek_id: str | None
     wrapped_dek: bytes | None
+    damaged: bool = False  # a JSON column no longer holds an object: edited by hand
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -142,6 +186,8 @@ class Store:
         except IntegrityError:
             raise
         except OperationalError as exc:
+            if read_only(exc.orig):
+                raise  # `retrying` tries once more: the pool dropped that connection
             raise StoreError(
                 f"the database refused the write ({type(exc.orig).__name__})"
             ) from None
@@ -155,12 +201,15 @@ class Store:
             raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
 
     def retrying(self, work: Callable[[Connection], Any]) -> Any:
-        for _ in range(_MAX_ATTEMPTS):
+        for attempt in range(_MAX_ATTEMPTS):
             try:
                 with self.write() as conn:
                     return work(conn)
             except DBAPIError as exc:
-                if not _retryable(exc):
+                # A connection opened while the SQLite file was read-only stays so; with a
+                # fresh one, the write succeeds if the file is writable again.
+                fresh = attempt == 0 and read_only(exc.orig)
+                if not (fresh or _retryable(exc)):
                     raise StoreError(
                         f"the database refused the write ({type(exc.orig).__name__})"
                     ) from None
@@ -185,37 +234,32 @@ class Store:
             "details": json.dumps(draft.details),
         }
         mac = self._sign(previous, audit_payload(event))
-        conn.execute(insert(AuditEvent).values(**event, mac=mac))
-        head = {"seq": seq, "mac": mac, "head_mac": head_link(self._sign, seq, mac)}
+        conn.execute(_INSERT_EVENT, {**event, "mac": mac})
+        head_mac = head_link(self._sign, seq, mac)
         if last_seq == 0:
-            conn.execute(insert(AuditHead).values(id=1, **head))
+            conn.execute(_INSERT_HEAD, {"id": 1, "seq": seq, "mac": mac, "head_mac": head_mac})
         else:
-            conn.execute(update(AuditHead).where(AuditHead.id == 1).values(**head))
+            conn.execute(_MOVE_HEAD, {"new_seq": seq, "new_mac": mac, "new_head": head_mac})
 
     @staticmethod
     def _chain_end(conn: Connection, sign: Signer) -> tuple[int, bytes]:
-        head = conn.execute(
-            select(AuditHead.seq, AuditHead.mac, AuditHead.head_mac).where(AuditHead.id == 1)
-        ).first()
-        last = conn.execute(
-            select(AuditEvent.seq, AuditEvent.mac).order_by(AuditEvent.seq.desc()).limit(1)
-        ).first()
-        if head is None and last is None:
+        head_seq, head_mac, head_link_mac, last_seq, last_mac = conn.execute(_CHAIN_END).one()
+        if head_seq is None and last_seq is None:
             return 0, CHAIN_START
         if (
-            head is None
-            or last is None
-            or head.seq != last.seq
-            or not hmac.compare_digest(bytes(head.mac), bytes(last.mac))
+            head_seq is None
+            or last_seq is None
+            or head_seq != last_seq
+            or not hmac.compare_digest(bytes(head_mac), bytes(last_mac))
             or not hmac.compare_digest(
-                head_link(sign, head.seq, bytes(head.mac)), bytes(head.head_mac)
+                head_link(sign, head_seq, bytes(head_mac)), bytes(head_link_mac)
             )
         ):
             raise StoreError(
                 "the audit chain head does not match its last event; writes are refused "
                 "until that is resolved (run `toolkit-vault audit verify`)"
             )
-        return int(head.seq), bytes(head.mac)
+        return int(head_seq), bytes(head_mac)
 
     # -- keys ---------------------------------------------------------------------------
 
@@ -292,14 +336,8 @@ class Store:
 
     @staticmethod
     def _latest(conn: Connection, session_id: str, toolkit_name: str) -> int:
-        return int(
-            conn.execute(
-                select(func.coalesce(func.max(ConfigVersion.version), 0)).where(
-                    ConfigVersion.session_id == session_id,
-                    ConfigVersion.toolkit_name == toolkit_name,
-                )
-            ).scalar_one()
-        )
+        key = {"session_id": session_id, "toolkit_name": toolkit_name}
+        return int(conn.execute(_LATEST_VERSION, key).scalar_one())
 
     def append_version(
         self,
@@ -317,34 +355,37 @@ class Store:
         """
 
         def work(conn: Connection) -> int:
-            version = self._latest(conn, session_id, toolkit_name) + 1
-            primary = conn.execute(
-                select(MasterKey.kek_id).where(MasterKey.is_primary.is_(True))
-            ).scalar_one()
+            key = {"session_id": session_id, "toolkit_name": toolkit_name}
+            pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
+            latest, primary, current = conn.execute(_WRITE_STATE, {**key, **pointer}).one()
+            if primary is None:
+                raise StoreError("the store has no primary master key: run `toolkit-vault init`")
+            version = int(latest) + 1
             draft = build(version, primary)
             now = time.time()
             conn.execute(
-                insert(ConfigVersion).values(
-                    session_id=session_id,
-                    toolkit_name=toolkit_name,
-                    version=version,
-                    status=draft.status,
-                    message=draft.message,
-                    actor=draft.actor,
-                    created_at=now,
-                    schema_digest=draft.schema_digest,
-                    public_config=json.dumps(draft.public_config),
-                    secret_fingerprints=json.dumps(draft.secret_fingerprints),
-                    sealed_secrets=None
+                _INSERT_VERSION,
+                {
+                    "session_id": session_id,
+                    "toolkit_name": toolkit_name,
+                    "version": version,
+                    "status": draft.status,
+                    "message": draft.message,
+                    "actor": draft.actor,
+                    "created_at": now,
+                    "schema_digest": draft.schema_digest,
+                    "public_config": json.dumps(draft.public_config),
+                    "secret_fingerprints": json.dumps(draft.secret_fingerprints),
+                    "sealed_secrets": None
                     if draft.sealed_secrets is None
                     else json.dumps(draft.sealed_secrets),
-                    dek_id=draft.dek_id,
-                    kek_id=draft.kek_id,
-                    wrapped_dek=draft.wrapped_dek,
-                )
+                    "dek_id": draft.dek_id,
+                    "kek_id": draft.kek_id,
+                    "wrapped_dek": draft.wrapped_dek,
+                },
             )
             if draft.status in _LIVE:
-                self._move_pointer(conn, session_id, toolkit_name, version, now)
+                self._move_pointer(conn, pointer, version, now, current)
             self.audit(
                 conn,
                 AuditDraft(
@@ -363,24 +404,15 @@ class Store:
 
     @staticmethod
     def _move_pointer(
-        conn: Connection, session_id: str, toolkit_name: str, version: int, now: float
+        conn: Connection, key: dict[str, str], version: int, now: float, current: int | None
     ) -> None:
-        key = (CurrentConfig.session_id == session_id, CurrentConfig.toolkit_name == toolkit_name)
-        current = conn.execute(select(CurrentConfig.version).where(*key)).scalar_one_or_none()
+        """Compare-and-set from `current`, read in this transaction (None: no pointer yet)."""
         if current is None:
-            conn.execute(
-                insert(CurrentConfig).values(
-                    session_id=session_id,
-                    toolkit_name=toolkit_name,
-                    version=version,
-                    updated_at=now,
-                )
-            )
+            row = {"session_id": key["key_session"], "toolkit_name": key["key_toolkit"]}
+            conn.execute(_INSERT_POINTER, {**row, "version": version, "updated_at": now})
             return
         moved = conn.execute(
-            update(CurrentConfig)
-            .where(*key, CurrentConfig.version == current)
-            .values(version=version, updated_at=now)
+            _MOVE_POINTER, {**key, "expected": current, "new_version": version, "now": now}
         )
         if moved.rowcount != 1:
             raise IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))
@@ -414,16 +446,26 @@ class Store:
 
 
 def _record(row: Any) -> VersionRecord:
-    sealed = row["sealed_secrets"]
+    """One version as stored; a damaged row is marked, so it fails alone, at decryption."""
+    public, sealed = _json_object(row["public_config"]), _json_object(row["sealed_secrets"])
     return VersionRecord(
         session_id=row["session_id"],
         toolkit_name=row["toolkit_name"],
         version=row["version"],
         status=row["status"],
         schema_digest=row["schema_digest"],
-        public_config=json.loads(row["public_config"]),
-        sealed_secrets=None if sealed is None else json.loads(sealed),
+        public_config=public or {},
+        sealed_secrets=sealed,
         dek_id=row["dek_id"],
         kek_id=row["kek_id"],
         wrapped_dek=None if row["wrapped_dek"] is None else bytes(row["wrapped_dek"]),
+        damaged=public is None or (sealed is None and row["sealed_secrets"] is not None),
     )
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    try:
+        value = None if text is None else json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

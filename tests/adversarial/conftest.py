@@ -1,0 +1,50 @@
+"""Fixtures of the adversarial suite: every transport as a `Channel` (see adversarial_support).
+
+Add a transport by adding its name to `TRANSPORTS` and a branch to `open_channel`; every
+test that takes `channel` then runs through it too, on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from adversarial_support import Channel, ConnectionChannel, StdioChannel
+
+from toolkit_vault.service import Vault
+
+TRANSPORTS = ["connection", "stdio"]
+
+OpenChannel = Callable[..., Channel]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def open_channel(transport: str, vault: Vault, cli_env: dict[str, str]) -> Iterator[OpenChannel]:
+    """Open channels of this test's transport (closed, and checked clean, at teardown)."""
+    opened: list[Channel] = []
+
+    def open_(session_id: str | None = None) -> Channel:
+        channel: Channel
+        if transport == "connection":
+            channel = ConnectionChannel(vault, session_id)
+        elif transport == "stdio":
+            channel = StdioChannel(cli_env, session_id)
+        else:  # pragma: no cover - a transport listed without a branch
+            raise AssertionError(transport)
+        opened.append(channel)
+        return channel
+
+    yield open_
+    for channel in opened:
+        assert "Traceback" not in channel.close()
+
+
+@pytest.fixture
+def channel(open_channel: OpenChannel) -> Channel:
+    return open_channel()
