@@ -82,9 +82,17 @@ class _RateLimiter:
 class Refused(Exception):
     """An HTTP refusal with an A2E error body."""
 
-    def __init__(self, status: int, code: ErrorCode, message: str, req_id: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        req_id: str = "",
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.req_id = status, code, message, req_id
+        self.details = details or []
 
 
 def _error_body(code: ErrorCode, message: str, req_id: str = "") -> dict[str, Any]:
@@ -114,7 +122,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     @app.exception_handler(Refused)
     async def refused(_request: Request, exc: Refused) -> JSONResponse:
         headers = {"Retry-After": "1"} if exc.status == 429 else None
-        body = _error_body(exc.code, exc.message, exc.req_id)
+        body = _error_body(exc.code, exc.message, exc.req_id) | {"details": exc.details}
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -192,11 +200,23 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         a2e_session: str | None = Header(default=None, alias=SESSION_HEADER),
     ) -> JSONResponse:
         """One A2E message in, one out; the session is named by the `A2E-Session` header."""
+        too_big = Refused(
+            413,
+            "INVALID_MESSAGE",
+            f"message exceeds {limits.message_bytes} bytes",
+            details=[{"limit": "message_bytes", "max": limits.message_bytes}],
+        )
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limits.message_bytes:
-            raise Refused(413, "INVALID_MESSAGE", f"message exceeds {limits.message_bytes} bytes")
-        raw = await request.body()
-        out = await run_in_threadpool(_handle_one, vault, principal, raw, a2e_session, limits)
+            raise too_big
+        raw = bytearray()
+        async for chunk in request.stream():  # chunked: never buffered past the limit
+            raw += chunk
+            if len(raw) > limits.message_bytes:
+                raise too_big
+        out = await run_in_threadpool(
+            _handle_one, vault, principal, bytes(raw), a2e_session, limits
+        )
         return JSONResponse(out)
 
     @app.websocket("/a2e")

@@ -2,28 +2,35 @@
 
 A `Channel` is one A2E connection that has completed its handshake, seen from outside:
 `exchange(raw)` sends one raw inbound message and returns every message it caused. The
-in-process `Connection` and a real `toolkit-vault stdio` process are channels today; the
-HTTP and WebSocket transports become channels by adding a class and a fixture parameter.
+in-process `Connection`, a real `toolkit-vault stdio` process, and HTTP POST and a WebSocket
+on a real `toolkit-vault serve` (`ServeProcess`, loopback only) are channels.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.client
 import json
 import queue
+import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from sqlalchemy import func, select
+from websockets.sync.client import connect as ws_connect
 
 from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
 from toolkit_vault.models import Session as SessionRow
-from toolkit_vault.protocol import PROTOCOL_VERSION
+from toolkit_vault.principals import create_token
+from toolkit_vault.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
 from toolkit_vault.service import Principal, Vault
 
 AGENT = Principal("local", "agent")
@@ -32,6 +39,7 @@ CLI = str(BIN / "toolkit-vault")
 HERE = Path(__file__).parent
 ERROR_FIELDS = ["type", "id", "version", "ts", "req_id", "code", "message", "details"]
 TIMEOUT = 60.0
+_TOO_BIG = [{"limit": "message_bytes", "max": MAX_MESSAGE_BYTES}]
 
 
 def line(message: dict[str, Any]) -> bytes:
@@ -150,6 +158,167 @@ class StdioChannel:
         code = self.proc.wait(timeout=TIMEOUT)
         assert code == 0, bytes(self._stderr)[-2000:]
         return bytes(self._stderr).decode(errors="replace")
+
+
+class ServeProcess:
+    """A real `toolkit-vault serve` on 127.0.0.1, on a port the OS picks (no race between
+    test workers), with an agent token; everything it writes to stdout and stderr is kept."""
+
+    def __init__(self, vault: Vault, env: dict[str, str], argv: list[str] | None = None) -> None:
+        self.token = create_token(vault.store, "agent", "adversarial-agent")[1]
+        args = [*(argv or [CLI, "serve"]), "--host", "127.0.0.1", "--port", "0"]
+        args += ["--rate", "1000", "--connections-per-principal", "4"]
+        self.proc = subprocess.Popen(
+            args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.stdout, self.stderr = bytearray(), bytearray()
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+        deadline = time.monotonic() + TIMEOUT
+        while not (found := re.search(rb"running on http://127\.0\.0\.1:(\d+)", self.stderr)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError(f"serve did not start: {bytes(self.stderr)[-2000:]!r}")
+            time.sleep(0.05)
+        self.port = int(found.group(1))
+        self.ws_url = f"ws://127.0.0.1:{self.port}/a2e"
+
+    def peak_rss(self) -> int:
+        """The server's peak resident memory so far, in bytes (Linux)."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        found = re.search(r"VmHWM:\s*(\d+) kB", status)
+        assert found, status
+        return int(found.group(1)) * 1024
+
+    @staticmethod
+    def _pump(stream: IO[bytes] | None, into: bytearray) -> None:
+        assert stream is not None
+        for out in stream:
+            into += out
+
+    def stop(self) -> str:
+        """Stop it (SIGTERM, as an operator would); what it wrote to stderr."""
+        self.proc.terminate()
+        code = self.proc.wait(timeout=TIMEOUT)
+        for pump in self._pumps:
+            pump.join(timeout=TIMEOUT)
+        # uvicorn shuts down gracefully, then re-raises the signal it caught
+        assert code in (0, -signal.SIGTERM), bytes(self.stderr)[-2000:]
+        assert b"Finished server process" in self.stderr, bytes(self.stderr)[-2000:]
+        return bytes(self.stderr).decode(errors="replace")
+
+
+class HttpChannel:
+    """POST /a2e on one kept-alive HTTP/1.1 connection; the session in the A2E-Session header.
+
+    HTTP answers each message with exactly one message and pushes nothing. The connection
+    must survive every answer: the server closing it counts as a broken channel.
+    """
+
+    name = "http"
+
+    def __init__(self, server: ServeProcess, session_id: str | None = None) -> None:
+        self.server, self.token = server, server.token
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+        self.responses: list[bytes] = []  # status line, headers and body of every answer
+        self.session_id = ""
+        (response,) = self.exchange(_handshake_message(session_id))
+        assert response["type"] == "handshake/resp", response
+        self.session_id = response["session_id"]
+
+    def post(
+        self,
+        raw: bytes | Iterator[bytes],
+        path: str = "/a2e",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """POST one body (bytes, or chunks sent without a length); the status and body."""
+        sent = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        if self.session_id:
+            sent["A2E-Session"] = self.session_id
+        sent |= headers or {}
+        sock = self.conn.sock
+        chunked = not isinstance(raw, bytes)
+        self.conn.request("POST", path, body=raw, headers=sent, encode_chunked=chunked)
+        response = self.conn.getresponse()
+        body = response.read()
+        head = f"{response.status} {response.reason}\n{response.headers}".encode()
+        self.responses.append(head + body)
+        assert sock is None or self.conn.sock is sock, "the server closed the connection"
+        assert not response.will_close, f"the server closes the connection: {body[:300]!r}"
+        assert response.headers.get_content_type() == "application/json", head
+        return response.status, body
+
+    def exchange(self, raw: bytes) -> list[dict[str, Any]]:
+        status, body = self.post(raw)
+        message: dict[str, Any] = json.loads(body)
+        assert status == (413 if message.get("details") == _TOO_BIG else 200), (status, body)
+        return [message]
+
+    def close(self) -> str:
+        self.conn.close()
+        return ""
+
+
+class WebSocketChannel:
+    """A WebSocket on /a2e, fed many messages over its life (probed as stdio is).
+
+    A message that is valid UTF-8 goes as a text frame, or as a binary frame every other
+    time; any other bytes go as a binary frame (a text frame cannot carry them).
+    """
+
+    name = "websocket"
+
+    def __init__(self, server: ServeProcess, session_id: str | None = None) -> None:
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(
+            ws_connect(
+                server.ws_url,
+                additional_headers={"Authorization": f"Bearer {server.token}"},
+                open_timeout=TIMEOUT,
+                max_size=None,
+            )
+        )
+        self.frames: list[bytes] = []  # every frame the server sent
+        self._probes = 0
+        (response, *_) = self.exchange(_handshake_message(session_id))
+        assert response["type"] == "handshake/resp", response
+        self.session_id: str = response["session_id"]
+
+    def send(self, raw: bytes) -> None:
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            self.ws.send(raw)
+            return
+        self.ws.send(raw if self._probes % 2 else text)
+
+    def _read(self) -> dict[str, Any]:
+        frame = self.ws.recv(timeout=TIMEOUT)
+        self.frames.append(frame.encode() if isinstance(frame, str) else frame)
+        assert isinstance(frame, str), "the server answers in text frames"
+        message: dict[str, Any] = json.loads(frame)
+        return message
+
+    def exchange(self, raw: bytes) -> list[dict[str, Any]]:
+        self._probes += 1
+        probe = f"probe-{self._probes}"
+        self.send(raw)
+        self.ws.send(line({"type": "toolkit/list/req", "id": probe}).decode())
+        caused: list[dict[str, Any]] = []
+        while True:
+            message = self._read()
+            if message.get("req_id") == probe and message["type"] == "toolkit/list/resp":
+                return caused
+            caused.append(message)
+
+    def close(self) -> str:
+        self._stack.close()
+        return ""
 
 
 def _handshake_message(session_id: str | None) -> bytes:

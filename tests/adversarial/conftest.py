@@ -1,7 +1,8 @@
 """Fixtures of the adversarial suite: every transport as a `Channel` (see adversarial_support).
 
 Add a transport by adding its name to `TRANSPORTS` and a branch to `open_channel`; every
-test that takes `channel` then runs through it too, on SQLite and on PostgreSQL.
+test that takes `channel` then runs through it too, on SQLite and on PostgreSQL. HTTP and
+WebSocket channels share one real `toolkit-vault serve` per test, on loopback.
 """
 
 from __future__ import annotations
@@ -9,11 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from adversarial_support import Channel, ConnectionChannel, StdioChannel
+from adversarial_support import (
+    Channel,
+    ConnectionChannel,
+    HttpChannel,
+    ServeProcess,
+    StdioChannel,
+    WebSocketChannel,
+)
 
 from toolkit_vault.service import Vault
 
-TRANSPORTS = ["connection", "stdio"]
+TRANSPORTS = ["connection", "stdio", "http", "websocket"]
 
 OpenChannel = Callable[..., Channel]
 
@@ -28,6 +36,12 @@ def transport(request: pytest.FixtureRequest) -> str:
 def open_channel(transport: str, vault: Vault, cli_env: dict[str, str]) -> Iterator[OpenChannel]:
     """Open channels of this test's transport (closed, and checked clean, at teardown)."""
     opened: list[Channel] = []
+    servers: list[ServeProcess] = []  # at most one, started by the first channel that needs it
+
+    def server() -> ServeProcess:
+        if not servers:
+            servers.append(ServeProcess(vault, cli_env))
+        return servers[0]
 
     def open_(session_id: str | None = None) -> Channel:
         channel: Channel
@@ -35,14 +49,22 @@ def open_channel(transport: str, vault: Vault, cli_env: dict[str, str]) -> Itera
             channel = ConnectionChannel(vault, session_id)
         elif transport == "stdio":
             channel = StdioChannel(cli_env, session_id)
+        elif transport == "http":
+            channel = HttpChannel(server(), session_id)
+        elif transport == "websocket":
+            channel = WebSocketChannel(server(), session_id)
         else:  # pragma: no cover - a transport listed without a branch
             raise AssertionError(transport)
         opened.append(channel)
         return channel
 
-    yield open_
-    for channel in opened:
-        assert "Traceback" not in channel.close()
+    try:
+        yield open_
+        for channel in opened:
+            assert "Traceback" not in channel.close()
+    finally:
+        for serve in servers:
+            assert "Traceback" not in serve.stop()
 
 
 @pytest.fixture

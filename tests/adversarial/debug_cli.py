@@ -3,6 +3,13 @@
 The command line itself logs at WARNING; this runs the very same `main` after routing every
 log record, SQLAlchemy's statements with their parameters and result rows included, to
 stderr, so a leak test can read everything the process could ever have logged.
+
+`serve` installs its own handler (JSON lines on stderr, INFO, the redaction filter): here it
+keeps that handler and format, at DEBUG, with the redaction filter passing everything
+through (it is the second line of defence; the leak tests check the first). The one logger
+kept at INFO is uvicorn's: at DEBUG it traces every WebSocket handshake header and frame,
+which hold whatever the client sent (bearer token, config) by definition, and `serve`
+offers no way to turn it on.
 """
 
 from __future__ import annotations
@@ -10,7 +17,16 @@ from __future__ import annotations
 import logging
 import sys
 
+from toolkit_vault import cli, logs
 from toolkit_vault.cli import main
+
+_configure_logging = logs.configure_logging
+
+
+def _debug_logging(level: str = "INFO", json_lines: bool = True) -> None:
+    _configure_logging("DEBUG", json_lines)
+    logging.getLogger("uvicorn").setLevel(logging.INFO)
+
 
 if __name__ == "__main__":
     logging.basicConfig(
@@ -18,4 +34,6 @@ if __name__ == "__main__":
     )
     for name in ("sqlalchemy.engine", "sqlalchemy.pool"):
         logging.getLogger(name).setLevel(logging.DEBUG)
+    cli.configure_logging = _debug_logging
+    logs.redact = lambda text: text
     main()

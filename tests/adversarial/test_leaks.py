@@ -5,12 +5,13 @@ Each path gets its own canary (so a hit names the path): the service API, a conn
 configs, malformed messages, a number no store can carry), a resume in a new process, the
 stdio shell in process and as a real `toolkit-vault stdio` process, an imported MCP package
 configured, and the operators' and auditors' commands (rotation, check, history, audit
-verify, purge, key status). Every logger runs at DEBUG with SQLAlchemy echoing statements,
-parameters and rows, and no redaction filter. Then every byte is scanned (database files
-and WAL, a logical dump of every table, the log, every response and event, stdout and
-stderr, exception tracebacks) for each canary raw, base64 (standard and URL-safe, at each
-alignment), hex (both cases), URL-encoded and JSON-escaped: zero hits. The master keys are
-looked for too, everywhere but in their own key file.
+verify, purge, key status), and a real `toolkit-vault serve` over HTTP and WebSocket. Every
+logger runs at DEBUG with SQLAlchemy echoing statements, parameters and rows, and no
+redaction filter. Then every byte is scanned (database files and WAL, a logical dump of
+every table, the log, every response and event, HTTP responses and WebSocket frames, stdout
+and stderr, exception tracebacks) for each canary raw, base64 (standard and URL-safe, at
+each alignment), hex (both cases), URL-encoded and JSON-escaped: zero hits. The master keys
+are looked for too, everywhere but in their own key file.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ import logging
 import sys
 import traceback
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from adversarial_support import AGENT, HERE, StdioChannel, files_under, line, scan
+from adversarial_support import (
+    AGENT,
+    HERE,
+    HttpChannel,
+    ServeProcess,
+    StdioChannel,
+    WebSocketChannel,
+    files_under,
+    line,
+    scan,
+)
 from click.testing import CliRunner
 from sqlalchemy import select
 
@@ -102,7 +113,7 @@ def configure(toolkit: str, config: Any, **extra: Any) -> bytes:
 HANDSHAKE = line({"type": "handshake/req", "capabilities": ["toolkits"]})
 
 
-def bad_messages(canary: Canaries) -> list[bytes]:
+def bad_messages(canary: Callable[[str], str]) -> list[bytes]:
     """Malformed and refused messages, each carrying a canary where a value would be."""
     deep: Any = canary("too-deep")
     for _ in range(70):
@@ -273,6 +284,92 @@ def test_no_secret_in_any_byte_written(
     assert b"sqlalchemy.engine" in debug_log.read_bytes()
     assert scan(blobs, dict(canary.values)) == []
     assert scan([b for b in blobs if not b[0].endswith("master-keys.json")], masters) == []
+
+
+def through_a_transport(canary: Canaries, prefix: str) -> list[bytes]:
+    """Each configure path once, each canary named after the transport that carried it."""
+
+    def named(label: str) -> str:
+        return canary(prefix + label)
+
+    return [
+        configure("secretive", secret_config(named("ok"))),
+        configure("secretive", secret_config(named("partial"), mode="partial")),
+        configure("secretive", secret_config(named("plugin-fails"), mode="fail")),
+        configure("secretive", {"endpoint": "e", "api_key": [named("invalid")]}),
+        *bad_messages(named),
+    ]
+
+
+def json_lines(stderr: str) -> list[dict[str, Any]]:
+    """The server's log records (its stderr also holds the start-up banner, in plain text)."""
+    return [json.loads(text) for text in stderr.splitlines() if text.startswith("{")]
+
+
+def test_no_secret_through_http_and_websocket(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """A real `toolkit-vault serve`, logging JSON lines at DEBUG with SQL echo and no
+    redaction: canaries configured over a WebSocket (then resumed on another) and over HTTP
+    POST (ok, partial, a plugin failing with the api_key in its exception, invalid, refused,
+    malformed, oversized), and where a header or the URL would carry one. The server's
+    stderr and stdout, every HTTP response (status line, headers, body), every WebSocket
+    frame, the database files and WAL (server running, then stopped) and a dump: no canary,
+    no bearer token, no master key."""
+    canary = Canaries()
+    debug = [sys.executable, str(HERE / "debug_cli.py"), "serve"]
+    server = ServeProcess(vault, cli_env, argv=debug)
+    canary.values["bearer token"] = server.token
+    seen: list[tuple[str, bytes]] = []
+    try:
+        socket = WebSocketChannel(server)
+        answers = [socket.exchange(raw)[0] for raw in through_a_transport(canary, "websocket-")]
+        resumed = WebSocketChannel(server, socket.session_id)  # initialized again, from the store
+        http = HttpChannel(server)
+        answers += [http.exchange(raw)[0] for raw in through_a_transport(canary, "http-")]
+        outcomes = [answer.get("status", answer.get("code")) for answer in answers]
+        assert outcomes[:4] == outcomes[16:20] == ["ok", "partial", "error", "RUNTIME_ERROR"]
+        assert all(answer["type"] == "error" for answer in answers[4:16] + answers[20:])
+        listing = line({"type": "toolkit/list/req"})
+        # A session id is no secret (SQL echo shows the lookup), but no answer repeats it.
+        status, body = http.post(listing, headers={"A2E-Session": "tkv-no-such-session 5e1f"})
+        assert status == 200 and json.loads(body)["message"] == "unknown session"
+        assert b"5e1f" not in body
+        query = "/a2e?api_key=" + urllib.parse.quote(canary("query"), safe="")
+        assert http.post(listing, path=query)[0] == 200
+        bearer = {"Authorization": "Bearer " + canary("bad-token")}
+        assert http.post(listing, headers=bearer)[0] == 401
+        seen += [(f"home (serving)/{name}", data) for name, data in files_under(home.home)]
+        for channel in (socket, resumed, http):
+            channel.close()
+    finally:
+        stderr = server.stop()
+    canary.values["number"] = str(SECRET_NUMBER)
+
+    records = json_lines(stderr)
+    assert any(
+        r["logger"].startswith("sqlalchemy.engine") and r["level"] == "debug" for r in records
+    )
+    assert "INSERT INTO config_versions" in stderr and "Traceback" not in stderr
+    logged = [r for r in records if r["message"] == "request" and r.get("path") == "/a2e"]
+    assert len(logged) == len(http.responses)  # every POST, the refused ones too
+    key_doc = json.loads((home.home / "master-keys.json").read_text())
+    masters: dict[str, str | bytes] = {
+        kek_id: base64.b64decode(key) for kek_id, key in key_doc["keys"].items()
+    }
+    seen += [
+        ("serve stderr", stderr.encode()),
+        ("serve stdout", bytes(server.stdout)),
+        *[(f"websocket frame {n}", frame) for n, frame in enumerate(socket.frames)],
+        *[(f"resumed frame {n}", frame) for n, frame in enumerate(resumed.frames)],
+        *[(f"http response {n}", response) for n, response in enumerate(http.responses)],
+        ("database dump", database_dump(vault)),
+    ]
+    vault.store.engine.dispose()  # SQLite: the WAL is checkpointed into the file
+    seen += [(f"home (stopped)/{name}", data) for name, data in files_under(home.home)]
+    assert len(canary.values) >= 30
+    assert scan(seen, dict(canary.values)) == []
+    assert scan([b for b in seen if not b[0].endswith("master-keys.json")], masters) == []
 
 
 def test_the_scan_finds_every_spelling() -> None:

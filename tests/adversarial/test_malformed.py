@@ -2,10 +2,11 @@
 
 Hypothesis builds hostile A2E messages (wrong field types, missing and unknown types, other
 versions, huge and deeply nested values, invalid UTF-8 and Unicode, duplicate keys, not
-JSON at all). Each goes through a live channel (see conftest: the in-process `Connection`
-and one long-lived `toolkit-vault stdio` process) on SQLite and PostgreSQL. Every one must
-get exactly one `error` of the right code, the channel must answer a list request right
-after, and the store must be as it was.
+JSON at all). Each goes through a live channel (see conftest: the in-process `Connection`,
+one long-lived `toolkit-vault stdio` process, and HTTP POST and a WebSocket on one real
+`toolkit-vault serve` per test) on SQLite and PostgreSQL. Every one must get exactly one
+`error` of the right code, the channel must answer a list request right after (the same
+HTTP connection, the same WebSocket), and the store must be as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from adversarial_support import (
     Channel,
+    HttpChannel,
     assert_error,
     audit_actions,
     config_rows,
@@ -33,7 +35,7 @@ from tkv_test_plugins import SECRETIVE_SCHEMA
 
 CANARY = "tkv-canary-malformed-5e1f"
 LIST = line({"type": "toolkit/list/req", "id": "after"})
-EXAMPLES = {"connection": 300, "stdio": 150}
+EXAMPLES = {"connection": 300, "stdio": 150, "http": 100, "websocket": 100}
 
 VALID: dict[str, dict[str, Any]] = {
     "handshake/req": {"capabilities": ["toolkits"], "session_id": None},
@@ -320,9 +322,13 @@ def test_edge_cases_on_one_live_channel(channel: Channel, vault: Vault) -> None:
     """Protocol edges one after another on the same channel, which must stay usable."""
     before = counts(vault)
 
-    # One session per connection; a configure naming another session is refused.
+    # One session per connection; a configure naming another session is refused. (Each
+    # HTTP POST is a connection of its own: a handshake there is judged on its own.)
     again = channel.exchange(line({"type": "handshake/req", "id": "h2", "capabilities": []}))
-    assert_error(again[0], "INVALID_MESSAGE", "h2")
+    if channel.name == "http":
+        assert_error(again[0], "CAPABILITY_NOT_NEGOTIATED", "h2")
+    else:
+        assert_error(again[0], "INVALID_MESSAGE", "h2")
     foreign = {"type": "toolkit/configure/req", "id": "f1", "session_id": "another-session"}
     foreign |= {"toolkit_name": "filesystem", "config": {"root_dir": "/tmp"}}
     (error,) = channel.exchange(line(foreign))
@@ -339,6 +345,25 @@ def test_edge_cases_on_one_live_channel(channel: Channel, vault: Vault) -> None:
     (error,) = channel.exchange(at_limit[:-1] + b" }")
     assert_error(error, "INVALID_MESSAGE", "")
     assert error["details"] == [{"limit": "message_bytes", "max": MAX_MESSAGE_BYTES}]
+    # An empty message (stdio frames by line: it has none there) is refused as not JSON.
+    if channel.name != "stdio":
+        for raw in (b"", b" ", b"\t\r\n"):
+            (error,) = channel.exchange(raw)
+            assert_error(error, "INVALID_MESSAGE", "")
+    if isinstance(channel, HttpChannel):
+        # The session header is untrusted input too: any other value is an unknown session.
+        for header in ("x" * 8000, "\xff\xfe", "a\u00e9", channel.session_id + " "):
+            status, body = channel.post(LIST, headers={"A2E-Session": header})
+            assert status == 200
+            assert_error(json.loads(body), "RUNTIME_ERROR")
+            assert json.loads(body)["message"] == "unknown session"
+        # A body without a length (chunked) is refused at the limit, never buffered whole.
+        peak = channel.server.peak_rss()
+        status, body = channel.post(iter([at_limit[:-1]] + [b" " * 2**20] * 64 + [b"}"]))
+        assert status == 413
+        assert_error(json.loads(body), "INVALID_MESSAGE", "")
+        assert json.loads(body)["details"] == [{"limit": "message_bytes", "max": MAX_MESSAGE_BYTES}]
+        assert channel.server.peak_rss() - peak < 32 * 2**20
 
     # `\\ud800` is JSON syntax but no Unicode: refused, and never echoed (no reply could
     # be encoded with it).
