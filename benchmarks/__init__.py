@@ -1,0 +1,10 @@
+"""Benchmarks of toolkit-vault against what a user would otherwise do, in the same run.
+
+`python -m benchmarks` (or `scripts/bench`) runs every scenario on SQLite and PostgreSQL,
+prints the table and, on a full run, regenerates `BENCHMARKS.md`. Each scenario module
+exposes `run(ctx) -> list[Result]`; the harness owns databases, timing and reporting.
+"""
+
+__all__ = ["SCENARIOS"]
+
+SCENARIOS = ("configure", "list", "rotation", "restart")

@@ -1,0 +1,119 @@
+"""`python -m benchmarks [--quick] [--only S,...] [--databases sqlite,postgres]`.
+
+Prints the table; a full run (or `--write PATH`) also regenerates BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+from rich.console import Console
+
+from . import SCENARIOS
+from .harness import DATABASES, SCALES, Context, Result, postgres_admin_url, reachable, safe_url
+from .machine import describe
+from .report import markdown, print_table, write
+
+MODULES = {
+    "configure": "configure",
+    "list": "listing",
+    "rotation": "rotation",
+    "restart": "restart",
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _names(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown {what} {unknown}; choose from {allowed}")
+    return names
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, under 2 minutes")
+    parser.add_argument("--scale", choices=sorted(SCALES), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only",
+        type=lambda v: _names(v, SCENARIOS, "scenario"),
+        default=SCENARIOS,
+        help=f"comma-separated scenarios ({','.join(SCENARIOS)})",
+    )
+    parser.add_argument(
+        "--databases",
+        type=lambda v: _names(v, DATABASES, "database"),
+        default=DATABASES,
+        help="comma-separated: sqlite,postgres",
+    )
+    parser.add_argument(
+        "--write",
+        type=Path,
+        default=None,
+        help="write the Markdown report here (default: BENCHMARKS.md on a full run of all "
+        "scenarios on both databases, nothing otherwise)",
+    )
+    parser.add_argument("--no-write", action="store_true", help="never write the report")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="skip profiling scenarios that miss a target"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    scale = SCALES[args.scale or ("quick" if args.quick else "full")]
+    complete = args.only == SCENARIOS and args.databases == DATABASES
+    target = args.write or (ROOT / "BENCHMARKS.md" if scale.name == "full" and complete else None)
+    if args.no_write:
+        target = None
+    console = Console(stderr=True)
+    postgres = postgres_admin_url() if "postgres" in args.databases else ""
+    if postgres and not reachable(postgres):
+        print(
+            f"scripts/bench: PostgreSQL is unreachable at {safe_url(postgres)}; start it, set "
+            "TOOLKIT_VAULT_BENCH_POSTGRES_URL, or run with --databases sqlite",
+            file=sys.stderr,
+        )
+        return 1
+    started = time.perf_counter()
+    machine = describe(postgres or None)
+    results: list[Result] = []
+    profiles: dict[str, list[str]] = {}
+    notes: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="tkv-bench-") as work:
+        ctx = Context(scale, Path(work), args.databases, postgres, log=console.log)
+        modules: dict[str, ModuleType] = {}
+        for name in args.only:
+            console.log(f"{name}: {scale.name} scale on {', '.join(args.databases)}")
+            module = importlib.import_module(f".{MODULES[name]}", __package__)
+            modules[name] = module
+            results += module.run(ctx)
+        for name, module in modules.items():
+            missed = [r for r in results if r.holds is False and r.scenario.startswith(name)]
+            for result in missed:
+                notes.setdefault(result.scenario, getattr(module, "BOUND", ""))
+            profile = getattr(module, "profile", None)
+            if profile is None or args.no_profile:
+                continue
+            for database in dict.fromkeys(r.database for r in missed if r.scenario == name):
+                console.log(f"{name}: a target is missed on {database}, profiling")
+                profiles.setdefault(name, []).extend(["", *profile(ctx, database)])
+    elapsed = time.perf_counter() - started
+    title = f"toolkit-vault benchmarks ({scale.name}, {elapsed / 60:.1f} min)"
+    print_table(results, title, Console(width=None if sys.stdout.isatty() else 180))
+    if target is not None:
+        write(target, markdown(results, scale, machine, elapsed, notes, profiles))
+        console.log(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Shared machinery: scales, scratch databases, vaults, timing, statement counting, results."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from toolkit_vault.bootstrap import init_vault, open_vault
+from toolkit_vault.registry import ToolkitRegistry
+from toolkit_vault.service import Principal, Vault
+from toolkit_vault.settings import VaultSettings
+
+__all__ = [
+    "AGENT",
+    "DATABASES",
+    "SCALES",
+    "Context",
+    "Result",
+    "Scale",
+    "count_statements",
+    "median",
+    "open_bench_vault",
+    "postgres_admin_url",
+    "profile_top",
+    "reachable",
+    "safe_url",
+    "scratch_database",
+    "timed",
+    "write_connection",
+]
+
+AGENT = Principal("local", "agent")
+DATABASES = ("sqlite", "postgres")
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much work each scenario does; every figure is the median over `*_repeats`."""
+
+    name: str
+    configure_calls: int
+    configure_repeats: int
+    list_sessions: tuple[int, int]
+    list_calls: int
+    list_repeats: int
+    rotation_sizes: tuple[int, int]
+    rotation_repeats: int
+    restart_repeats: int
+
+
+SCALES = {
+    "full": Scale("full", 300, 5, (100, 10_000), 100, 5, (10_000, 100_000), 3, 5),
+    "quick": Scale("quick", 100, 3, (100, 10_000), 40, 3, (2_000, 10_000), 3, 3),
+    "tiny": Scale("tiny", 10, 1, (5, 50), 5, 1, (50, 200), 1, 1),  # the harness's own test
+}
+
+
+@dataclass
+class Result:
+    """One line of the table: ours against one baseline, measured in the same run."""
+
+    scenario: str
+    database: str
+    case: str
+    unit: str
+    ours: float
+    baseline_name: str
+    baseline: float
+    ratio: float
+    target: str = ""
+    holds: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    scale: Scale
+    work: Path
+    databases: tuple[str, ...]
+    postgres_url: str
+    log: Callable[[str], None] = print
+
+    @contextmanager
+    def database(self, kind: str, directory: Path) -> Iterator[str]:
+        with scratch_database(kind, directory, self.postgres_url) as url:
+            if kind == "postgres":
+                self.log(f"scratch database {make_url(url).database}")
+            yield url
+
+
+def postgres_admin_url() -> str:
+    return os.environ.get(
+        "TOOLKIT_VAULT_BENCH_POSTGRES_URL",
+        os.environ.get("TOOLKIT_VAULT_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+    )
+
+
+@contextmanager
+def scratch_database(database: str, directory: Path, admin_url: str) -> Iterator[str]:
+    """A fresh database: SQLite in `directory`, or `tkv_bench_<random>` on the PostgreSQL
+    server of `admin_url`, dropped on exit."""
+    if database == "sqlite":
+        directory.mkdir(parents=True, exist_ok=True)
+        yield f"sqlite:///{directory / 'vault.db'}"
+        return
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"tkv_bench_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def reachable(url: str) -> bool:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        return True
+    except Exception:
+        return False
+    finally:
+        engine.dispose()
+
+
+def safe_url(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def open_bench_vault(home: Path, url: str, registry: ToolkitRegistry) -> Vault:
+    """`init` then `open` a vault home with a file master key, with exactly `registry`."""
+    settings = VaultSettings(
+        home=home,
+        database_url=url,
+        key_provider="file",
+        vault_id=str(uuid.uuid4()),
+        initialized=False,
+    )
+    init_vault(settings)
+    return open_vault(dataclasses.replace(settings, initialized=True), registry)
+
+
+@contextmanager
+def write_connection(engine: Engine) -> Iterator[Any]:
+    """A write transaction opened as the vault opens its own (SQLite: BEGIN IMMEDIATE)."""
+    with engine.connect().execution_options(vault_write=True) as conn, conn.begin():
+        yield conn
+
+
+@contextmanager
+def count_statements(engine: Engine) -> Iterator[list[int]]:
+    """Counts every statement sent to the database (BEGIN and executemany count as one)."""
+    counter = [0]
+
+    def seen(*_: Any) -> None:
+        counter[0] += 1
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        yield counter
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+
+
+def timed(work: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def profile_top(work: Callable[[], Any], limit: int = 18) -> list[str]:
+    """Deterministic profile (cProfile, stdlib) of `work`: the vault's own functions and the
+    database driver's calls, by cumulative time (a call tree's main branches, in order)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(work)
+    total = time.perf_counter() - start
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = [
+        (cumulative, calls, filename, line, name)
+        for (filename, line, name), (_, calls, _own, cumulative, _callers) in stats.items()
+        if "toolkit_vault" in filename or name in _DRIVER_CALLS
+    ]
+    rows.sort(reverse=True)
+    lines = [f"{'cum s':>7} {'share':>6} {'calls':>8}  function"]
+    for cumulative, calls, filename, line, name in rows[:limit]:
+        where = _short(filename)
+        label = f"{where}:{line} {name}" if where != "~" else name
+        lines.append(f"{cumulative:7.3f} {cumulative / total:6.1%} {calls:8d}  {label}")
+    return lines
+
+
+_DRIVER_CALLS = {
+    "<method 'commit' of 'sqlite3.Connection' objects>",
+    "<method 'execute' of 'sqlite3.Cursor' objects>",
+    "<method 'executemany' of 'sqlite3.Cursor' objects>",
+    "wait",  # psycopg: waiting for the server (round trips, commits)
+}
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "service/", "lib/python3"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename

@@ -1,0 +1,191 @@
+"""The table (rich, on stdout) and BENCHMARKS.md, both from the same results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .harness import Result, Scale
+
+__all__ = ["markdown", "print_table"]
+
+
+def _num(value: float) -> str:
+    if value == int(value) and value < 100:
+        return str(int(value))
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _holds(result: Result) -> str:
+    return {True: "yes", False: "**no**", None: "-"}[result.holds]
+
+
+def _cells(result: Result) -> list[str]:
+    return [
+        result.scenario,
+        result.database,
+        result.case,
+        result.unit,
+        _num(result.ours),
+        result.baseline_name,
+        _num(result.baseline),
+        f"{result.ratio:.2f}x",
+        result.target or "-",
+    ]
+
+
+def print_table(results: Iterable[Result], title: str, console: Console | None = None) -> None:
+    table = Table(title=title)
+    for column in ("scenario", "db", "case", "unit"):
+        table.add_column(column)
+    table.add_column("ours", justify="right")
+    table.add_column("baseline")
+    table.add_column("baseline value", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("target")
+    table.add_column("holds")
+    for result in results:
+        holds = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[result.holds]
+        table.add_row(*_cells(result), holds)
+    (console or Console()).print(table)
+
+
+MEANING = """\
+- **configure**: configs stored per second through the service API
+  (`Connection.handle_raw` of a `toolkit/configure/req`): parse, schema-validate, split the
+  2 secret fields, seal them (fresh DEK wrapped by the KEK, AES-256-GCM with key
+  commitment), open them again and initialize the toolkit, then one write transaction that
+  appends the version, moves the current pointer and extends the audit hash chain. The
+  schema has 3 public and 2 secret fields; every call stores a distinct config.
+  Baselines, same engine and same write transaction as the vault's (SQLite: WAL,
+  `synchronous=FULL`, `busy_timeout`, `BEGIN IMMEDIATE`; PostgreSQL: psycopg 3, the server's
+  defaults shown above), one transaction per call: **plain insert** of the same config JSON
+  in clear into one table (the floor), and **StringEncryptedType**: sqlalchemy-utils
+  `StringEncryptedType(Unicode, key, AesGcmEngine)` holding the whole config JSON. Ratio =
+  ours / baseline throughput (higher is better). Each repeat interleaves the three in five
+  slices (ours, floor, StringEncryptedType, again) so disk and machine noise hits all three
+  alike. **configure statements**: SQL statements per call, counted as for list below
+  (SQLite's `BEGIN IMMEDIATE` counts; on PostgreSQL the vault's advisory lock does).
+- **list**: milliseconds per `toolkit/list/req` with 200 registered toolkits (10 of them
+  configured in the listing session), in a store of 10,000 sessions (3 configured toolkits
+  each) against the same list in a store of 100 sessions. Ratio = cost at 10,000 / cost at
+  100 (lower is better). **list statements**: SQL statements per list, counted with a
+  SQLAlchemy `before_cursor_execute` listener (on SQLite the explicit `BEGIN` is one of
+  them; psycopg opens its transaction implicitly).
+- **rotation**: versions rewrapped per second by `rotate_keys` (what `keys rotate` runs: a
+  new KEK made primary, then every wrapped DEK unwrapped, every secret of the version
+  decrypted to prove it is intact, the DEK wrapped under the new KEK and written back by
+  compare-and-set, 500 rows a batch) against **MultiFernet.rotate** re-encrypting the same
+  number of rows (the whole config as one Fernet token per row) read and written back in
+  batches of 500 with one `UPDATE` executemany per batch, on the same engine. DB reads and
+  writes are included in both. Ratio = ours / MultiFernet (higher is better).
+- **rotation memory**: peak Python heap during one rotation, measured with `tracemalloc`
+  (`reset_peak` before, `get_traced_memory()[1]` after) in separate, untimed runs. It counts
+  Python allocations (rows, statements, ciphertexts), not SQLite's page cache or the
+  interpreter's fixed footprint: it is what grows if a rotation loads rows whole. Ratio =
+  peak at the large size / peak at the small size.
+- **restart**: milliseconds from spawning a cold `toolkit-vault stdio` process to its
+  handshake response resuming a session whose toolkit is configured (settings, key file,
+  KEK check, internal keys, decrypt, `initialize` all happen before the response; a list
+  then checks `configured: true`), against the same cold process opening a new session.
+  No target: it shows what resuming adds to a cold start. Most of a cold start is Python
+  importing the service and its dependencies (SQLAlchemy, jsonschema, pydantic, click; see
+  `python -X importtime -c 'import toolkit_vault.cli'`); resuming adds the session lookup,
+  one unwrap and decrypt, and the toolkit's `initialize`.
+- Every figure is the median of the repeats shown in the case column or the scale below.
+"""
+
+
+def markdown(
+    results: list[Result],
+    scale: Scale,
+    machine: dict[str, str],
+    elapsed: float,
+    notes: dict[str, str],
+    profiles: dict[str, list[str]],
+) -> str:
+    out = [
+        "# Benchmarks",
+        "",
+        f"Generated by `scripts/bench` on {time.strftime('%Y-%m-%d %H:%M %Z')}: the "
+        f"**{scale.name}** run, {elapsed / 60:.1f} minutes. Do not edit by hand: "
+        "`scripts/bench` rewrites this file (the prose lives in `benchmarks/report.py`).",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in machine.items()),
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        "scripts/bench            # full run (< 15 min): prints the table, rewrites BENCHMARKS.md",
+        "scripts/bench --quick    # quick run (< 2 min): prints the table only",
+        "scripts/bench --only rotation --databases sqlite   # one scenario, one database",
+        "```",
+        "",
+        "`scripts/bench` sets up `.venv` with the `bench` and `dev` extras (sqlalchemy-utils "
+        "for the StringEncryptedType baseline) and runs `python -m benchmarks`. Each scenario "
+        "runs on SQLite (a temporary home) and on PostgreSQL (a scratch database "
+        "`tkv_bench_<random>`, created and dropped, on the server of "
+        "`TOOLKIT_VAULT_BENCH_POSTGRES_URL`, else `TOOLKIT_VAULT_TEST_POSTGRES_URL`, else "
+        "`postgresql+psycopg://postgres@127.0.0.1:5432/test`).",
+        "",
+        f"Scale of this run: configure {scale.configure_calls} calls x "
+        f"{scale.configure_repeats} repeats; list {scale.list_calls} lists x "
+        f"{scale.list_repeats} repeats; rotation {scale.rotation_repeats} repeats per size; "
+        f"restart {scale.restart_repeats} repeats.",
+        "",
+        "## Results",
+        "",
+        "| scenario | db | case | unit | ours | baseline | baseline value | ratio | target | "
+        "holds |",
+        "|---|---|---|---|--:|---|--:|--:|---|---|",
+        *("| " + " | ".join([*_cells(r), _holds(r)]) + " |" for r in results),
+        "",
+        "## What the figures mean",
+        "",
+        MEANING,
+        "## Targets",
+        "",
+    ]
+    for result in results:
+        if result.holds is None:
+            continue
+        verdict = "holds" if result.holds else "**missed**"
+        out.append(
+            f"- {result.scenario} ({result.database}, {result.case}) vs "
+            f"{result.baseline_name}: {result.ratio:.2f}x, target {result.target}: {verdict}"
+        )
+    missed = sorted({r.scenario for r in results if r.holds is False})
+    if missed:
+        out += ["", "## Where a target is missed, and what bounds it", ""]
+        for scenario in missed:
+            out += [f"### {scenario}", "", notes.get(scenario, "(no note)"), ""]
+            if scenario in profiles:
+                out += [
+                    "Profile of ours in this run (cProfile; the vault's functions and the "
+                    "database driver's waits by cumulative time, `share` of the profiled "
+                    "wall time; deterministic profiling inflates functions called very often):",
+                    "",
+                    "```",
+                    *profiles[scenario][1:],
+                    "```",
+                    "",
+                ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(path: Path, text: str) -> None:
+    temp = path.with_suffix(".tmp")
+    temp.write_text(text, encoding="utf-8")
+    temp.replace(path)
