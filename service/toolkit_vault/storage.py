@@ -330,15 +330,6 @@ class Store:
 
     # -- config versions ----------------------------------------------------------------------
 
-    def latest_version(self, session_id: str, toolkit_name: str) -> int:
-        with self.read() as conn:
-            return self._latest(conn, session_id, toolkit_name)
-
-    @staticmethod
-    def _latest(conn: Connection, session_id: str, toolkit_name: str) -> int:
-        key = {"session_id": session_id, "toolkit_name": toolkit_name}
-        return int(conn.execute(_LATEST_VERSION, key).scalar_one())
-
     def append_version(
         self,
         session_id: str,
