@@ -15,9 +15,6 @@ Only wrapped keys change: envelopes, fingerprints and history keep their identit
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +29,7 @@ from .crypto import KeyRing, RecordContext, SealedConfig
 from .errors import DecryptionError, KeyProviderError, VaultError
 from .keys import KeyProvider
 from .models import ConfigVersion, InternalKey, MasterKey
-from .storage import AuditDraft, Store
+from .storage import AuditDraft, Store, version_record
 
 __all__ = ["RotationReport", "check_store", "key_status", "retire_key", "rotate_keys"]
 
@@ -189,18 +186,7 @@ def _rewrap_internal(store: Store, ring: KeyRing) -> int:
 
 
 def _sealed(row: Any) -> tuple[RecordContext, SealedConfig]:
-    try:
-        envelopes = {
-            p: base64.b64decode(v, validate=True)
-            for p, v in json.loads(row.sealed_secrets or "{}").items()
-        }
-        bound = crypto.public_digest(json.loads(row.public_config))
-    except (ValueError, binascii.Error, TypeError, AttributeError):
-        raise DecryptionError from None
-    context = RecordContext(row.session_id, row.toolkit_name, row.version, row.schema_digest, bound)
-    return context, SealedConfig(
-        row.dek_id or "", row.kek_id, bytes(row.wrapped_dek), envelopes, {}
-    )
+    return version_record(row._mapping).sealed()
 
 
 def _batches(store: Store, where: Any, batch_size: int) -> Iterator[list[Any]]:

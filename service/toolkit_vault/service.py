@@ -138,26 +138,9 @@ class Vault:
         return events
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
-        if record.damaged:
-            raise DecryptionError
-        if record.sealed_secrets is None or record.wrapped_dek is None or record.kek_id is None:
-            if record.sealed_secrets:
-                raise DecryptionError
+        if not record.encrypted and not record.damaged:
             return dict(record.public_config)
-        try:
-            envelopes = {
-                p: base64.b64decode(v, validate=True) for p, v in record.sealed_secrets.items()
-            }
-        except (ValueError, TypeError):
-            raise DecryptionError from None
-        sealed = SealedConfig(record.dek_id or "", record.kek_id, record.wrapped_dek, envelopes, {})
-        try:
-            bound = crypto.public_digest(record.public_config)
-        except (TypeError, ValueError):
-            raise DecryptionError from None
-        context = RecordContext(
-            record.session_id, record.toolkit_name, record.version, record.schema_digest, bound
-        )
+        context, sealed = record.sealed()
         if sealed.kek_id not in self.ring:
             self._refresh_ring()  # rotated by another process since this one started
         secrets = crypto.open_config(self.ring, context, sealed)

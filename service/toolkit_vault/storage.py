@@ -8,6 +8,7 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -22,8 +23,9 @@ import rfc8785
 from sqlalchemy import Connection, Engine, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from .crypto import RecordContext, SealedConfig, public_digest
 from .database import read_only
-from .errors import StoreError
+from .errors import DecryptionError, StoreError
 from .models import (
     AuditEvent,
     AuditHead,
@@ -44,6 +46,7 @@ __all__ = [
     "VersionRecord",
     "audit_payload",
     "head_link",
+    "version_record",
 ]
 
 Signer = Callable[[bytes, bytes], bytes]
@@ -155,6 +158,29 @@ class VersionRecord:
     kek_id: str | None
     wrapped_dek: bytes | None
     damaged: bool = False  # a JSON column no longer holds an object: edited by hand
+
+    @property
+    def encrypted(self) -> bool:
+        return self.wrapped_dek is not None or bool(self.sealed_secrets)
+
+    def sealed(self) -> tuple[RecordContext, SealedConfig]:
+        """The version's crypto context and sealed half, as `crypto.open_config` takes them;
+        anything that cannot be read back as stored is the opaque `DecryptionError`."""
+        if self.damaged or self.wrapped_dek is None or self.kek_id is None:
+            raise DecryptionError
+        try:
+            envelopes = {
+                p: base64.b64decode(v, validate=True)
+                for p, v in (self.sealed_secrets or {}).items()
+            }
+            bound = public_digest(self.public_config)
+        except (ValueError, TypeError):
+            raise DecryptionError from None
+        fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
+        context = RecordContext(*fields, bound)
+        return context, SealedConfig(
+            self.dek_id or "", self.kek_id, self.wrapped_dek, envelopes, {}
+        )
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -429,14 +455,14 @@ class Store:
             .order_by(ConfigVersion.toolkit_name)
         )
         with self.read() as conn:
-            return [_record(row._mapping) for row in conn.execute(query)]
+            return [version_record(row._mapping) for row in conn.execute(query)]
 
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""
         self.retrying(lambda conn: self.audit(conn, draft))
 
 
-def _record(row: Any) -> VersionRecord:
+def version_record(row: Any) -> VersionRecord:
     """One version as stored; a damaged row is marked, so it fails alone, at decryption."""
     public, sealed = _json_object(row["public_config"]), _json_object(row["sealed_secrets"])
     return VersionRecord(
