@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +13,7 @@ from toolkit_vault.crypto import RecordContext
 from toolkit_vault.models import ConfigVersion, CurrentConfig
 from toolkit_vault.models import Session as SessionRow
 from toolkit_vault.service import Vault
+from toolkit_vault.storage import VersionDraft
 
 from .toolkit import bench_config
 
@@ -36,24 +35,10 @@ def _version_row(
     public, secrets = public_and_secrets(n)
     context = RecordContext(session_id, toolkit, version, digest, crypto.public_digest(public))
     sealed = crypto.seal_config(vault.ring, vault._fingerprint_key, context, secrets)
-    return {
-        "session_id": session_id,
-        "toolkit_name": toolkit,
-        "version": version,
-        "status": "ok",
-        "message": "Toolkit configured successfully",
-        "actor": "local",
-        "created_at": time.time(),
-        "schema_digest": digest,
-        "public_config": json.dumps(public),
-        "secret_fingerprints": json.dumps(sealed.fingerprints),
-        "sealed_secrets": json.dumps(
-            {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}
-        ),
-        "dek_id": sealed.dek_id,
-        "kek_id": sealed.kek_id,
-        "wrapped_dek": sealed.wrapped_dek,
-    }
+    draft = VersionDraft.of(
+        "ok", "Toolkit configured successfully", "local", digest, public, sealed
+    )
+    return draft.columns(session_id, toolkit, version, time.time())
 
 
 def _chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.models import ConfigVersion, CurrentConfig, MasterKey
 from toolkit_vault.service import Vault
+from toolkit_vault.storage import VersionDraft
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-rotation"
@@ -41,25 +41,8 @@ def fill(vault: Vault, count: int, session: str = "bulk") -> None:
         context = RecordContext(session, "secretive", version, digest, crypto.public_digest(public))
         secrets = {"/api_key": f"{CANARY}-{version}", "/auth/password": "pw"}
         sealed = crypto.seal_config(vault.ring, vault._fingerprint_key, context, secrets)
-        rows.append(
-            {
-                "session_id": session,
-                "toolkit_name": "secretive",
-                "version": version,
-                "status": "ok",
-                "actor": "local",
-                "created_at": time.time(),
-                "schema_digest": digest,
-                "public_config": json.dumps(public),
-                "secret_fingerprints": json.dumps(sealed.fingerprints),
-                "sealed_secrets": json.dumps(
-                    {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}
-                ),
-                "dek_id": sealed.dek_id,
-                "kek_id": sealed.kek_id,
-                "wrapped_dek": sealed.wrapped_dek,
-            }
-        )
+        draft = VersionDraft.of("ok", None, "local", digest, public, sealed)
+        rows.append(draft.columns(session, "secretive", version, time.time()))
     with vault.store.engine.begin() as conn:
         for start in range(0, len(rows), 2000):
             conn.execute(insert(ConfigVersion), rows[start : start + 2000])

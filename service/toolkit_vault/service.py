@@ -9,7 +9,6 @@ one session.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import uuid
@@ -244,22 +243,14 @@ class Vault:
                 self._refresh_ring()  # a rotation made another key primary meanwhile
             if version != provisional or sealed.kek_id != self.ring.primary_id:
                 sealed = self._seal(session_id, msg.toolkit_name, version, digest, bound, secrets)
-            keep = outcome.status != "error"  # a rejected credential is not retained
-            return VersionDraft(
-                status=outcome.status,
-                message=outcome.message,
-                actor=principal.principal_id,
-                schema_digest=digest,
-                public_config=public,
-                secret_fingerprints=sealed.fingerprints,
-                sealed_secrets={
-                    p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()
-                }
-                if keep
-                else None,
-                dek_id=sealed.dek_id if keep else None,
-                kek_id=sealed.kek_id if keep else None,
-                wrapped_dek=sealed.wrapped_dek if keep else None,
+            return VersionDraft.of(
+                outcome.status,
+                outcome.message,
+                principal.principal_id,
+                digest,
+                public,
+                sealed,
+                keep_ciphertext=outcome.status != "error",  # a rejected credential is not kept
             )
 
         version = self.store.append_version(session_id, msg.toolkit_name, build, "configure")

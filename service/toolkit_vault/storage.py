@@ -144,6 +144,57 @@ class VersionDraft:
     kek_id: str | None
     wrapped_dek: bytes | None
 
+    @classmethod
+    def of(
+        cls,
+        status: str,
+        message: str | None,
+        actor: str,
+        schema_digest: str,
+        public_config: dict[str, Any],
+        sealed: SealedConfig,
+        *,
+        keep_ciphertext: bool = True,
+    ) -> VersionDraft:
+        """A draft from a sealed config; without ciphertext, only its fingerprints are kept."""
+        envelopes = {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}
+        keep = keep_ciphertext
+        return cls(
+            status,
+            message,
+            actor,
+            schema_digest,
+            public_config,
+            sealed.fingerprints,
+            envelopes if keep else None,
+            sealed.dek_id if keep else None,
+            sealed.kek_id if keep else None,
+            sealed.wrapped_dek if keep else None,
+        )
+
+    def columns(
+        self, session_id: str, toolkit_name: str, version: int, created_at: float
+    ) -> dict[str, Any]:
+        """The `config_versions` row this draft becomes."""
+        return {
+            "session_id": session_id,
+            "toolkit_name": toolkit_name,
+            "version": version,
+            "status": self.status,
+            "message": self.message,
+            "actor": self.actor,
+            "created_at": created_at,
+            "schema_digest": self.schema_digest,
+            "public_config": json.dumps(self.public_config),
+            "secret_fingerprints": json.dumps(self.secret_fingerprints),
+            "sealed_secrets": None
+            if self.sealed_secrets is None
+            else json.dumps(self.sealed_secrets),
+            "dek_id": self.dek_id,
+            "kek_id": self.kek_id,
+            "wrapped_dek": self.wrapped_dek,
+        }
+
 
 @dataclass(frozen=True, repr=False)
 class VersionRecord:
@@ -380,27 +431,7 @@ class Store:
             version = int(latest) + 1
             draft = build(version, primary)
             now = time.time()
-            conn.execute(
-                _INSERT_VERSION,
-                {
-                    "session_id": session_id,
-                    "toolkit_name": toolkit_name,
-                    "version": version,
-                    "status": draft.status,
-                    "message": draft.message,
-                    "actor": draft.actor,
-                    "created_at": now,
-                    "schema_digest": draft.schema_digest,
-                    "public_config": json.dumps(draft.public_config),
-                    "secret_fingerprints": json.dumps(draft.secret_fingerprints),
-                    "sealed_secrets": None
-                    if draft.sealed_secrets is None
-                    else json.dumps(draft.sealed_secrets),
-                    "dek_id": draft.dek_id,
-                    "kek_id": draft.kek_id,
-                    "wrapped_dek": draft.wrapped_dek,
-                },
-            )
+            conn.execute(_INSERT_VERSION, draft.columns(session_id, toolkit_name, version, now))
             if draft.status in _LIVE:
                 self._move_pointer(conn, pointer, version, now, current)
             self.audit(
