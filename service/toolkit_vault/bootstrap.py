@@ -146,7 +146,7 @@ def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None)
         store,
         ring,
         internal["fingerprint"],
-        registry or ToolkitRegistry.default(),
+        registry,
         reload_keys=lambda: load_ring(store, provider),
         audit_key=internal["audit"],
     )

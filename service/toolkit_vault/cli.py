@@ -29,8 +29,10 @@ from .imports import import_package, read_package, report_lines
 from .keys import provider_for
 from .logs import configure_logging
 from .principals import ROLES, create_token, list_principals, revoke
+from .registry import ToolkitRegistry
 from .rotation import check_store, key_status, retire_key, rotate_keys
-from .settings import load_settings
+from .service import Vault
+from .settings import VaultSettings, load_settings
 from .stdio import serve_stdio
 
 __all__ = ["main"]
@@ -58,6 +60,12 @@ def guarded(fn: F) -> F:
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper  # type: ignore[return-value]
+
+
+def open_for_operators(settings: VaultSettings) -> Vault:
+    """The vault without toolkits: key, audit, purge and token commands never load plugins
+    or compile schemas, so a broken plugin cannot stop an operator."""
+    return open_vault(settings, registry=ToolkitRegistry())
 
 
 @click.group()
@@ -273,7 +281,7 @@ def keys() -> None:
 def keys_status(as_json: bool) -> None:
     """Every master key: primary, retired, wrapped keys it protects, held by the provider."""
     settings = load_settings()
-    vault = open_vault(settings)
+    vault = open_for_operators(settings)
     status = key_status(
         vault.store, provider_for(settings.key_provider, settings.home, settings.vault_id)
     )
@@ -302,7 +310,7 @@ def keys_rotate(batch_size: int, as_json: bool) -> None:
     Idempotent and resumable: a killed run is finished by running it again.
     """
     settings = load_settings()
-    vault = open_vault(settings)
+    vault = open_for_operators(settings)
     provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
     with _progress("rewrapping", not as_json) as start:
         report = rotate_keys(vault.store, provider, batch_size=batch_size, start=start)
@@ -327,7 +335,7 @@ def keys_rotate(batch_size: int, as_json: bool) -> None:
 def keys_retire(kek_id: str, as_json: bool) -> None:
     """Retire a master key that no wrapped key uses any more, and remove it from the provider."""
     settings = load_settings()
-    vault = open_vault(settings)
+    vault = open_for_operators(settings)
     provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
     result = retire_key(vault.store, provider, kek_id)
     if as_json:
@@ -343,7 +351,7 @@ def keys_retire(kek_id: str, as_json: bool) -> None:
 @guarded
 def check(as_json: bool) -> None:
     """Decrypt-verify every stored version in memory; print counts, never a value."""
-    vault = open_vault(load_settings())
+    vault = open_for_operators(load_settings())
     with _progress("checking", not as_json) as start:
         result = check_store(vault.store, vault.ring, start)
     if as_json:
@@ -449,7 +457,7 @@ def audit_verify(as_json: bool) -> None:
     Also checks that every config version has its `configure` event (and every purged
     one a `purge` event). Needs the master key (the audit key is stored wrapped by it).
     """
-    report = open_vault(load_settings()).verify_audit()
+    report = open_for_operators(load_settings()).verify_audit()
     if as_json:
         _emit(report.as_json())
     else:
@@ -479,7 +487,7 @@ def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool
             raise VaultError("purge is irreversible: confirm with --yes (stdin is not a tty)")
         if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
             raise VaultError("purge cancelled; nothing was changed")
-    report = open_vault(load_settings()).purge(OPERATOR, session_id, toolkit)
+    report = open_for_operators(load_settings()).purge(OPERATOR, session_id, toolkit)
     if as_json:
         _emit(report.as_json())
     else:
@@ -505,7 +513,7 @@ def tokens() -> None:
 @guarded
 def tokens_create(role: str, name: str, as_json: bool) -> None:
     """Create a principal and print its token: shown this once, stored only hashed."""
-    vault = open_vault(load_settings())
+    vault = open_for_operators(load_settings())
     principal_id, token = create_token(vault.store, role, name, actor=OPERATOR)
     if as_json:
         _emit({"principal_id": principal_id, "name": name, "role": role, "token": token})
@@ -542,7 +550,7 @@ def tokens_list(as_json: bool) -> None:
 @guarded
 def tokens_revoke(name_or_id: str, as_json: bool) -> None:
     """Revoke a principal's token (by name or principal id); revoking twice is harmless."""
-    vault = open_vault(load_settings())
+    vault = open_for_operators(load_settings())
     principal, changed = revoke(vault.store, name_or_id, actor=OPERATOR)
     if as_json:
         _emit({**principal.as_json(), "revoked_now": changed})
