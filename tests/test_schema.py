@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit_vault import schema as schema_module
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 from toolkit_vault.schema import (
+    MEMO_ENTRIES,
     CompiledSchema,
     canonical_json,
     compile_schema,
@@ -647,3 +650,222 @@ def test_undeclared_keys_of_any_spelling_round_trip(config: dict[str, str]) -> N
     public, secrets = round_trip({"type": "object"}, config)
     assert public == {}
     assert set(secrets) == {"/" + k.replace("~", "~0").replace("/", "~1") for k in config}
+
+
+# --- the split memo ----------------------------------------------------------------------------
+
+BENCH = {
+    "type": "object",
+    "properties": {
+        "endpoint": {"type": "string"},
+        "region": {"type": "string"},
+        "timeout_s": {"type": "integer", "minimum": 1},
+        "api_key": {"type": "string", "writeOnly": True},
+        "password": {"type": "string", "format": "password"},
+    },
+    "required": ["endpoint", "region", "timeout_s", "api_key", "password"],
+    "additionalProperties": False,
+}
+KITCHEN = {  # every keyword split follows, permissive so that most configs are valid
+    "type": "object",
+    "$defs": {
+        "secret": {"writeOnly": True},
+        "node": obj(
+            name={},
+            token={"x-secret": True},
+            children={"type": "array", "items": {"$ref": "#/$defs/node"}},
+            next={"$ref": "#/$defs/node"},
+        ),
+    },
+    "allOf": [{"$ref": "#/$defs/node"}, obj(api_key={"$ref": "#/$defs/secret"})],
+    "anyOf": [obj(host={}), {}],
+    "oneOf": [obj(port={"type": "integer"})],
+    "if": {**obj(kind={"const": "token"}), "required": ["kind"]},
+    "then": obj(password={"format": "password"}),
+    "else": obj(region={}),
+    "dependentSchemas": {
+        "db": obj(db={**obj(host={}, password={"sensitive": True}), "additionalProperties": {}})
+    },
+    "properties": {
+        "pair": {"prefixItems": [{}, {"sensitive": True}], "items": obj(name={})},
+        "tokens": {"contains": {"writeOnly": True}},
+        "rest": {"prefixItems": [{}], "unevaluatedItems": obj(host={}, key={"x-secret": True})},
+        "self": {"$ref": "#"},
+        "x_port": {},
+    },
+    "patternProperties": {"^x_": {"type": "integer"}, "key$": {"writeOnly": True}},
+    "additionalProperties": {},
+}
+KITCHEN7 = {
+    "$schema": DRAFT7,
+    "type": "object",
+    "definitions": {
+        "base": obj(
+            host={},
+            children={
+                "items": [{"$ref": "#/definitions/base"}, {"x-secret": True}],
+                "additionalItems": obj(name={}),
+            },
+        ),
+        "str": {"type": "string"},
+    },
+    "properties": {
+        "conn": {"$ref": "#/definitions/base", "properties": {"token": {}}},
+        "api_key": {"$ref": "#/definitions/str", "writeOnly": True},
+        "list": {"items": {"$ref": "#/definitions/base"}},
+        "self": {"$ref": "#"},
+    },
+    "dependencies": {"conn": obj(password={"format": "password"}), "list": ["conn"]},
+    "patternProperties": {"^x_": {}},
+}
+SPLIT_SCHEMAS = {
+    "bench": BENCH,
+    "kitchen": KITCHEN,
+    "kitchen-draft7": KITCHEN7,
+    "hypothesis": HYPO_SCHEMA,
+    "filesystem": FILESYSTEM,
+    "secret-root": {**FILESYSTEM, "x-secret": True},
+}
+NAMES = sorted(
+    {"name", "token", "api_key", "host", "password", "children", "next", "x_port", "x_y"}
+    | {"my_key", "kind", "region", "db", "pair", "tokens", "rest", "self", "conn", "list"}
+    | {"port", "key", "endpoint", "timeout_s", "servers", "ports", "url", "root_dir", "xa"}
+)
+json_keys = st.sampled_from(NAMES) | st.text(max_size=4)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["token", "a"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_keys, inner, max_size=5),
+    max_leaves=25,
+)
+ANY_CONFIGS = st.dictionaries(json_keys, json_values, max_size=6)
+_unmemoized: dict[str, CompiledSchema] = {}
+
+
+def outcome(schema: CompiledSchema, config: Any) -> Any:
+    try:
+        return schema.split(config)
+    except ConfigInvalid as error:
+        return error.details
+
+
+def unmemoized(name: str, config: Any) -> Any:
+    """The split of a separately compiled schema whose memo never stores anything."""
+    if name not in _unmemoized:
+        schema = SPLIT_SCHEMAS[name]
+        _unmemoized[name] = CompiledSchema(json.loads(canonical_json(schema)), "reference")
+    reference = _unmemoized[name]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema_module, "MEMO_ENTRIES", 0)
+        found = outcome(reference, config)
+    assert not reference._plans and not reference._members
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_SCHEMAS))
+@settings(max_examples=150, deadline=None)
+@given(config=ANY_CONFIGS)
+def test_memoized_split_equals_an_unmemoized_one(name: str, config: dict[str, Any]) -> None:
+    """compile_schema's instance is shared by every example, so its memo is warm."""
+    memoized = compile_schema(SPLIT_SCHEMAS[name])
+    assert outcome(memoized, config) == unmemoized(name, config)
+    assert outcome(memoized, config) == unmemoized(name, config)  # now surely from the memo
+
+
+def test_memoized_split_of_the_kitchen_schemas() -> None:
+    """Examples that surely reach the deep paths, whatever hypothesis draws."""
+    configs = {
+        "kitchen": {
+            "kind": "token",
+            "password": "p",
+            "name": "n",
+            "token": "t",
+            "api_key": "k",
+            "my_key": "m",
+            "x_port": 1,
+            "host": "h",
+            "db": {"host": "h", "password": "p", "other": 1},
+            "children": [{"name": "c", "token": "t", "next": {"name": "d", "token": "u"}}],
+            "pair": ["a", "b", {"name": "n", "z": 1}],
+            "tokens": ["t0"],
+            "rest": ["r", {"host": "h", "key": "k"}],
+            "self": {"self": {"name": "s", "api_key": "k", "extra": 1}},
+        },
+        "kitchen-draft7": {
+            "conn": {"host": "h", "token": "t", "children": [{"host": "c"}, "s", {"name": "n"}]},
+            "api_key": "k",
+            "password": "p",
+            "list": [{"host": "a", "children": [{}, "s2"]}],
+            "self": {"x_y": 1, "conn": {"host": "h"}, "password": "q"},
+            "x_z": 2,
+        },
+    }
+    for name, config in configs.items():
+        first = outcome(compile_schema(SPLIT_SCHEMAS[name]), config)
+        assert isinstance(first, tuple) and first[1]
+        assert first == outcome(compile_schema(SPLIT_SCHEMAS[name]), config)
+        assert first == unmemoized(name, config)
+
+
+def test_undeclared_names_take_no_memo_entry() -> None:
+    """Names admitted through patternProperties/additionalProperties are the caller's to
+    choose: thousands of them leave the memo as it was after one config."""
+    schema = CompiledSchema(
+        {
+            **obj(host={"type": "string"}, nested=obj(port={"type": "integer"})),
+            "patternProperties": {"^x_": {"type": "string"}, "^y": obj(z={})},
+            "additionalProperties": obj(inner={"type": "string"}),
+        },
+        "test",
+    )
+    base = {"host": "h", "nested": {"port": 1, "extra": "e"}}
+    schema.split(base)
+    sizes = len(schema._plans), len(schema._members)
+    for batch in range(10):  # 9,000 names, 300 of each kind per config (MAX_SECRETS)
+        config = {
+            **base,
+            **{f"x_{batch}_{i}": "v" for i in range(300)},
+            **{f"y{batch}_{i}": {"z": 1} for i in range(300)},
+            **{f"other{batch}_{i}": {"inner": "v"} for i in range(300)},
+        }
+        public, secrets = schema.split(config)
+        assert public == {"host": "h", "nested": {"port": 1}}
+        assert len(secrets) == 901
+    assert (len(schema._plans), len(schema._members)) == sizes
+
+
+def test_memo_is_capped_in_entries_and_width() -> None:
+    """Schemas can hold many node sets (here one per prefix item and declared property), or
+    wide ones: the memo stays within MEMO_ENTRIES and a wide plan is not kept at all."""
+    many = 3 * MEMO_ENTRIES
+    schema = CompiledSchema(
+        obj(
+            list={"type": "array", "prefixItems": [{"type": "integer"}] * many},
+            props=obj(**{f"p{i}": {"type": "integer"} for i in range(many)}),
+            wide={"allOf": [{"type": "object"} for _ in range(200)]},
+        ),
+        "test",
+    )
+    config = {
+        "wide": {"w": 1},  # first, while the memo still has room
+        "list": list(range(many)),
+        "props": {f"p{i}": i for i in range(many)},
+    }
+    for _ in range(2):
+        assert schema.split(config) == (
+            {"wide": {}, "list": list(range(many)), "props": config["props"]},
+            {"/wide/w": 1},
+        )
+        assert len(schema._plans) == len(schema._members) == MEMO_ENTRIES
+    assert not any(len(plan.applied) > 100 for plan in schema._plans.values())
+
+
+def test_concurrent_splits_share_the_memo() -> None:
+    schema = CompiledSchema(json.loads(canonical_json(KITCHEN)), "test")
+    configs = [
+        {"name": f"n{i}", "token": "t", f"k{i}": i, "children": [{"name": "c", "token": "t"}] * i}
+        for i in range(40)
+    ]
+    expected = [unmemoized("kitchen", config) for config in configs]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(5):
+            assert list(pool.map(lambda c: outcome(schema, c), configs)) == expected

@@ -14,7 +14,7 @@ import copy
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -47,6 +47,9 @@ MAX_OBJECTS = 5_000  # the 2020-12 meta-schema check costs ~0.5 ms per subschema
 MAX_DETAILS = 50
 MAX_CONFIG_VALUES = 100_000  # values in one config, counted in every object and array
 MAX_SECRETS = 1_000  # secret values in one config: each is sealed and fingerprinted
+MEMO_ENTRIES = 256  # split's memo, per compiled schema (see CompiledSchema._plan)
+MEMO_WIDTH = 64  # subschemas one memo entry may hold
+MEMO_NAME = 64  # characters of a property name one memo entry may hold
 DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 DRAFT7_DIALECT = "http://json-schema.org/draft-07/schema"
 INVALID = "config does not match the toolkit schema"
@@ -304,6 +307,21 @@ def _is_marked(node: Mapping[str, Any]) -> bool:
     )
 
 
+class _Plan(NamedTuple):
+    """What `split` needs to know about a value the subschemas `schemas` apply to."""
+
+    key: tuple[int, ...]  # the ids of `schemas`
+    schemas: tuple[Any, ...]  # held, so no id in `key` can be reused
+    secret: bool
+    applied: tuple[Mapping[str, Any], ...]  # _closure(schemas, faithful=True)
+
+
+def _remember(memo: dict[Any, _Plan], key: Any, plan: _Plan, width: int) -> None:
+    """Store a plan unless the memo is full or the entry too wide (see CompiledSchema._plan)."""
+    if width <= MEMO_WIDTH and len(memo) < MEMO_ENTRIES:
+        memo[key] = plan
+
+
 class CompiledSchema:
     """A checked schema with its validator; build it through `compile_schema` (cached)."""
 
@@ -331,6 +349,8 @@ class CompiledSchema:
         self._root = root
         self._draft7 = uri.removesuffix("#") == DRAFT7_DIALECT
         self._refs = self._audit(root, resolver, dialect.keywords)
+        self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._members: dict[tuple[tuple[int, ...], str], _Plan] = {}
         self._validator = dialect.validator(root, registry=registry, format_checker=dialect.formats)
 
     @staticmethod
@@ -390,10 +410,11 @@ class CompiledSchema:
         secret array element leaves `None` in the public half, keeping indices stable.
         """
         self.validate(config)
-        if self._is_secret([self._root]):
+        plan = self._plan([self._root])
+        if plan.secret:
             return {}, {"": copy.deepcopy(dict(config))}
         secrets: dict[str, Any] = {}
-        public = self._split(config, [self._root], "", secrets)
+        public = self._split(config, plan, "", secrets)
         if len(secrets) > MAX_SECRETS:
             details = [{"pointer": list(secrets)[MAX_SECRETS], "keyword": "maxSecrets"}]
             raise ConfigInvalid(INVALID, details=details)
@@ -402,30 +423,65 @@ class CompiledSchema:
     def secret_pointers(self, config: Mapping[str, Any]) -> list[str]:
         return sorted(self.split(config)[1])
 
-    def _split(self, value: Any, schemas: list[Any], pointer: str, secrets: dict[str, Any]) -> Any:
-        applied = self._closure(schemas, faithful=True)
+    def _split(self, value: Any, plan: _Plan, pointer: str, secrets: dict[str, Any]) -> Any:
         if isinstance(value, Mapping):
             public: dict[str, Any] = {}
             for key, item in value.items():
                 path = f"{pointer}/{_escape(key)}"
-                subschemas = self._property_schemas(applied, key)
-                if subschemas is None or self._is_secret(subschemas):
+                child = self._member(plan, key)
+                if child is None or child.secret:
                     secrets[path] = copy.deepcopy(item)
                 else:
-                    public[key] = self._split(item, subschemas, path, secrets)
+                    public[key] = self._split(item, child, path, secrets)
             return public
         if isinstance(value, list):
             elements: list[Any] = []
             for index, item in enumerate(value):
                 path = f"{pointer}/{index}"
-                subschemas = self._item_schemas(applied, index)
-                if self._is_secret(subschemas):
+                child = self._plan(self._item_schemas(plan.applied, index))
+                if child.secret:
                     secrets[path] = copy.deepcopy(item)
                     elements.append(None)
                 else:
-                    elements.append(self._split(item, subschemas, path, secrets))
+                    elements.append(self._split(item, child, path, secrets))
             return elements
         return value
+
+    def _plan(self, schemas: Sequence[Any]) -> _Plan:
+        """`_closure` and `_is_secret` of `schemas`, memoized by the identity of its nodes.
+
+        Why a memo: a schema splits config after config, and recomputing these for the same
+        nodes was most of the cost of `split`. The nodes are this schema's own (held through
+        `_root`, and by each plan) and never mutated after compile, so their ids are stable.
+        Keys are node ids, never array indices, but a hostile schema can still reach
+        exponentially many node sets: so entries are capped in number and in size, and past
+        the cap a plan is computed afresh, as before the memo. Each store is one assignment
+        of an immutable plan, safe for concurrent callers.
+        """
+        key = tuple(map(id, schemas))
+        plan = self._plans.get(key)
+        if plan is None:
+            applied = tuple(self._closure(schemas, faithful=True))
+            plan = _Plan(key, tuple(schemas), self._is_secret(schemas), applied)
+            _remember(self._plans, key, plan, len(key) + len(applied))
+        return plan
+
+    def _member(self, plan: _Plan, name: str) -> _Plan | None:
+        """The plan for property `name`, None if no `properties` declares it (so a secret).
+
+        Memoized like `_plan`, and only for declared names: config keys are chosen by the
+        caller, so an undeclared one must never take a memo entry.
+        """
+        child = self._members.get((plan.key, name))
+        if child is None:
+            subschemas = self._property_schemas(plan.applied, name)
+            if subschemas is None:
+                return None
+            child = self._plan(subschemas)
+            if len(name) <= MEMO_NAME:
+                width = len(plan.key) + len(child.key) + len(child.applied)
+                _remember(self._members, (plan.key, name), child, width)
+        return child
 
     def _closure(self, schemas: Iterable[Any], *, faithful: bool) -> list[Mapping[str, Any]]:
         """Every subschema applied in place to the same value, `$ref` cycles cut.
@@ -459,7 +515,7 @@ class CompiledSchema:
         return any(_is_marked(node) for node in self._closure(schemas, faithful=False))
 
     @staticmethod
-    def _property_schemas(applied: list[Mapping[str, Any]], key: str) -> list[Any] | None:
+    def _property_schemas(applied: Iterable[Mapping[str, Any]], key: str) -> list[Any] | None:
         """Every subschema the validator applies to property `key`; None if none names it."""
         named: list[Any] = []
         others: list[Any] = []
@@ -473,7 +529,7 @@ class CompiledSchema:
             others.extend(matched)
         return named + others if named else None
 
-    def _item_schemas(self, applied: list[Mapping[str, Any]], index: int) -> list[Any]:
+    def _item_schemas(self, applied: Iterable[Mapping[str, Any]], index: int) -> list[Any]:
         """Every subschema the validator applies to element `index` (`contains`: to all)."""
         found: list[Any] = [node["contains"] for node in applied if "contains" in node]
         for node in applied:
