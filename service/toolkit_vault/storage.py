@@ -14,13 +14,23 @@ import hmac
 import json
 import struct
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    func,
+    insert,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from .crypto import RecordContext, SealedConfig, public_digest
@@ -65,30 +75,48 @@ _LATEST_VERSION = select(func.coalesce(func.max(ConfigVersion.version), 0)).wher
 )
 _PRIMARY_KEK = select(MasterKey.kek_id).where(MasterKey.is_primary.is_(True))
 _INSERT_VERSION = insert(ConfigVersion)
+_VERSION_COLUMNS = (
+    "session_id",
+    "toolkit_name",
+    "version",
+    "status",
+    "message",
+    "actor",
+    "created_at",
+    "schema_digest",
+    "public_config",
+    "secret_fingerprints",
+    "sealed_secrets",
+    "dek_id",
+    "kek_id",
+    "wrapped_dek",
+)
 _POINTER_KEY = (  # not named like a column: an UPDATE reserves those names for its SET
     CurrentConfig.session_id == bindparam("key_session"),
     CurrentConfig.toolkit_name == bindparam("key_toolkit"),
 )
 _CURRENT_POINTER = select(CurrentConfig.version).where(*_POINTER_KEY)
-_INSERT_POINTER = insert(CurrentConfig)
+_INSERT_POINTER = insert(CurrentConfig).values(
+    session_id=bindparam("key_session"),
+    toolkit_name=bindparam("key_toolkit"),
+    version=bindparam("new_version"),
+    updated_at=bindparam("now"),
+)
 _MOVE_POINTER = (
     update(CurrentConfig)
     .where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))
     .values(version=bindparam("new_version"), updated_at=bindparam("now"))
 )
-_WRITE_STATE = select(  # one round trip: latest version, primary KEK, current pointer
-    _LATEST_VERSION.scalar_subquery(),
-    _PRIMARY_KEK.scalar_subquery(),
-    _CURRENT_POINTER.scalar_subquery(),
-)
 _INSERT_EVENT = insert(AuditEvent)
-_INSERT_HEAD = insert(AuditHead)
+_INSERT_HEAD = insert(AuditHead).values(
+    id=1, seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head")
+)
 _MOVE_HEAD = (
     update(AuditHead)
     .where(AuditHead.id == 1)
     .values(seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head"))
 )
-_CHAIN_END = select(  # one round trip, one row: the head's columns, then the last event's
+_CHAIN_END_COLUMNS = (  # the head's columns, then the last event's
     *(
         select(column).where(AuditHead.id == 1).scalar_subquery()
         for column in (AuditHead.seq, AuditHead.mac, AuditHead.head_mac)
@@ -98,6 +126,40 @@ _CHAIN_END = select(  # one round trip, one row: the head's columns, then the la
         for column in (AuditEvent.seq, AuditEvent.mac)
     ),
 )
+_CHAIN_END = select(*_CHAIN_END_COLUMNS)
+_WRITE_STATE = select(  # one round trip: latest version, primary KEK, pointer, chain end
+    _LATEST_VERSION.scalar_subquery(),
+    _PRIMARY_KEK.scalar_subquery(),
+    _CURRENT_POINTER.scalar_subquery(),
+    *_CHAIN_END_COLUMNS,
+)
+
+
+def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
+    return insert(table).values(
+        {name: bindparam(prefix + name, type_=table.c[name].type) for name in columns}
+    )
+
+
+def _pg_append(pointer: str | None) -> Any:
+    """PostgreSQL: a configure's four writes (version, pointer, audit event, head) as one
+    statement of data-modifying CTEs, one round trip instead of four; it returns how many
+    pointer rows it wrote (1 for no pointer), which compare-and-set checks as before."""
+    ctes = [
+        _prefixed_insert(ConfigVersion.__table__, _VERSION_COLUMNS, "v_").cte("new_version"),
+        _prefixed_insert(AuditEvent.__table__, (*_AUDIT_FIELDS, "details", "mac"), "e_").cte(
+            "new_event"
+        ),
+        _MOVE_HEAD.returning(AuditHead.id).cte("new_head"),
+    ]
+    if pointer is None:
+        return select(literal(1)).add_cte(*ctes)
+    write = _INSERT_POINTER if pointer == "insert" else _MOVE_POINTER
+    moved = write.returning(CurrentConfig.version).cte("new_pointer")
+    return select(func.count()).select_from(moved).add_cte(*ctes)
+
+
+_PG_APPEND = {pointer: _pg_append(pointer) for pointer in (None, "insert", "update")}
 
 
 def audit_payload(fields: Mapping[str, Any]) -> bytes:
@@ -294,11 +356,21 @@ class Store:
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
-        transaction. A head that does not match the last event (tail deleted, rows forged
-        beyond it) stops every write rather than extending a chain it cannot vouch for."""
+        transaction."""
+        event, head = self._link(draft, conn.execute(_CHAIN_END).one())
+        conn.execute(_INSERT_EVENT, event)
+        conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
+
+    def _link(
+        self, draft: AuditDraft, chain_end: Sequence[Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The next event row and head parameters, after `chain_end` (the columns of
+        `_CHAIN_END`, read in this transaction). A head that does not match the last event
+        (tail deleted, rows forged beyond it) stops every write rather than extending a
+        chain it cannot vouch for."""
         if self._sign is None:
             raise StoreError("the audit key is not loaded")
-        last_seq, previous = self._chain_end(conn, self._sign)
+        last_seq, previous = _verified_end(chain_end, self._sign)
         seq = last_seq + 1
         event: dict[str, Any] = {
             "seq": seq,
@@ -311,32 +383,8 @@ class Store:
             "details": json.dumps(draft.details),
         }
         mac = self._sign(previous, audit_payload(event))
-        conn.execute(_INSERT_EVENT, {**event, "mac": mac})
-        head_mac = head_link(self._sign, seq, mac)
-        if last_seq == 0:
-            conn.execute(_INSERT_HEAD, {"id": 1, "seq": seq, "mac": mac, "head_mac": head_mac})
-        else:
-            conn.execute(_MOVE_HEAD, {"new_seq": seq, "new_mac": mac, "new_head": head_mac})
-
-    @staticmethod
-    def _chain_end(conn: Connection, sign: Signer) -> tuple[int, bytes]:
-        head_seq, head_mac, head_link_mac, last_seq, last_mac = conn.execute(_CHAIN_END).one()
-        if head_seq is None and last_seq is None:
-            return 0, CHAIN_START
-        if (
-            head_seq is None
-            or last_seq is None
-            or head_seq != last_seq
-            or not hmac.compare_digest(bytes(head_mac), bytes(last_mac))
-            or not hmac.compare_digest(
-                head_link(sign, head_seq, bytes(head_mac)), bytes(head_link_mac)
-            )
-        ):
-            raise StoreError(
-                "the audit chain head does not match its last event; writes are refused "
-                "until that is resolved (run `toolkit-vault audit verify`)"
-            )
-        return int(head_seq), bytes(head_mac)
+        head = {"new_seq": seq, "new_mac": mac, "new_head": head_link(self._sign, seq, mac)}
+        return {**event, "mac": mac}, head
 
     # -- keys ---------------------------------------------------------------------------
 
@@ -425,45 +473,40 @@ class Store:
         def work(conn: Connection) -> int:
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
-            latest, primary, current = conn.execute(_WRITE_STATE, {**key, **pointer}).one()
+            state = conn.execute(_WRITE_STATE, {**key, **pointer}).one()
+            latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if primary is None:
                 raise StoreError("the store has no primary master key: run `toolkit-vault init`")
             version = int(latest) + 1
             draft = build(version, primary)
             now = time.time()
-            conn.execute(_INSERT_VERSION, draft.columns(session_id, toolkit_name, version, now))
-            if draft.status in _LIVE:
-                self._move_pointer(conn, pointer, version, now, current)
-            self.audit(
-                conn,
-                AuditDraft(
-                    draft.actor,
-                    audit_action,
-                    session_id,
-                    toolkit_name,
-                    version,
-                    {"status": draft.status, "changed": sorted(draft.secret_fingerprints)},
-                ),
+            row = draft.columns(session_id, toolkit_name, version, now)
+            details = {"status": draft.status, "changed": sorted(draft.secret_fingerprints)}
+            event, head = self._link(
+                AuditDraft(draft.actor, audit_action, session_id, toolkit_name, version, details),
+                chain_end,
             )
+            move = {**pointer, "expected": current, "new_version": version, "now": now}
+            live = draft.status in _LIVE
+            if conn.dialect.name == "postgresql" and head["new_seq"] > 1:
+                pointer_write = ("insert" if current is None else "update") if live else None
+                params = {f"v_{k}": v for k, v in row.items()}
+                params |= {f"e_{k}": v for k, v in event.items()}
+                if conn.execute(_PG_APPEND[pointer_write], params | head | move).scalar_one() != 1:
+                    raise _pointer_moved()
+                return version
+            conn.execute(_INSERT_VERSION, row)
+            if live:
+                if current is None:
+                    conn.execute(_INSERT_POINTER, move)
+                elif conn.execute(_MOVE_POINTER, move).rowcount != 1:
+                    raise _pointer_moved()
+            conn.execute(_INSERT_EVENT, event)
+            conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
             return version
 
         result: int = self.retrying(work)
         return result
-
-    @staticmethod
-    def _move_pointer(
-        conn: Connection, key: dict[str, str], version: int, now: float, current: int | None
-    ) -> None:
-        """Compare-and-set from `current`, read in this transaction (None: no pointer yet)."""
-        if current is None:
-            row = {"session_id": key["key_session"], "toolkit_name": key["key_toolkit"]}
-            conn.execute(_INSERT_POINTER, {**row, "version": version, "updated_at": now})
-            return
-        moved = conn.execute(
-            _MOVE_POINTER, {**key, "expected": current, "new_version": version, "now": now}
-        )
-        if moved.rowcount != 1:
-            raise IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))
 
     def current_toolkits(self, session_id: str) -> set[str]:
         with self.read() as conn:
@@ -517,3 +560,27 @@ def _json_object(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _verified_end(chain_end: Sequence[Any], sign: Signer) -> tuple[int, bytes]:
+    """(last seq, last link) of a chain whose authenticated head matches its last event."""
+    head_seq, head_mac, head_link_mac, last_seq, last_mac = chain_end
+    if head_seq is None and last_seq is None:
+        return 0, CHAIN_START
+    if (
+        head_seq is None
+        or last_seq is None
+        or head_seq != last_seq
+        or not hmac.compare_digest(bytes(head_mac), bytes(last_mac))
+        or not hmac.compare_digest(head_link(sign, head_seq, bytes(head_mac)), bytes(head_link_mac))
+    ):
+        raise StoreError(
+            "the audit chain head does not match its last event; writes are refused "
+            "until that is resolved (run `toolkit-vault audit verify`)"
+        )
+    return int(head_seq), bytes(head_mac)
+
+
+def _pointer_moved() -> IntegrityError:
+    """A lost compare-and-set, raised as the conflict `Store.retrying` retries."""
+    return IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))
