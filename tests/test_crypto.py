@@ -449,10 +449,14 @@ def test_wrong_or_unknown_kek_id_fails(fp_key: SecretBytes) -> None:
     _refuses(ring, CONTEXT, dataclasses.replace(sealed, kek_id="kek-9"))
 
 
-def test_value_that_is_not_json_fails_opaquely(ring: KeyRing, sealed: SealedConfig) -> None:
+# Values are sealed as RFC 8785 JSON, which is UTF-8: JSON in another encoding is refused too.
+@pytest.mark.parametrize("plaintext", [b"\xff not json", '"pw"'.encode("utf-16")])
+def test_value_that_is_not_json_fails_opaquely(
+    ring: KeyRing, sealed: SealedConfig, plaintext: bytes
+) -> None:
     wrap_context = CONTEXT.wrap_context(sealed.dek_id, sealed.envelopes)
     dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
-    garbage = seal(dek, b"\xff not json", CONTEXT.value_aad(sealed.dek_id, "/token"))
+    garbage = seal(dek, plaintext, CONTEXT.value_aad(sealed.dek_id, "/token"))
     envelopes = {**sealed.envelopes, "/token": garbage}
     _refuses(ring, CONTEXT, dataclasses.replace(sealed, envelopes=envelopes))
 
@@ -477,12 +481,17 @@ def test_rewrap_moves_the_dek_to_the_new_primary(fp_key: SecretBytes) -> None:
     _refuses(retired, CONTEXT, sealed)
 
 
-@pytest.mark.parametrize("target", ["envelope", "moved", "wrapped_dek", "context"])
+@pytest.mark.parametrize("target", ["envelope", "moved", "not_json", "wrapped_dek", "context"])
 def test_rewrap_refuses_what_it_cannot_decrypt(fp_key: SecretBytes, target: str) -> None:
     old_ring, new_ring = _ring("kek-1"), _ring("kek-1", "kek-2")
     sealed = seal_config(old_ring, fp_key, CONTEXT, SECRETS)
     context = CONTEXT
-    if target == "envelope":
+    if target == "not_json":  # authentic, but not a value: never rewrapped either
+        wrap_context = CONTEXT.wrap_context(sealed.dek_id, sealed.envelopes)
+        dek = old_ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
+        garbage = seal(dek, b"{", CONTEXT.value_aad(sealed.dek_id, "/list"))
+        sealed = dataclasses.replace(sealed, envelopes={**sealed.envelopes, "/list": garbage})
+    elif target == "envelope":
         envelope = bytearray(sealed.envelopes["/list"])
         envelope[-1] ^= 1
         sealed = dataclasses.replace(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy import func, insert, select, update
 from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.models import ConfigVersion, CurrentConfig, MasterKey
+from toolkit_vault.rotation import write_rewraps
 from toolkit_vault.service import Vault
 from toolkit_vault.storage import VersionDraft
 
@@ -106,6 +108,22 @@ def test_rotate_check_status_retire_at_10000_versions(
     assert json_of(run(cli_env, "check", "--json"))["intact"] == 10_000
     for done in (run(cli_env, "keys", "status"), run(cli_env, "check")):
         assert CANARY not in done.stdout + done.stderr
+
+
+def test_rewrap_writes_only_rows_still_holding_the_verified_key(vault: Vault) -> None:
+    """The batch `UPDATE` is compare-and-set on (id, old kek, old wrapped key): a row that
+    changed since it was read and verified is left alone."""
+    fill(vault, 2)
+    columns = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
+    with vault.store.engine.connect() as conn:
+        (a, kek, wrapped), (b, _, _) = conn.execute(select(*columns).order_by(ConfigVersion.id))
+    assert kek is not None and wrapped is not None
+    updates = [(a, kek, wrapped, kek, b"new-a"), (b, kek, wrapped, kek, b"new-b")]
+    vault.store.retrying(partial(write_rewraps, updates=updates))
+    with vault.store.engine.connect() as conn:
+        stored = dict(conn.execute(select(ConfigVersion.id, ConfigVersion.wrapped_dek)).all())
+    assert stored[a] == b"new-a"
+    assert stored[b] not in (b"new-b", b"new-a", None)
 
 
 def test_retire_refuses_while_a_row_uses_the_key(vault: Vault, cli_env: dict[str, str]) -> None:

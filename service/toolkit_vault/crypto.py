@@ -109,12 +109,16 @@ def new_key() -> SecretBytes:
     return SecretBytes(os.urandom(KEY_BYTES))
 
 
+_LENGTH = struct.Struct(">I").pack
+
+
 def associated_data(*fields: str | int) -> bytes:
     """Canonical, length-prefixed encoding of a record's context (no ambiguity by design)."""
     out = bytearray()
     for field in fields:
         data = str(field).encode()
-        out += struct.pack(">I", len(data)) + data
+        out += _LENGTH(len(data))
+        out += data
     return bytes(out)
 
 
@@ -294,8 +298,8 @@ def _open_values(
     values: dict[str, SecretValue] = {}
     for pointer, envelope in sealed.envelopes.items():
         plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
-        try:
-            values[pointer] = SecretValue(json.loads(plaintext))
+        try:  # sealed as RFC 8785 JSON, which is UTF-8
+            values[pointer] = SecretValue(json.loads(plaintext.decode()))
         except ValueError:
             raise DecryptionError from None
     return values

@@ -189,7 +189,7 @@ def _sealed(row: Any) -> tuple[RecordContext, SealedConfig]:
     return version_record(row._mapping).sealed()
 
 
-def _batches(store: Store, where: Any, batch_size: int) -> Iterator[list[Any]]:
+def version_batches(store: Store, where: Any, batch_size: int) -> Iterator[list[Any]]:
     """Keyset-paginated batches of encrypted versions: memory stays flat at any size."""
     last_id = 0
     while True:
@@ -212,7 +212,7 @@ def _rewrap_versions(
     done = 0
     failed_ids = {f["id"] for f in report.failed}
     where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != ring.primary_id)
-    for rows in _batches(store, where, batch_size):
+    for rows in version_batches(store, where, batch_size):
         updates = []
         for row in rows:
             if row.id in failed_ids:
@@ -223,9 +223,10 @@ def _rewrap_versions(
             except DecryptionError:
                 report.failed.append(_where(row))
                 continue
-            updates.append((row.id, row.kek_id, bytes(row.wrapped_dek), rewrapped))
+            old = (sealed.kek_id, sealed.wrapped_dek)  # as read: the compare-and-set's guard
+            updates.append((row.id, *old, rewrapped.kek_id, rewrapped.wrapped_dek))
         if updates:
-            store.retrying(partial(_write_rewraps, updates=updates))
+            store.retrying(partial(write_rewraps, updates=updates))
         done += len(updates)
         report.rewrapped += len(updates)
         if advance:
@@ -246,18 +247,17 @@ _REWRAP = (
 )
 
 
-def _write_rewraps(conn: Connection, updates: list[tuple[int, str, bytes, SealedConfig]]) -> None:
+Rewrap = tuple[int, str, bytes, str, bytes]  # row id, old kek, old wrapped, new kek, new wrapped
+
+
+def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
+    """One executemany of the prebuilt compare-and-set `UPDATE` (benchmarks/rotation.py
+    sends the same statement for its I/O-only floor)."""
     conn.execute(
         _REWRAP,
         [
-            {
-                "row_id": row_id,
-                "old_kek": old_kek,
-                "old_wrapped": old_wrapped,
-                "new_kek": sealed.kek_id,
-                "new_wrapped": sealed.wrapped_dek,
-            }
-            for row_id, old_kek, old_wrapped, sealed in updates
+            {"row_id": i, "old_kek": ok, "old_wrapped": ow, "new_kek": nk, "new_wrapped": nw}
+            for i, ok, ow, nk, nw in updates
         ],
     )
 
@@ -312,7 +312,7 @@ def check_store(
     with store.read() as conn:
         total = conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one()
     advance = start(int(total)) if start else None
-    for rows in _batches(store, ConfigVersion.id > 0, 1000):
+    for rows in version_batches(store, ConfigVersion.id > 0, 1000):
         for row in rows:
             if row.wrapped_dek is None:
                 counts["no_ciphertext"] += 1
