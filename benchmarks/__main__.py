@@ -97,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             modules[name] = module
             results += module.run(ctx)
         for name, module in modules.items():
-            missed = [r for r in results if r.holds is False and r.scenario.startswith(name)]
+            own = [r for r in results if r.scenario.startswith(name)]
+            missed = [r for r in own if r.holds is False]
             for result in missed:
-                notes.setdefault(result.scenario, getattr(module, "BOUND", ""))
+                notes.setdefault(result.scenario, getattr(module, "bound", lambda _: "")(own))
             profile = getattr(module, "profile", None)
             if profile is None or args.no_profile:
                 continue
