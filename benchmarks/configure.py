@@ -247,8 +247,8 @@ runs at about half the floor's rate or below, so any validation and sealing at a
 whole configure under 0.5x on this machine, whose fsync is fast (a commit costs a fraction
 of a millisecond, so the statements and the CPU show). Both sides pay one commit, so the
 ratio rises with the disk's commit latency: in an earlier full run with a busy disk, SQLite
-reached 0.85x. `StringEncryptedType` is one insert plus one AES-GCM and runs within a few
-percent of the floor: the >= 1x target asks a configure to cost no more than a plain insert,
+reached 0.85x. `StringEncryptedType` is one insert plus one AES-GCM and runs within about
+10% of the floor: the >= 1x target asks a configure to cost no more than a plain insert,
 which no version history, compare-and-set pointer and audit chain in the same transaction
 can meet. The profile below shows where the rest goes.
 Fixed along the way: every statement was built anew per call (SQLAlchemy statement
