@@ -357,9 +357,7 @@ class Store:
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
         transaction."""
-        event, head = self._link(draft, conn.execute(_CHAIN_END).one())
-        conn.execute(_INSERT_EVENT, event)
-        conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
+        _write_link(conn, *self._link(draft, conn.execute(_CHAIN_END).one()))
 
     def _link(
         self, draft: AuditDraft, chain_end: Sequence[Any]
@@ -501,8 +499,7 @@ class Store:
                     conn.execute(_INSERT_POINTER, move)
                 elif conn.execute(_MOVE_POINTER, move).rowcount != 1:
                     raise _pointer_moved()
-            conn.execute(_INSERT_EVENT, event)
-            conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
+            _write_link(conn, event, head)
             return version
 
         result: int = self.retrying(work)
@@ -579,6 +576,13 @@ def _verified_end(chain_end: Sequence[Any], sign: Signer) -> tuple[int, bytes]:
             "until that is resolved (run `toolkit-vault audit verify`)"
         )
     return int(head_seq), bytes(head_mac)
+
+
+def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -> None:
+    """Append a chain link made by `Store._link` and move the head to it (the first link
+    creates the head row)."""
+    conn.execute(_INSERT_EVENT, event)
+    conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
 
 
 def _pointer_moved() -> IntegrityError:
