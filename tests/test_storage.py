@@ -10,7 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import func, inspect, select
+from sqlalchemy import func, inspect, select, update
 
 from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
@@ -92,6 +92,36 @@ def test_audit_failure_rolls_back_the_version(vault: Vault) -> None:
     with vault.store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 0
         assert conn.execute(select(func.count()).select_from(CurrentConfig)).scalar_one() == 0
+
+
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_pointer_moved_after_the_read_loses_the_compare_and_set_and_retries(
+    vault: Vault,
+) -> None:
+    """PostgreSQL sends a configure's writes as one statement of CTEs: a pointer moved by a
+    writer outside the vault's lock between the read and that statement must fail the
+    compare-and-set there, roll the attempt back whole and retry from a fresh read. (On
+    SQLite no other writer can move it: BEGIN IMMEDIATE holds the database.)"""
+    session = _session(vault)
+    assert vault.store.append_version(session, "t", lambda v, k: draft(), "configure") == 1
+    built: list[int] = []
+
+    def build(version: int, primary: str) -> VersionDraft:
+        if not built:
+            with vault.store.engine.begin() as other:
+                other.execute(update(CurrentConfig).values(version=7))
+        built.append(version)
+        return draft()
+
+    assert vault.store.append_version(session, "t", build, "configure") == 2
+    assert built == [2, 2]
+    with vault.store.engine.connect() as conn:
+        versions = conn.execute(select(ConfigVersion.version)).scalars().all()
+        assert sorted(versions) == [1, 2]  # the lost attempt left no row
+        assert conn.execute(select(CurrentConfig.version)).scalar_one() == 2
+    assert vault.verify_audit().ok
 
 
 def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
