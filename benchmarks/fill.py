@@ -12,8 +12,8 @@ from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.models import ConfigVersion, CurrentConfig
 from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.records import VersionDraft
 from toolkit_vault.service import Vault
-from toolkit_vault.storage import VersionDraft
 
 from .toolkit import bench_config
 

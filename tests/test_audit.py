@@ -15,8 +15,8 @@ from test_vault import configure, handshake, secret_config
 from toolkit_vault.audit import verify_audit_chain
 from toolkit_vault.errors import StoreError
 from toolkit_vault.models import AuditEvent, AuditHead, ConfigVersion
+from toolkit_vault.records import AuditDraft
 from toolkit_vault.service import Vault
-from toolkit_vault.storage import AuditDraft
 
 
 def _populate(vault: Vault) -> list[int]:

@@ -19,9 +19,9 @@ from sqlalchemy import func, insert, select, update
 from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.models import ConfigVersion, CurrentConfig, MasterKey
+from toolkit_vault.records import VersionDraft
 from toolkit_vault.rotation import write_rewraps
 from toolkit_vault.service import Vault
-from toolkit_vault.storage import VersionDraft
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-rotation"

@@ -15,8 +15,9 @@ from sqlalchemy import func, inspect, select, update
 from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
 from toolkit_vault.models import SCHEMA_REVISION, AuditEvent, Base, ConfigVersion, CurrentConfig
+from toolkit_vault.records import VersionDraft
 from toolkit_vault.service import Vault
-from toolkit_vault.storage import Store, VersionDraft
+from toolkit_vault.storage import Store
 
 
 def draft(status: str = "ok") -> VersionDraft:

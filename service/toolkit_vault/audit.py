@@ -27,10 +27,11 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import aliased
 
 from . import crypto
+from .chain import CHAIN_START, Signer, audit_payload, head_link
 from .crypto import SecretBytes
 from .errors import StoreError
 from .models import AuditEvent, AuditHead, ConfigVersion
-from .storage import CHAIN_START, Signer, Store, audit_payload, head_link
+from .storage import Store
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
 

@@ -20,7 +20,8 @@ from sqlalchemy import Connection, and_, delete, or_, select, update
 from .errors import UnknownSession, VaultError
 from .models import ConfigVersion, CurrentConfig
 from .models import Session as SessionRow
-from .storage import AuditDraft, Store
+from .records import AuditDraft
+from .storage import Store
 
 __all__ = ["PurgeReport", "history", "iso_time", "parse_time", "purge"]
 

@@ -38,9 +38,10 @@ from toolkit_package.toolkit import property_names, to_toolkit_definition
 from .errors import VaultError
 from .models import ImportedToolkit as ImportedRow
 from .protocol import ToolkitDefinition
+from .records import AuditDraft
 from .registry import ToolkitFactory, ToolkitRegistry, coerce_definition
 from .schema import canonical_json, compile_schema
-from .storage import AuditDraft, Store
+from .storage import Store
 
 __all__ = [
     "AUDIT_ACTION",

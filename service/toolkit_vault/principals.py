@@ -21,8 +21,9 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from .errors import VaultError
 from .models import Principal as PrincipalRow
+from .records import AuditDraft
 from .service import Principal
-from .storage import AuditDraft, Store
+from .storage import Store
 
 __all__ = [
     "ROLES",

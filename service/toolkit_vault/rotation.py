@@ -29,7 +29,8 @@ from .crypto import KeyRing, RecordContext, SealedConfig
 from .errors import DecryptionError, KeyProviderError, VaultError
 from .keys import KeyProvider
 from .models import ConfigVersion, InternalKey, MasterKey
-from .storage import AuditDraft, Store, version_record
+from .records import AuditDraft, version_record
+from .storage import Store
 
 __all__ = ["RotationReport", "check_store", "key_status", "retire_key", "rotate_keys"]
 

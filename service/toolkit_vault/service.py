@@ -40,9 +40,10 @@ from .protocol import (
     dump_message,
     parse_message,
 )
+from .records import AuditDraft, VersionDraft, VersionRecord
 from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
 from .schema import check_sealable, merge_secrets
-from .storage import AuditDraft, Store, VersionDraft, VersionRecord
+from .storage import Store
 
 __all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
 

@@ -8,18 +8,12 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
-import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-import rfc8785
 from sqlalchemy import (
     Connection,
     Engine,
@@ -33,9 +27,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from .crypto import RecordContext, SealedConfig, public_digest
+from .chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from .database import read_only
-from .errors import DecryptionError, StoreError
+from .errors import StoreError
 from .models import (
     AuditEvent,
     AuditHead,
@@ -46,26 +40,13 @@ from .models import (
     Principal,
 )
 from .models import Session as SessionRow
+from .records import AuditDraft, VersionDraft, VersionRecord, version_record
 
-__all__ = [
-    "CHAIN_START",
-    "AuditDraft",
-    "Signer",
-    "Store",
-    "VersionDraft",
-    "VersionRecord",
-    "audit_payload",
-    "head_link",
-    "version_record",
-]
+__all__ = ["Store"]
 
-Signer = Callable[[bytes, bytes], bytes]
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
-CHAIN_START = bytes(32)  # every link is 32 bytes, so HMAC(previous || event) is unambiguous
 _LIVE = ("ok", "partial")
-_HEAD_DOMAIN = hashlib.sha256(b"toolkit-vault/v1/audit-head").digest()  # 32 bytes, like a link
-_AUDIT_FIELDS = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version")
 
 # The statements of every configure and audit write, built once with bound parameters:
 # building them per call cost more CPU than the rest of a configure (benchmarks/).
@@ -147,7 +128,7 @@ def _pg_append(pointer: str | None) -> Any:
     pointer rows it wrote (1 for no pointer), which compare-and-set checks as before."""
     ctes = [
         _prefixed_insert(ConfigVersion.__table__, _VERSION_COLUMNS, "v_").cte("new_version"),
-        _prefixed_insert(AuditEvent.__table__, (*_AUDIT_FIELDS, "details", "mac"), "e_").cte(
+        _prefixed_insert(AuditEvent.__table__, (*AUDIT_FIELDS, "details", "mac"), "e_").cte(
             "new_event"
         ),
         _MOVE_HEAD.returning(AuditHead.id).cte("new_head"),
@@ -160,140 +141,6 @@ def _pg_append(pointer: str | None) -> Any:
 
 
 _PG_APPEND = {pointer: _pg_append(pointer) for pointer in (None, "insert", "update")}
-
-
-def audit_payload(fields: Mapping[str, Any]) -> bytes:
-    """The bytes one chain link signs: the event as canonical JSON (RFC 8785).
-
-    `details` is read as stored (JSON text) when given as text, so the writer signs exactly
-    what a verifier reads back; `Store.audit` and `audit.verify_audit_chain` both call this.
-    """
-    details = fields["details"]
-    if isinstance(details, str):
-        details = json.loads(details)
-    event = {name: fields[name] for name in _AUDIT_FIELDS}
-    return bytes(rfc8785.dumps({**event, "details": details}))
-
-
-def head_link(sign: Signer, seq: int, mac: bytes) -> bytes:
-    """The head's MAC over (seq, last link). Its input is the 32-byte head domain, then a
-    zero byte where every link's payload has `{`: never equal to a link's input."""
-    return sign(_HEAD_DOMAIN, b"\x00" + struct.pack(">Q", seq) + mac)
-
-
-@dataclass(frozen=True)
-class AuditDraft:
-    actor: str
-    action: str
-    session_id: str | None = None
-    toolkit_name: str | None = None
-    version: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, repr=False)
-class VersionDraft:
-    """A version to append; `sealed_secrets` maps pointer -> base64 envelope."""
-
-    status: str
-    message: str | None
-    actor: str
-    schema_digest: str
-    public_config: dict[str, Any]
-    secret_fingerprints: dict[str, str]
-    sealed_secrets: dict[str, str] | None
-    dek_id: str | None
-    kek_id: str | None
-    wrapped_dek: bytes | None
-
-    @classmethod
-    def of(
-        cls,
-        status: str,
-        message: str | None,
-        actor: str,
-        schema_digest: str,
-        public_config: dict[str, Any],
-        sealed: SealedConfig,
-        *,
-        keep_ciphertext: bool = True,
-    ) -> VersionDraft:
-        """A draft from a sealed config; without ciphertext, only its fingerprints are kept."""
-        envelopes = {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}
-        keep = keep_ciphertext
-        return cls(
-            status,
-            message,
-            actor,
-            schema_digest,
-            public_config,
-            sealed.fingerprints,
-            envelopes if keep else None,
-            sealed.dek_id if keep else None,
-            sealed.kek_id if keep else None,
-            sealed.wrapped_dek if keep else None,
-        )
-
-    def columns(
-        self, session_id: str, toolkit_name: str, version: int, created_at: float
-    ) -> dict[str, Any]:
-        """The `config_versions` row this draft becomes."""
-        return {
-            "session_id": session_id,
-            "toolkit_name": toolkit_name,
-            "version": version,
-            "status": self.status,
-            "message": self.message,
-            "actor": self.actor,
-            "created_at": created_at,
-            "schema_digest": self.schema_digest,
-            "public_config": json.dumps(self.public_config),
-            "secret_fingerprints": json.dumps(self.secret_fingerprints),
-            "sealed_secrets": None
-            if self.sealed_secrets is None
-            else json.dumps(self.sealed_secrets),
-            "dek_id": self.dek_id,
-            "kek_id": self.kek_id,
-            "wrapped_dek": self.wrapped_dek,
-        }
-
-
-@dataclass(frozen=True, repr=False)
-class VersionRecord:
-    session_id: str
-    toolkit_name: str
-    version: int
-    status: str
-    schema_digest: str
-    public_config: dict[str, Any]
-    sealed_secrets: dict[str, str] | None
-    dek_id: str | None
-    kek_id: str | None
-    wrapped_dek: bytes | None
-    damaged: bool = False  # a JSON column no longer holds an object: edited by hand
-
-    @property
-    def encrypted(self) -> bool:
-        return self.wrapped_dek is not None or bool(self.sealed_secrets)
-
-    def sealed(self) -> tuple[RecordContext, SealedConfig]:
-        """The version's crypto context and sealed half, as `crypto.open_config` takes them;
-        anything that cannot be read back as stored is the opaque `DecryptionError`."""
-        if self.damaged or self.wrapped_dek is None or self.kek_id is None:
-            raise DecryptionError
-        try:
-            envelopes = {
-                p: base64.b64decode(v, validate=True)
-                for p, v in (self.sealed_secrets or {}).items()
-            }
-            bound = public_digest(self.public_config)
-        except (ValueError, TypeError):
-            raise DecryptionError from None
-        fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
-        context = RecordContext(*fields, bound)
-        return context, SealedConfig(
-            self.dek_id or "", self.kek_id, self.wrapped_dek, envelopes, {}
-        )
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -368,7 +215,7 @@ class Store:
         chain it cannot vouch for."""
         if self._sign is None:
             raise StoreError("the audit key is not loaded")
-        last_seq, previous = _verified_end(chain_end, self._sign)
+        last_seq, previous = verified_end(chain_end, self._sign)
         seq = last_seq + 1
         event: dict[str, Any] = {
             "seq": seq,
@@ -531,51 +378,6 @@ class Store:
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""
         self.retrying(lambda conn: self.audit(conn, draft))
-
-
-def version_record(row: Any) -> VersionRecord:
-    """One version as stored; a damaged row is marked, so it fails alone, at decryption."""
-    public, sealed = _json_object(row["public_config"]), _json_object(row["sealed_secrets"])
-    return VersionRecord(
-        session_id=row["session_id"],
-        toolkit_name=row["toolkit_name"],
-        version=row["version"],
-        status=row["status"],
-        schema_digest=row["schema_digest"],
-        public_config=public or {},
-        sealed_secrets=sealed,
-        dek_id=row["dek_id"],
-        kek_id=row["kek_id"],
-        wrapped_dek=None if row["wrapped_dek"] is None else bytes(row["wrapped_dek"]),
-        damaged=public is None or (sealed is None and row["sealed_secrets"] is not None),
-    )
-
-
-def _json_object(text: str | None) -> dict[str, Any] | None:
-    try:
-        value = None if text is None else json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _verified_end(chain_end: Sequence[Any], sign: Signer) -> tuple[int, bytes]:
-    """(last seq, last link) of a chain whose authenticated head matches its last event."""
-    head_seq, head_mac, head_link_mac, last_seq, last_mac = chain_end
-    if head_seq is None and last_seq is None:
-        return 0, CHAIN_START
-    if (
-        head_seq is None
-        or last_seq is None
-        or head_seq != last_seq
-        or not hmac.compare_digest(bytes(head_mac), bytes(last_mac))
-        or not hmac.compare_digest(head_link(sign, head_seq, bytes(head_mac)), bytes(head_link_mac))
-    ):
-        raise StoreError(
-            "the audit chain head does not match its last event; writes are refused "
-            "until that is resolved (run `toolkit-vault audit verify`)"
-        )
-    return int(head_seq), bytes(head_mac)
 
 
 def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -> None:

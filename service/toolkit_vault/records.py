@@ -1,0 +1,158 @@
+"""What the store takes and gives back: drafts to append and versions as stored.
+
+Kept apart from `storage` so the store's transactions read alone; these are plain values
+(ciphertext as base64 text, wrapped keys as bytes), and never a key.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .crypto import RecordContext, SealedConfig, public_digest
+from .errors import DecryptionError
+
+__all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "version_record"]
+
+
+@dataclass(frozen=True)
+class AuditDraft:
+    actor: str
+    action: str
+    session_id: str | None = None
+    toolkit_name: str | None = None
+    version: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, repr=False)
+class VersionDraft:
+    """A version to append; `sealed_secrets` maps pointer -> base64 envelope."""
+
+    status: str
+    message: str | None
+    actor: str
+    schema_digest: str
+    public_config: dict[str, Any]
+    secret_fingerprints: dict[str, str]
+    sealed_secrets: dict[str, str] | None
+    dek_id: str | None
+    kek_id: str | None
+    wrapped_dek: bytes | None
+
+    @classmethod
+    def of(
+        cls,
+        status: str,
+        message: str | None,
+        actor: str,
+        schema_digest: str,
+        public_config: dict[str, Any],
+        sealed: SealedConfig,
+        *,
+        keep_ciphertext: bool = True,
+    ) -> VersionDraft:
+        """A draft from a sealed config; without ciphertext, only its fingerprints are kept."""
+        envelopes = {p: base64.b64encode(e).decode() for p, e in sealed.envelopes.items()}
+        keep = keep_ciphertext
+        return cls(
+            status,
+            message,
+            actor,
+            schema_digest,
+            public_config,
+            sealed.fingerprints,
+            envelopes if keep else None,
+            sealed.dek_id if keep else None,
+            sealed.kek_id if keep else None,
+            sealed.wrapped_dek if keep else None,
+        )
+
+    def columns(
+        self, session_id: str, toolkit_name: str, version: int, created_at: float
+    ) -> dict[str, Any]:
+        """The `config_versions` row this draft becomes."""
+        return {
+            "session_id": session_id,
+            "toolkit_name": toolkit_name,
+            "version": version,
+            "status": self.status,
+            "message": self.message,
+            "actor": self.actor,
+            "created_at": created_at,
+            "schema_digest": self.schema_digest,
+            "public_config": json.dumps(self.public_config),
+            "secret_fingerprints": json.dumps(self.secret_fingerprints),
+            "sealed_secrets": None
+            if self.sealed_secrets is None
+            else json.dumps(self.sealed_secrets),
+            "dek_id": self.dek_id,
+            "kek_id": self.kek_id,
+            "wrapped_dek": self.wrapped_dek,
+        }
+
+
+@dataclass(frozen=True, repr=False)
+class VersionRecord:
+    session_id: str
+    toolkit_name: str
+    version: int
+    status: str
+    schema_digest: str
+    public_config: dict[str, Any]
+    sealed_secrets: dict[str, str] | None
+    dek_id: str | None
+    kek_id: str | None
+    wrapped_dek: bytes | None
+    damaged: bool = False  # a JSON column no longer holds an object: edited by hand
+
+    @property
+    def encrypted(self) -> bool:
+        return self.wrapped_dek is not None or bool(self.sealed_secrets)
+
+    def sealed(self) -> tuple[RecordContext, SealedConfig]:
+        """The version's crypto context and sealed half, as `crypto.open_config` takes them;
+        anything that cannot be read back as stored is the opaque `DecryptionError`."""
+        if self.damaged or self.wrapped_dek is None or self.kek_id is None:
+            raise DecryptionError
+        try:
+            envelopes = {
+                p: base64.b64decode(v, validate=True)
+                for p, v in (self.sealed_secrets or {}).items()
+            }
+            bound = public_digest(self.public_config)
+        except (ValueError, TypeError):
+            raise DecryptionError from None
+        fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
+        context = RecordContext(*fields, bound)
+        return context, SealedConfig(
+            self.dek_id or "", self.kek_id, self.wrapped_dek, envelopes, {}
+        )
+
+
+def version_record(row: Any) -> VersionRecord:
+    """One version as stored; a damaged row is marked, so it fails alone, at decryption."""
+    public, sealed = _json_object(row["public_config"]), _json_object(row["sealed_secrets"])
+    return VersionRecord(
+        session_id=row["session_id"],
+        toolkit_name=row["toolkit_name"],
+        version=row["version"],
+        status=row["status"],
+        schema_digest=row["schema_digest"],
+        public_config=public or {},
+        sealed_secrets=sealed,
+        dek_id=row["dek_id"],
+        kek_id=row["kek_id"],
+        wrapped_dek=None if row["wrapped_dek"] is None else bytes(row["wrapped_dek"]),
+        damaged=public is None or (sealed is None and row["sealed_secrets"] is not None),
+    )
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    try:
+        value = None if text is None else json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
