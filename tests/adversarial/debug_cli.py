@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from toolkit_vault import cli, logs
-from toolkit_vault.cli import main
+from toolkit_vault import logs
+from toolkit_vault.cli import main, serving
 
 _configure_logging = logs.configure_logging
 
@@ -34,6 +34,6 @@ if __name__ == "__main__":
     )
     for name in ("sqlalchemy.engine", "sqlalchemy.pool"):
         logging.getLogger(name).setLevel(logging.DEBUG)
-    cli.configure_logging = _debug_logging
+    serving.configure_logging = _debug_logging
     logs.redact = lambda text: text
     main()
