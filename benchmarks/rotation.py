@@ -255,15 +255,15 @@ MultiFernet's whole rotation of it: the floor's ratio is the ceiling of any per-
 ours or another. The design requires the per-row rewrite ("every wrapped DEK is rewrapped"),
 so the target cannot hold; a hierarchy that rotates only an intermediate key would be O(1)
 per rotation but is not the design.
-Between the floor and ours is the work a rewrap has to do per row. Sampled (py-spy) over
-10,000-row rotations: crypto 51-56% (HKDF 16-18%, AES-GCM about 10%: four committing-AEAD
-operations, unwrap the DEK, decrypt and parse each of the 2 secrets to prove the version
-intact before anything is written, wrap the DEK under the new KEK), rebuilding the version's
-context from the row 21-24% (JSON, base64, and the RFC 8785 digest of its public half that
-the wrapped DEK is bound to, 9-10%), the batch writes 10-17% and the reads the rest.
-MultiFernet does one HMAC check + AES-CBC decrypt and one encrypt of a ~200-byte token.
-Rewrapping beats re-encrypting when payloads are large (its cost does not grow with the
-secrets' size), not for configs of a few hundred bytes.
+Between the floor and ours is the work a rewrap has to do per row. Sampled separately
+(py-spy, 10,000-row rotations, not this run): crypto 51-56% (HKDF 16-18%, AES-GCM about 10%:
+four committing-AEAD operations, unwrap the DEK, decrypt and parse each of the 2 secrets to
+prove the version intact before anything is written, wrap the DEK under the new KEK),
+rebuilding the version's context from the row 21-24% (JSON, base64, and the RFC 8785 digest
+of its public half that the wrapped DEK is bound to, 9-10%), the batch writes 10-17% and the
+reads the rest. MultiFernet does one HMAC check + AES-CBC decrypt and one encrypt of a
+~200-byte token. Rewrapping beats re-encrypting when payloads are large (its cost does not
+grow with the secrets' size), not for configs of a few hundred bytes.
 Fixed along the way: one `UPDATE` was built per row (SQLAlchemy construction cost more than
 the row's crypto); it is now one prebuilt statement sent as an executemany per batch, with
 the same compare-and-set on the old wrapped key. Trimmed since: the AAD encoding (a prebuilt
