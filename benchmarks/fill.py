@@ -10,6 +10,7 @@ from sqlalchemy import insert
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
+from toolkit_vault.integrity import POINTERS, SESSIONS, VERSIONS
 from toolkit_vault.models import ConfigVersion, CurrentConfig
 from toolkit_vault.models import Session as SessionRow
 from toolkit_vault.records import VersionDraft
@@ -38,7 +39,18 @@ def _version_row(
     draft = VersionDraft.of(
         "ok", "Toolkit configured successfully", "local", digest, public, sealed
     )
-    return draft.columns(session_id, toolkit, version, time.time())
+    row = draft.columns(session_id, toolkit, version, time.time())
+    return {**row, "mac": vault.store.mac(VERSIONS, row)}
+
+
+def _session_row(vault: Vault, session_id: str, created_at: float) -> dict[str, Any]:
+    row = {"session_id": session_id, "principal_id": "local", "created_at": created_at}
+    return {**row, "mac": vault.store.mac(SESSIONS, row)}
+
+
+def _pointer_row(vault: Vault, version: dict[str, Any]) -> dict[str, Any]:
+    row = {k: version[k] for k in ("session_id", "toolkit_name", "version")}
+    return {**row, "updated_at": 0.0, "mac": vault.store.mac(POINTERS, row)}
 
 
 def _chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -59,10 +71,7 @@ def fill_sessions(vault: Vault, sessions: int, toolkits: list[str], prefix: str 
         for start in range(0, sessions, CHUNK):
             conn.execute(
                 insert(SessionRow),
-                [
-                    {"session_id": s, "principal_id": "local", "created_at": time.time()}
-                    for s in names[start : start + CHUNK]
-                ],
+                [_session_row(vault, s, time.time()) for s in names[start : start + CHUNK]],
             )
         rows = (
             _version_row(vault, s, t, 1, i)
@@ -70,18 +79,7 @@ def fill_sessions(vault: Vault, sessions: int, toolkits: list[str], prefix: str 
         )
         for chunk in _chunks(rows):
             conn.execute(insert(ConfigVersion), chunk)
-            conn.execute(
-                insert(CurrentConfig),
-                [
-                    {
-                        "session_id": r["session_id"],
-                        "toolkit_name": r["toolkit_name"],
-                        "version": 1,
-                        "updated_at": 0.0,
-                    }
-                    for r in chunk
-                ],
-            )
+            conn.execute(insert(CurrentConfig), [_pointer_row(vault, r) for r in chunk])
 
 
 def fill_versions(vault: Vault, count: int, per_session: int = 100) -> None:
@@ -90,7 +88,7 @@ def fill_versions(vault: Vault, count: int, per_session: int = 100) -> None:
     with vault.store.engine.begin() as conn:
         conn.execute(
             insert(SessionRow),
-            [{"session_id": s, "principal_id": "local", "created_at": 0.0} for s in sessions],
+            [_session_row(vault, s, 0.0) for s in sessions],
         )
         rows = (
             _version_row(vault, sessions[n // per_session], "bench", n % per_session + 1, n)

@@ -120,6 +120,8 @@ def test_an_untouched_store_verifies(vault: Vault, cli_env: dict[str, str]) -> N
         "message": f"all {len(seqs)} audit events verify up to the chain head",
         "unaudited_versions": [],
         "unaudited_count": 0,
+        "state_problems": [],
+        "state_problem_count": 0,
     }
     human = run(cli_env, "audit", "verify")
     assert human.returncode == 0 and f"{len(seqs)}/{len(seqs)} events verified" in human.stdout

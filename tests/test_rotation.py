@@ -18,6 +18,7 @@ from sqlalchemy import func, insert, select, update
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
+from toolkit_vault.integrity import POINTERS, VERSIONS
 from toolkit_vault.models import ConfigVersion, CurrentConfig, MasterKey
 from toolkit_vault.records import VersionDraft
 from toolkit_vault.rotation import write_rewraps
@@ -44,13 +45,15 @@ def fill(vault: Vault, count: int, session: str = "bulk") -> None:
         secrets = {"/api_key": f"{CANARY}-{version}", "/auth/password": "pw"}
         sealed = crypto.seal_config(vault.ring, vault._fingerprint_key, context, secrets)
         draft = VersionDraft.of("ok", None, "local", digest, public, sealed)
-        rows.append(draft.columns(session, "secretive", version, time.time()))
+        row = draft.columns(session, "secretive", version, time.time())
+        rows.append({**row, "mac": vault.store.mac(VERSIONS, row)})
+    pointer = {"session_id": session, "toolkit_name": "secretive", "version": count}
     with vault.store.engine.begin() as conn:
         for start in range(0, len(rows), 2000):
             conn.execute(insert(ConfigVersion), rows[start : start + 2000])
         conn.execute(
             insert(CurrentConfig).values(
-                session_id=session, toolkit_name="secretive", version=count, updated_at=0.0
+                **pointer, updated_at=0.0, mac=vault.store.mac(POINTERS, pointer)
             )
         )
 

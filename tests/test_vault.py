@@ -268,7 +268,7 @@ def test_resume_with_undecryptable_config_still_opens(vault: Vault, home: VaultS
     assert out[0]["type"] == "handshake/resp"
     assert out[1]["type"] == "toolkit/status/event"
     assert (out[1]["toolkit_name"], out[1]["configured"]) == ("secretive", False)
-    assert out[1]["message"] == "stored config failed to decrypt"
+    assert out[1]["message"] == "stored config failed its integrity check"
     assert listed(resumed) == {"filesystem": True, "secretive": False}
     restarted.store.engine.dispose()
 

@@ -6,38 +6,36 @@ each event. Walking the events in `seq` order from `CHAIN_START` therefore prove
 event up to the head; the head proves nothing after it was cut off. The walk streams the
 table and reads one snapshot, so a vault that is being written to still verifies.
 
-The chain alone cannot tell that a config version was written without its event (a row
-forged straight into `config_versions`), so versions are cross-checked against their
-`configure` events too. Nothing here reads a secret: events carry none.
+The chain alone cannot tell a row forged, replayed from an older copy or deleted behind its
+back, so every authenticated table is then reconciled with the verified chain (`reconcile`):
+each such row is named. Nothing here reads a secret: events carry none.
 """
 
 from __future__ import annotations
 
 import hmac
-import itertools
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, exists, func, or_, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import aliased
 
 from . import crypto
-from .chain import CHAIN_START, Signer, audit_payload, head_link
+from .chain import CHAIN_START, Signer, head_link, links
 from .crypto import SecretBytes
 from .errors import StoreError
-from .models import AuditEvent, AuditHead, ConfigVersion
+from .integrity import VERSIONS, Row
+from .models import AuditEvent, AuditHead
+from .reconcile import StateProblem, reconcile
 from .storage import Store
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
 
-Problem = Literal["edited", "deleted", "inserted", "truncated", "unaudited"]
+Problem = Literal["edited", "deleted", "inserted", "truncated", "unaudited", "state"]
 BATCH_SIZE = 1000
-MAX_LISTED = 100  # unaudited versions named in a report; the count covers all of them
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,8 @@ class AuditReport:
     message: str
     unaudited_versions: list[dict[str, Any]] = field(default_factory=list)
     unaudited_count: int = 0
+    state_problems: list[StateProblem] = field(default_factory=list)
+    state_problem_count: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +65,8 @@ class AuditReport:
             "message": self.message,
             "unaudited_versions": self.unaudited_versions,
             "unaudited_count": self.unaudited_count,
+            "state_problems": [p.as_json() for p in self.state_problems],
+            "state_problem_count": self.state_problem_count,
         }
 
 
@@ -84,7 +86,22 @@ class _Break:
 def verify_audit_chain(
     store: Store, audit_key: SecretBytes, *, batch_size: int = BATCH_SIZE
 ) -> AuditReport:
-    """Walk the whole chain and its head, then cross-check config versions."""
+    """Walk the whole chain and its head, then reconcile the stored state with it."""
+    return _verify(store, audit_key, store.authentic, batch_size)
+
+
+def verify_chain_only(store: Store, audit_key: SecretBytes) -> AuditReport:
+    """The walk alone, with every row taken as authentic: what the upgrade backfill asks
+    before it trusts the chain to decide which rows to sign."""
+    return _verify(store, audit_key, lambda _table, _row: True, BATCH_SIZE)
+
+
+def _verify(
+    store: Store,
+    audit_key: SecretBytes,
+    authentic: Callable[[str, Row], bool],
+    batch_size: int,
+) -> AuditReport:
     sign: Signer = partial(crypto.chain_hash, audit_key)
     with _snapshot(store) as conn:
         head = conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
@@ -96,12 +113,20 @@ def verify_audit_chain(
         verified, last_mac, broken = _walk(conn, sign, trusted_head, batch_size)
         if broken is None:
             broken = _check_head(head, head_ok, verified, last_mac)
-        unaudited, count = _cross_check(conn, batch_size)
+        state = reconcile(conn, authentic, batch_size)
+    unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
+    count = len(unaudited)
     if broken is not None:
         problem: Problem | None = broken.problem
         message = broken.message
-    elif count:
+    elif count and count == state.count:
         problem, message = "unaudited", f"{count} config versions have no matching audit event"
+    elif state.count:
+        problem = "state"
+        message = (
+            f"{state.count} stored rows disagree with their MAC or the audit chain: "
+            + "; ".join(f"{p.table} {p.row}: {p.problem}" for p in state.problems[:3])
+        )
     else:
         problem, message = None, f"all {verified} audit events verify up to the chain head"
     return AuditReport(
@@ -112,9 +137,21 @@ def verify_audit_chain(
         first_bad_seq=None if broken is None else broken.seq,
         problem=problem,
         message=message,
-        unaudited_versions=unaudited,
+        unaudited_versions=[_unaudited(p) for p in unaudited],
         unaudited_count=count,
+        state_problems=state.problems,
+        state_problem_count=state.count,
     )
+
+
+def _unaudited(problem: StateProblem) -> dict[str, Any]:
+    session_id, toolkit_name, version = problem.version or ("", "", None)
+    return {
+        "session_id": session_id,
+        "toolkit_name": toolkit_name,
+        "version": version,
+        "reason": problem.detail,
+    }
 
 
 @contextmanager
@@ -130,14 +167,6 @@ def _snapshot(store: Store) -> Iterator[Connection]:
                 yield conn
     except OperationalError as exc:
         raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
-
-
-def _links(sign: Signer, previous: bytes, event: Mapping[str, Any]) -> bool:
-    try:
-        payload = audit_payload(event)
-    except (ValueError, TypeError, KeyError):
-        return False  # details no longer JSON, a float out of range: edited
-    return hmac.compare_digest(sign(previous, payload), bytes(event["mac"]))
 
 
 def _walk(
@@ -158,7 +187,7 @@ def _walk(
             if seq > good + 1:
                 gap = f"event {good + 1} was deleted (the chain jumps to {seq})"
                 return good, previous, _Break(good + 1, "deleted", gap)
-            if not _links(sign, previous, event):
+            if not links(sign, previous, event):
                 problem = _classify(sign, previous, event, next(rows, None), trusted_head)
                 what = _WHAT[problem]
                 return good, previous, _Break(seq, problem, f"event {seq} was {what}")
@@ -178,9 +207,9 @@ def _classify(
     if trusted_head is not None and seq > trusted_head:
         return "inserted"
     if following is not None and following["seq"] == seq + 1:
-        if _links(sign, bytes(event["mac"]), following):
+        if links(sign, bytes(event["mac"]), following):
             return "edited"
-        if _links(sign, previous, {**following, "seq": seq}):
+        if links(sign, previous, {**following, "seq": seq}):
             return "inserted"  # the next event is the original of this seq, renumbered
     return "edited"
 
@@ -207,69 +236,3 @@ def _check_head(head: Any, head_ok: bool, last_seq: int, last_mac: bytes) -> _Br
     if not hmac.compare_digest(bytes(head.mac), last_mac):
         return _Break(last_seq, "edited", f"event {last_seq} does not match the chain head")
     return None
-
-
-def _cross_check(conn: Connection, batch_size: int) -> tuple[list[dict[str, Any]], int]:
-    """Config versions whose `configure` event is missing or disagrees (actor, status),
-    and purged versions with no `purge` event for their session."""
-    configure = and_(
-        AuditEvent.action == "configure",
-        AuditEvent.session_id == ConfigVersion.session_id,
-        AuditEvent.toolkit_name == ConfigVersion.toolkit_name,
-        AuditEvent.version == ConfigVersion.version,
-    )
-    purge = aliased(AuditEvent)  # its own FROM, never correlated with the joined event
-    purged_audited = exists().where(
-        purge.action == "purge",
-        purge.session_id == ConfigVersion.session_id,
-        or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
-    )
-    query = (
-        select(
-            ConfigVersion.id,
-            ConfigVersion.session_id,
-            ConfigVersion.toolkit_name,
-            ConfigVersion.version,
-            ConfigVersion.status,
-            ConfigVersion.actor,
-            AuditEvent.actor.label("event_actor"),
-            AuditEvent.details.label("event_details"),
-            purged_audited.label("purge_audited"),
-        )
-        .outerjoin(AuditEvent, configure)
-        .order_by(ConfigVersion.id)
-        .execution_options(yield_per=batch_size)
-    )
-    listed: list[dict[str, Any]] = []
-    count = 0
-    with closing(conn.execute(query)) as result:
-        for _, group in itertools.groupby(result, key=lambda row: row.id):
-            rows = list(group)
-            reasons = [_disagreement(row) for row in rows]
-            if all(reasons):
-                count += 1
-                if len(listed) < MAX_LISTED:
-                    first = rows[0]
-                    listed.append(
-                        {
-                            "session_id": first.session_id,
-                            "toolkit_name": first.toolkit_name,
-                            "version": first.version,
-                            "reason": reasons[0],
-                        }
-                    )
-    return listed, count
-
-
-def _disagreement(row: Any) -> str | None:
-    if row.event_actor is None:
-        return "no configure event"
-    if row.event_actor != row.actor:
-        return "actor differs from its configure event"
-    if row.status == "purged":
-        return None if row.purge_audited else "purged without a purge event"
-    try:
-        status = json.loads(row.event_details).get("status")
-    except (ValueError, AttributeError):
-        status = None
-    return None if status == row.status else "status differs from its configure event"

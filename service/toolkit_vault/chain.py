@@ -19,7 +19,15 @@ import rfc8785
 
 from .errors import StoreError
 
-__all__ = ["AUDIT_FIELDS", "CHAIN_START", "Signer", "audit_payload", "head_link", "verified_end"]
+__all__ = [
+    "AUDIT_FIELDS",
+    "CHAIN_START",
+    "Signer",
+    "audit_payload",
+    "head_link",
+    "links",
+    "verified_end",
+]
 
 Signer = Callable[[bytes, bytes], bytes]
 CHAIN_START = bytes(32)  # every link is 32 bytes, so HMAC(previous || event) is unambiguous
@@ -38,6 +46,16 @@ def audit_payload(fields: Mapping[str, Any]) -> bytes:
         details = json.loads(details)
     event = {name: fields[name] for name in AUDIT_FIELDS}
     return bytes(rfc8785.dumps({**event, "details": details}))
+
+
+def links(sign: Signer, previous: bytes, event: Mapping[Any, Any]) -> bool:
+    """Whether `event` is the link that follows `previous` (never raises on odd data)."""
+    try:
+        payload = audit_payload(event)
+        stored = bytes(event["mac"])
+    except (ValueError, TypeError, KeyError):
+        return False  # details no longer JSON, a float out of range, text for bytes: edited
+    return hmac.compare_digest(sign(previous, payload), stored)
 
 
 def head_link(sign: Signer, seq: int, mac: bytes) -> bytes:

@@ -42,7 +42,10 @@ __all__ = [
     "SecretValue",
     "associated_data",
     "chain_hash",
+    "derive_key",
     "fingerprint",
+    "fingerprints_of",
+    "internal_context",
     "key_check_value",
     "new_key",
     "open_config",
@@ -50,6 +53,7 @@ __all__ = [
     "rewrap_config",
     "seal",
     "seal_config",
+    "state_mac",
     "unseal",
 ]
 
@@ -60,6 +64,7 @@ COMMIT_BYTES = 32
 _HEADER = 1 + NONCE_BYTES + COMMIT_BYTES
 _LABEL = b"toolkit-vault/v1/commit+enc"
 _KCV_LABEL = b"toolkit-vault/v1/key-check-value"
+_STATE_LABEL = b"toolkit-vault/v1/state-mac"
 
 
 class _Hidden:
@@ -162,9 +167,14 @@ def key_check_value(key: SecretBytes) -> bytes:
     return hmac.new(key.reveal(), _KCV_LABEL, hashlib.sha256).digest()[:16]
 
 
-def fingerprint(key: SecretBytes, pointer: str, canonical_value: bytes) -> str:
-    """HMAC of (path, value) for auditors: equal iff the value is unchanged, nothing more."""
-    mac = hmac.new(key.reveal(), associated_data(pointer), hashlib.sha256)
+def fingerprint(
+    key: SecretBytes, scope: Iterable[str], pointer: str, canonical_value: bytes
+) -> str:
+    """HMAC of (scope, path, value) for auditors: equal iff the value is unchanged, nothing
+    more. The scope (session, toolkit) keeps equality inside one config's history: the same
+    value elsewhere has another fingerprint, so one tenant's history is no oracle for
+    another's secrets."""
+    mac = hmac.new(key.reveal(), associated_data(*scope, pointer), hashlib.sha256)
     mac.update(canonical_value)
     return mac.hexdigest()
 
@@ -172,6 +182,19 @@ def fingerprint(key: SecretBytes, pointer: str, canonical_value: bytes) -> str:
 def chain_hash(key: SecretBytes, previous: bytes, payload: bytes) -> bytes:
     """One link of the audit chain: HMAC(key, previous link || payload)."""
     return hmac.new(key.reveal(), previous + payload, hashlib.sha256).digest()
+
+
+def state_mac(key: SecretBytes, encoded_row: bytes) -> bytes:
+    """The MAC that makes a stored row believable (see `integrity`): HMAC-SHA256 under the
+    state key, which the database holds only wrapped by a master key."""
+    return hmac.new(key.reveal(), _STATE_LABEL + encoded_row, hashlib.sha256).digest()
+
+
+def derive_key(key: SecretBytes, label: str) -> SecretBytes:
+    """An independent subkey for one purpose (HKDF-SHA256), so one stored key serves several
+    uses without any two sharing a key."""
+    info = b"toolkit-vault/v1/subkey/" + label.encode()
+    return SecretBytes(HKDF(hashes.SHA256(), KEY_BYTES, salt=None, info=info).derive(key.reveal()))
 
 
 class KeyRing:
@@ -218,6 +241,11 @@ class KeyRing:
         return SecretBytes(key)
 
 
+def internal_context(name: str) -> tuple[str | int, ...]:
+    """The wrap context of a vault-wide key (fingerprint, audit, state), named by purpose."""
+    return (FORMAT_VERSION, "internal", name)
+
+
 @dataclass(frozen=True)
 class RecordContext:
     """What a stored config version is: every envelope of the version is bound to it."""
@@ -234,6 +262,11 @@ class RecordContext:
         fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
         paths = hashlib.sha256(associated_data(*sorted(pointers))).hexdigest()
         return (FORMAT_VERSION, "dek", *fields, dek_id, paths, self.public_digest)
+
+    @property
+    def scope(self) -> tuple[str, str]:
+        """Whose history a fingerprint belongs to: equality is visible only inside it."""
+        return (self.session_id, self.toolkit_name)
 
     def value_aad(self, dek_id: str, pointer: str) -> bytes:
         fields = (self.session_id, self.toolkit_name, self.version, pointer, self.schema_digest)
@@ -270,7 +303,7 @@ def seal_config(
     for pointer, value in secrets.items():
         plaintext = rfc8785.dumps(value)
         envelopes[pointer] = seal(dek, plaintext, context.value_aad(dek_id, pointer))
-        fingerprints[pointer] = fingerprint(fingerprint_key, pointer, plaintext)
+        fingerprints[pointer] = fingerprint(fingerprint_key, context.scope, pointer, plaintext)
     return SealedConfig(dek_id, kek_id, wrapped, envelopes, fingerprints)
 
 
@@ -281,6 +314,19 @@ def open_config(
     wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
     dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
     return _open_values(dek, context, sealed)
+
+
+def fingerprints_of(
+    ring: KeyRing, fingerprint_key: SecretBytes, context: RecordContext, sealed: SealedConfig
+) -> dict[str, str]:
+    """Open a version and fingerprint its values afresh (the upgrade that scoped them)."""
+    wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
+    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
+    found = {}
+    for pointer, envelope in sealed.envelopes.items():
+        plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
+        found[pointer] = fingerprint(fingerprint_key, context.scope, pointer, plaintext)
+    return found
 
 
 def rewrap_config(ring: KeyRing, context: RecordContext, sealed: SealedConfig) -> SealedConfig:

@@ -70,6 +70,9 @@ def open_engine(url: str) -> Engine:
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Hand transaction control to SQLAlchemy's "begin" event (the pysqlite recipe).
     dbapi_connection.isolation_level = None
+    # Text that is not UTF-8 (SQLite stores whatever a writer gives it) must fail that one
+    # row's checks, not every query that reads past it.
+    dbapi_connection.text_factory = _lenient_text
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
@@ -77,6 +80,10 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA secure_delete=ON")  # purge: freed cells are zeroed, not left behind
     cursor.close()
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 def read_only(error: BaseException | None) -> bool:

@@ -2,10 +2,12 @@
 
 History shows what changed, who changed it and when, without any secret: the public half
 of each config as stored, and per secret path an HMAC fingerprint that is equal between
-two versions exactly when the value is (so "changed / unchanged" shows, the value does
-not). Purge destroys what would let anyone, even with the master key, read a session's
-secrets again: the wrapped data keys, the envelopes and the fingerprints (a fingerprint
-is an oracle for guessing a low-entropy secret). The metadata stays, marked `purged`.
+two versions of the same (session, toolkit) exactly when the value is (so "changed /
+unchanged" shows, the value does not; the same value elsewhere fingerprints otherwise).
+Purge leaves nothing of a purged config but its audit skeleton (session, toolkit, version,
+actor, time, status `purged`): the wrapped data keys, the envelopes, the fingerprints (an
+oracle for guessing a low-entropy secret), the secret paths, the public half and the
+message all go, so not even the master key can bring any of it back.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, or_, select, update
 
 from .errors import UnknownSession, VaultError
+from .integrity import VERSIONS
 from .models import ConfigVersion, CurrentConfig
 from .models import Session as SessionRow
 from .records import AuditDraft
@@ -80,6 +83,8 @@ def history(
 
 
 def _entry(row: Any) -> dict[str, Any]:
+    """One version for auditors; a row edited into something unreadable shows as such
+    (`damaged`) rather than stopping the whole history."""
     return {
         "session_id": row.session_id,
         "toolkit_name": row.toolkit_name,
@@ -90,10 +95,18 @@ def _entry(row: Any) -> dict[str, Any]:
         "time": iso_time(row.created_at),
         "ts": row.created_at,
         "schema_digest": row.schema_digest,
-        "public_config": json.loads(row.public_config),
-        "secret_fingerprints": json.loads(row.secret_fingerprints),
+        "public_config": _object(row.public_config),
+        "secret_fingerprints": _object(row.secret_fingerprints),
         "current": row.current_version == row.version,
     }
+
+
+def _object(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {"damaged": True}
+    return value if isinstance(value, dict) else {"damaged": True}
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,18 @@ class PurgeReport:
         }
 
 
+_SHREDDED = {  # what a purged version keeps of its config: nothing
+    "status": "purged",
+    "message": None,
+    "public_config": "{}",
+    "secret_fingerprints": "{}",
+    "sealed_secrets": None,
+    "wrapped_dek": None,
+    "dek_id": None,
+    "kek_id": None,
+}
+
+
 def purge(store: Store, session: str, toolkit: str | None = None, *, actor: str) -> PurgeReport:
     """Crypto-shred a session's versions (or one toolkit's) in one audited transaction."""
 
@@ -136,23 +161,13 @@ def purge(store: Store, session: str, toolkit: str | None = None, *, actor: str)
             ConfigVersion.sealed_secrets.is_not(None),
         )
         rows = conn.execute(
-            select(ConfigVersion.id, ConfigVersion.toolkit_name, ConfigVersion.secret_fingerprints)
-            .where(*scope, remaining)
-            .order_by(ConfigVersion.id)
+            select(ConfigVersion).where(*scope, remaining).order_by(ConfigVersion.id)
         ).all()
         for row in rows:
-            pointers = dict.fromkeys(json.loads(row.secret_fingerprints))  # keep the paths
             conn.execute(
                 update(ConfigVersion)
                 .where(ConfigVersion.id == row.id)
-                .values(
-                    status="purged",
-                    sealed_secrets=None,
-                    wrapped_dek=None,
-                    dek_id=None,
-                    kek_id=None,
-                    secret_fingerprints=json.dumps(pointers),
-                )
+                .values(**_SHREDDED, mac=store.mac(VERSIONS, {**row._mapping, **_SHREDDED}))
             )
         unconfigured = sorted(
             conn.execute(select(CurrentConfig.toolkit_name).where(*pointer_scope)).scalars()

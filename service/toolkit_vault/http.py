@@ -43,7 +43,7 @@ from .protocol import (
     dump_message,
     parse_message,
 )
-from .rotation import check_store, key_status
+from .rotation import key_status
 from .service import Principal, Vault
 
 __all__ = ["Limits", "create_app"]
@@ -275,7 +275,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     @app.get("/v1/check")
     async def v1_check(_: Principal = Depends(as_any_admin)) -> dict[str, Any]:
         """Decrypt-verify every stored version in memory (as `check --json`)."""
-        result: dict[str, Any] = await run_in_threadpool(check_store, vault.store, vault.ring)
+        result: dict[str, Any] = await run_in_threadpool(vault.check)
         return result
 
     return app

@@ -36,8 +36,10 @@ from toolkit_package.importers import (
 from toolkit_package.toolkit import property_names, to_toolkit_definition
 
 from .errors import VaultError
+from .integrity import IMPORTED
 from .models import ImportedToolkit as ImportedRow
 from .protocol import ToolkitDefinition
+from .reconcile import imported_as_audited
 from .records import AuditDraft
 from .registry import ToolkitFactory, ToolkitRegistry, coerce_definition
 from .schema import canonical_json, compile_schema
@@ -221,6 +223,7 @@ def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> li
             "imported_at": time.time(),
             "actor": actor,
         }
+        values["mac"] = store.mac(IMPORTED, {"name": entry.name, **values})
         if found is None:
             conn.execute(insert(ImportedRow).values(name=entry.name, **values))
         else:
@@ -276,15 +279,18 @@ def import_package(
 
 
 def stored_toolkits(store: Store) -> list[tuple[ToolkitFactory, str]]:
-    """(factory, registry source) of every imported toolkit; an unreadable row is logged."""
+    """(factory, registry source) of every imported toolkit the vault can believe.
+
+    A row is left out (and logged) unless its MAC holds and it is the definition the
+    latest verified import event names: an edited definition (a secret field made public)
+    or an older one put back (before a re-import marked more fields secret) would make the
+    next configure store a credential in clear.
+    """
     with store.read() as conn:
-        rows = conn.execute(
-            select(ImportedRow.name, ImportedRow.definition, ImportedRow.package_digest).order_by(
-                ImportedRow.name
-            )
-        ).all()
+        rows = conn.execute(select(ImportedRow).order_by(ImportedRow.name)).all()
+        believed = [row for row in rows if _believed(store, conn, row._mapping)]
     found: list[tuple[ToolkitFactory, str]] = []
-    for name, text, digest in rows:
+    for name, text, digest in ((r.name, r.definition, r.package_digest) for r in believed):
         try:
             definition = coerce_definition(json.loads(text))
         except (ValueError, VaultError):
@@ -295,6 +301,20 @@ def stored_toolkits(store: Store) -> list[tuple[ToolkitFactory, str]]:
             continue
         found.append((partial(PackageToolkit, definition), PACKAGE_SOURCE + digest))
     return found
+
+
+def _believed(store: Store, conn: Connection, row: Any) -> bool:
+    if not store.authentic(IMPORTED, row):
+        log.warning("imported toolkit %r fails its integrity check and is left out", row["name"])
+        return False
+    event = store.latest_event(conn, (AUDIT_ACTION, "toolkit_removed"), row["name"])
+    if event is None or not imported_as_audited(row, event):
+        log.warning(
+            "imported toolkit %r is not the one its latest import event names; left out",
+            row["name"],
+        )
+        return False
+    return True
 
 
 def read_package(path: str) -> bytes:

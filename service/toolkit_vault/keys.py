@@ -175,12 +175,21 @@ class FileProvider(KeyProvider):
             os.close(dir_fd)
 
 
+_env_document: str | None = None  # the env provider's document, once taken from os.environ
+
+
 class EnvProvider(KeyProvider):
+    """Reads the key document once and removes it from `os.environ`, so no process this
+    one starts (a toolkit's subprocess, a shell) inherits the master keys."""
+
     name: ProviderName = "env"
     where = f"environment variable {ENV_KEYS}"
 
     def load(self) -> MasterKeys | None:
-        text = os.environ.get(ENV_KEYS)
+        global _env_document
+        text = os.environ.pop(ENV_KEYS, None) or _env_document
+        if text:
+            _env_document = text
         return MasterKeys.loads(text, self.where) if text else None
 
     def store(self, keys: MasterKeys) -> None:

@@ -2,7 +2,8 @@
 
 Nothing here holds a plaintext secret: config versions carry the public half of a config
 in clear, and the secret half only as envelopes, a wrapped data key and HMAC fingerprints.
-Times are Unix epoch seconds, like the wire protocol's `ts`.
+Times are Unix epoch seconds, like the wire protocol's `ts`. Rows whose meaning matters
+carry `mac` (see `integrity`): a row without a valid one is not believed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ __all__ = [
     "Session",
 ]
 
-SCHEMA_REVISION = "0001"  # the Alembic head these models match (checked by the tests)
+SCHEMA_REVISION = "0002"  # the Alembic head these models match (checked by the tests)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -49,6 +50,11 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+def _mac() -> Mapped[bytes | None]:
+    """`integrity.RowAuthenticator`'s MAC; NULL only until an upgraded vault backfills it."""
+    return mapped_column(LargeBinary(32), nullable=True)
+
+
 class MasterKey(Base):
     """A KEK known to the store: its id and key check value, never the key."""
 
@@ -58,6 +64,7 @@ class MasterKey(Base):
     is_primary: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
     retired_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mac: Mapped[bytes | None] = _mac()
 
 
 class InternalKey(Base):
@@ -79,6 +86,7 @@ class Principal(Base):
     token_hash: Mapped[str | None] = mapped_column(String(128), unique=True, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mac: Mapped[bytes | None] = _mac()
 
 
 class Session(Base):
@@ -88,6 +96,7 @@ class Session(Base):
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     principal_id: Mapped[str] = mapped_column(ForeignKey("principals.principal_id"), index=True)
     created_at: Mapped[float] = mapped_column(Float)
+    mac: Mapped[bytes | None] = _mac()
 
 
 class ConfigVersion(Base):
@@ -112,6 +121,7 @@ class ConfigVersion(Base):
         ForeignKey("master_keys.kek_id"), nullable=True, index=True
     )
     wrapped_dek: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    mac: Mapped[bytes | None] = _mac()
 
 
 class CurrentConfig(Base):
@@ -122,6 +132,7 @@ class CurrentConfig(Base):
     toolkit_name: Mapped[str] = mapped_column(String(200), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[float] = mapped_column(Float)
+    mac: Mapped[bytes | None] = _mac()
 
 
 class ImportedToolkit(Base):
@@ -135,6 +146,7 @@ class ImportedToolkit(Base):
     format: Mapped[str] = mapped_column(String(32))
     imported_at: Mapped[float] = mapped_column(Float)
     actor: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[bytes | None] = _mac()
 
 
 class AuditEvent(Base):
@@ -153,6 +165,7 @@ class AuditEvent(Base):
 
 
 Index("ix_audit_events_session", AuditEvent.session_id, AuditEvent.toolkit_name)
+Index("ix_audit_events_action", AuditEvent.action, AuditEvent.seq)  # one kind of event, in order
 
 
 class AuditHead(Base):

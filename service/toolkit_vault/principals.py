@@ -10,6 +10,8 @@ event names the principal, never the token.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import re
 import secrets
 import time
@@ -20,6 +22,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, insert, or_, select, update
 
 from .errors import VaultError
+from .integrity import PRINCIPALS
+from .models import AuditEvent
 from .models import Principal as PrincipalRow
 from .records import AuditDraft
 from .service import Principal
@@ -41,6 +45,7 @@ ROLES: tuple[Role, ...] = ("agent", "operator", "auditor")
 TOKEN_PREFIX = "tkv_"  # noqa: S105 (a public prefix, not a secret)
 _TOKEN = re.compile(r"tkv_[A-Za-z0-9_-]{43}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,199}")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,15 +91,15 @@ def create_token(store: Store, role: str, name: str, *, actor: str = "operator")
         ).first()
         if taken is not None:
             raise VaultError(f"a principal named {name!r} already exists")
-        conn.execute(
-            insert(PrincipalRow).values(
-                principal_id=principal_id,
-                name=name,
-                role=role,
-                token_hash=_hash(token),
-                created_at=time.time(),
-            )
-        )
+        row = {
+            "principal_id": principal_id,
+            "name": name,
+            "role": role,
+            "token_hash": _hash(token),
+            "created_at": time.time(),
+            "revoked_at": None,
+        }
+        conn.execute(insert(PrincipalRow).values(**row, mac=store.mac(PRINCIPALS, row)))
         details = {"principal_id": principal_id, "name": name, "role": role}
         store.audit(conn, AuditDraft(actor, "token_created", details=details))
 
@@ -132,10 +137,11 @@ def revoke(store: Store, name_or_id: str, *, actor: str = "operator") -> tuple[P
         revoked_at = found.revoked_at
         if revoked_at is None:
             revoked_at = time.time()
+            row = {**found._mapping, "revoked_at": revoked_at}
             conn.execute(
                 update(PrincipalRow)
                 .where(PrincipalRow.principal_id == found.principal_id)
-                .values(revoked_at=revoked_at)
+                .values(revoked_at=revoked_at, mac=store.mac(PRINCIPALS, row))
             )
             details = {"principal_id": found.principal_id, "name": found.name}
             store.audit(conn, AuditDraft(actor, "token_revoked", details=details))
@@ -154,15 +160,40 @@ def revoke(store: Store, name_or_id: str, *, actor: str = "operator") -> tuple[P
 
 
 def authenticate(store: Store, token: str) -> Principal | None:
-    """The principal a bearer token belongs to, or None (unknown, malformed or revoked)."""
+    """The principal a bearer token belongs to, or None (unknown, malformed or revoked).
+
+    A row is believed only with its MAC: an edited role, an un-revoked token or a row
+    inserted by hand (a minted token) is refused like an unknown token, and logged.
+    """
     if not _TOKEN.fullmatch(token):
         return None
     with store.read() as conn:
         row = conn.execute(
-            select(PrincipalRow.principal_id, PrincipalRow.role, PrincipalRow.revoked_at).where(
-                PrincipalRow.token_hash == _hash(token)
-            )
+            select(PrincipalRow).where(PrincipalRow.token_hash == _hash(token))
         ).first()
-    if row is None or row.revoked_at is not None:
-        return None
+        if row is None or row.revoked_at is not None:
+            return None
+        if not store.authentic(PRINCIPALS, row._mapping):
+            log.warning("principal %s fails its integrity check; token refused", row.principal_id)
+            return None
+        if _revoked_in_chain(conn, row.principal_id):
+            log.warning("principal %s was revoked; its row was put back; refused", row.principal_id)
+            return None
     return Principal(row.principal_id, row.role)
+
+
+def _revoked_in_chain(conn: Connection, principal_id: str) -> bool:
+    """Whether a `token_revoked` event names the principal. A row restored from before its
+    revocation keeps a valid MAC; the event stays in the chain (deleting it breaks the chain,
+    which `audit verify` finds). Indexed by action; the id narrows it to a row or two."""
+    query = select(AuditEvent.details).where(
+        AuditEvent.action == "token_revoked",
+        AuditEvent.details.contains(principal_id, autoescape=True),
+    )
+    for (details,) in conn.execute(query):
+        try:
+            if json.loads(details).get("principal_id") == principal_id:
+                return True
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return False

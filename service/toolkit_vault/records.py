@@ -14,7 +14,7 @@ from typing import Any
 from .crypto import RecordContext, SealedConfig, public_digest
 from .errors import DecryptionError
 
-__all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "version_record"]
+__all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "as_bytes", "version_record"]
 
 
 @dataclass(frozen=True)
@@ -106,16 +106,20 @@ class VersionRecord:
     dek_id: str | None
     kek_id: str | None
     wrapped_dek: bytes | None
-    damaged: bool = False  # a JSON column no longer holds an object: edited by hand
-
-    @property
-    def encrypted(self) -> bool:
-        return self.wrapped_dek is not None or bool(self.sealed_secrets)
+    damaged: bool = False  # a column no longer holds what the vault writes: edited by hand
+    authentic: bool = True  # False: the row or its pointer failed `integrity` (see Store)
 
     def sealed(self) -> tuple[RecordContext, SealedConfig]:
         """The version's crypto context and sealed half, as `crypto.open_config` takes them;
-        anything that cannot be read back as stored is the opaque `DecryptionError`."""
-        if self.damaged or self.wrapped_dek is None or self.kek_id is None:
+        anything that cannot be read back as stored is the opaque `DecryptionError`. A
+        version is only ever opened whole: one without a wrapped key has nothing to give."""
+        if (
+            self.damaged
+            or not self.authentic
+            or self.wrapped_dek is None
+            or not isinstance(self.kek_id, str)
+            or not isinstance(self.dek_id, str)
+        ):
             raise DecryptionError
         try:
             envelopes = {
@@ -127,14 +131,15 @@ class VersionRecord:
             raise DecryptionError from None
         fields = (self.session_id, self.toolkit_name, self.version, self.schema_digest)
         context = RecordContext(*fields, bound)
-        return context, SealedConfig(
-            self.dek_id or "", self.kek_id, self.wrapped_dek, envelopes, {}
-        )
+        return context, SealedConfig(self.dek_id, self.kek_id, self.wrapped_dek, envelopes, {})
 
 
-def version_record(row: Any) -> VersionRecord:
-    """One version as stored; a damaged row is marked, so it fails alone, at decryption."""
+def version_record(row: Any, *, authentic: bool = True) -> VersionRecord:
+    """One version as stored. A row holding what the vault never writes (text where bytes
+    belong, JSON that is not an object) is marked damaged, so it fails alone, at decryption,
+    instead of raising for everyone who reads past it."""
     public, sealed = _json_object(row["public_config"]), _json_object(row["sealed_secrets"])
+    wrapped = as_bytes(row["wrapped_dek"])
     return VersionRecord(
         session_id=row["session_id"],
         toolkit_name=row["toolkit_name"],
@@ -145,14 +150,24 @@ def version_record(row: Any) -> VersionRecord:
         sealed_secrets=sealed,
         dek_id=row["dek_id"],
         kek_id=row["kek_id"],
-        wrapped_dek=None if row["wrapped_dek"] is None else bytes(row["wrapped_dek"]),
-        damaged=public is None or (sealed is None and row["sealed_secrets"] is not None),
+        wrapped_dek=wrapped,
+        damaged=public is None
+        or (sealed is None and row["sealed_secrets"] is not None)
+        or (wrapped is None and row["wrapped_dek"] is not None)
+        or not isinstance(row["version"], int)
+        or not isinstance(row["schema_digest"], str),
+        authentic=authentic,
     )
 
 
-def _json_object(text: str | None) -> dict[str, Any] | None:
+def as_bytes(value: Any) -> bytes | None:
+    """A BLOB column's value as bytes; None for NULL and for anything else SQLite was given."""
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+
+
+def _json_object(text: Any) -> dict[str, Any] | None:
     try:
-        value = None if text is None else json.loads(text)
+        value = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

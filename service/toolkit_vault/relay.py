@@ -2,32 +2,48 @@
 
 A configure through one replica must reach the WebSockets of that session on every other
 replica, so the service scales out behind a load balancer. Each replica NOTIFYs the status
-event (it holds no secret: names, flags and a sanitized message) and LISTENs on a thread
-of its own, delivering what other replicas sent to its local connections.
+event and LISTENs on a thread of its own, delivering what other replicas sent to its local
+connections.
+
+Any database role that can connect may LISTEN on, or NOTIFY, any channel. So a payload is
+sealed (AES-256-GCM, committing; see `crypto.seal`) under the relay key, a subkey of the
+state key that only the master key unwraps: a listener learns nothing but sizes and times,
+and a forged or altered payload is dropped. A payload older than `MAX_AGE` seconds, or one
+seen before, is dropped too, so a recorded one cannot be replayed.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import time
 import uuid
+from collections import deque
 
 import psycopg
 from sqlalchemy import text
 
+from . import crypto
+from .errors import DecryptionError, VaultError
 from .protocol import ToolkitStatusEvent, dump_message
 from .service import Vault
 
 __all__ = ["CHANNEL", "PgEventRelay"]
 
 CHANNEL = "toolkit_vault_events"
+MAX_AGE = 30.0  # seconds a relayed event stays acceptable
 log = logging.getLogger(__name__)
 
 
 class PgEventRelay:
     def __init__(self, vault: Vault) -> None:
+        if vault.relay_key is None:
+            raise VaultError("the relay key is not loaded")
+        self._key = vault.relay_key
+        self._seen: set[str] = set()  # event ids delivered in the last MAX_AGE seconds
+        self._expiry: deque[tuple[float, str]] = deque()
         self.vault = vault
         self.origin = uuid.uuid4().hex
         url = vault.store.engine.url.set(drivername="postgresql")
@@ -44,7 +60,13 @@ class PgEventRelay:
         self._stopped.set()
 
     def send(self, event: ToolkitStatusEvent) -> None:
-        payload = json.dumps({"origin": self.origin, "event": json.loads(dump_message(event))})
+        body = {
+            "origin": self.origin,
+            "sent": time.time(),
+            "event": json.loads(dump_message(event)),
+        }
+        sealed = crypto.seal(self._key, json.dumps(body).encode(), CHANNEL.encode())
+        payload = base64.b64encode(sealed).decode()
         try:
             with self.vault.store.engine.begin() as conn:
                 conn.execute(
@@ -72,9 +94,21 @@ class PgEventRelay:
 
     def _receive(self, payload: str) -> None:
         try:
-            data = json.loads(payload)
+            sealed = base64.b64decode(payload, validate=True)
+            data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))
             if data.get("origin") == self.origin:
                 return
-            self.vault.deliver(ToolkitStatusEvent.model_validate(data["event"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignored a malformed relayed event (%s)", type(exc).__name__)
+            event = ToolkitStatusEvent.model_validate(data["event"])
+            sent = float(data["sent"])
+        except (ValueError, KeyError, TypeError, DecryptionError) as exc:
+            log.warning("ignored a relayed event that is not ours (%s)", type(exc).__name__)
+            return
+        now = time.time()
+        while self._expiry and self._expiry[0][0] < now - MAX_AGE:
+            self._seen.discard(self._expiry.popleft()[1])
+        if not now - MAX_AGE < sent < now + MAX_AGE or event.id in self._seen:
+            log.warning("ignored a stale or repeated relayed event")
+            return
+        self._seen.add(event.id)
+        self._expiry.append((now, event.id))
+        self.vault.deliver(event)

@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from . import crypto
-from .bootstrap import internal_context
-from .crypto import KeyRing, RecordContext, SealedConfig
+from .crypto import KeyRing, RecordContext, SealedConfig, internal_context
 from .errors import DecryptionError, KeyProviderError, VaultError
+from .integrity import MASTER_KEYS, VERSIONS
 from .keys import KeyProvider
 from .models import ConfigVersion, InternalKey, MasterKey
 from .records import AuditDraft, version_record
@@ -151,18 +151,29 @@ def rotate_keys(
 
 def _make_primary(store: Store, ring: KeyRing, kek_id: str) -> None:
     def work(conn: Connection) -> None:
-        conn.execute(update(MasterKey).values(is_primary=False))
-        conn.execute(
-            insert(MasterKey).values(
-                kek_id=kek_id,
-                check_value=ring.check_value(kek_id),
-                is_primary=True,
-                created_at=time.time(),
-            )
-        )
+        for row in conn.execute(select(MasterKey).where(MasterKey.is_primary.is_(True))).all():
+            _update_key_record(store, conn, row, is_primary=False)
+        record = {
+            "kek_id": kek_id,
+            "check_value": ring.check_value(kek_id),
+            "is_primary": True,
+            "created_at": time.time(),
+            "retired_at": None,
+        }
+        conn.execute(insert(MasterKey).values(**record, mac=store.mac(MASTER_KEYS, record)))
         store.audit(conn, AuditDraft("operator", "kek_added", details={"kek_id": kek_id}))
 
     store.retrying(work)
+
+
+def _update_key_record(store: Store, conn: Connection, row: Any, **changes: Any) -> None:
+    """Change a master-key record and sign it again; only a record as read is changed."""
+    record = {**row._mapping, **changes}
+    conn.execute(
+        update(MasterKey)
+        .where(MasterKey.kek_id == row.kek_id, MasterKey.mac == row.mac)
+        .values(**changes, mac=store.mac(MASTER_KEYS, record))
+    )
 
 
 def _rewrap_internal(store: Store, ring: KeyRing) -> int:
@@ -287,9 +298,7 @@ def retire_key(store: Store, provider: KeyProvider, kek_id: str) -> dict[str, An
         )
 
     def work(conn: Connection) -> None:
-        conn.execute(
-            update(MasterKey).where(MasterKey.kek_id == kek_id).values(retired_at=time.time())
-        )
+        _update_key_record(store, conn, row, retired_at=time.time())
         store.audit(conn, AuditDraft("operator", "kek_retired", details={"kek_id": kek_id}))
 
     if row.retired_at is None:
@@ -307,7 +316,8 @@ def retire_key(store: Store, provider: KeyProvider, kek_id: str) -> dict[str, An
 def check_store(
     store: Store, ring: KeyRing, start: Callable[[int], Progress] | None = None
 ) -> dict[str, Any]:
-    """Decrypt-verify every stored version in memory (commitment, AAD, JSON); reveal nothing."""
+    """Decrypt-verify every stored version in memory (MAC, commitment, AAD, JSON); reveal
+    nothing. A version whose row fails its MAC counts as failed without being opened."""
     counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
     failed: list[dict[str, Any]] = []
     with store.read() as conn:
@@ -315,17 +325,24 @@ def check_store(
     advance = start(int(total)) if start else None
     for rows in version_batches(store, ConfigVersion.id > 0, 1000):
         for row in rows:
-            if row.wrapped_dek is None:
+            reason = None
+            if not store.authentic(VERSIONS, row._mapping):
+                reason = "fails its integrity check"
+            elif row.wrapped_dek is None:
                 counts["no_ciphertext"] += 1
                 continue
-            try:
-                context, sealed = _sealed(row)
-                crypto.open_config(ring, context, sealed)
+            else:
+                try:
+                    context, sealed = _sealed(row)
+                    crypto.open_config(ring, context, sealed)
+                except DecryptionError:
+                    reason = "does not decrypt"
+            if reason is None:
                 counts["intact"] += 1
-            except DecryptionError:
-                counts["failed"] += 1
-                if len(failed) < 100:
-                    failed.append(_where(row))
+                continue
+            counts["failed"] += 1
+            if len(failed) < 100:
+                failed.append({**_where(row), "reason": reason})
         if advance:
             advance(len(rows))
     return {"versions": int(total), **counts, "failed_versions": failed}

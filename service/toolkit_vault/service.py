@@ -42,6 +42,7 @@ from .protocol import (
 )
 from .records import AuditDraft, VersionDraft, VersionRecord
 from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from .rotation import check_store
 from .schema import check_sealable, merge_secrets
 from .storage import Store
 
@@ -49,6 +50,9 @@ __all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlug
 
 CAPABILITIES = ("toolkits",)
 SESSION_ID_CHARS = 64  # sessions.session_id
+# What a stored config that fails its MAC, its pointer check or decryption reports (one
+# message: which layer caught an edit is the operator's business, `check` names it).
+INTEGRITY_FAILED = "stored config failed its integrity check"
 log = logging.getLogger(__name__)
 
 
@@ -73,11 +77,13 @@ class Vault:
         registry: ToolkitRegistry,
         reload_keys: Callable[[], KeyRing] | None = None,
         audit_key: SecretBytes | None = None,
+        relay_key: SecretBytes | None = None,
     ) -> None:
         self.store = store
         self.ring = ring
         self._reload_keys = reload_keys
         self._audit_key = audit_key
+        self.relay_key = relay_key  # seals status events between replicas (relay.py)
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
@@ -121,7 +127,7 @@ class Vault:
                 instance, outcome = self._initialize(toolkit, config)
             except (DecryptionError, ToolkitNotFound) as exc:
                 reason = (
-                    "stored config failed to decrypt"
+                    INTEGRITY_FAILED
                     if isinstance(exc, DecryptionError)
                     else "toolkit not registered"
                 )
@@ -138,8 +144,6 @@ class Vault:
         return events
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
-        if not record.encrypted and not record.damaged:
-            return dict(record.public_config)
         context, sealed = record.sealed()
         if sealed.kek_id not in self.ring:
             self._refresh_ring()  # rotated by another process since this one started
@@ -284,10 +288,28 @@ class Vault:
         return report
 
     def verify_audit(self) -> AuditReport:
-        """Walk the audit chain with this vault's audit key (which never leaves it)."""
+        """Walk the audit chain with this vault's audit key (which never leaves it), and
+        reconcile every authenticated table with it."""
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         return verify_audit_chain(self.store, self._audit_key)
+
+    def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+        """`check`: every version decrypted in memory and every row's MAC, then the audit
+        chain and the state it vouches for; counts and names, never a value. The key ring
+        is reloaded first: another process may have rotated it since this one started."""
+        if self._reload_keys is not None:
+            self._refresh_ring()
+        result = check_store(self.store, self.ring, start)
+        audit = self.verify_audit()
+        result["audit"] = {
+            "ok": audit.problem in (None, "unaudited", "state"),
+            "message": audit.message,
+        }
+        result["state_problems"] = [p.as_json() for p in audit.state_problems]
+        result["state_problem_count"] = audit.state_problem_count
+        result["ok"] = not result["failed"] and audit.ok
+        return result
 
     def _refresh_ring(self) -> None:
         if self._reload_keys is None:

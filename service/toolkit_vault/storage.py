@@ -9,6 +9,7 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    Row,
     bindparam,
     func,
     insert,
@@ -27,9 +29,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from .chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
+from .chain import AUDIT_FIELDS, CHAIN_START, Signer, audit_payload, head_link, links, verified_end
 from .database import read_only
 from .errors import StoreError
+from .integrity import MASTER_KEYS, POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
+from .integrity import Row as StoredRow
 from .models import (
     AuditEvent,
     AuditHead,
@@ -44,6 +48,7 @@ from .records import AuditDraft, VersionDraft, VersionRecord, version_record
 
 __all__ = ["Store"]
 
+log = logging.getLogger(__name__)
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
 _LIVE = ("ok", "partial")
@@ -71,6 +76,7 @@ _VERSION_COLUMNS = (
     "dek_id",
     "kek_id",
     "wrapped_dek",
+    "mac",
 )
 _POINTER_KEY = (  # not named like a column: an UPDATE reserves those names for its SET
     CurrentConfig.session_id == bindparam("key_session"),
@@ -82,11 +88,14 @@ _INSERT_POINTER = insert(CurrentConfig).values(
     toolkit_name=bindparam("key_toolkit"),
     version=bindparam("new_version"),
     updated_at=bindparam("now"),
+    mac=bindparam("pointer_mac"),
 )
 _MOVE_POINTER = (
     update(CurrentConfig)
     .where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))
-    .values(version=bindparam("new_version"), updated_at=bindparam("now"))
+    .values(
+        version=bindparam("new_version"), updated_at=bindparam("now"), mac=bindparam("pointer_mac")
+    )
 )
 _INSERT_EVENT = insert(AuditEvent)
 _INSERT_HEAD = insert(AuditHead).values(
@@ -113,6 +122,43 @@ _WRITE_STATE = select(  # one round trip: latest version, primary KEK, pointer, 
     _PRIMARY_KEK.scalar_subquery(),
     _CURRENT_POINTER.scalar_subquery(),
     *_CHAIN_END_COLUMNS,
+)
+
+
+_LATEST_EVENT = (  # a toolkit's (not a session's) latest event of some actions
+    select(AuditEvent)
+    .where(
+        AuditEvent.session_id.is_(None),
+        AuditEvent.toolkit_name == bindparam("toolkit"),
+        AuditEvent.action.in_(bindparam("actions", expanding=True)),
+    )
+    .order_by(AuditEvent.seq.desc())
+    .limit(1)
+)
+_EVENT_MAC = select(AuditEvent.mac).where(AuditEvent.seq == bindparam("seq"))
+_LATER = ConfigVersion.__table__.alias("later")
+_CURRENT_VERSIONS = (  # a session's current versions, their pointers and latest live versions
+    select(
+        ConfigVersion,
+        CurrentConfig.version.label("pointer_version"),
+        CurrentConfig.mac.label("pointer_mac"),
+        select(func.max(_LATER.c.version))
+        .where(
+            _LATER.c.session_id == ConfigVersion.session_id,
+            _LATER.c.toolkit_name == ConfigVersion.toolkit_name,
+            _LATER.c.status.in_(_LIVE),
+        )
+        .scalar_subquery()
+        .label("latest_live"),
+    )
+    .join(
+        CurrentConfig,
+        (CurrentConfig.session_id == ConfigVersion.session_id)
+        & (CurrentConfig.toolkit_name == ConfigVersion.toolkit_name)
+        & (CurrentConfig.version == ConfigVersion.version),
+    )
+    .where(CurrentConfig.session_id == bindparam("session_id"))
+    .order_by(ConfigVersion.toolkit_name)
 )
 
 
@@ -151,14 +197,28 @@ def _retryable(exc: DBAPIError) -> bool:
 
 
 class Store:
-    """Repository over one engine; `sign` computes audit chain links (key held elsewhere)."""
+    """Repository over one engine. `sign` computes audit chain links and `rows` the MACs of
+    authenticated rows; both hold keys the database only has wrapped (see `integrity`)."""
 
-    def __init__(self, engine: Engine, sign: Signer | None = None) -> None:
+    def __init__(
+        self, engine: Engine, sign: Signer | None = None, rows: RowAuthenticator | None = None
+    ) -> None:
         self.engine = engine
         self._sign = sign
+        self._rows = rows
 
-    def set_signer(self, sign: Signer) -> None:
-        self._sign = sign
+    def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
+        self._sign, self._rows = sign, rows
+
+    def mac(self, table: str, row: StoredRow) -> bytes:
+        """The MAC a row of `table` is written with (`integrity` says what it covers)."""
+        if self._rows is None:
+            raise StoreError("the state key is not loaded: run `toolkit-vault init`")
+        return self._rows.mac(table, row)
+
+    def authentic(self, table: str, row: StoredRow) -> bool:
+        """Whether a row read back is exactly as the vault wrote it (never raises)."""
+        return self._rows is not None and self._rows.verify(table, row)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -231,12 +291,32 @@ class Store:
         head = {"new_seq": seq, "new_mac": mac, "new_head": head_link(self._sign, seq, mac)}
         return {**event, "mac": mac}, head
 
+    def latest_event(
+        self, conn: Connection, actions: Sequence[str], toolkit_name: str
+    ) -> Row[Any] | None:
+        """The latest of a toolkit's `actions` events, only if its own chain link verifies
+        against the event before it; None otherwise. One link, cheap enough for start-up:
+        `audit verify` walks the rest."""
+        if self._sign is None:
+            raise StoreError("the audit key is not loaded")
+        event = conn.execute(_LATEST_EVENT, {"actions": list(actions), "toolkit": toolkit_name})
+        found = event.first()
+        if found is None:
+            return None
+        previous = CHAIN_START
+        if found.seq > 1:
+            before = conn.execute(_EVENT_MAC, {"seq": found.seq - 1}).first()
+            if before is None or not isinstance(before.mac, bytes | memoryview):
+                return None
+            previous = bytes(before.mac)
+        return found if links(self._sign, previous, found._mapping) else None
+
     # -- keys ---------------------------------------------------------------------------
 
-    def master_keys(self) -> list[MasterKey]:
+    def master_keys(self) -> Sequence[Row[Any]]:
+        """Every master-key record as stored; `bootstrap` refuses one without a valid MAC."""
         with self.read() as conn:
-            rows = conn.execute(select(MasterKey).order_by(MasterKey.created_at)).all()
-        return [MasterKey(**row._mapping) for row in rows]
+            return conn.execute(select(MasterKey).order_by(MasterKey.created_at)).all()
 
     def internal_keys(self) -> dict[str, tuple[str, bytes]]:
         with self.read() as conn:
@@ -245,17 +325,29 @@ class Store:
             )
             return {name: (kek_id, bytes(wrapped)) for name, kek_id, wrapped in rows}
 
+    def add_internal_key(self, name: str, kek_id: str, wrapped: bytes, actor: str) -> None:
+        """A vault-wide key an older release did not make (wrapped; audited by name)."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped))
+            self.audit(conn, AuditDraft(actor, "internal_key_added", details={"name": name}))
+
+        self.retrying(work)
+
     def bootstrap_keys(
         self, kek_id: str, check_value: bytes, internal: dict[str, bytes], actor: str
     ) -> None:
         """Record the first KEK and the wrapped internal keys, with the first audit event."""
 
         def work(conn: Connection) -> None:
-            conn.execute(
-                insert(MasterKey).values(
-                    kek_id=kek_id, check_value=check_value, is_primary=True, created_at=time.time()
-                )
-            )
+            record = {
+                "kek_id": kek_id,
+                "check_value": check_value,
+                "is_primary": True,
+                "created_at": time.time(),
+                "retired_at": None,
+            }
+            conn.execute(insert(MasterKey).values(**record, mac=self.mac(MASTER_KEYS, record)))
             for name, wrapped in internal.items():
                 conn.execute(
                     insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped)
@@ -267,36 +359,48 @@ class Store:
     # -- principals and sessions ------------------------------------------------------------
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
+        """The tokenless principal of local transports (stdio), made once by `init`."""
         with self.read() as conn:
             found = conn.execute(
                 select(Principal.principal_id).where(Principal.principal_id == principal_id)
             ).first()
         if found is None:
+            row = {
+                "principal_id": principal_id,
+                "name": name,
+                "role": role,
+                "token_hash": None,
+                "created_at": time.time(),
+                "revoked_at": None,
+            }
             self.retrying(
                 lambda conn: conn.execute(
-                    insert(Principal).values(
-                        principal_id=principal_id, name=name, role=role, created_at=time.time()
-                    )
+                    insert(Principal).values(**row, mac=self.mac(PRINCIPALS, row))
                 )
             )
 
     def create_session(self, session_id: str, principal_id: str) -> None:
+        row = {"session_id": session_id, "principal_id": principal_id, "created_at": time.time()}
+
         def work(conn: Connection) -> None:
-            conn.execute(
-                insert(SessionRow).values(
-                    session_id=session_id, principal_id=principal_id, created_at=time.time()
-                )
-            )
+            conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
             self.audit(conn, AuditDraft(principal_id, "session_created", session_id=session_id))
 
         self.retrying(work)
 
     def session_owned_by(self, session_id: str, principal_id: str) -> bool:
+        """True only for a session row the vault wrote for this principal: a row whose owner
+        was edited (or that was inserted by hand) fails its MAC and owns nothing."""
         with self.read() as conn:
             row = conn.execute(
-                select(SessionRow.principal_id).where(SessionRow.session_id == session_id)
+                select(SessionRow).where(SessionRow.session_id == session_id)
             ).first()
-        return row is not None and row[0] == principal_id
+        if row is None or row.principal_id != principal_id:
+            return False
+        if not self.authentic(SESSIONS, row._mapping):
+            log.warning("session %s fails its integrity check; refused", session_id)
+            return False
+        return True
 
     # -- config versions ----------------------------------------------------------------------
 
@@ -326,12 +430,15 @@ class Store:
             draft = build(version, primary)
             now = time.time()
             row = draft.columns(session_id, toolkit_name, version, now)
+            row["mac"] = self.mac(VERSIONS, row)
             details = {"status": draft.status, "changed": sorted(draft.secret_fingerprints)}
             event, head = self._link(
                 AuditDraft(draft.actor, audit_action, session_id, toolkit_name, version, details),
                 chain_end,
             )
+            target = {"session_id": session_id, "toolkit_name": toolkit_name, "version": version}
             move = {**pointer, "expected": current, "new_version": version, "now": now}
+            move["pointer_mac"] = self.mac(POINTERS, target)
             live = draft.status in _LIVE
             if conn.dialect.name == "postgresql" and head["new_seq"] > 1:
                 pointer_write = ("insert" if current is None else "update") if live else None
@@ -360,20 +467,33 @@ class Store:
             return {name for (name,) in rows}
 
     def current_versions(self, session_id: str) -> list[VersionRecord]:
-        """The current version of every toolkit configured in a session."""
-        query = (
-            select(ConfigVersion)
-            .join(
-                CurrentConfig,
-                (CurrentConfig.session_id == ConfigVersion.session_id)
-                & (CurrentConfig.toolkit_name == ConfigVersion.toolkit_name)
-                & (CurrentConfig.version == ConfigVersion.version),
-            )
-            .where(CurrentConfig.session_id == session_id)
-            .order_by(ConfigVersion.toolkit_name)
-        )
+        """The current version of every toolkit configured in a session, each marked
+        `authentic` only when its row and its pointer carry valid MACs and the pointer names
+        the latest live version (a pointer rolled back to an older one is not believed)."""
         with self.read() as conn:
-            return [version_record(row._mapping) for row in conn.execute(query)]
+            rows = conn.execute(_CURRENT_VERSIONS, {"session_id": session_id}).all()
+        records = []
+        for row in rows:
+            mapping = row._mapping
+            pointer = {
+                "session_id": row.session_id,
+                "toolkit_name": row.toolkit_name,
+                "version": row.pointer_version,
+                "mac": row.pointer_mac,
+            }
+            authentic = (
+                row.latest_live == row.version
+                and self.authentic(VERSIONS, mapping)
+                and self.authentic(POINTERS, pointer)
+            )
+            if not authentic:
+                log.warning(
+                    "%s of session %s fails its integrity check; not initialized",
+                    row.toolkit_name,
+                    session_id,
+                )
+            records.append(version_record(mapping, authentic=authentic))
+        return records
 
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""

@@ -119,7 +119,7 @@ class Stored:
         events, configured = self.resume(session)
         assert configured[toolkit] is False
         assert [(e["toolkit_name"], e["configured"], e["message"]) for e in events] == [
-            (toolkit, False, "stored config failed to decrypt")
+            (toolkit, False, "stored config failed its integrity check")
         ]
         intact = sorted(c for (s, t), c in self.canary.items() if s == session and t != toolkit)
         assert sorted(r["api_key"] for r in SecretiveToolkit.received) == intact
@@ -319,7 +319,7 @@ def test_check_reports_tampering_and_nothing_else(stored: Stored) -> None:
     assert sorted((v["session_id"], v["version"]) for v in reported["failed_versions"]) == sorted(
         [(stored.session_a, 1), (stored.session_b, 1)]
     )
-    assert done.stderr.strip() == "toolkit-vault: error: 2 stored versions failed to decrypt"
+    assert done.stderr.strip() == "toolkit-vault: error: 2 stored versions failed their check"
     for canary in CANARIES:
         assert canary not in done.stdout + done.stderr
 

@@ -17,7 +17,7 @@ from ..errors import VaultError
 from ..history import history, iso_time, parse_time
 from ..keys import provider_for
 from ..principals import ROLES, create_token, list_principals, revoke
-from ..rotation import check_store, key_status, retire_key, rotate_keys
+from ..rotation import key_status, retire_key, rotate_keys
 from ..settings import load_settings
 from .shell import emit, folding_table, guarded, iso_seconds, open_for_operators, progress
 
@@ -109,10 +109,11 @@ def keys_retire(kek_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output (no progress bar).")
 @guarded
 def check(as_json: bool) -> None:
-    """Decrypt-verify every stored version in memory; print counts, never a value."""
+    """Decrypt-verify every stored version in memory, check every row's MAC, the audit chain
+    and the state it vouches for; print counts and names, never a value."""
     vault = open_for_operators(load_settings())
     with progress("checking", not as_json) as start:
-        result = check_store(vault.store, vault.ring, start)
+        result = vault.check(start)
     if as_json:
         emit(result)
     else:
@@ -120,8 +121,15 @@ def check(as_json: bool) -> None:
             f"{result['versions']} versions: {result['intact']} intact, {result['failed']} failed, "
             f"{result['no_ciphertext']} without ciphertext (failed or purged attempts)"
         )
+        for v in result["failed_versions"]:
+            click.echo(f"  {v['session_id']}/{v['toolkit_name']} v{v['version']}: {v['reason']}")
+        click.echo(f"audit chain: {result['audit']['message']}")
+        for p in result["state_problems"]:
+            click.echo(f"  {p['table']} {p['row']}: {p['problem']} ({p['detail']})")
     if result["failed"]:
-        raise VaultError(f"{result['failed']} stored versions failed to decrypt")
+        raise VaultError(f"{result['failed']} stored versions failed their check")
+    if not result["ok"]:
+        raise VaultError(result["audit"]["message"])
 
 
 # -- history, audit verify, purge, tokens (auditors and operators) --------------------------
@@ -203,8 +211,8 @@ def audit_verify(as_json: bool) -> None:
         emit(report.as_json())
     else:
         click.echo(f"{report.verified}/{report.events} events verified; {report.message}")
-        for v in report.unaudited_versions:
-            click.echo(f"  {v['session_id']} {v['toolkit_name']} v{v['version']}: {v['reason']}")
+        for p in report.state_problems:
+            click.echo(f"  {p.table} {p.row}: {p.problem} ({p.detail})")
     if report.problem in ("edited", "deleted", "inserted", "truncated"):
         raise VaultError(f"audit chain broken at event {report.first_bad_seq}: {report.message}")
     if not report.ok:

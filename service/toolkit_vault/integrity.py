@@ -1,0 +1,147 @@
+"""Authenticated state: the one definition of which stored rows the vault believes.
+
+Someone who can write to the database but holds no master key can edit any row. Envelopes
+already bind each secret to its row; this module extends that to every row whose meaning
+matters: a config version (including "this version has no ciphertext"), a current-version
+pointer, a principal (name, role, token hash, revocation), a session's owner, an imported
+toolkit definition and a master-key record. Each carries `mac` = HMAC(state key, table ||
+its meaningful columns), and the state key is stored only wrapped by a master key.
+
+Left out on purpose: material that authenticates itself (wrapped keys and envelopes are AEAD
+with the row's context as associated data), so a rotation rewraps without touching a MAC,
+and bookkeeping with no meaning (`updated_at`, row ids).
+
+A MAC proves the vault wrote a row, not that it is the latest row: one restored from an
+older valid state (a pointer, a principal) is found against the audit chain by `reconcile`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import crypto
+from .crypto import SecretBytes
+from .errors import StoreError
+
+__all__ = [
+    "IMPORTED",
+    "MASTER_KEYS",
+    "POINTERS",
+    "PRINCIPALS",
+    "SESSIONS",
+    "TABLES",
+    "VERSIONS",
+    "Row",
+    "RowAuthenticator",
+]
+
+VERSIONS = "config_versions"
+POINTERS = "current_configs"
+PRINCIPALS = "principals"
+SESSIONS = "sessions"
+IMPORTED = "imported_toolkits"
+MASTER_KEYS = "master_keys"
+
+Row = Mapping[Any, Any]  # a row as read (SQLAlchemy RowMapping) or as written (a dict)
+
+# What each authenticated table's MAC covers, in order.
+_COVERED: dict[str, Callable[[Row], tuple[Any, ...]]] = {
+    VERSIONS: lambda r: (
+        r["session_id"],
+        r["toolkit_name"],
+        r["version"],
+        r["status"],
+        r["message"],
+        r["actor"],
+        r["created_at"],
+        r["schema_digest"],
+        r["public_config"],
+        r["secret_fingerprints"],
+        r["dek_id"],
+        r["wrapped_dek"] is not None,  # "has ciphertext": nulling it is a downgrade
+    ),
+    POINTERS: lambda r: (r["session_id"], r["toolkit_name"], r["version"]),
+    PRINCIPALS: lambda r: (
+        r["principal_id"],
+        r["name"],
+        r["role"],
+        r["token_hash"],
+        r["created_at"],
+        r["revoked_at"],
+    ),
+    SESSIONS: lambda r: (r["session_id"], r["principal_id"], r["created_at"]),
+    IMPORTED: lambda r: (
+        r["name"],
+        r["definition"],
+        r["package_digest"],
+        r["strategy"],
+        r["format"],
+        r["imported_at"],
+        r["actor"],
+    ),
+    MASTER_KEYS: lambda r: (
+        r["kek_id"],
+        r["check_value"],
+        r["is_primary"],
+        r["created_at"],
+        r["retired_at"],
+    ),
+}
+TABLES = tuple(_COVERED)
+_LENGTH = struct.Struct(">I").pack
+
+
+def _encode(table: str, values: tuple[Any, ...]) -> bytes:
+    """Typed, length-prefixed fields: no two different rows encode alike, and a value of
+    another type than the vault wrote (SQLite keeps whatever it is given) never matches."""
+    out = bytearray(table.encode())
+    for value in values:
+        if value is None:
+            tag, data = b"n", b""
+        elif isinstance(value, bool):
+            tag, data = b"b", b"1" if value else b"0"
+        elif isinstance(value, int):
+            tag, data = b"i", str(value).encode()
+        elif isinstance(value, float):
+            tag, data = b"f", value.hex().encode()
+        elif isinstance(value, str):
+            tag, data = b"s", value.encode()  # strict: a lone surrogate cannot be signed
+        elif isinstance(value, bytes | bytearray | memoryview):
+            tag, data = b"y", bytes(value)
+        else:
+            raise TypeError(f"cannot authenticate a {type(value).__name__}")
+        out += tag + _LENGTH(len(data)) + data
+    return bytes(out)
+
+
+class RowAuthenticator:
+    """Signs and checks rows under the state key; the key never leaves this object."""
+
+    def __init__(self, key: SecretBytes) -> None:
+        self._key = key
+
+    def __repr__(self) -> str:
+        return "RowAuthenticator(<state key hidden>)"
+
+    def mac(self, table: str, row: Row) -> bytes:
+        return crypto.state_mac(self._key, _encode(table, _COVERED[table](row)))
+
+    def verify(self, table: str, row: Row) -> bool:
+        """True only for a row exactly as the vault wrote it; never raises on odd data."""
+        stored = row.get("mac")
+        if not isinstance(stored, bytes | bytearray | memoryview):
+            return False
+        try:
+            expected = self.mac(table, row)
+        except (KeyError, TypeError, UnicodeEncodeError):
+            return False
+        return hmac.compare_digest(expected, bytes(stored))
+
+
+def require(authenticator: RowAuthenticator | None) -> RowAuthenticator:
+    if authenticator is None:
+        raise StoreError("the state key is not loaded")
+    return authenticator

@@ -1,0 +1,392 @@
+"""A database writer without the master key: every edit of state is refused or reported.
+
+Each test plays someone who can run SQL on the store (a leaked database credential, a DBA,
+a restored backup) but holds no master key, and checks the three places that must notice:
+the hot path (a fresh process that resumes, authenticates, lists or configures), `check`
+and `audit verify`. Issue 11's numbered attacks, one test each, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import insert, select, text, update
+
+from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.cli import main
+from toolkit_vault.imports import import_package
+from toolkit_vault.models import (
+    ConfigVersion,
+    CurrentConfig,
+    ImportedToolkit,
+    MasterKey,
+    Principal,
+)
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.principals import authenticate, create_token, revoke
+from toolkit_vault.relay import CHANNEL, PgEventRelay
+from toolkit_vault.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
+from toolkit_vault.settings import VaultSettings, load_settings
+
+from tkv_test_plugins import SecretiveToolkit
+
+EVIL = "tkv-attacker-chosen-key"
+VECTORS = Path(__file__).parents[1] / "vectors" / "package"
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+
+
+@pytest.fixture
+def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
+    """Vaults opened later, as another process would open them (closed at teardown)."""
+    opened: list[Vault] = []
+    yield opened
+    for vault in opened:
+        vault.store.engine.dispose()
+
+
+def reopen(fresh: list[Vault]) -> Vault:
+    vault = open_vault(load_settings())
+    fresh.append(vault)
+    return vault
+
+
+def cli(*args: str) -> tuple[int, dict[str, Any], str]:
+    done = CliRunner().invoke(main, [*args, "--json"])
+    return done.exit_code, json.loads(done.stdout or "{}"), done.stderr
+
+
+def state_problems(report: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(p["table"], p["problem"]) for p in report["state_problems"]}
+
+
+def sql(vault: Vault, statement: Any) -> None:
+    with vault.store.engine.begin() as db:
+        db.execute(statement)
+
+
+def row_of(vault: Vault, table: Any, *where: Any) -> Any:
+    with vault.store.engine.connect() as db:
+        return db.execute(select(table).where(*where)).one()
+
+
+def resume(vault: Vault, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+    conn = vault.connect(AGENT)
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
+    response, *events = request(conn, hello)
+    assert response["type"] == "handshake/resp", response
+    return events, listed(conn)
+
+
+def assert_named_by_check_and_audit(table: str, problem: str) -> None:
+    code, checked, err = cli("check")
+    assert code == 1 and (table, problem) in state_problems(checked), (checked, err)
+    code, verified, err = cli("audit", "verify")
+    assert code == 1 and verified["problem"] == "state", verified
+    assert (table, problem) in state_problems(verified)
+    for text_ in (json.dumps(checked), json.dumps(verified), err):
+        assert CANARY not in text_ and EVIL not in text_
+
+
+# -- 1. cleartext downgrade ---------------------------------------------------------------
+
+
+def test_a_cleartext_downgrade_is_refused(vault: Vault, fresh: list[Vault]) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    configure(conn, "filesystem", {"root_dir": "/tmp/workspace"})
+    downgrade = {"sealed_secrets": None, "wrapped_dek": None, "dek_id": None, "kek_id": None}
+    chosen = {**secret_config(EVIL), "auth": {}, "tokens": [], "headers": {}}
+    where = (ConfigVersion.session_id == session,)
+    sql(
+        vault,
+        update(ConfigVersion)
+        .where(*where, ConfigVersion.toolkit_name == "secretive")
+        .values(**downgrade, public_config=json.dumps(chosen), secret_fingerprints="{}"),
+    )
+    sql(
+        vault,
+        update(ConfigVersion)
+        .where(*where, ConfigVersion.toolkit_name == "filesystem")
+        .values(**downgrade, public_config=json.dumps({"root_dir": "/"})),
+    )
+    SecretiveToolkit.received.clear()
+    events, configured = resume(reopen(fresh), session)
+    assert SecretiveToolkit.received == []
+    assert configured == {"filesystem": False, "secretive": False}
+    assert sorted((e["toolkit_name"], e["configured"], e["message"]) for e in events) == [
+        ("filesystem", False, INTEGRITY_FAILED),
+        ("secretive", False, INTEGRITY_FAILED),
+    ]
+    code, checked, _ = cli("check")
+    assert code == 1 and checked["failed"] == 2 and checked["no_ciphertext"] == 0
+    assert {v["reason"] for v in checked["failed_versions"]} == {"fails its integrity check"}
+    assert_named_by_check_and_audit("config_versions", "unauthenticated")
+
+
+# -- 2. declassifying an imported toolkit ---------------------------------------------------
+
+
+SERVER = VECTORS / "server-remote-secret-header.json"
+
+
+def _imported(vault: Vault) -> tuple[str, Any]:
+    (entry,) = import_package(vault.store, vault.registry, SERVER.read_bytes(), "local").toolkits
+    return entry.name, row_of(vault, ImportedToolkit, ImportedToolkit.name == entry.name)
+
+
+def test_a_declassified_import_is_left_out(vault: Vault, fresh: list[Vault]) -> None:
+    name, row = _imported(vault)
+    definition = json.loads(row.definition)
+    for field in definition["schema"]["properties"].values():
+        field.pop("writeOnly", None)
+    sql(
+        vault,
+        update(ImportedToolkit)
+        .where(ImportedToolkit.name == name)
+        .values(definition=json.dumps(definition)),
+    )
+    later = reopen(fresh)
+    assert name not in later.registry
+    conn, _ = handshake(later)
+    (error,) = configure(conn, name, {"x_api_key": CANARY})
+    assert (error["type"], error["code"]) == ("error", "RUNTIME_ERROR")
+    with vault.store.engine.connect() as db:
+        stored = db.execute(select(ConfigVersion.public_config)).scalars().all()
+    assert not any(CANARY in public for public in stored)
+    assert_named_by_check_and_audit("imported_toolkits", "unauthenticated")
+
+
+def test_an_older_import_put_back_is_left_out(vault: Vault, fresh: list[Vault]) -> None:
+    name, old = _imported(vault)
+    changed = SERVER.read_bytes().replace(b"ACME API key", b"ACME API key (rotated)")
+    import_package(vault.store, vault.registry, changed, "local")
+    values = {c: getattr(old, c) for c in ("definition", "package_digest", "imported_at", "mac")}
+    sql(vault, update(ImportedToolkit).where(ImportedToolkit.name == name).values(**values))
+    assert name not in reopen(fresh).registry
+    assert_named_by_check_and_audit("imported_toolkits", "replayed")
+
+
+# -- 3. pointer rollback --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["edited", "replayed"])
+def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how: str) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config("tkv-old-compromised-key"))
+    key = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
+    first = row_of(vault, CurrentConfig, *key)
+    configure(conn, "secretive", secret_config())
+    back = {"version": 1} if how == "edited" else {"version": 1, "mac": first.mac}
+    sql(vault, update(CurrentConfig).where(*key).values(**back))
+    SecretiveToolkit.received.clear()
+    events, configured = resume(reopen(fresh), session)
+    assert SecretiveToolkit.received == [] and configured["secretive"] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
+    problem = "unauthenticated" if how == "edited" else "replayed"
+    assert_named_by_check_and_audit("current_configs", problem)
+
+
+# -- 4. tokens, roles, ownership -------------------------------------------------------------
+
+
+def test_an_unrevoked_token_stays_refused(vault: Vault) -> None:
+    _, token = create_token(vault.store, "agent", "mallory")
+    before = row_of(vault, Principal, Principal.name == "mallory")
+    assert authenticate(vault.store, token) is not None
+    revoke(vault.store, "mallory")
+    sql(vault, update(Principal).where(Principal.name == "mallory").values(revoked_at=None))
+    assert authenticate(vault.store, token) is None
+    assert_named_by_check_and_audit("principals", "unauthenticated")
+    restored = {"revoked_at": None, "mac": before.mac}  # the row exactly as before the revoke
+    sql(vault, update(Principal).where(Principal.name == "mallory").values(**restored))
+    assert authenticate(vault.store, token) is None
+    assert_named_by_check_and_audit("principals", "replayed")
+
+
+def test_minted_tokens_and_changed_roles_are_refused(vault: Vault) -> None:
+    _, token = create_token(vault.store, "agent", "agent-1")
+    sql(vault, update(Principal).where(Principal.name == "agent-1").values(role="operator"))
+    assert authenticate(vault.store, token) is None
+    _, other = create_token(vault.store, "auditor", "auditor-1")
+    minted = "tkv_" + secrets.token_urlsafe(32)  # a token the attacker chose
+    forged = {**row_of(vault, Principal, Principal.name == "auditor-1")._mapping}  # its MAC too
+    forged.update(principal_id="forged-id", name="minted", role="operator")
+    forged["token_hash"] = hashlib.sha256(minted.encode()).hexdigest()
+    sql(vault, insert(Principal).values(**forged))
+    assert authenticate(vault.store, minted) is None
+    assert authenticate(vault.store, other) is not None
+    code, checked, _ = cli("check")
+    assert code == 1
+    assert {p["row"].split(" ")[0] for p in checked["state_problems"]} >= {"agent-1", "minted"}
+
+
+def test_a_session_given_to_another_principal_owns_nothing(
+    vault: Vault, fresh: list[Vault]
+) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    thief, _ = create_token(vault.store, "agent", "thief")
+    sql(
+        vault, update(SessionRow).where(SessionRow.session_id == session).values(principal_id=thief)
+    )
+    later = reopen(fresh)
+    assert not later.store.session_owned_by(session, thief)
+    assert not later.store.session_owned_by(session, "local")
+    assert_named_by_check_and_audit("sessions", "unauthenticated")
+
+
+def test_an_edited_master_key_record_stops_start_up(vault: Vault, fresh: list[Vault]) -> None:
+    sql(vault, update(MasterKey).values(retired_at=1.0))
+    with pytest.raises(Exception, match="master key record kek-1 fails its integrity check"):
+        reopen(fresh)
+
+
+# -- 5. forged and eavesdropped relay messages (PostgreSQL) ----------------------------------
+
+
+@POSTGRES_ONLY
+def test_relay_payloads_are_sealed_and_forgeries_dropped(vault: Vault, database_url: str) -> None:
+    import psycopg
+
+    received: list[Any] = []
+    _, session = handshake(vault)
+    plugin = VaultToolkitPlugin(vault, AGENT, session)
+    plugin.set_push_callback(received.append)
+    vault.attach(session, plugin)
+    relay = PgEventRelay(vault).start()
+    other = PgEventRelay(vault)  # another replica: its own origin, the same vault key
+    forged = {
+        "origin": "elsewhere",
+        "event": {
+            "type": "toolkit/status/event",
+            "session_id": session,
+            "toolkit_name": "secretive",
+            "configured": False,
+            "status": "error",
+            "message": "re-enter your key at https://evil.example",
+        },
+    }
+    try:
+        assert relay.listening.wait(10)
+        url = database_url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(url, autocommit=True) as spy:  # any role may LISTEN and NOTIFY
+            spy.execute(f"LISTEN {CHANNEL}")
+            spy.execute("SELECT pg_notify(%s, %s)", (CHANNEL, json.dumps(forged)))
+            other.send(vault._event(session, "secretive", True, Outcome("ok", "fine")))
+            payloads = [n.payload for n in spy.notifies(timeout=5, stop_after=2)]
+        sealed = payloads[1]
+        assert session not in sealed and "secretive" not in sealed and "fine" not in sealed
+        deadline = time.monotonic() + 10
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the forgery, sent first, had its chance
+        assert [(e.toolkit_name, e.message) for e in received] == [("secretive", "fine")]
+        relay._receive(sealed)  # the same payload again: a replay
+        assert len(received) == 1
+    finally:
+        relay.stop()
+
+
+# -- 6. one bad row breaks no one -------------------------------------------------------------
+
+
+@SQLITE_ONLY
+def test_one_bad_row_breaks_no_one(vault: Vault, fresh: list[Vault]) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    configure(conn, "filesystem", {"root_dir": "/tmp/workspace"})
+    where = (ConfigVersion.session_id == session, ConfigVersion.toolkit_name == "secretive")
+    with vault.store.engine.begin() as db:  # SQLite keeps whatever type it is given
+        db.execute(update(ConfigVersion).where(*where).values(wrapped_dek=text("'text'")))
+        db.execute(
+            update(ConfigVersion)
+            .where(ConfigVersion.toolkit_name == "filesystem")
+            .values(message=text("CAST(x'c3ff28' AS TEXT)"))
+        )
+    events, configured = resume(reopen(fresh), session)
+    assert configured == {"filesystem": False, "secretive": False}
+    assert len(events) == 2
+    code, checked, err = cli("check")
+    assert code == 1 and checked["failed"] == 2, err
+    code, history, err = cli("history")
+    assert code == 0 and len(history["versions"]) == 2, err
+    done = CliRunner().invoke(main, ["keys", "rotate", "--json"])
+    assert done.exit_code == 1 and "unexpected" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)["failed"] == [
+        {"id": 1, "session_id": session, "toolkit_name": "secretive", "version": 1}
+    ]
+
+
+# -- the "also" items -------------------------------------------------------------------------
+
+
+def test_fingerprints_are_scoped_to_one_history(vault: Vault) -> None:
+    first, _ = handshake(vault)
+    second, _ = handshake(vault)
+    for conn in (first, first, second):
+        configure(conn, "secretive", secret_config())
+    code, history, _ = cli("history")
+    prints = [v["secret_fingerprints"]["/api_key"] for v in history["versions"]]
+    assert code == 0 and prints[0] == prints[1] != prints[2]
+
+
+def test_purge_leaves_only_the_audit_skeleton(vault: Vault, home: VaultSettings) -> None:
+    conn, session = handshake(vault)
+    public_canary = "tkv-public-endpoint-canary.example.test"
+    configure(conn, "secretive", {**secret_config(), "endpoint": f"https://{public_canary}/"})
+    vault.purge("operator", session)
+    code, history, _ = cli("history")
+    assert code == 0
+    (entry,) = history["versions"]
+    assert entry["status"] == "purged" and entry["public_config"] == {}
+    assert entry["secret_fingerprints"] == {} and entry["message"] is None
+    if vault.store.engine.dialect.name == "sqlite":
+        vault.store.engine.dispose()
+        for path in home.home.iterdir():
+            data = path.read_bytes() if path.is_file() else b""
+            assert public_canary.encode() not in data, path
+            assert CANARY.encode() not in data, path
+
+
+def test_init_makes_an_existing_home_private(home: VaultSettings, cli_env: dict[str, str]) -> None:
+    os.chmod(home.home, 0o755)  # noqa: S103 (the mode an older release could leave)
+    refused = CliRunner().invoke(main, ["history"])
+    assert refused.exit_code == 1 and "mode 0755" in refused.stderr
+    assert CliRunner().invoke(main, ["init"]).exit_code == 0
+    assert home.home.stat().st_mode & 0o777 == 0o700
+    assert CliRunner().invoke(main, ["history"]).exit_code == 0
+
+
+def test_the_env_key_document_is_not_inherited(
+    home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolkit_vault.keys import ENV_KEYS, EnvProvider, FileProvider
+
+    document = FileProvider(home.home / "master-keys.json").load()
+    assert document is not None
+    monkeypatch.setenv(ENV_KEYS, document.dumps())
+    assert EnvProvider().load() is not None
+    assert ENV_KEYS not in os.environ
+    child = subprocess.run(
+        [sys.executable, "-c", f"import os; print(os.environ.get('{ENV_KEYS}', 'absent'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "absent"
+    assert EnvProvider().load() is not None  # later loads in this process still work

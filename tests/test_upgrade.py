@@ -1,0 +1,231 @@
+"""Upgrading a vault that the previous release made: nothing lost, nothing forged believed.
+
+The legacy vault is made by the previous release's own code (`git archive` of the last
+commit before authenticated state, run from a temp directory with this venv's packages):
+sessions and configures over its stdio, tokens (one revoked), an import, a purge and a key
+rotation. This release's `init` then migrates and backfills it (`upgrade`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select, update
+
+from test_vault import AGENT, CANARY, configure, listed, request, secret_config
+from toolkit_vault import upgrade
+from toolkit_vault.bootstrap import init_vault, open_vault
+from toolkit_vault.cli import main
+from toolkit_vault.models import AuditEvent, ConfigVersion
+from toolkit_vault.principals import authenticate
+from toolkit_vault.service import INTEGRITY_FAILED, Vault
+from toolkit_vault.settings import load_settings
+
+from tkv_test_plugins import SecretiveToolkit
+
+LEGACY = "62c3b4daef6943a22c89b30d1d899162ea87c620"  # the last release without row MACs
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "tests" / "vectors" / "package" / "server-remote-secret-header.json"
+
+
+@pytest.fixture(scope="session")
+def legacy_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("legacy")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", LEGACY, "service", "migrations"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
+    return where / "service"
+
+
+Legacy = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def legacy(legacy_source: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Legacy:
+    """Run the previous release's command line on this test's home and database."""
+    env = {**cli_env, "PYTHONPATH": os.pathsep.join([str(legacy_source), cli_env["PYTHONPATH"]])}
+    for name in ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL"):
+        monkeypatch.setenv(name, env[name])
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", "from toolkit_vault.cli import main; main()", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            input=stdin,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    return run
+
+
+def _stdio(legacy: Legacy, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+    lines = "\n".join(json.dumps(m) for m in messages) + "\n"
+    return [json.loads(out) for out in legacy("stdio", stdin=lines).stdout.splitlines()]
+
+
+def _session(legacy: Legacy, *configs: tuple[str, dict[str, Any]]) -> str:
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
+    asks = [
+        {"type": "toolkit/configure/req", "toolkit_name": name, "config": config}
+        for name, config in configs
+    ]
+    out = _stdio(legacy, hello, *asks)
+    assert [m["status"] for m in out if m["type"] == "toolkit/configure/resp"] == ["ok"] * len(
+        configs
+    ), out
+    session: str = out[0]["session_id"]
+    return session
+
+
+def _legacy_vault(legacy: Legacy) -> dict[str, Any]:
+    legacy("init", "--key-provider", "file")
+    kept = _session(
+        legacy,
+        ("secretive", secret_config()),
+        ("secretive", secret_config()),
+        ("filesystem", {"root_dir": "/tmp/workspace"}),
+    )
+    other = _session(legacy, ("secretive", secret_config()))
+    purged = _session(legacy, ("secretive", {**secret_config(), "endpoint": "https://gone.test"}))
+    tokens = {}
+    for name in ("kept-agent", "revoked-agent"):
+        created = json.loads(
+            legacy("tokens", "create", "--role", "agent", "--name", name, "--json").stdout
+        )
+        tokens[name] = created["token"]
+    legacy("tokens", "revoke", "revoked-agent")
+    legacy("toolkits", "import", str(PACKAGE))
+    legacy("purge", "--session", purged, "--yes")
+    legacy("keys", "rotate")
+    return {"kept": kept, "other": other, "purged": purged, "tokens": tokens}
+
+
+def _resume(vault: Vault, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+    conn = vault.connect(AGENT)
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
+    response, *events = request(conn, hello)
+    assert response["type"] == "handshake/resp", response
+    return events, listed(conn)
+
+
+def _json(*args: str) -> dict[str, Any]:
+    done = CliRunner().invoke(main, [*args, "--json"])
+    assert done.exit_code == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy) -> None:
+    made = _legacy_vault(legacy)
+    report = init_vault(load_settings())
+    assert report.upgraded is not None and report.upgraded["unsigned_count"] == 0
+    assert report.upgraded["signed"]["config_versions"] == 5
+    assert report.upgraded["signed"]["principals"] == 3  # local and the two agents
+    assert init_vault(load_settings()).upgraded is None  # done once, never again
+
+    checked = _json("check")
+    assert (checked["ok"], checked["intact"], checked["failed"]) == (True, 4, 0)
+    assert _json("audit", "verify")["ok"] is True
+    vault = open_vault(load_settings())
+    try:
+        SecretiveToolkit.received.clear()
+        events, configured = _resume(vault, made["kept"])
+        assert events == [] and configured["secretive"] and configured["filesystem"]
+        assert SecretiveToolkit.received == [secret_config()]
+        assert authenticate(vault.store, made["tokens"]["kept-agent"]) is not None
+        assert authenticate(vault.store, made["tokens"]["revoked-agent"]) is None
+        imported = json.loads(PACKAGE.read_text())["name"]
+        assert imported in vault.registry
+        conn = vault.connect(AGENT)
+        request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+        assert configure(conn, "secretive", secret_config())[0]["status"] == "ok"
+    finally:
+        vault.store.engine.dispose()
+
+    history = _json("history")["versions"]
+    prints = {
+        (v["session_id"], v["version"]): v["secret_fingerprints"].get("/api_key")
+        for v in history
+        if v["toolkit_name"] == "secretive"
+    }
+    assert prints[(made["kept"], 1)] == prints[(made["kept"], 2)] != prints[(made["other"], 1)]
+    (purged,) = [v for v in history if v["session_id"] == made["purged"]]
+    assert purged["public_config"] == {} and purged["secret_fingerprints"] == {}
+    assert CANARY not in json.dumps(history)
+
+
+def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
+    legacy: Legacy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _legacy_vault(legacy)
+    from sqlalchemy import create_engine
+
+    engine = create_engine(os.environ["TOOLKIT_VAULT_DATABASE_URL"])
+    with engine.begin() as db:  # a writer without the key, before the upgrade: a downgrade
+        db.execute(
+            update(ConfigVersion)
+            .where(ConfigVersion.session_id == made["other"])
+            .values(wrapped_dek=None, sealed_secrets=None)
+        )
+    engine.dispose()
+    monkeypatch.setattr(upgrade, "BATCH_SIZE", 1)
+    real_write, calls = upgrade._write, []
+
+    def crash_on_the_third_batch(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("killed")
+        real_write(*args)
+
+    monkeypatch.setattr(upgrade, "_write", crash_on_the_third_batch)
+    with pytest.raises(RuntimeError, match="killed"):
+        init_vault(load_settings())
+    monkeypatch.setattr(upgrade, "_write", real_write)
+    report = init_vault(load_settings())
+    assert report.upgraded is not None
+    assert report.upgraded["unsigned_count"] == 1
+    assert report.upgraded["left_unsigned"] == [
+        f"config_versions {made['other']}/secretive v1: it does not open"
+    ]
+    vault = open_vault(load_settings())
+    try:
+        events, configured = _resume(vault, made["other"])
+        assert configured["secretive"] is False and events[0]["message"] == INTEGRITY_FAILED
+        _, configured = _resume(vault, made["kept"])
+        assert configured["secretive"] is True
+    finally:
+        vault.store.engine.dispose()
+    done = CliRunner().invoke(main, ["check", "--json"])
+    assert done.exit_code == 1
+    assert json.loads(done.stdout)["state_problems"][0]["problem"] == "unauthenticated"
+
+
+def test_a_broken_chain_stops_the_upgrade(legacy: Legacy) -> None:
+    _legacy_vault(legacy)
+    from sqlalchemy import create_engine
+
+    engine = create_engine(os.environ["TOOLKIT_VAULT_DATABASE_URL"])
+    with engine.begin() as db:
+        db.execute(update(AuditEvent).where(AuditEvent.seq == 3).values(actor="someone"))
+    done = CliRunner().invoke(main, ["init"])
+    assert done.exit_code == 1
+    assert "cannot upgrade: the audit chain does not verify" in done.stderr
+    with engine.connect() as db:
+        signed = db.execute(select(ConfigVersion).where(ConfigVersion.mac.is_not(None))).all()
+    engine.dispose()
+    assert signed == []
