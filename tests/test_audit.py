@@ -14,6 +14,7 @@ from test_history import error_line
 from test_vault import configure, handshake, secret_config
 from toolkit_vault.audit import verify_audit_chain
 from toolkit_vault.errors import StoreError
+from toolkit_vault.integrity import VERSIONS
 from toolkit_vault.models import AuditEvent, AuditHead, ConfigVersion
 from toolkit_vault.records import AuditDraft
 from toolkit_vault.service import Vault
@@ -46,6 +47,17 @@ def _edit_actor(db: Connection, seqs: list[int]) -> int:
     target = seqs[2]
     db.execute(update(AuditEvent).where(AuditEvent.seq == target).values(actor="someone-else"))
     return target
+
+
+def _edit_first(db: Connection, seqs: list[int]) -> int:
+    db.execute(update(AuditEvent).where(AuditEvent.seq == seqs[0]).values(actor="someone-else"))
+    return seqs[0]
+
+
+def _edit_last(db: Connection, seqs: list[int]) -> int:
+    """The head still names the last event's stored MAC: only that event's own check sees it."""
+    db.execute(update(AuditEvent).where(AuditEvent.seq == seqs[-1]).values(ts=1.0))
+    return seqs[-1]
 
 
 def _delete_middle(db: Connection, seqs: list[int]) -> int:
@@ -97,6 +109,8 @@ def _insert_in_the_middle(db: Connection, seqs: list[int]) -> int:
 TAMPERING: dict[str, tuple[Callable[[Connection, list[int]], int], str]] = {
     "edit details": (_edit_details, "edited"),
     "edit actor": (_edit_actor, "edited"),
+    "edit the first event": (_edit_first, "edited"),
+    "edit the last event": (_edit_last, "edited"),
     "delete a middle event": (_delete_middle, "deleted"),
     "delete the last event": (_delete_last, "truncated"),
     "delete the last event and move the head": (_delete_last_and_move_head, "truncated"),
@@ -175,6 +189,8 @@ def _version_count(vault: Vault) -> int:
 
 
 def test_versions_without_their_event_are_reported(vault: Vault, cli_env: dict[str, str]) -> None:
+    """Rows written without their event: by hand (no valid MAC), or signed by a vault-side
+    writer that skipped the audit (as a bug would); both are named, neither believed."""
     _populate(vault)
     with vault.store.engine.begin() as db:
         row = db.execute(select(ConfigVersion).order_by(ConfigVersion.id)).first()
@@ -184,10 +200,21 @@ def test_versions_without_their_event_are_reported(vault: Vault, cli_env: dict[s
         db.execute(update(ConfigVersion).where(ConfigVersion.id == row.id).values(actor="framed"))
     done = run(cli_env, "audit", "verify", "--json")
     report = json.loads(done.stdout)
-    assert (report["ok"], report["problem"], report["first_bad_seq"]) == (False, "unaudited", None)
-    assert report["unaudited_count"] == 2
-    assert {(v["version"], v["reason"]) for v in report["unaudited_versions"]} == {
-        (row.version, "actor differs from its configure event"),
-        (99, "no configure event"),
+    assert (report["ok"], report["problem"], report["first_bad_seq"]) == (False, "state", None)
+    assert report["unaudited_count"] == 0
+    assert {(p["table"], p["row"], p["problem"]) for p in report["state_problems"]} == {
+        ("config_versions", f"{row.session_id}/{row.toolkit_name} v{v}", "unauthenticated")
+        for v in (row.version, 99)
     }
-    assert "2 config versions have no matching audit event" in error_line(done)
+    assert "2 stored rows disagree with their MAC or the audit chain" in error_line(done)
+    with vault.store.engine.begin() as db:
+        db.execute(delete(ConfigVersion).where(ConfigVersion.version == 99))
+        db.execute(update(ConfigVersion).where(ConfigVersion.id == row.id).values(actor=row.actor))
+        signed = {**forged, "version": 98}
+        signed.pop("mac")
+        db.execute(insert(ConfigVersion).values(**signed, mac=vault.store.mac(VERSIONS, signed)))
+    report = json.loads(run(cli_env, "audit", "verify", "--json").stdout)
+    assert (report["ok"], report["problem"], report["unaudited_count"]) == (False, "unaudited", 1)
+    assert [(v["version"], v["reason"]) for v in report["unaudited_versions"]] == [
+        (98, "no configure event")
+    ]

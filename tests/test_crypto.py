@@ -135,7 +135,7 @@ def test_key_check_value_vector(vector: dict[str, str]) -> None:
 def test_fingerprint_vector(vector: dict[str, str]) -> None:
     key = SecretBytes(bytes.fromhex(vector["key"]))
     value = vector["canonical_value_utf8"].encode()
-    assert fingerprint(key, vector["pointer"], value) == vector["fingerprint"]
+    assert fingerprint(key, vector["scope"], vector["pointer"], value) == vector["fingerprint"]
 
 
 def test_chain_hash_vectors_link_up() -> None:
@@ -365,7 +365,7 @@ def test_config_fingerprints_cover_the_canonical_value(
     sealed: SealedConfig, fp_key: SecretBytes
 ) -> None:
     for pointer, value in SECRETS.items():
-        expected = fingerprint(fp_key, pointer, rfc8785.dumps(value))
+        expected = fingerprint(fp_key, CONTEXT.scope, pointer, rfc8785.dumps(value))
         assert sealed.fingerprints[pointer] == expected
 
 
@@ -512,19 +512,31 @@ def test_rewrap_refuses_what_it_cannot_decrypt(fp_key: SecretBytes, target: str)
 # --- fingerprints -------------------------------------------------------------------------
 
 
+SCOPE = ("session-1", "github")
+
+
 def test_fingerprints_show_changed_or_unchanged_only(fp_key: SecretBytes) -> None:
     value = rfc8785.dumps(CANARY)
-    base = fingerprint(fp_key, "/token", value)
-    assert fingerprint(fp_key, "/token", value) == base
-    assert fingerprint(fp_key, "/token", rfc8785.dumps(CANARY + "x")) != base
-    assert fingerprint(fp_key, "/other", value) != base
-    assert fingerprint(SecretBytes(b"\x43" * 32), "/token", value) != base
-    assert fingerprint(fp_key, "/a", b"bc") != fingerprint(fp_key, "/ab", b"c")
+    base = fingerprint(fp_key, SCOPE, "/token", value)
+    assert fingerprint(fp_key, SCOPE, "/token", value) == base
+    assert fingerprint(fp_key, SCOPE, "/token", rfc8785.dumps(CANARY + "x")) != base
+    assert fingerprint(fp_key, SCOPE, "/other", value) != base
+    assert fingerprint(SecretBytes(b"\x43" * 32), SCOPE, "/token", value) != base
+    assert fingerprint(fp_key, SCOPE, "/a", b"bc") != fingerprint(fp_key, SCOPE, "/ab", b"c")
+
+
+def test_fingerprints_are_equal_only_within_one_history(fp_key: SecretBytes) -> None:
+    """Another session or toolkit sees another fingerprint for the same value: no oracle."""
+    value = rfc8785.dumps(CANARY)
+    base = fingerprint(fp_key, SCOPE, "/token", value)
+    assert fingerprint(fp_key, ("session-2", "github"), "/token", value) != base
+    assert fingerprint(fp_key, ("session-1", "gitlab"), "/token", value) != base
+    assert fingerprint(fp_key, ("session-1g", "ithub"), "/token", value) != base
 
 
 def test_fingerprints_do_not_reveal_the_value(fp_key: SecretBytes) -> None:
     value = rfc8785.dumps(CANARY)
-    result = fingerprint(fp_key, "/token", value)
+    result = fingerprint(fp_key, SCOPE, "/token", value)
     assert len(result) == 64 and int(result, 16) >= 0
     assert result != hashlib.sha256(value).hexdigest()
     assert result != hashlib.sha256(CANARY.encode()).hexdigest()

@@ -217,9 +217,16 @@ def test_failed_store_keeps_the_old_file_and_no_temp(
 
 def test_store_survives_a_stale_temp_file(tmp_path: Path) -> None:
     path = tmp_path / KEY_FILE_NAME
-    (tmp_path / f".{KEY_FILE_NAME}.{os.getpid()}.tmp").write_text("left by a crash")
-    FileProvider(path).store(MasterKeys.first())
-    assert FileProvider(path).load() is not None
+    stale = tmp_path / f".{KEY_FILE_NAME}.{os.getpid()}.tmp"
+    stale.write_text("left by a crash")
+    keys = MasterKeys.first()
+    FileProvider(path).store(keys)
+    loaded = FileProvider(path).load()
+    assert loaded is not None and loaded.primary == keys.primary
+    assert {k: v.reveal() for k, v in loaded.keys.items()} == {
+        k: v.reveal() for k, v in keys.keys.items()
+    }
+    assert stale.read_text() == "left by a crash"  # another writer's file is not ours to take
 
 
 def test_missing_file_is_none(tmp_path: Path) -> None:
@@ -258,10 +265,12 @@ def test_directory_is_refused(tmp_path: Path) -> None:
         FileProvider(tmp_path / KEY_FILE_NAME).load()
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="changing a file's owner needs root")
-def test_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+def test_file_owned_by_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As any user: the file is ours, so we make ourselves someone else (no root needed)."""
     path = _write(tmp_path / KEY_FILE_NAME, _doc())
-    os.chown(path, 65534, 65534)
+    monkeypatch.setattr(os, "getuid", lambda: path.stat().st_uid + 1)
     with pytest.raises(KeyProviderError, match="not owned by the current user"):
         FileProvider(path).load()
 
@@ -298,12 +307,19 @@ def test_env_load(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loaded is not None and _same(loaded, keys)
 
 
-@pytest.mark.parametrize("value", [None, ""])
-def test_env_unset_or_empty_is_none(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
-    if value is None:
-        monkeypatch.delenv(ENV_KEYS, raising=False)
-    else:
-        monkeypatch.setenv(ENV_KEYS, value)
+def test_env_empty_is_none_and_unset_keeps_what_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The document leaves the environment when read (no subprocess inherits it), so later
+    reads in the process get it back; setting the variable empty clears it."""
+    monkeypatch.setenv(ENV_KEYS, "")
+    assert EnvProvider().load() is None
+    monkeypatch.delenv(ENV_KEYS, raising=False)
+    assert EnvProvider().load() is None
+    keys = MasterKeys.first()
+    monkeypatch.setenv(ENV_KEYS, keys.dumps())
+    assert EnvProvider().load() is not None and ENV_KEYS not in os.environ
+    loaded = EnvProvider().load()
+    assert loaded is not None and _same(loaded, keys)
+    monkeypatch.setenv(ENV_KEYS, "")
     assert EnvProvider().load() is None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -19,10 +20,12 @@ from sqlalchemy import func, insert, select, update
 from toolkit_vault import crypto
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.integrity import POINTERS, VERSIONS
+from toolkit_vault.keys import provider_for
 from toolkit_vault.models import ConfigVersion, CurrentConfig, MasterKey
-from toolkit_vault.records import VersionDraft
-from toolkit_vault.rotation import write_rewraps
+from toolkit_vault.records import AuditDraft, VersionDraft
+from toolkit_vault.rotation import rotate_keys, write_rewraps
 from toolkit_vault.service import Vault
+from toolkit_vault.settings import load_settings
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-rotation"
@@ -48,9 +51,15 @@ def fill(vault: Vault, count: int, session: str = "bulk") -> None:
         row = draft.columns(session, "secretive", version, time.time())
         rows.append({**row, "mac": vault.store.mac(VERSIONS, row)})
     pointer = {"session_id": session, "toolkit_name": "secretive", "version": count}
+    details = {"status": "ok", "changed": ["/api_key", "/auth/password"]}
+    events = [
+        AuditDraft("local", "configure", session, "secretive", version, details)
+        for version in range(1, count + 1)
+    ]
     with vault.store.engine.begin() as conn:
         for start in range(0, len(rows), 2000):
             conn.execute(insert(ConfigVersion), rows[start : start + 2000])
+        vault.store.audit_many(conn, events)
         conn.execute(
             insert(CurrentConfig).values(
                 **pointer, updated_at=0.0, mac=vault.store.mac(POINTERS, pointer)
@@ -93,7 +102,7 @@ def test_rotate_check_status_retire_at_10000_versions(
         "previous": ["kek-1"],
         "resumed": False,
         "rewrapped": 10_000,
-        "internal_rewrapped": 2,
+        "internal_rewrapped": 3,
         "failed": [],
     }
     after = state(vault)
@@ -102,7 +111,7 @@ def test_rotate_check_status_retire_at_10000_versions(
     checked = json_of(run(cli_env, "check", "--json"))
     assert (checked["versions"], checked["intact"], checked["failed"]) == (10_000, 10_000, 0)
     status = {k["kek_id"]: k for k in json_of(run(cli_env, "keys", "status", "--json"))["keys"]}
-    assert status["kek-2"]["primary"] and status["kek-2"]["wrapped_keys"] == 10_002
+    assert status["kek-2"]["primary"] and status["kek-2"]["wrapped_keys"] == 10_003
     assert status["kek-1"]["wrapped_keys"] == 0
     retired = json_of(run(cli_env, "keys", "retire", "kek-1", "--json"))
     assert retired == {"kek_id": "kek-1", "retired": True, "removed_from_provider": True}
@@ -127,6 +136,31 @@ def test_rewrap_writes_only_rows_still_holding_the_verified_key(vault: Vault) ->
         stored = dict(conn.execute(select(ConfigVersion.id, ConfigVersion.wrapped_dek)).all())
     assert stored[a] == b"new-a"
     assert stored[b] not in (b"new-b", b"new-a", None)
+
+
+def test_rotation_never_rewraps_a_row_whose_values_do_not_open(vault: Vault) -> None:
+    """The wrapped key of the middle row still unwraps, but one of its values is corrupt:
+    rotation must prove every value opens before it writes the row, so it leaves it."""
+    fill(vault, 3)
+    with vault.store.engine.begin() as conn:
+        middle = conn.execute(select(ConfigVersion).where(ConfigVersion.version == 2)).one()
+        sealed = json.loads(middle.sealed_secrets)
+        envelope = bytearray(base64.b64decode(sealed["/api_key"]))
+        envelope[-1] ^= 1
+        sealed["/api_key"] = base64.b64encode(bytes(envelope)).decode()
+        conn.execute(
+            update(ConfigVersion)
+            .where(ConfigVersion.id == middle.id)
+            .values(sealed_secrets=json.dumps(sealed))
+        )
+    settings = load_settings()
+    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
+    report = rotate_keys(vault.store, provider)
+    assert (report.rewrapped, [f["version"] for f in report.failed]) == (2, [2])
+    with vault.store.engine.connect() as conn:
+        rows = conn.execute(select(ConfigVersion).order_by(ConfigVersion.version)).all()
+    assert [r.kek_id for r in rows] == ["kek-2", "kek-1", "kek-2"]
+    assert rows[1].wrapped_dek == middle.wrapped_dek
 
 
 def test_retire_refuses_while_a_row_uses_the_key(vault: Vault, cli_env: dict[str, str]) -> None:

@@ -87,7 +87,7 @@ def test_audit_failure_rolls_back_the_version(vault: Vault) -> None:
     def broken_signer(previous: bytes, payload: bytes) -> bytes:
         raise RuntimeError("signer down")
 
-    store = Store(vault.store.engine, broken_signer)
+    store = Store(vault.store.engine, broken_signer, vault.store._rows)
     with pytest.raises(RuntimeError):
         store.append_version(session, "t", lambda v, k: draft(), "configure")
     with vault.store.engine.connect() as conn:

@@ -52,8 +52,13 @@ Legacy = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def legacy(legacy_source: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Legacy:
-    """Run the previous release's command line on this test's home and database."""
+def legacy(
+    legacy_source: Path,
+    empty_database_url: str,
+    cli_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Legacy:
+    """Run the previous release's command line on this test's home and (empty) database."""
     env = {**cli_env, "PYTHONPATH": os.pathsep.join([str(legacy_source), cli_env["PYTHONPATH"]])}
     for name in ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL"):
         monkeypatch.setenv(name, env[name])

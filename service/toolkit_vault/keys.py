@@ -187,10 +187,10 @@ class EnvProvider(KeyProvider):
 
     def load(self) -> MasterKeys | None:
         global _env_document
-        text = os.environ.pop(ENV_KEYS, None) or _env_document
-        if text:
-            _env_document = text
-        return MasterKeys.loads(text, self.where) if text else None
+        taken = os.environ.pop(ENV_KEYS, None)
+        if taken is not None:  # set again (empty: cleared) since it was last taken
+            _env_document = taken or None
+        return MasterKeys.loads(_env_document, self.where) if _env_document else None
 
     def store(self, keys: MasterKeys) -> None:
         raise KeyProviderError(

@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, exists, func, or_, select
+from sqlalchemy import Connection, and_, exists, or_, select
 from sqlalchemy.orm import aliased
 
 from .integrity import IMPORTED, MASTER_KEYS, POINTERS, PRINCIPALS, SESSIONS, VERSIONS, Row
@@ -93,7 +93,7 @@ def reconcile(
 ) -> StateReport:
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain."""
     report = StateReport()
-    for table, rule in rules(batch_size).items():
+    for table, rule in rules(batch_size, authentic).items():
         report.rows[table] = 0
         for row, name, disagreement in rule(conn):
             if row is not None:
@@ -107,15 +107,18 @@ def reconcile(
     return report
 
 
-def rules(batch_size: int) -> dict[str, Callable[[Connection], Iterator[Finding]]]:
-    """One rule per authenticated table, in an order where each may lean on the ones
-    before it (a pointer is checked against versions already checked)."""
+def rules(
+    batch_size: int, authentic: Callable[[str, Row], bool]
+) -> dict[str, Callable[[Connection], Iterator[Finding]]]:
+    """One rule per authenticated table, in order: the versions rule notes each toolkit's
+    latest live version among the authentic ones, which the pointers rule then expects."""
+    latest: dict[tuple[str, str], int] = {}
     return {
         MASTER_KEYS: _master_keys,
         PRINCIPALS: _principals,
         SESSIONS: lambda conn: _sessions(conn, batch_size),
-        VERSIONS: lambda conn: _versions(conn, batch_size),
-        POINTERS: _pointers,
+        VERSIONS: lambda conn: _versions(conn, batch_size, authentic, latest),
+        POINTERS: lambda conn: _pointers(conn, latest),
         IMPORTED: _imported,
     }
 
@@ -218,7 +221,12 @@ def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
 # -- config versions and pointers -------------------------------------------------------------
 
 
-def _versions(conn: Connection, batch_size: int) -> Iterator[Finding]:
+def _versions(
+    conn: Connection,
+    batch_size: int,
+    authentic: Callable[[str, Row], bool],
+    latest: dict[tuple[str, str], int],
+) -> Iterator[Finding]:
     """Versions whose `configure` event is missing or disagrees (actor, status), purged
     versions with no `purge` event, and `configure` events whose version is gone."""
     configure = and_(
@@ -250,6 +258,9 @@ def _versions(conn: Connection, batch_size: int) -> Iterator[Finding]:
             reasons = [_disagreement(row) for row in rows]
             found = None if not all(reasons) else ("unaudited", str(reasons[0]))
             first = rows[0]
+            key = (first.session_id, first.toolkit_name)
+            if first.status in _LIVE and found is None and authentic(VERSIONS, first._mapping):
+                latest[key] = max(latest.get(key, 0), first.version)
             yield first._mapping, _version_name(first), found  # type: ignore[misc]
     gone = (
         select(AuditEvent.session_id, AuditEvent.toolkit_name, AuditEvent.version)
@@ -280,19 +291,10 @@ def _disagreement(row: Any) -> str | None:
     return None if status == row.status else "status differs from its configure event"
 
 
-def _pointers(conn: Connection) -> Iterator[Finding]:
-    """A pointer must name the latest live version of its toolkit; a live version with no
-    pointer means the pointer was deleted. (Versions are append-only and checked above.)"""
-    latest = (
-        select(
-            ConfigVersion.session_id,
-            ConfigVersion.toolkit_name,
-            func.max(ConfigVersion.version).label("latest"),
-        )
-        .where(ConfigVersion.status.in_(_LIVE))
-        .group_by(ConfigVersion.session_id, ConfigVersion.toolkit_name)
-    )
-    live = {(r.session_id, r.toolkit_name): r.latest for r in conn.execute(latest)}
+def _pointers(conn: Connection, latest: dict[tuple[str, str], int]) -> Iterator[Finding]:
+    """A pointer must name the latest live version of its toolkit (among the versions the
+    rule before found believable); a live version with no pointer means it was deleted."""
+    live = dict(latest)
     rows = conn.execute(
         select(CurrentConfig).order_by(CurrentConfig.session_id, CurrentConfig.toolkit_name)
     ).all()

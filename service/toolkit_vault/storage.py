@@ -266,6 +266,21 @@ class Store:
         transaction."""
         _write_link(conn, *self._link(draft, conn.execute(_CHAIN_END).one()))
 
+    def audit_many(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
+        """Append many links at once, for bulk loads: one read of the chain end, one insert
+        of all the events, one move of the head."""
+        chain_end: Sequence[Any] = conn.execute(_CHAIN_END).one()
+        events: list[dict[str, Any]] = []
+        head: dict[str, Any] = {}
+        for draft in drafts:
+            event, head = self._link(draft, chain_end)
+            events.append(event)
+            seq, mac = event["seq"], event["mac"]
+            chain_end = (seq, mac, head["new_head"], seq, mac)
+        if events:
+            conn.execute(_INSERT_EVENT, events)
+            conn.execute(_INSERT_HEAD if events[0]["seq"] == 1 else _MOVE_HEAD, head)
+
     def _link(
         self, draft: AuditDraft, chain_end: Sequence[Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
