@@ -15,6 +15,7 @@ KMS key is a provider migration: unwrap with one provider, wrap with the other.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..crypto import KEY_BYTES, SecretBytes
@@ -22,6 +23,7 @@ from ..errors import DecryptionError
 from .base import (
     Context,
     KeyProvider,
+    ProviderError,
     ProviderSettings,
     ProviderStatus,
     check_context,
@@ -35,6 +37,28 @@ __all__ = ["SCHEME", "AwsKmsProvider", "encryption_context"]
 SCHEME = "aws-kms"
 _OPAQUE = {"InvalidCiphertextException", "IncorrectKeyException"}
 _MAX_CIPHERTEXT = 6144  # KMS's own limit on CiphertextBlob
+
+
+class _NoDebug(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.DEBUG
+
+
+_NO_DEBUG = _NoDebug()
+
+
+def quiet_wire_logs() -> None:
+    """botocore logs every request and response body at DEBUG, and those of Encrypt and
+    Decrypt hold the vault key in clear: drop botocore's DEBUG records, whatever level an
+    operator sets (a filter on each botocore logger, and INFO on their parent)."""
+    parent = logging.getLogger("botocore")
+    if parent.getEffectiveLevel() < logging.INFO:
+        parent.setLevel(logging.INFO)
+    names = [n for n in logging.Logger.manager.loggerDict if n.split(".")[0] == "botocore"]
+    for name in ["botocore", *names]:
+        logger = logging.getLogger(name)
+        if _NO_DEBUG not in logger.filters:
+            logger.addFilter(_NO_DEBUG)
 
 
 def encryption_context(context: Context) -> dict[str, str]:
@@ -77,6 +101,7 @@ class AwsKmsProvider(KeyProvider):
             raise self.error(f"cannot be configured: {exc}") from None
         self._describe(self._client.meta.region_name)
         self._arn: str | None = None
+        quiet_wire_logs()  # after the client exists: its modules' loggers exist too
 
     def _describe(self, region: str) -> None:
         self.region = region
@@ -129,11 +154,31 @@ class AwsKmsProvider(KeyProvider):
             raise DecryptionError
         if arn != self.key_arn():
             raise self.error(f"this key was wrapped under another KMS key, {arn}")
-        answer = self._call("decrypt", CiphertextBlob=payload, EncryptionContext=fields, KeyId=arn)
+        try:
+            answer = self._call(
+                "decrypt", CiphertextBlob=payload, EncryptionContext=fields, KeyId=arn
+            )
+        except ProviderError as exc:
+            if "AccessDeniedException" in str(exc) and self._can_decrypt(arn):
+                raise DecryptionError from None  # the blob names a key it may not: altered
+            raise
         plaintext = bytes(answer["Plaintext"])
         if answer.get("KeyId") != arn or len(plaintext) != KEY_BYTES:
             raise DecryptionError
         return SecretBytes(plaintext)
+
+    def _can_decrypt(self, arn: str) -> bool:
+        """Whether KMS lets us decrypt under `arn` at all. KMS answers AccessDenied both to
+        a policy that forbids Decrypt and to a ciphertext whose key reference was altered;
+        a probe round trip tells them apart (only on that failure path)."""
+        probe = {"toolkit-vault": "access-probe"}
+        try:
+            sealed = self._call("encrypt", KeyId=arn, Plaintext=b"\0", EncryptionContext=probe)
+            blob = sealed["CiphertextBlob"]
+            self._call("decrypt", CiphertextBlob=blob, EncryptionContext=probe, KeyId=arn)
+        except (ProviderError, DecryptionError):
+            return False
+        return True
 
     def status(self) -> ProviderStatus:
         if self.key_id is None:
