@@ -77,18 +77,25 @@ def assert_names_provider(exc: BaseException, provider: str) -> None:
     assert_no_canary(str(exc))
 
 
+class _Collect(logging.Handler):
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @contextmanager
 def captured_logs() -> Iterator[list[logging.LogRecord]]:
     """Every log record of every logger at DEBUG, as if an operator turned logging up."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = _Collect(logging.DEBUG)
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
     try:
-        yield records
+        yield handler.records
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
@@ -163,11 +170,12 @@ class ProviderConformance:
             blob = provider.wrap(SecretBytes(CANARY), CONTEXT)
             opened = provider.unwrap(blob, CONTEXT)
             texts = [repr(provider), str(provider), repr(provider.status()), repr(opened)]
-            for action in (
+            actions: list[Callable[[], Any]] = [
                 lambda: provider.unwrap(blob, (*CONTEXT, "moved")),
                 lambda: provider.unwrap(blob[:-1], CONTEXT),
                 lambda: self.make_unreachable().unwrap(blob, CONTEXT),
-            ):
+            ]
+            for action in actions:
                 try:
                     action()
                 except Exception as exc:
