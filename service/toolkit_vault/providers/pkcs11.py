@@ -5,8 +5,9 @@ with AES-GCM, the wrap context as associated data, under a fresh 96-bit IV per w
 Master keys share the label `key_label` and are told apart by their PKCS#11 id, `kek-N`;
 the highest N is current, so rotation is one atomic step on the token (generate the next
 key). The PIN comes from an environment variable (removed from the environment once read)
-or a 0600 file, never from the database. A session is opened per call: the vault asks the
-token only at start and at rotation, and a token that restarted is simply found again.
+or a 0600 file, never from the database. A session is opened per call (the vault asks the
+token only at start and at rotation, and a token that restarted is simply found again);
+calls to one token take turns within a process, because PKCS#11 login is per process.
 
 `import pkcs11` below is the python-pkcs11 library (absolute imports), not this module.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +56,18 @@ _OPAQUE = (
 )
 
 
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def _token_lock(module: str, token_label: str) -> threading.Lock:
+    """One lock per token in this process. PKCS#11 login is per application, not per
+    session: closing a logged-in session logs every session of the process out, and a
+    second login fails. So this process's calls to one token take turns."""
+    with _locks_lock:
+        return _locks.setdefault((module, token_label), threading.Lock())
+
+
 class Pkcs11Provider(KeyProvider):
     """Options: `module` (the token's PKCS#11 library), `token_label`, `key_label`
     (default `toolkit-vault`), and the PIN's source: `pin_file`, or `pin_env` (default
@@ -91,9 +105,18 @@ class Pkcs11Provider(KeyProvider):
         from pkcs11.exceptions import PKCS11Error
 
         try:
-            token = pkcs11.lib(self.module).get_token(token_label=self.token_label)
-            with token.open(user_pin=self._pin.reveal().decode(), rw=write) as session:
-                yield session
+            library = pkcs11.lib(self.module)
+        except PKCS11Error:
+            raise self.error("cannot load the PKCS#11 module") from None
+        try:
+            with _token_lock(self.module, self.token_label):
+                token = library.get_token(token_label=self.token_label)
+                try:
+                    session = token.open(user_pin=self._pin.reveal().decode(), rw=write)
+                except pkcs11.UserAlreadyLoggedIn:  # login is per process: someone else's
+                    session = token.open(rw=write)  # a session without login shares it
+                with session:
+                    yield session
         except pkcs11.NoSuchToken:
             raise self.error("the token is not there (no token with that label)") from None
         except (pkcs11.PinIncorrect, pkcs11.PinLocked, pkcs11.PinExpired) as exc:
