@@ -149,7 +149,7 @@ class AwsKmsProvider(KeyProvider):
         scheme, arn, payload = unpack_blob(blob)
         fields = encryption_context(context)
         if scheme != SCHEME:
-            raise self.error(f"this key was wrapped by a {scheme} provider, not by AWS KMS")
+            raise self.foreign(scheme)
         if not 0 < len(payload) <= _MAX_CIPHERTEXT:
             raise DecryptionError
         if arn != self.key_arn():

@@ -130,6 +130,9 @@ class KeyProvider(ABC):
     def error(self, problem: str) -> ProviderError:
         return ProviderError(self.name, f"key provider {self.name} ({self.where}): {problem}")
 
+    def foreign(self, scheme: str) -> ProviderError:
+        return self.error(f"this key was wrapped by another kind of provider ({scheme})")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(where={self.where!r})"
 

@@ -76,7 +76,7 @@ class LocalProvider(KeyProvider):
     def unwrap(self, blob: bytes, context: Context) -> SecretBytes:
         scheme, kek_id, payload = unpack_blob(blob)
         if scheme != SCHEME:
-            raise self.error(f"this key was wrapped by a {scheme} provider, not a local one")
+            raise self.foreign(scheme)
         kek = self._held().keys.get(kek_id) or self._held(reread=True).keys.get(kek_id)
         if kek is None:
             raise self.error(f"master key {kek_id} is not there")

@@ -166,7 +166,7 @@ class Pkcs11Provider(KeyProvider):
         scheme, kek_id, payload = unpack_blob(blob)
         aad = wrap_aad(SCHEME, kek_id, context)
         if scheme != SCHEME:
-            raise self.error(f"this key was wrapped by a {scheme} provider, not by PKCS#11")
+            raise self.foreign(scheme)
         if len(payload) != _IV_BYTES + KEY_BYTES + 16:
             raise DecryptionError
         with self._session() as session:
