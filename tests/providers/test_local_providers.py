@@ -20,10 +20,12 @@ import keyring.backends.null
 import keyrings.alt.file
 import pytest
 
-from toolkit_vault.crypto import new_key
+from toolkit_vault import crypto
+from toolkit_vault.crypto import SecretBytes, new_key
+from toolkit_vault.errors import DecryptionError
 from toolkit_vault.providers import ProviderError, ProviderSettings, blob_header
 from toolkit_vault.providers import file as file_module
-from toolkit_vault.providers.base import pack_blob
+from toolkit_vault.providers.base import pack_blob, wrap_aad
 from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
 from toolkit_vault.providers.file import KEY_FILE_NAME, FileProvider
 from toolkit_vault.providers.keyring import KeyringProvider
@@ -329,3 +331,11 @@ def test_a_locked_keyring_is_a_clear_error(tmp_path: Path, memory_keyring: Memor
     assert "key provider keyring (OS keyring (MemoryKeyring) entry master-keys:vault-test)" in str(
         caught.value
     )
+
+
+def test_a_blob_that_opens_but_holds_no_256_bit_key_is_refused(tmp_path: Path) -> None:
+    """Only someone holding the master key could make one; still never a short key."""
+    _write(tmp_path / KEY_FILE_NAME, _doc())
+    short = crypto.seal(SecretBytes(KEY_A), bytes(16), wrap_aad("local", "kek-1", CONTEXT))
+    with pytest.raises(DecryptionError):
+        _file(tmp_path).unwrap(pack_blob("local", "kek-1", short), CONTEXT)
