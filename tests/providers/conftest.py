@@ -16,15 +16,16 @@ from typing import Any
 
 import boto3
 import keyring
-import keyring.backend
 import keyring.core
-import keyring.errors
 import pytest
-from servers import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, MotoServer, make_softhsm_token
-
-from toolkit_vault.providers import ProviderSettings
-
-PLUGINS = Path(__file__).parent / "plugins"
+from provider_support import (
+    SOFTHSM_MODULE,
+    TOKEN_LABEL,
+    USER_PIN,
+    MemoryKeyring,
+    MotoServer,
+    make_softhsm_token,
+)
 
 
 @pytest.fixture(scope="session")
@@ -103,38 +104,6 @@ def pkcs11_options(softhsm_conf: Path, pin_file: Path) -> dict[str, str]:
         "key_label": f"tkv-{uuid.uuid4().hex[:12]}",
         "pin_file": str(pin_file),
     }
-
-
-def settings(tmp_path: Path, **options: str) -> ProviderSettings:
-    return ProviderSettings(tmp_path / "home", "vault-test", options)
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A secure-looking in-memory backend: the OS keyring's interface, no OS keyring."""
-
-    priority = 10  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-        self.locked = False
-
-    def get_password(self, service: str, username: str) -> str | None:
-        if self.locked:
-            raise keyring.errors.KeyringLocked("the keyring is locked")
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        if self.locked:
-            raise keyring.errors.KeyringLocked("the keyring is locked")
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        del self.entries[(service, username)]
-
-
-# keyring registers every backend class for discovery; keep ours out of other tests' way.
-keyring.backend.KeyringBackend._classes.discard(MemoryKeyring)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, MotoServer, make_softhsm_token
+from provider_support import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, MotoServer, make_softhsm_token
 
 from toolkit_vault.crypto import new_key
 from toolkit_vault.providers import KeyProvider, ProviderSettings, load_provider

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from provider_support import settings
 
 from toolkit_vault.crypto import new_key
 from toolkit_vault.errors import DecryptionError
@@ -15,8 +16,6 @@ from toolkit_vault.providers import ProviderError, blob_header
 from toolkit_vault.providers.aws_kms import AwsKmsProvider, encryption_context
 from toolkit_vault.providers.base import pack_blob, unpack_blob
 from toolkit_vault.providers.testing import CONTEXT
-
-from conftest import settings
 
 OTHER = (*CONTEXT[:-1], "elsewhere")
 

@@ -19,6 +19,7 @@ import keyring.backends.fail
 import keyring.backends.null
 import keyrings.alt.file
 import pytest
+from provider_support import MemoryKeyring, settings
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes, new_key
@@ -30,8 +31,6 @@ from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
 from toolkit_vault.providers.file import KEY_FILE_NAME, FileProvider
 from toolkit_vault.providers.keyring import KeyringProvider
 from toolkit_vault.providers.testing import CONTEXT
-
-from conftest import MemoryKeyring, settings
 
 KEY_A, KEY_B = bytes(range(32)), bytes(range(32, 64))
 

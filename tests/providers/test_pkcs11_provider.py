@@ -15,7 +15,7 @@ import pkcs11
 import pytest
 from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11.mechanisms import GCMParams
-from servers import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN
+from provider_support import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, settings
 
 from toolkit_vault.crypto import new_key
 from toolkit_vault.errors import DecryptionError
@@ -23,8 +23,6 @@ from toolkit_vault.providers import ProviderError
 from toolkit_vault.providers.base import unpack_blob, wrap_aad
 from toolkit_vault.providers.pkcs11 import PIN_ENV, Pkcs11Provider
 from toolkit_vault.providers.testing import CONTEXT
-
-from conftest import settings
 
 
 @pytest.fixture

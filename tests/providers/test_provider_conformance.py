@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import free_port
+from provider_support import MemoryKeyring, free_port, settings
 
 from toolkit_vault.providers import KeyProvider
 from toolkit_vault.providers.aws_kms import AwsKmsProvider
@@ -19,8 +19,6 @@ from toolkit_vault.providers.file import FileProvider
 from toolkit_vault.providers.keyring import KeyringProvider
 from toolkit_vault.providers.pkcs11 import Pkcs11Provider
 from toolkit_vault.providers.testing import ProviderConformance
-
-from conftest import MemoryKeyring, settings
 
 
 class TestFileProvider(ProviderConformance):

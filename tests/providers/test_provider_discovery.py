@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from provider_support import PLUGINS, settings
 
 from toolkit_vault.errors import KeyProviderError
 from toolkit_vault.providers import (
@@ -20,8 +21,6 @@ from toolkit_vault.providers.env import EnvProvider
 from toolkit_vault.providers.file import FileProvider
 from toolkit_vault.providers.keyring import KeyringProvider
 from toolkit_vault.providers.pkcs11 import Pkcs11Provider
-
-from conftest import PLUGINS, settings
 
 SHIPPED = {
     "file": FileProvider,

@@ -1,5 +1,6 @@
-"""The real servers the provider tests run against: moto's KMS on loopback and a SoftHSM2
-token in a temporary directory. Used by conftest.py and by measure_latency.py."""
+"""Support for the key provider tests: the real servers they run against (moto's KMS on
+loopback, a SoftHSM2 token in a temporary directory), settings, and a keyring backend.
+Used by conftest.py, the tests and measure_latency.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import keyring.backend
+import keyring.errors
+
+from toolkit_vault.providers import ProviderSettings
+
+PLUGINS = Path(__file__).parent / "plugins"
 SOFTHSM_MODULE = os.environ.get(
     "TOOLKIT_VAULT_TEST_PKCS11_MODULE", "/usr/lib/softhsm/libsofthsm2.so"
 )
@@ -116,3 +123,35 @@ def make_softhsm_token(directory: Path) -> Path:
         capture_output=True,
     )
     return conf
+
+
+def settings(tmp_path: Path, **options: str) -> ProviderSettings:
+    return ProviderSettings(tmp_path / "home", "vault-test", options)
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A secure-looking in-memory backend: the OS keyring's interface, no OS keyring."""
+
+    priority = 10  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: dict[tuple[str, str], str] = {}
+        self.locked = False
+
+    def get_password(self, service: str, username: str) -> str | None:
+        if self.locked:
+            raise keyring.errors.KeyringLocked("the keyring is locked")
+        return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        if self.locked:
+            raise keyring.errors.KeyringLocked("the keyring is locked")
+        self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        del self.entries[(service, username)]
+
+
+# keyring registers every backend class for discovery; keep ours out of other tests' way.
+keyring.backend.KeyringBackend._classes.discard(MemoryKeyring)
