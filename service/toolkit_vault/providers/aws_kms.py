@@ -32,11 +32,19 @@ from .base import (
     unpack_blob,
 )
 
-__all__ = ["SCHEME", "AwsKmsProvider", "encryption_context"]
+__all__ = ["SCHEME", "AwsKmsProvider", "KmsRefused", "encryption_context", "quiet_wire_logs"]
 
 SCHEME = "aws-kms"
 _OPAQUE = {"InvalidCiphertextException", "IncorrectKeyException"}
 _MAX_CIPHERTEXT = 6144  # KMS's own limit on CiphertextBlob
+
+
+class KmsRefused(ProviderError):
+    """KMS answered with an error; `code` is KMS's error code (AccessDeniedException, ...)."""
+
+    def __init__(self, provider: str, message: str, code: str) -> None:
+        super().__init__(provider, message)
+        self.code = code
 
 
 class _NoDebug(logging.Filter):
@@ -118,7 +126,8 @@ class AwsKmsProvider(KeyProvider):
             code, message = str(error.get("Code", "")), str(error.get("Message", ""))[:300]
             if operation == "decrypt" and code in _OPAQUE:
                 raise DecryptionError from None
-            raise self.error(f"refused {operation}: {code} {message}".rstrip()) from None
+            refusal = self.error(f"refused {operation}: {code} {message}".rstrip())
+            raise KmsRefused(self.name, refusal.message, code) from None
         except NoCredentialsError:
             raise self.error(
                 "found no AWS credentials (set them as for any boto3 program: environment, "
@@ -158,8 +167,8 @@ class AwsKmsProvider(KeyProvider):
             answer = self._call(
                 "decrypt", CiphertextBlob=payload, EncryptionContext=fields, KeyId=arn
             )
-        except ProviderError as exc:
-            if "AccessDeniedException" in str(exc) and self._can_decrypt(arn):
+        except KmsRefused as exc:
+            if exc.code == "AccessDeniedException" and self._can_decrypt(arn):
                 raise DecryptionError from None  # the blob names a key it may not: altered
             raise
         plaintext = bytes(answer["Plaintext"])
