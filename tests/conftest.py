@@ -23,6 +23,7 @@ from toolkit_vault.settings import VaultSettings, load_settings
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entry points real
+SPEC_PLUGINS = PLUGINS / "spec_dist"  # a separate distribution, installed only where asked
 
 POSTGRES_URL = os.environ.get(
     "TOOLKIT_VAULT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -111,6 +112,15 @@ def vault(home: VaultSettings) -> Iterator[Vault]:
 
 
 @pytest.fixture
+def spec_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
+    """A vault opened with the spec-shaped plugin distribution installed (this test only)."""
+    monkeypatch.syspath_prepend(str(SPEC_PLUGINS))
+    opened = open_vault(home)
+    yield opened
+    opened.store.engine.dispose()
+
+
+@pytest.fixture
 def cli_env(tmp_path: Path, database_url: str) -> dict[str, str]:
     """Environment for `toolkit-vault` subprocesses on the `home` fixture's home and database,
     with the test plugins installed."""
@@ -119,3 +129,9 @@ def cli_env(tmp_path: Path, database_url: str) -> dict[str, str]:
     env["TOOLKIT_VAULT_HOME"] = str(tmp_path / "home")
     env["TOOLKIT_VAULT_DATABASE_URL"] = database_url
     return env
+
+
+@pytest.fixture
+def spec_cli_env(cli_env: dict[str, str]) -> dict[str, str]:
+    """`cli_env` with the spec-shaped plugin distribution installed as well."""
+    return {**cli_env, "PYTHONPATH": os.pathsep.join([str(SPEC_PLUGINS), cli_env["PYTHONPATH"]])}

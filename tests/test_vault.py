@@ -206,7 +206,7 @@ def test_capability_gating_and_sessions(vault: Vault) -> None:
     conn = vault.connect(AGENT)
     (early,) = request(conn, {"type": "toolkit/list/req", "id": "r1"})
     assert (early["code"], early["req_id"]) == ("CAPABILITY_NOT_NEGOTIATED", "r1")
-    (none,) = request(conn, {"type": "handshake/req", "capabilities": ["tools"]})
+    (none,) = request(conn, {"type": "handshake/req", "capabilities": ["mcp"]})
     assert none["code"] == "CAPABILITY_NOT_NEGOTIATED"
     (unknown,) = request(
         conn, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": "s1"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .common import ContractRef
-from .manifest import ValidatedManifest
+from .manifest import ValidatedManifest, require_validated
 from .model import StateContract
 from .roles import FrontendExport
 
@@ -75,9 +75,7 @@ def check_host(
     host_services: Iterable[str],
 ) -> HostCompatibility:
     """Compare requirements with ``host_contracts`` (name -> offered version) and services."""
-    if not isinstance(validated, ValidatedManifest):
-        raise TypeError("check_host needs a ValidatedManifest; call validate() first")
-    m = validated.manifest
+    m = require_validated(validated, "check_host").manifest
     wanted: list[tuple[ContractRef, str | None]] = [(c, None) for c in m.required_contracts]
     for comp in m.components:
         wanted += [(c, comp.id) for c in comp.host_contracts]
@@ -146,8 +144,8 @@ def state_changes_from(
     current: ValidatedManifest, prior: ValidatedManifest
 ) -> list[StateObligation]:
     """Migration obligations from ``prior`` to ``current``, by namespace. Performs nothing."""
-    if not isinstance(current, ValidatedManifest) or not isinstance(prior, ValidatedManifest):
-        raise TypeError("state_changes_from compares two ValidatedManifest values")
+    require_validated(current, "state_changes_from")
+    require_validated(prior, "state_changes_from")
     now, before = _states(current), _states(prior)
     out: list[StateObligation] = []
     for namespace in sorted(set(now) | set(before)):

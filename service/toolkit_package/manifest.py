@@ -9,20 +9,21 @@ compatibility and state obligations (``compat``) take a ``ValidatedManifest`` fo
 from __future__ import annotations
 
 import hashlib
-import heapq
+import hmac
 import re
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import rfc8785
-from pydantic import Field, ValidationError, ValidationInfo, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from .common import ContractRef, Digest, Frozen, Ident, Text, Version
+from .graph import Diagnostic, check_graph, check_lifetimes, dependency_order
 from .jsonbound import BoundsRefused, loads_bounded
-from .model import Component, HostServiceRef, Lifetime, PortableMcpEntry, StrategyKind
-from .roles import Export, FrontendExport
+from .model import Component, HostServiceRef, PortableMcpEntry, StrategyKind
+from .roles import Export
 
 __all__ = [
     "ActivationManifest",
@@ -32,22 +33,15 @@ __all__ = [
     "Reference",
     "ValidatedManifest",
     "payload_digest",
+    "require_validated",
     "validate",
 ]
 
 _TOKEN = object()
+_SEAL_KEY = secrets.token_bytes(32)  # per process: no seal made elsewhere ever verifies here
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "cmd", "cmd.exe", "pwsh"})
 _SHELL_FLAGS = frozenset({"-c", "/c", "/C", "-Command", "-command", "-EncodedCommand"})
 _NOT_A_PROGRAM = re.compile(r"[\s;&|`$<>(){}*?!~\"']|^$")
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One named reason for a refusal; ``component`` is the component or export it concerns."""
-
-    code: str
-    component: str | None
-    message: str
 
 
 class ManifestRefused(ValueError):
@@ -84,11 +78,18 @@ class ActivationManifest(Frozen):
 
 
 class ValidatedManifest(Frozen):
-    """A manifest that passed ``validate``. Constructing or deserializing one is refused."""
+    """A manifest that passed ``validate``. Constructing or deserializing one is refused.
+
+    ``validate`` also seals it: a keyed MAC (key private to this process) over the manifest,
+    its digest and its dependency order. ``require_validated`` checks the seal, so a value
+    forged past the gate (a crafted pickle, fields rewritten through ``__dict__``) is refused
+    where it is used. Pickling is refused outright; copying returns the same immutable value.
+    """
 
     manifest: ActivationManifest
     payload_digest: str
     dependency_order: tuple[str, ...]
+    _seal: bytes = PrivateAttr(default=b"")
 
     _gate: ClassVar[str] = "only toolkit_package.manifest.validate creates a ValidatedManifest"
 
@@ -106,7 +107,42 @@ class ValidatedManifest(Frozen):
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
         if update:
             raise TypeError(self._gate)
-        return super().model_copy(deep=deep)
+        return self
+
+    def __copy__(self) -> ValidatedManifest:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ValidatedManifest:
+        return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"a ValidatedManifest cannot be pickled; {self._gate}")
+
+    def __getstate__(self) -> dict[Any, Any]:
+        raise TypeError(f"a ValidatedManifest cannot be pickled; {self._gate}")
+
+    def __setstate__(self, state: Any) -> None:
+        raise TypeError(f"a ValidatedManifest cannot be unpickled; {self._gate}")
+
+    def _expected_seal(self) -> bytes:
+        content: dict[str, Any] = {
+            "manifest": self.manifest.model_dump(mode="json"),
+            "payload_digest": self.payload_digest,
+            "dependency_order": list(self.dependency_order),
+        }
+        return hmac.digest(_SEAL_KEY, rfc8785.dumps(content), "sha256")
+
+
+def require_validated(value: object, what: str = "this check") -> ValidatedManifest:
+    """``value`` if ``validate`` made it in this process and nothing changed it since."""
+    if isinstance(value, ValidatedManifest):
+        try:
+            intact = hmac.compare_digest(value._seal, value._expected_seal())
+        except Exception:  # a forged value may not even serialize
+            intact = False
+        if intact:
+            return value
+    raise TypeError(f"{what} needs a ValidatedManifest from validate(); call validate() first")
 
 
 def payload_digest(manifest: ActivationManifest) -> str:
@@ -165,93 +201,6 @@ def _from_validation_error(raw: Any, exc: ValidationError) -> list[Diagnostic]:
     return diagnostics
 
 
-def _dependency_order(comps: dict[str, Component]) -> tuple[list[str], list[str]]:
-    """Kahn's algorithm with a sorted frontier: dependencies first, ties broken by id."""
-    edges = {
-        cid: {d.component for d in c.dependencies if d.component in comps}
-        for cid, c in comps.items()
-    }
-    dependents: dict[str, list[str]] = {cid: [] for cid in comps}
-    for cid, deps in edges.items():
-        for dep in deps:
-            dependents[dep].append(cid)
-    waiting = {cid: len(deps) for cid, deps in edges.items()}
-    ready = [cid for cid, n in waiting.items() if n == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        cid = heapq.heappop(ready)
-        order.append(cid)
-        for child in dependents[cid]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                heapq.heappush(ready, child)
-    left = set(comps) - set(order)
-    cyclic = sorted(cid for cid in left if _reaches(cid, cid, edges))
-    return order, cyclic
-
-
-def _reaches(start: str, target: str, edges: Mapping[str, set[str]]) -> bool:
-    seen: set[str] = set()
-    stack = list(edges[start])
-    while stack:
-        node = stack.pop()
-        if node == target:
-            return True
-        if node not in seen:
-            seen.add(node)
-            stack.extend(edges[node])
-    return False
-
-
-def _check_graph(m: ActivationManifest, comps: dict[str, Component]) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    for c in m.components:
-        for dep in c.dependencies:
-            target = comps.get(dep.component)
-            if target is None:
-                out.append(Diagnostic("dependency_unselected", c.id, f"needs {dep.component!r}"))
-            elif target.version != dep.version:
-                msg = f"needs {dep.component!r} at a version other than the selected one"
-                out.append(Diagnostic("dependency_version_mismatch", c.id, msg))
-    for export in m.exports:
-        for cid in export.components:
-            if cid not in comps:
-                out.append(Diagnostic("export_component_unselected", export.id, f"names {cid!r}"))
-    reachable: set[str] = set()
-    stack = [cid for e in m.exports for cid in e.components]
-    while stack:
-        cid = stack.pop()
-        if cid in comps and cid not in reachable:
-            reachable.add(cid)
-            stack.extend(d.component for d in comps[cid].dependencies)
-    msg = "not reachable from any selected export"
-    out += [Diagnostic("unreachable_component", cid, msg) for cid in comps if cid not in reachable]
-    return out
-
-
-def _check_lifetimes(m: ActivationManifest, comps: dict[str, Component]) -> list[Diagnostic]:
-    """Only direct support counts: an intermediate session component owns its own needs."""
-    supported = [
-        (f"persistent/daemon component {c.id!r}", [d.component for d in c.dependencies])
-        for c in m.components
-        if c.lifetime in (Lifetime.PERSISTENT, Lifetime.DAEMON)
-    ]
-    supported += [
-        (f"persistent frontend {e.id!r}", list(e.components))
-        for e in m.exports
-        if isinstance(e, FrontendExport) and e.persistent
-    ]
-    out: list[Diagnostic] = []
-    for what, needed in supported:
-        for cid in needed:
-            dep = comps.get(cid)
-            if dep is not None and dep.lifetime is Lifetime.REQUEST:
-                msg = f"request-lifetime component supports {what}"
-                out.append(Diagnostic("request_lifetime_supports_persistent", cid, msg))
-    return out
-
-
 def _check_components(m: ActivationManifest) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[str] = set()
@@ -285,12 +234,14 @@ def validate(manifest: ActivationManifest | Mapping[str, Any] | str | bytes) -> 
     """The only way to a ``ValidatedManifest``; refusals carry every diagnostic at once."""
     m = _parse(manifest)
     comps = {c.id: c for c in m.components}
-    diagnostics = _check_components(m) + _check_graph(m, comps) + _check_lifetimes(m, comps)
-    order, cyclic = _dependency_order(comps)
+    diagnostics = _check_components(m) + check_graph(m, comps) + check_lifetimes(m, comps)
+    order, cyclic = dependency_order(comps)
     diagnostics += [
         Diagnostic("dependency_cycle", cid, "component is on a dependency cycle") for cid in cyclic
     ]
     if diagnostics:
         raise ManifestRefused(diagnostics)
     data = {"manifest": m, "payload_digest": payload_digest(m), "dependency_order": tuple(order)}
-    return ValidatedManifest.model_validate(data, context={"gate": _TOKEN})
+    validated = ValidatedManifest.model_validate(data, context={"gate": _TOKEN})
+    validated._seal = validated._expected_seal()
+    return validated

@@ -1,25 +1,43 @@
-"""The spec's plugin contract: `A2EPlugin` and `ToolkitPlugin`, implemented as written.
+"""The spec's plugin contract: `A2EPlugin` and `ToolkitPlugin`, implemented as written, and the
+adapter that runs one toolkit of a third-party `ToolkitPlugin` inside the vault.
 
 A plugin answers the messages of its namespace by dispatching on the message type, and may
-push server-initiated events through a callback the transport registers.
+push server-initiated events through a callback the host registers. Plugin authors import
+`ToolkitPlugin` and the message models from here and from `toolkit_vault.protocol`.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from .errors import VaultError
 from .protocol import (
     Message,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
+    ToolkitDefinition,
     ToolkitListRequest,
     ToolkitListResponse,
 )
 
-__all__ = ["A2EPlugin", "PushCallback", "ToolkitPlugin"]
+__all__ = [
+    "A2EPlugin",
+    "PluginAnswerRefused",
+    "PushCallback",
+    "SpecToolkit",
+    "ToolkitPlugin",
+    "ToolkitReportedError",
+    "is_spec_plugin",
+    "listed_definitions",
+]
 
 PushCallback = Callable[[Message], None]
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class A2EPlugin(ABC):
@@ -65,3 +83,82 @@ class ToolkitPlugin(A2EPlugin):
         if isinstance(msg, ToolkitConfigureRequest):
             return self._configure_toolkit(msg)
         raise TypeError(f"{type(msg).__name__} is not a toolkit message")
+
+
+class PluginAnswerRefused(VaultError):
+    """A plugin answered with something that is not the spec's message for the request."""
+
+
+class ToolkitReportedError(Exception):
+    """A spec plugin answered a configure with `status: "error"` (its message is not kept)."""
+
+
+def is_spec_plugin(value: object) -> bool:
+    """The spec's shape: a `ToolkitPlugin`, or any object with both of its abstract methods
+    (a plugin written against another library's `ToolkitPlugin` base)."""
+    return isinstance(value, ToolkitPlugin) or (
+        callable(getattr(value, "_list_toolkits", None))
+        and callable(getattr(value, "_configure_toolkit", None))
+    )
+
+
+def _answer(model: type[_M], value: object) -> _M:
+    """`value` as our model: ours as is, another library's pydantic model or a mapping
+    re-validated (strict) through ours, anything else refused."""
+    if isinstance(value, model):
+        return value
+    try:
+        if isinstance(value, BaseModel):
+            return model.model_validate(value.model_dump(by_alias=True))
+        if isinstance(value, Mapping):
+            return model.model_validate(dict(value))
+    except (ValidationError, ValueError, TypeError):
+        pass
+    expected = model.model_fields["type"].default
+    raise PluginAnswerRefused(f"the plugin did not answer with a {expected} message")
+
+
+def listed_definitions(plugin: Any) -> list[ToolkitDefinition]:
+    """The definitions a spec plugin lists (`_list_toolkits`, no filter, no config)."""
+    return _answer(ToolkitListResponse, plugin._list_toolkits(ToolkitListRequest())).toolkits
+
+
+class SpecToolkit:
+    """One toolkit of a spec `ToolkitPlugin`, in the single-toolkit shape the vault runs.
+
+    Each instance builds its own plugin (one per session initialization, like any toolkit),
+    so a plugin instance only ever holds one session's config for one toolkit. The config
+    reaches the plugin in `initialize`, through `_configure_toolkit`, and nowhere else. The
+    plugin's answer is mapped to the design's statuses; its `message` is never forwarded
+    (it may quote the config): only the names of its own tools are read from it.
+    """
+
+    def __init__(self, plugin_factory: Callable[[], Any], definition: ToolkitDefinition) -> None:
+        self.definition = definition
+        self._plugin = plugin_factory()
+
+    def initialize(self, config: dict[str, Any]) -> list[str] | None:
+        name = self.definition.name
+        request = ToolkitConfigureRequest(toolkit_name=name, config=config)
+        answer = _answer(ToolkitConfigureResponse, self._plugin._configure_toolkit(request))
+        if answer.toolkit_name not in ("", name):
+            raise PluginAnswerRefused("the plugin answered for another toolkit")
+        if answer.status == "error":
+            raise ToolkitReportedError
+        if answer.status == "ok":
+            return None
+        named = [t for t in self.definition.tools if _names(answer.message or "", t)]
+        return named or list(self.definition.tools)  # partial, unnamed: fail closed
+
+    def set_push_callback(self, fn: PushCallback | None) -> None:
+        bind = getattr(self._plugin, "set_push_callback", None)
+        if callable(bind):
+            bind(fn)
+
+    def __repr__(self) -> str:
+        return f"SpecToolkit({self.definition.name!r})"
+
+
+def _names(message: str, tool: str) -> bool:
+    """True when `tool` appears in `message` as a whole name (not inside a longer name)."""
+    return re.search(rf"(?<![\w-]){re.escape(tool)}(?![\w-])", message) is not None

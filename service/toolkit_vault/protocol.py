@@ -1,10 +1,12 @@
 """A2E toolkits wire protocol, version "1.0": every message of the spec, wire-exact.
 
 Field names, defaults and order follow the toolkits specification (and our minimal
-handshake). Parsing is strict about types (a string is never coerced into a number) and
-lenient about unknown extra fields, as the design asks. `parse_message` is the one entry
-point for untrusted bytes: it bounds size and depth, refuses duplicate keys, and turns
-every failure into `InvalidMessage`, whose details name locations, never values.
+handshake, and the part of the `tools` capability the spec's relationship needs:
+`tool/list`, whose entries carry the `toolkit` field). Parsing is strict about types (a
+string is never coerced into a number) and lenient about unknown extra fields, as the design
+asks. `parse_message` is the one entry point for untrusted bytes: it bounds size and depth,
+refuses duplicate keys, and turns every failure into `InvalidMessage`, whose details name
+locations, never values.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ __all__ = [
     "InvalidMessage",
     "Message",
     "Request",
+    "ToolInfo",
+    "ToolListRequest",
+    "ToolListResponse",
     "ToolkitConfigureRequest",
     "ToolkitConfigureResponse",
     "ToolkitDefinition",
@@ -139,6 +144,24 @@ class ToolkitStatusEvent(Message):
     message: str | None = None
 
 
+class ToolInfo(_Wire):
+    """One tool of a configured toolkit; `toolkit` names that toolkit (the spec's relationship)."""
+
+    name: str
+    toolkit: str
+    description: str | None = None
+
+
+class ToolListRequest(Message):
+    type: Literal["tool/list/req"] = "tool/list/req"
+
+
+class ToolListResponse(Message):
+    type: Literal["tool/list/resp"] = "tool/list/resp"
+    req_id: str = ""
+    tools: list[ToolInfo] = Field(default_factory=list)
+
+
 class ErrorMessage(Message):
     type: Literal["error"] = "error"
     req_id: str = ""
@@ -147,10 +170,10 @@ class ErrorMessage(Message):
     details: list[dict[str, Any]] = Field(default_factory=list)
 
 
-Request = HandshakeRequest | ToolkitListRequest | ToolkitConfigureRequest
+Request = HandshakeRequest | ToolkitListRequest | ToolkitConfigureRequest | ToolListRequest
 _REQUESTS: dict[str, TypeAdapter[Any]] = {
     model.model_fields["type"].default: TypeAdapter(model)
-    for model in (HandshakeRequest, ToolkitListRequest, ToolkitConfigureRequest)
+    for model in (HandshakeRequest, ToolkitListRequest, ToolkitConfigureRequest, ToolListRequest)
 }
 
 

@@ -1,10 +1,13 @@
 """The toolkit registry: every source ends as one `ToolkitDefinition` plus an initializer.
 
 Sources: the built-in reference toolkit `filesystem`, Python entry points in the group
-`toolkit_vault.toolkits` (a factory called with no arguments, returning an object with
-`definition` and `initialize(config)`), and imported toolkit packages. Schemas are checked
-and compiled at registration, so a hostile schema never reaches a request. A factory is
-called once per session initialization, so sessions never share toolkit state.
+`toolkit_vault.toolkits`, and imported toolkit packages. An entry point names a factory
+called with no arguments; what it returns has one of two shapes: a single toolkit
+(`definition` and `initialize(config)`) or the spec's `ToolkitPlugin` serving many toolkits
+(`_list_toolkits` gives their definitions; each is run through `plugin.SpecToolkit`).
+Schemas are checked and compiled at registration, so a hostile schema never reaches a
+request. A factory is called once per session initialization, so sessions never share
+toolkit state.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from .errors import SchemaRefused, ToolkitNotFound, VaultError
+from .plugin import SpecToolkit, is_spec_plugin, listed_definitions
 from .protocol import ToolkitDefinition
 from .schema import CompiledSchema, compile_schema
 
@@ -37,7 +41,11 @@ log = logging.getLogger(__name__)
 
 
 class Toolkit(Protocol):
-    """What a toolkit plugin provides. `initialize` returns unavailable tool names, if any."""
+    """What a toolkit plugin provides. `initialize` returns unavailable tool names, if any.
+
+    A toolkit may also have `set_push_callback(fn)`: the vault then hands it a callback bound
+    to the one session and toolkit it serves (`events.EventGate`).
+    """
 
     @property
     def definition(self) -> ToolkitDefinition | Mapping[str, Any]: ...
@@ -65,12 +73,41 @@ def coerce_definition(value: ToolkitDefinition | Mapping[str, Any]) -> ToolkitDe
         raise VaultError("the toolkit definition does not match the spec's fields") from None
 
 
+def _spec_factory(
+    plugin_factory: Callable[[], Any], definition: ToolkitDefinition
+) -> ToolkitFactory:
+    def factory() -> Toolkit:
+        return SpecToolkit(plugin_factory, definition)
+
+    return factory
+
+
 class ToolkitRegistry:
     def __init__(self) -> None:
         self._toolkits: dict[str, RegisteredToolkit] = {}
 
     def register(self, factory: ToolkitFactory, source: str) -> RegisteredToolkit:
-        definition = coerce_definition(factory().definition)
+        """Register a single-toolkit factory."""
+        return self._add(coerce_definition(factory().definition), factory, source)
+
+    def register_plugin(self, factory: Callable[[], Any], source: str) -> list[RegisteredToolkit]:
+        """Register what an entry point names, in either shape. A spec plugin's toolkits are
+        registered one by one: one refused (bad schema, name taken) leaves the others in."""
+        sample = factory()
+        if not is_spec_plugin(sample):
+            return [self._add(coerce_definition(sample.definition), factory, source)]
+        registered = []
+        for listed in listed_definitions(sample):
+            definition = coerce_definition(listed)
+            try:
+                registered.append(self._add(definition, _spec_factory(factory, definition), source))
+            except VaultError as exc:
+                log.warning("toolkit %s of %s refused: %s", definition.name, source, exc.message)
+        return registered
+
+    def _add(
+        self, definition: ToolkitDefinition, factory: ToolkitFactory, source: str
+    ) -> RegisteredToolkit:
         if definition.name in self._toolkits:
             raise VaultError(f"toolkit {definition.name!r} is registered twice ({source})")
         schema = compile_schema(definition.config_schema)
@@ -82,7 +119,7 @@ class ToolkitRegistry:
         """Register every installed plugin; a broken one is logged and left out (fail closed)."""
         for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             try:
-                self.register(entry.load(), f"entry point {entry.name}")
+                self.register_plugin(entry.load(), f"entry point {entry.name}")
             except (SchemaRefused, VaultError) as exc:
                 log.warning("toolkit entry point %s refused: %s", entry.name, exc.message)
             except Exception as exc:

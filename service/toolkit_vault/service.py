@@ -1,10 +1,11 @@
 """The one service API: sessions, list and configure; every transport is a shell over it.
 
 `Vault` owns the store, the key ring and the registry, and the initialized toolkit
-instances of this process. `Connection` is one transport connection: it parses raw
-messages, enforces the handshake and capability gating, and turns every failure into a
-well-formed `error` message. `VaultToolkitPlugin` is the spec's `ToolkitPlugin` bound to
-one session.
+instances of this process (each with a push callback bound to its session and toolkit,
+when it takes one). `Connection` is one transport connection: it parses raw messages,
+enforces the handshake and capability gating (`toolkits`, `tools`), and turns every failure
+into a well-formed `error` message. `VaultToolkitPlugin` is the spec's `ToolkitPlugin` bound
+to one session.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import crypto
 from .audit import AuditReport, verify_audit_chain
 from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
+from .events import EventGate
 from .history import PurgeReport, purge
 from .logs import register_secrets
 from .plugin import PushCallback, ToolkitPlugin
@@ -32,11 +34,14 @@ from .protocol import (
     HandshakeResponse,
     InvalidMessage,
     Message,
+    ToolInfo,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
     ToolkitListRequest,
     ToolkitListResponse,
     ToolkitStatusEvent,
+    ToolListRequest,
+    ToolListResponse,
     dump_message,
     parse_message,
 )
@@ -48,7 +53,7 @@ from .storage import Store
 
 __all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
 
-CAPABILITIES = ("toolkits",)
+CAPABILITIES = ("toolkits", "tools")
 SESSION_ID_CHARS = 64  # sessions.session_id
 # What a stored config that fails its MAC, its pointer check or decryption reports (one
 # message: which layer caught an edit is the operator's business, `check` names it).
@@ -66,6 +71,7 @@ class Principal:
 class Outcome:
     status: ConfigureStatus
     message: str
+    unavailable: frozenset[str] = field(default=frozenset())
 
 
 class Vault:
@@ -88,6 +94,7 @@ class Vault:
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
         self._active_version: dict[tuple[str, str], int] = {}
+        self._unavailable: dict[tuple[str, str], frozenset[str]] = {}  # named by `partial`
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
@@ -132,12 +139,11 @@ class Vault:
                     else "toolkit not registered"
                 )
                 instance, outcome = None, Outcome("error", reason)
-            with self._lock:
-                if instance is None or outcome.status == "error":
+            if instance is None or outcome.status == "error":
+                with self._lock:
                     self._active.pop(key, None)
-                else:
-                    self._active[key] = instance
-                    self._active_version[key] = record.version
+            else:
+                self._activate(key, instance, record.version, outcome)
             configured = instance is not None and outcome.status != "error"
             if not configured or outcome.status == "partial":
                 events.append(self._event(session_id, record.toolkit_name, configured, outcome))
@@ -167,18 +173,34 @@ class Vault:
                 "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
             )
             return None, Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
-        known = [t for t in (unavailable or []) if t in toolkit.definition.tools]
+        known = frozenset(t for t in (unavailable or []) if t in toolkit.definition.tools)
         if known:
-            return instance, Outcome(
-                "partial", "tools unavailable: " + ", ".join(sorted(set(known)))
-            )
+            message = "tools unavailable: " + ", ".join(sorted(known))
+            return instance, Outcome("partial", message, known)
         return instance, Outcome("ok", "Toolkit configured successfully")
+
+    def _activate(
+        self, key: tuple[str, str], instance: Toolkit, version: int, outcome: Outcome
+    ) -> None:
+        """Make `instance` the live one for (session, toolkit), and give it its push callback:
+        bound to that session and toolkit, silent once another instance replaces it."""
+        with self._lock:
+            self._active[key] = instance
+            self._active_version[key] = version
+            self._unavailable[key] = outcome.unavailable
+        bind = getattr(instance, "set_push_callback", None)
+        if not callable(bind):
+            return
+        gate = EventGate(self.publish, *key, still_active=lambda: self._active.get(key) is instance)
+        try:
+            bind(gate)
+        except Exception as exc:
+            log.warning("toolkit %s refused its push callback (%s)", key[1], type(exc).__name__)
 
     # -- toolkits ------------------------------------------------------------------------------
 
     def list_toolkits(self, session_id: str, msg: ToolkitListRequest) -> ToolkitListResponse:
-        current = self.store.current_toolkits(session_id)
-        self._forget_stale(session_id, current)
+        configured = self._configured(session_id)
         toolkits = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
@@ -186,11 +208,28 @@ class Vault:
                 continue
             if not set(msg.filter_tags) <= set(definition.tags):
                 continue
-            configured = (
-                definition.name in current and (session_id, definition.name) in self._active
-            )
-            toolkits.append(definition.model_copy(update={"configured": configured}))
+            is_configured = definition.name in configured
+            toolkits.append(definition.model_copy(update={"configured": is_configured}))
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def list_tools(self, session_id: str, msg: ToolListRequest) -> ToolListResponse:
+        """The tools of every toolkit configured in the session, each naming its toolkit;
+        the ones a `partial` status named unavailable are left out."""
+        configured = self._configured(session_id)
+        tools = [
+            ToolInfo(name=tool, toolkit=toolkit.definition.name)
+            for toolkit in self.registry.all()
+            if toolkit.definition.name in configured
+            for tool in toolkit.definition.tools
+            if tool not in self._unavailable.get((session_id, toolkit.definition.name), ())
+        ]
+        return ToolListResponse(req_id=msg.id, tools=tools)
+
+    def _configured(self, session_id: str) -> set[str]:
+        """Toolkits with a current config in the store and a live instance in this process."""
+        current = self.store.current_toolkits(session_id)
+        self._forget_stale(session_id, current)
+        return {name for name in current if (session_id, name) in self._active}
 
     def _forget_stale(self, session_id: str, current: set[str]) -> None:
         """Drop live instances whose config is gone (purged by another process).
@@ -261,9 +300,7 @@ class Vault:
         version = self.store.append_version(session_id, msg.toolkit_name, build, "configure")
         self._next_version[(session_id, msg.toolkit_name)] = version + 1
         if instance is not None:
-            with self._lock:
-                self._active[(session_id, msg.toolkit_name)] = instance
-                self._active_version[(session_id, msg.toolkit_name)] = version
+            self._activate((session_id, msg.toolkit_name), instance, version, outcome)
         configured = (session_id, msg.toolkit_name) in self._active
         self.publish(self._event(session_id, msg.toolkit_name, configured, outcome))
         return ToolkitConfigureResponse(
@@ -393,16 +430,29 @@ class Connection:
         self.principal = principal
         self._push = push
         self._outbox: list[Message] | None = None
+        self._outbox_lock = threading.Lock()
         self.plugin: VaultToolkitPlugin | None = None
+        self._granted: tuple[str, ...] | None = None  # None: bound without a handshake (`bind`)
 
     @property
     def session_id(self) -> str | None:
         return self.plugin.session_id if self.plugin else None
 
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the handshake granted; a connection `bind` tied to a session has them all."""
+        if self.plugin is None:
+            return ()
+        return CAPABILITIES if self._granted is None else self._granted
+
     def _deliver(self, event: Message) -> None:
-        if self._outbox is not None:
-            self._outbox.append(event)
-        elif self._push is not None:
+        # Events may come from other threads (another connection, a toolkit's own thread):
+        # one lock decides whether an event follows the response or is pushed at once.
+        with self._outbox_lock:
+            if self._outbox is not None:
+                self._outbox.append(event)
+                return
+        if self._push is not None:
             self._push(event)
 
     def handle_raw(self, raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> list[str]:
@@ -415,18 +465,22 @@ class Connection:
                 response: Message = _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
             else:
                 response = self.handle(request)
-            return [dump_message(m) for m in (response, *self._outbox)]
         finally:
-            self._outbox = None
+            with self._outbox_lock:
+                caused, self._outbox = self._outbox or [], None
+        return [dump_message(m) for m in (response, *caused)]
 
     def handle(self, request: Message) -> Message:
         try:
             if isinstance(request, HandshakeRequest):
                 return self._handshake(request)
-            if self.plugin is None:
+            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
+            if self.plugin is None or needed not in self.capabilities:
                 return _error(
-                    request.id, "CAPABILITY_NOT_NEGOTIATED", "handshake granting toolkits first"
+                    request.id, "CAPABILITY_NOT_NEGOTIATED", f"handshake granting {needed} first"
                 )
+            if isinstance(request, ToolListRequest):
+                return self.vault.list_tools(self.plugin.session_id, request)
             return self.plugin.handle(request)
         except VaultError as exc:
             return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
@@ -444,11 +498,12 @@ class Connection:
             )
         session_id, events = self.vault.open_session(self.principal, request.session_id)
         plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
-        plugin.set_push_callback(self._deliver)
-        self.vault.attach(session_id, plugin)
-        self.plugin = plugin
-        for event in events:
-            self._deliver(event)
+        self.plugin, self._granted = plugin, tuple(granted)
+        if "toolkits" in granted:  # status events belong to the toolkits capability
+            plugin.set_push_callback(self._deliver)
+            self.vault.attach(session_id, plugin)
+            for event in events:
+                self._deliver(event)
         return HandshakeResponse(req_id=request.id, session_id=session_id, capabilities=granted)
 
     def bind(self, session_id: str) -> None:

@@ -1,11 +1,16 @@
-"""A conformance test mixin that any toolkit plugin can run against itself.
+"""Conformance test mixins that any toolkit plugin can run against itself, in either shape.
 
-    from toolkit_vault.testing import ToolkitConformance
+    from toolkit_vault.testing import ToolkitConformance, ToolkitPluginConformance
 
-    class TestMyToolkit(ToolkitConformance):
+    class TestMyToolkit(ToolkitConformance):          # single toolkit: definition + initialize
         factory = MyToolkit
         valid_config = {"token": "...", "region": "eu"}
         invalid_configs = [{}, {"token": 5}]
+
+    class TestMyPlugin(ToolkitPluginConformance):     # the spec's ToolkitPlugin, many toolkits
+        plugin_factory = MyPlugin
+        valid_configs = {"mail": {"api_key": "..."}, "calendar": {"token": "..."}}
+        invalid_configs = {"mail": [{}]}
 
 Like keyring's backend test suite: the vault's assumptions about a plugin, as tests.
 """
@@ -13,12 +18,21 @@ Like keyring's backend test suite: the vault's assumptions about a plugin, as te
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .registry import ToolkitFactory, coerce_definition
+from .plugin import SpecToolkit, is_spec_plugin, listed_definitions
+from .protocol import (
+    Message,
+    ToolkitConfigureRequest,
+    ToolkitConfigureResponse,
+    ToolkitListRequest,
+    ToolkitStatusEvent,
+)
+from .registry import ToolkitFactory, ToolkitRegistry, coerce_definition
 from .schema import compile_schema
 
-__all__ = ["ToolkitConformance"]
+__all__ = ["ToolkitConformance", "ToolkitPluginConformance"]
 
 
 class ToolkitConformance:
@@ -37,14 +51,7 @@ class ToolkitConformance:
 
     def test_schema_refuses_invalid_configs(self) -> None:
         definition = coerce_definition(type(self).factory().definition)
-        schema = compile_schema(definition.config_schema)
-        for config in self.invalid_configs:
-            try:
-                schema.validate(config)
-            except Exception as exc:  # ConfigInvalid, checked by name to keep this import-light
-                assert type(exc).__name__ == "ConfigInvalid"
-            else:
-                raise AssertionError("an invalid config was accepted")
+        _refuses(definition.config_schema, self.invalid_configs)
 
     def test_factory_builds_independent_instances(self) -> None:
         assert type(self).factory() is not type(self).factory()
@@ -60,10 +67,105 @@ class ToolkitConformance:
     def test_repr_does_not_reveal_the_config(self) -> None:
         instance = type(self).factory()
         instance.initialize(copy.deepcopy(self.valid_config))
-        text = repr(instance) + str(instance)
-        for value in _strings(self.valid_config):
-            if len(value) >= 8:
-                assert value not in text, "a config value shows in the toolkit's repr"
+        _hides(repr(instance) + str(instance), self.valid_config)
+
+    def test_push_callback_if_any_takes_a_function(self) -> None:
+        bind = getattr(type(self).factory(), "set_push_callback", None)
+        assert bind is None or callable(bind)
+        if bind is not None:
+            bind(lambda event: None)
+
+
+class ToolkitPluginConformance:
+    """For the spec's shape: `_list_toolkits` and `_configure_toolkit`, push by callback."""
+
+    plugin_factory: ClassVar[Callable[[], Any]]
+    valid_configs: ClassVar[dict[str, dict[str, Any]]]  # toolkit name -> a config it accepts
+    invalid_configs: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+
+    def _plugin(self) -> Any:
+        plugin = type(self).plugin_factory()
+        assert is_spec_plugin(plugin), "needs _list_toolkits and _configure_toolkit"
+        return plugin
+
+    def test_list_answers_the_request_with_valid_definitions(self) -> None:
+        request = ToolkitListRequest()
+        answer = self._plugin().handle(request)
+        assert answer.type == "toolkit/list/resp" and answer.req_id == request.id
+        names = [coerce_definition(d).name for d in listed_definitions(self._plugin())]
+        assert names and len(names) == len(set(names)), "toolkit names must be unique"
+        assert set(self.valid_configs) <= set(names)
+
+    def test_every_toolkit_registers(self) -> None:
+        registry = ToolkitRegistry()
+        registered = registry.register_plugin(type(self).plugin_factory, "conformance")
+        expected = {coerce_definition(d).name for d in listed_definitions(self._plugin())}
+        assert {t.definition.name for t in registered} == expected
+        for toolkit in registered:
+            assert toolkit.definition.tools, f"{toolkit.definition.name} bundles no tool"
+
+    def test_schemas_accept_valid_and_refuse_invalid_configs(self) -> None:
+        schemas = {d.name: d.config_schema for d in listed_definitions(self._plugin())}
+        for name, config in self.valid_configs.items():
+            compile_schema(schemas[name]).validate(config)
+        for name, configs in self.invalid_configs.items():
+            _refuses(schemas[name], configs)
+
+    def _secrets(self, name: str) -> dict[str, Any]:
+        """The secret values of the valid config of `name`, as the vault's split marks them."""
+        schema = {d.name: d.config_schema for d in listed_definitions(self._plugin())}[name]
+        return compile_schema(schema).split(self.valid_configs[name])[1]
+
+    def test_configure_answers_for_the_named_toolkit(self) -> None:
+        for name, valid in self.valid_configs.items():
+            config = copy.deepcopy(valid)
+            request = ToolkitConfigureRequest(toolkit_name=name, config=config)
+            answer = self._plugin().handle(request)
+            assert isinstance(answer, ToolkitConfigureResponse)
+            assert (answer.req_id, answer.toolkit_name) == (request.id, name)
+            assert answer.status in ("ok", "partial"), f"{name}: a valid config failed"
+            assert config == valid, "_configure_toolkit must not modify the config it is given"
+            _hides(answer.message or "", self._secrets(name))
+
+    def test_the_vault_runs_each_toolkit(self) -> None:
+        for definition in listed_definitions(self._plugin()):
+            if definition.name in self.valid_configs:
+                toolkit = SpecToolkit(type(self).plugin_factory, coerce_definition(definition))
+                toolkit.initialize(copy.deepcopy(self.valid_configs[definition.name]))
+                _hides(repr(toolkit), self._secrets(definition.name))
+
+    def test_emit_event_reaches_the_push_callback(self) -> None:
+        plugin, received = self._plugin(), list[Message]()
+        plugin.set_push_callback(received.append)
+        event: Message = ToolkitStatusEvent(configured=False, status="error", message="expired")
+        plugin.emit_event(event)
+        assert received == [event]
+
+    def test_instances_are_independent(self) -> None:
+        assert type(self).plugin_factory() is not type(self).plugin_factory()
+
+    def test_repr_does_not_reveal_a_config(self) -> None:
+        for name, valid in self.valid_configs.items():
+            plugin = self._plugin()
+            plugin.handle(ToolkitConfigureRequest(toolkit_name=name, config=copy.deepcopy(valid)))
+            _hides(repr(plugin) + str(plugin), self._secrets(name))
+
+
+def _refuses(schema: dict[str, Any], configs: list[dict[str, Any]]) -> None:
+    compiled = compile_schema(schema)
+    for config in configs:
+        try:
+            compiled.validate(config)
+        except Exception as exc:  # ConfigInvalid, checked by name to keep this import-light
+            assert type(exc).__name__ == "ConfigInvalid"
+        else:
+            raise AssertionError("an invalid config was accepted")
+
+
+def _hides(text: str, config: Any) -> None:
+    for value in _strings(config):
+        if len(value) >= 8:
+            assert value not in text, "a config value shows where it must not"
 
 
 def _strings(value: Any) -> list[str]:

@@ -3,8 +3,11 @@ dependency order is deterministic, and only validate() produces a ValidatedManif
 
 from __future__ import annotations
 
+import copy
+import copyreg
 import hashlib
 import json
+import pickle
 import re
 from typing import Any
 
@@ -17,8 +20,9 @@ from package_builders import (
     make_manifest,
     make_service,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from toolkit_package.compat import check_host, state_changes_from
 from toolkit_package.manifest import (
     ActivationManifest,
     ManifestRefused,
@@ -155,6 +159,53 @@ def test_request_lifetime_supporting_persistent_frontend_refused() -> None:
     assert refused.diagnostics[0].component == "chat"
 
 
+@pytest.mark.parametrize("owner_lifetime", ["persistent", "daemon"])
+def test_request_lifetime_anywhere_below_a_daemon_refused(owner_lifetime: str) -> None:
+    """daemon -> session -> session -> request: the daemon still relies on the request one."""
+    data = make_manifest(
+        [
+            make_component("svc", lifetime=owner_lifetime, deps=(("mid", "1.0.0"),)),
+            make_component("mid", lifetime="session", deps=(("low", "1.0.0"),)),
+            make_component("low", lifetime="session", deps=(("helper", "1.0.0"),)),
+            make_component("helper", lifetime="request"),
+        ],
+        [make_service("s", ("svc",))],
+    )
+    refused = refusal(data)
+    assert [(d.code, d.component) for d in refused.diagnostics] == [
+        ("request_lifetime_supports_persistent", "helper")
+    ]
+    assert "'svc'" in refused.diagnostics[0].message
+
+
+def test_request_lifetime_below_a_persistent_frontend_through_a_session_refused() -> None:
+    data = make_manifest(
+        [
+            make_component("chat", lifetime="session", deps=(("render", "1.0.0"),)),
+            make_component("render", lifetime="request"),
+        ],
+        [make_frontend("chat-ui", ("chat",), persistence="persistent")],
+    )
+    refused = refusal(data)
+    assert [(d.code, d.component) for d in refused.diagnostics] == [
+        ("request_lifetime_supports_persistent", "render")
+    ]
+    assert "chat-ui" in refused.diagnostics[0].message
+
+
+def test_lifetime_walk_survives_a_cycle_and_still_reports_it() -> None:
+    data = make_manifest(
+        [
+            make_component("svc", lifetime="daemon", deps=(("a", "1.0.0"),)),
+            make_component("a", deps=(("b", "1.0.0"),)),
+            make_component("b", deps=(("a", "1.0.0"), ("r", "1.0.0"))),
+            make_component("r", lifetime="request"),
+        ],
+        [make_service("s", ("svc",))],
+    )
+    assert refusal(data).codes == {"dependency_cycle", "request_lifetime_supports_persistent"}
+
+
 def test_request_lifetime_is_fine_for_stateless_frontend_and_session_owner() -> None:
     data = make_manifest(
         [
@@ -277,3 +328,63 @@ def test_validate_rechecks_a_manifest_built_without_validation() -> None:
         update={"components": (comp.model_copy(update={"runtime": bad_runtime}),)}
     )
     assert "entrypoint_not_argv" in refusal(bad).codes
+
+
+def _tampered_state(good: ValidatedManifest) -> dict[str, Any]:
+    """pydantic's own pickle state of ``good``, with the digest and the order rewritten."""
+    state = BaseModel.__getstate__(good)
+    fields = dict(state["__dict__"])
+    fields["payload_digest"] = "sha256:" + "0" * 64
+    fields["dependency_order"] = tuple(reversed(good.dependency_order))
+    return {**state, "__dict__": fields}
+
+
+class _Forge:
+    """Pickles as "a ValidatedManifest with this state": what a crafted pickle says."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def __reduce__(self) -> Any:
+        return (copyreg._reconstructor, (ValidatedManifest, object, None), self.state)
+
+
+def test_validated_manifest_cannot_be_pickled() -> None:
+    good = validate(diamond())
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(good, protocol=protocol)
+
+
+def test_crafted_pickle_of_a_validated_manifest_is_refused_on_load() -> None:
+    crafted = pickle.dumps(_Forge(_tampered_state(validate(diamond()))))
+    with pytest.raises(TypeError, match="cannot be unpickled"):
+        pickle.loads(crafted)  # noqa: S301 (the point of the test)
+
+
+def test_forged_value_past_the_gate_fails_check_host() -> None:
+    """Whatever builds an instance around the gate (a pickle calling pydantic's own
+    ``__setstate__``, fields rewritten in place) carries no valid seal: check_host refuses."""
+    good = validate(diamond())
+    assert check_host(good, {}, []).required_gaps == ()
+    forged = ValidatedManifest.__new__(ValidatedManifest)
+    BaseModel.__setstate__(forged, _tampered_state(good))  # the seal copied from `good`
+    assert forged.dependency_order == ("a", "c", "b", "d")
+    with pytest.raises(TypeError, match="call validate"):
+        check_host(forged, {}, [])
+    with pytest.raises(TypeError, match="call validate"):
+        state_changes_from(forged, good)
+    edited = validate(diamond())
+    edited.__dict__["dependency_order"] = ("a", "b", "c", "d")
+    with pytest.raises(TypeError, match="call validate"):
+        check_host(edited, {}, [])
+    bare = ValidatedManifest.__new__(ValidatedManifest)
+    with pytest.raises(TypeError, match="call validate"):
+        check_host(bare, {}, [])
+
+
+def test_copies_are_the_same_sealed_value() -> None:
+    good = validate(diamond())
+    assert copy.copy(good) is good and copy.deepcopy(good) is good
+    assert good.model_copy() is good and good.model_copy(deep=True) is good
+    assert check_host(copy.deepcopy(good), {}, []).required_gaps == ()

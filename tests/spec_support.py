@@ -1,0 +1,58 @@
+"""Helpers for the tests of spec-shaped plugins, toolkit push events and `tool/list`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from toolkit_vault.plugin import PushCallback
+from toolkit_vault.service import Connection, Principal, Vault
+
+SPEC_PLUGINS = Path(__file__).parent / "plugins" / "spec_dist"
+AGENT = Principal("local", "agent")
+CANARY = "tkv-canary-spec-4b8e1d"
+
+
+def spec_module() -> ModuleType:
+    """The plugin module, imported by file path: the distribution's entry points stay
+    invisible to every test that does not install it (`spec_vault`, `spec_cli_env`)."""
+    if "tkv_spec_plugins" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "tkv_spec_plugins", SPEC_PLUGINS / "tkv_spec_plugins.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["tkv_spec_plugins"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["tkv_spec_plugins"]
+
+
+def send(conn: Connection, message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
+
+
+def hello(
+    vault: Vault,
+    session_id: str | None = None,
+    capabilities: tuple[str, ...] = ("toolkits",),
+    push: PushCallback | None = None,
+) -> tuple[Connection, str]:
+    conn = vault.connect(AGENT, push)
+    message: dict[str, Any] = {"type": "handshake/req", "capabilities": list(capabilities)}
+    if session_id:
+        message["session_id"] = session_id
+    response = send(conn, message)[0]
+    assert response["type"] == "handshake/resp", response
+    return conn, response["session_id"]
+
+
+def configure(conn: Connection, toolkit: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+    return send(conn, {"type": "toolkit/configure/req", "toolkit_name": toolkit, "config": config})
+
+
+def mail_config(api_key: str = CANARY, **extra: Any) -> dict[str, Any]:
+    return {"endpoint": "https://mail.example.test", "api_key": api_key, **extra}
