@@ -99,7 +99,7 @@ def credential_word(text: str) -> str | None:
     compact = "".join(found)
     stem = _CREDENTIAL_STEM.search(compact)
     if stem is not None:  # "APIKEY", "accesstoken": one word holding two
-        return stem.group()
+        return "connection string" if stem.group().startswith("conn") else stem.group()
     names = set(found) | _parts(text)
     database = names & _DATABASES or {n for n in names if n.endswith("db")}
     if "connection string" in " ".join(found) or ({"url", "uri", "string"} & names and database):

@@ -36,7 +36,7 @@ __all__ = [
     "pointer",
 ]
 
-MAX_SERVERS = 1000
+MAX_SERVERS = 5000
 MAX_NAME_CHARS = 256
 
 Format = Literal[

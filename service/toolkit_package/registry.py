@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import placeholders
-from .classify import Evidence, UrlPart, classify, credential_word
+from .classify import Evidence, UrlPart, Verdict, classify, credential_word
 from .imported import (
     Collector,
     ConfigInput,
@@ -74,6 +74,8 @@ def _input(
             choices=bool(pick(obj, ("choices",), list, scope)),
         )
     )
+    if fixed and verdict.reason == _UNKNOWN:  # published in the metadata for all to read
+        verdict = Verdict(False, "fixed by the package")
     return ConfigInput(
         name=name,
         description=description,
