@@ -257,8 +257,14 @@ def import_package(
         raise _refuse(f"{exc.code}: {exc.message}") from None
     except SelectionRefused as exc:
         raise _refuse(str(exc)) from None
-    if strict and result.skipped_servers:
-        first = result.skipped_servers[0]
+    chose = selection or Selection()
+    unusable_input = [
+        s
+        for s in result.skipped_servers
+        if s.name not in chose.skip and (not chose.only or s.name in chose.only)
+    ]
+    if strict and unusable_input:
+        first = unusable_input[0]
         raise _refuse(f"{first.code} at {first.scope}: {first.message} (--strict)")
     plans, unusable = _planned(chosen, result.format, registry, strict)
     skipped = (*result.skipped_servers, *left_out, *unusable)
