@@ -291,7 +291,10 @@ def test_more_than_one_mebibyte_imports_and_the_bulk_bound_holds(
 ) -> None:
     seed = json.loads((CORPUS / "registry/seed_2025_05_16.json").read_text())
     copies = [
-        {**entry, "name": f"{entry['name']}-{n}"} for n in range(3) for entry in seed if entry["name"]
+        {**entry, "name": f"{entry['name']}-{n}"}
+        for n in range(3)
+        for entry in seed
+        if entry["name"]
     ]
     big = json.dumps({"servers": copies}, indent=2).encode()
     assert len(big) > 1 << 20
@@ -345,7 +348,9 @@ def test_remove_is_audited_and_unconfigures_every_session(
     assert (event.toolkit_name, json.loads(event.details)["unconfigured"]) == (name, [session])
     assert listed(conn)[name] is False  # this running vault: the config is no longer current
     with vault.store.engine.connect() as db:
-        assert list(db.execute(select(CurrentConfig).where(CurrentConfig.toolkit_name == name))) == []
+        assert (
+            list(db.execute(select(CurrentConfig).where(CurrentConfig.toolkit_name == name))) == []
+        )
         assert len(list(db.execute(select(ConfigVersion)))) == 1  # history keeps the version
 
     import_package(vault.store, vault.registry, (VECTORS / ENV).read_bytes(), "local")
