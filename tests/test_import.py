@@ -19,14 +19,13 @@ import pytest
 from sqlalchemy import insert, select
 
 from test_vault import configure, handshake, listed, request
+from toolkit_package.selection import Selection
 from toolkit_vault import imports
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.imports import MAX_IMPORT_BYTES, PackageRefused, PackageToolkit, import_package
 from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig, ImportedToolkit
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
-
-from toolkit_package.selection import Selection
 
 BIN = Path(sys.executable).parent
 VECTORS = Path(__file__).parent / "vectors" / "package"
@@ -151,7 +150,7 @@ def test_vector_imports_and_the_vault_configures_it_encrypted(
     vault = open_vault(home)  # another process: it sees the import through the store
     try:
         assert vault.registry.get(name).source == f"package {entry['digest']}"
-        conn, session = handshake(vault)
+        conn, _ = handshake(vault)
         assert listed(conn)[name] is False
         out = configure(conn, name, config)
         assert out[0]["status"] == "ok", out

@@ -28,7 +28,7 @@ from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adversarial"))
-from adversarial_support import files_under, scan  # noqa: E402
+from adversarial_support import files_under, scan
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "mcp"
 CANARY = "tkv-canary-imported/9c+1e=5b&2d-"  # every secret is this plus a number

@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -29,8 +29,8 @@ PAGE = 100
 
 
 class Registry(BaseHTTPRequestHandler):
-    entries: list[Any] = json.loads(SEED.read_text())
-    seen: list[str] = []
+    entries: ClassVar[list[Any]] = json.loads(SEED.read_text())
+    seen: ClassVar[list[str]] = []
     mode = "listing"
 
     def log_message(self, *args: Any) -> None:
