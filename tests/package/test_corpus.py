@@ -84,6 +84,7 @@ def test_every_client_config_parses_with_every_entry(path: Path) -> None:
 def test_jsonc_configs_parse_and_a_syntax_error_names_line_and_column() -> None:
     jsonc = [p for p in CLIENTS if _is_jsonc(p)]
     assert len(jsonc) == 3
+    assert all(load(p).servers for p in jsonc)
     broken = b'{\n  "servers": {\n    "a": {"command": "x"}\n    "b": {}\n  }\n}'
     with pytest.raises(ImportRefused) as info:
         import_metadata(broken)
