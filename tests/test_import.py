@@ -22,8 +22,8 @@ from test_vault import configure, handshake, listed, request
 from toolkit_package.selection import Selection
 from toolkit_vault import imports
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.imports import MAX_IMPORT_BYTES, PackageRefused, PackageToolkit, import_package
-from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig, ImportedToolkit
+from toolkit_vault.imports import PackageRefused, PackageToolkit, import_package
+from toolkit_vault.models import AuditEvent, ConfigVersion, ImportedToolkit
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
 
@@ -259,107 +259,6 @@ def test_overrides_mark_fields_and_are_audited(vault: Vault) -> None:
     ]
 
 
-@pytest.mark.parametrize("path", sorted((CORPUS / "clients").rglob("*.json")), ids=lambda p: p.name)
-def test_every_client_config_imports(path: Path, vault: Vault) -> None:
-    """Each one as it is; one whose only server is `filesystem` needs the user's --rename."""
-    data = path.read_bytes()
-    try:
-        report = import_package(vault.store, vault.registry, data, "local")
-    except PackageRefused as exc:
-        assert "no_servers" in exc.message
-        rename = Selection(rename={"filesystem": f"{path.stem}-filesystem"})
-        report = import_package(vault.store, vault.registry, data, "local", rename)
-    assert report.toolkits
-    assert all(s.name == "filesystem" and s.code == "name_taken" for s in report.skipped)
-
-
-def test_the_registry_listing_imports_in_bulk(vault: Vault) -> None:
-    data = (CORPUS / "registry/seed_2025_05_16.json").read_bytes()
-    report = import_package(vault.store, vault.registry, data, "local")
-    assert report.format == "mcp_registry_list"
-    assert len(report.toolkits) == len(imported_rows(vault)) == 472
-    assert len(events(vault)) == 472
-    assert sorted({s.code for s in report.skipped}) == ["invalid_entry", "invalid_server_json"]
-    slack = vault.registry.get("io.github.korotovsky/slack-mcp-server").definition.config_schema
-    assert list(slack["properties"]) == ["slack_mcp_sse_api_key"]
-    assert slack["properties"]["slack_mcp_sse_api_key"]["writeOnly"] is True
-
-
-def test_more_than_one_mebibyte_imports_and_the_bulk_bound_holds(
-    vault: Vault, cli_env: dict[str, str], tmp_path: Path
-) -> None:
-    seed = json.loads((CORPUS / "registry/seed_2025_05_16.json").read_text())
-    copies = [
-        {**entry, "name": f"{entry['name']}-{n}"}
-        for n in range(3)
-        for entry in seed
-        if entry["name"]
-    ]
-    big = json.dumps({"servers": copies}, indent=2).encode()
-    assert len(big) > 1 << 20
-    (tmp_path / "big.json").write_bytes(big)
-    done = vault_cli(cli_env, "toolkits", "import", str(tmp_path / "big.json"), "--json")
-    assert done.returncode == 0, done.stderr
-    assert len(json.loads(done.stdout)["toolkits"]) == 3 * 472
-    inspected = run("toolkit-package-inspect", cli_env, stdin=big)
-    assert inspected.returncode == 2 and "input_too_large" in inspected.stderr
-    too_big = b"{" + b" " * MAX_IMPORT_BYTES + b"}"
-    line = "toolkit-vault: error: package refused: input_too_large: input exceeds 16777216 bytes"
-    assert one_error_line(vault_cli(cli_env, "toolkits", "import", "-", stdin=too_big)) == line
-
-
-def test_show_gives_each_field_its_mark_and_reason(
-    home: VaultSettings, cli_env: dict[str, str]
-) -> None:
-    assert vault_cli(cli_env, "toolkits", "import", str(VECTORS / ENV)).returncode == 0
-    done = vault_cli(cli_env, "toolkits", "show", "io.github.example/issue-tracker", "--json")
-    assert done.returncode == 0, done.stderr
-    shown = json.loads(done.stdout)
-    assert shown["source"] == f"package {shown['source_digest']}"
-    assert shown["definition"]["schema"]["properties"]["tracker_api_token"]["writeOnly"] is True
-    assert [(f["field"], f["secret"], f["reason"]) for f in shown["fields"]] == [
-        ("tracker_api_token", True, "isSecret"),
-        ("tracker_base_url", False, "harmless name: url"),
-        ("tracker_webhook_secret", True, "isSecret"),
-    ]
-    human = vault_cli(cli_env, "toolkits", "show", "io.github.example/issue-tracker")
-    assert "tracker_api_token" in human.stdout and "isSecret" in human.stdout
-    builtin = json.loads(vault_cli(cli_env, "toolkits", "show", "filesystem", "--json").stdout)
-    assert builtin["source"] == "built-in" and builtin["fields"][0]["field"] == "root_dir"
-    assert "toolkit not found" in one_error_line(vault_cli(cli_env, "toolkits", "show", "nope"))
-
-
-def test_remove_is_audited_and_unconfigures_every_session(
-    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
-) -> None:
-    name, config, _, _ = CASES[ENV]
-    import_package(vault.store, vault.registry, (VECTORS / ENV).read_bytes(), "local")
-    conn, session = handshake(vault)
-    assert configure(conn, name, config)[0]["status"] == "ok"
-    assert listed(conn)[name] is True
-
-    done = vault_cli(cli_env, "toolkits", "remove", name, "--json")
-    assert done.returncode == 0, done.stderr
-    removed = json.loads(done.stdout)
-    assert removed["unconfigured_sessions"] == [session]
-    assert imported_rows(vault) == []
-    (event,) = events(vault, "toolkit_removed")
-    assert (event.toolkit_name, json.loads(event.details)["unconfigured"]) == (name, [session])
-    assert listed(conn)[name] is False  # this running vault: the config is no longer current
-    with vault.store.engine.connect() as db:
-        assert (
-            list(db.execute(select(CurrentConfig).where(CurrentConfig.toolkit_name == name))) == []
-        )
-        assert len(list(db.execute(select(ConfigVersion)))) == 1  # history keeps the version
-
-    import_package(vault.store, vault.registry, (VECTORS / ENV).read_bytes(), "local")
-    resumed, _ = handshake(open_vault(home), session)
-    assert listed(resumed)[name] is False  # importing it again brings no old config back
-    assert vault_cli(cli_env, "audit", "verify").returncode == 0
-    assert "not an import" in one_error_line(vault_cli(cli_env, "toolkits", "remove", "filesystem"))
-    assert "no imported toolkit" in one_error_line(vault_cli(cli_env, "toolkits", "remove", "x"))
-
-
 def test_unknown_format_is_refused(home: VaultSettings, cli_env: dict[str, str]) -> None:
     done = vault_cli(cli_env, "toolkits", "import", "-", stdin=b'{"hello": "canary-world"}')
     assert one_error_line(done) == (
@@ -453,24 +352,3 @@ def test_the_imported_initializer_runs_nothing(vault: Vault) -> None:
     assert isinstance(toolkit, PackageToolkit)
     assert toolkit.initialize({"weather_token": SECRET}) is None
     assert SECRET not in repr(vars(toolkit))
-
-
-def test_inspect_help_answers_at_once(cli_env: dict[str, str]) -> None:
-    for flag in ("--help", "-h"):
-        done = subprocess.run(
-            [str(BIN / "toolkit-package-inspect"), flag],
-            stdin=subprocess.PIPE,  # left open: a command waiting on stdin would time out
-            capture_output=True,
-            env=cli_env,
-            timeout=30,
-        )
-        assert done.returncode == 0 and done.stdout.startswith(b"usage: toolkit-package-inspect")
-        assert b"1 MiB" in done.stdout and b"256 KiB" in done.stdout
-    done = subprocess.run(
-        [str(BIN / "toolkit-package-inspect"), "--json"],
-        stdin=subprocess.PIPE,
-        capture_output=True,
-        env=cli_env,
-        timeout=30,
-    )
-    assert done.returncode == 2 and b"see --help" in done.stderr and done.stdout == b""
