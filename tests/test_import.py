@@ -1,13 +1,13 @@
-"""`toolkits import`: MCP server metadata becomes a toolkit the vault configures, encrypted.
+"""`toolkits import|show|remove`: MCP metadata becomes toolkits the vault configures encrypted.
 
 Every configuration value in tests/vectors/package contains "canary"; the secrets configured
 here contain it too. None may appear in an import report, an inspect report, a list
-response or a stored row's public half. Runs on SQLite and PostgreSQL.
+response or a stored row's public half. Runs on SQLite and PostgreSQL. The corpus of real
+published metadata is tests/fixtures/mcp (see tests/package/test_corpus.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 
 from test_vault import configure, handshake, listed, request
-from toolkit_package.jsonbound import MAX_INPUT_BYTES
+from toolkit_package.selection import Selection
 from toolkit_vault import imports
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.imports import PackageRefused, PackageToolkit, import_package
@@ -29,6 +29,7 @@ from toolkit_vault.settings import VaultSettings
 
 BIN = Path(sys.executable).parent
 VECTORS = Path(__file__).parent / "vectors" / "package"
+CORPUS = Path(__file__).parent / "fixtures" / "mcp"
 ARGV, REMOTE, ENV = (
     "server-argv-variable-secret.json",
     "server-remote-secret-header.json",
@@ -36,6 +37,7 @@ ARGV, REMOTE, ENV = (
 )
 SECRET = "tkv-canary-secret"
 BROKEN_PLUGIN = "WARNING toolkit entry point broken failed to load: RuntimeError"  # tests/plugins
+GOOGLE = CORPUS / "clients/claude/3rzy__claude-google-workspace-config.json"
 
 # file -> (toolkit name, config to submit, secret pointers, argv warning expected)
 CASES: dict[str, tuple[str, dict[str, Any], list[str], bool]] = {
@@ -68,7 +70,7 @@ def run(
     program: str, env: dict[str, str], *args: str, stdin: bytes = b""
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [str(BIN / program), *args], capture_output=True, env=env, timeout=60, input=stdin
+        [str(BIN / program), *args], capture_output=True, env=env, timeout=120, input=stdin
     )
     return subprocess.CompletedProcess(
         done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
@@ -114,9 +116,9 @@ def imported_rows(vault: Vault) -> list[Any]:
         return list(db.execute(select(ImportedToolkit).order_by(ImportedToolkit.name)))
 
 
-def import_events(vault: Vault) -> list[Any]:
+def events(vault: Vault, action: str = "toolkit_imported") -> list[Any]:
     with vault.store.engine.connect() as db:
-        query = select(AuditEvent).where(AuditEvent.action == "toolkit_imported")
+        query = select(AuditEvent).where(AuditEvent.action == action)
         return list(db.execute(query.order_by(AuditEvent.seq)))
 
 
@@ -129,11 +131,13 @@ def test_vector_imports_and_the_vault_configures_it_encrypted(
     done = vault_cli(cli_env, "toolkits", "import", str(path), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     (entry,) = report["toolkits"]
-    assert (entry["name"], entry["outcome"], entry["digest"]) == (name, "imported", digest)
+    assert (entry["name"], entry["outcome"]) == (name, "imported")
+    assert entry["digest"].startswith("sha256:") and len(entry["digest"]) == 71
     assert entry["secret_fields"] == [p.lstrip("/") for p in pointers]
-    assert report["input_sha256"] == digest.removeprefix("sha256:")
+    marks = {m["field"]: (m["secret"], m["reason"]) for m in entry["classification"]}
+    assert {f for f, (s, _) in marks.items() if s} == {p.lstrip("/") for p in pointers}
+    assert all(reason for _, reason in marks.values())
     warned = "passed on the command line; argv is visible to every local user"
     assert (warned in done.stderr) is argv_warning
     assert bool(report["warnings"]) is argv_warning
@@ -145,20 +149,17 @@ def test_vector_imports_and_the_vault_configures_it_encrypted(
 
     vault = open_vault(home)  # another process: it sees the import through the store
     try:
-        assert vault.registry.get(name).source == f"package {digest}"
-        conn, session = handshake(vault)
+        assert vault.registry.get(name).source == f"package {entry['digest']}"
+        conn, _ = handshake(vault)
         assert listed(conn)[name] is False
         out = configure(conn, name, config)
         assert out[0]["status"] == "ok", out
-        assert out[1]["type"] == "toolkit/status/event" and out[1]["configured"] is True
         assert listed(conn)[name] is True
         listing = request(conn, {"type": "toolkit/list/req"})
         assert SECRET not in json.dumps(out) + json.dumps(listing)
         with vault.store.engine.connect() as db:
             (row,) = db.execute(select(ConfigVersion).where(ConfigVersion.toolkit_name == name))
-        assert sorted(json.loads(row.sealed_secrets)) == pointers
-        assert sorted(json.loads(row.secret_fingerprints)) == pointers
-        assert row.kek_id and row.wrapped_dek
+        assert sorted(json.loads(row.sealed_secrets)) == sorted(pointers)
         assert SECRET not in row.public_config
         assert json.loads(row.public_config) == {
             k: v for k, v in config.items() if f"/{k}" not in pointers
@@ -166,148 +167,164 @@ def test_vector_imports_and_the_vault_configures_it_encrypted(
     finally:
         vault.store.engine.dispose()
 
-    restarted = open_vault(home)  # resuming re-initializes the imported toolkit from the store
-    try:
-        resumed, same = handshake(restarted, session)
-        assert same == session and listed(resumed)[name] is True
-    finally:
-        restarted.store.engine.dispose()
 
-
-def test_human_report_and_argv_warning(home: VaultSettings, cli_env: dict[str, str]) -> None:
+def test_human_report_names_each_field_mark_and_reason(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
     path = VECTORS / ARGV
     done = vault_cli(cli_env, "toolkits", "import", "-", stdin=path.read_bytes())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("imported io.github.example/weather-container (local_mcp, ")
-    assert "secret fields: weather_token" in done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("imported io.github.example/weather-container (local_mcp, sha256:")
+    assert "  secret weather_token: isSecret" in lines
+    assert "  public weather_region: harmless name: region" in lines
     assert "WARNING: io.github.example/weather-container: secret variable 'weather_token'" in (
         done.stderr
     )
     assert_no_canary(done.stdout + done.stderr, path)
     again = vault_cli(cli_env, "toolkits", "import", str(path))
     assert again.stdout.startswith("unchanged io.github.example/weather-container")
-    listing = json.loads(vault_cli(cli_env, "toolkits", "list", "--json").stdout)
-    sources = {t["name"]: t["source"] for t in listing["toolkits"]}
-    assert sources["io.github.example/weather-container"].startswith("package sha256:")
 
 
-def test_skipped_servers_are_reported(vault: Vault) -> None:
-    path = VECTORS / "client-config.json"
-    report = import_package(vault.store, vault.registry, path.read_bytes(), "local")
-    assert [t.name for t in report.toolkits] == ["github", "analytics"]
-    assert report.skipped_servers == 1
-    assert [(d.code, d.scope) for d in report.diagnostics] == [
-        ("invalid_entry", "/mcpServers/broken/command")
-    ]
-    assert [(w.toolkit, w.field) for w in report.warnings] == [("github", "gh_token")]
-    assert "canary" not in json.dumps(report.as_json())
+def test_a_clash_skips_that_server_and_the_rest_go_in(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """A real Claude Desktop config with an entry named `filesystem` (the built-in's name)."""
+    done = vault_cli(cli_env, "toolkits", "import", str(GOOGLE), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    names = [t["name"] for t in report["toolkits"]]
+    assert names == ["brave-search", "github", "gdrive", "google-workspace-mcp"]
+    assert [(s["name"], s["code"]) for s in report["skipped"]] == [("filesystem", "name_taken")]
+    human = vault_cli(cli_env, "toolkits", "import", str(GOOGLE))
+    assert "skipped 1 server(s):" in human.stdout
+    assert "  filesystem: name_taken at /mcpServers/filesystem: the name is taken by the " in (
+        human.stdout
+    )
+
+    strict = vault_cli(cli_env, "toolkits", "import", str(GOOGLE), "--strict", "--skip", "github")
+    assert "name_taken: 'filesystem'" in one_error_line(strict)
+    renamed = vault_cli(
+        cli_env, "toolkits", "import", str(GOOGLE), "--rename", "filesystem=fs-server", "--json"
+    )
+    assert renamed.returncode == 0, renamed.stderr
+    fs = [t for t in json.loads(renamed.stdout)["toolkits"] if t["name"] == "fs-server"]
+    assert fs[0]["renamed_from"] == "filesystem" and fs[0]["outcome"] == "imported"
 
 
-def test_python_api_is_live_and_reimporting_the_same_digest_is_a_noop(vault: Vault) -> None:
-    data = (VECTORS / ENV).read_bytes()
-    first = import_package(vault.store, vault.registry, data, "local")
-    name = first.toolkits[0].name
-    assert first.toolkits[0].outcome == "imported"
-    conn, _ = handshake(vault)  # the importing vault serves it at once
-    assert configure(conn, name, CASES[ENV][1])[0]["status"] == "ok"
-    (before,) = imported_rows(vault)
-    second = import_package(vault.store, vault.registry, data, "local")
-    assert second.toolkits[0].outcome == "unchanged"
-    assert imported_rows(vault) == [before]
-    (event,) = import_events(vault)
-    assert (event.toolkit_name, event.actor) == (name, "local")
-    details = json.loads(event.details)
-    assert details["digest"] == before.package_digest and details["previous_digest"] is None
+def test_only_skip_and_typos_are_refused(vault: Vault) -> None:
+    data = GOOGLE.read_bytes()
+    only = Selection(only=frozenset({"github"}))
+    report = import_package(vault.store, vault.registry, data, "local", only)
+    assert [t.name for t in report.toolkits] == ["github"]
+    assert {s.name: s.code for s in report.skipped} == {
+        "brave-search": "not_selected",
+        "filesystem": "not_selected",
+        "gdrive": "not_selected",
+        "google-workspace-mcp": "not_selected",
+    }
+    for bad, message in [
+        (Selection(skip=frozenset({"githbu"})), "--skip names no server of this input: 'githbu'"),
+        (Selection(only=frozenset({"nope"})), "--only names no server"),
+        (Selection(rename={"x": "y"}), "--rename names no server"),
+        (Selection(public=("GOOGLE_CLIENT_SECRE",)), "names no field of the chosen servers"),
+        (Selection(secret=("a",), public=("a",)), "given to both --secret and --public"),
+    ]:
+        with pytest.raises(PackageRefused, match=message):
+            import_package(vault.store, vault.registry, data, "local", bad)
+    assert [r.name for r in imported_rows(vault)] == ["github"]
 
 
-def test_a_changed_package_replaces_the_definition(vault: Vault) -> None:
-    data = (VECTORS / REMOTE).read_bytes()
-    import_package(vault.store, vault.registry, data, "local")
-    changed = data.replace(b"ACME API key", b"ACME API key (tenant scoped)")
-    report = import_package(vault.store, vault.registry, changed, "operator")
+def test_overrides_mark_fields_and_are_audited(vault: Vault) -> None:
+    path = CORPUS / "clients/claude/AccelByte__ags-extend-sdk-mcp-server.json"
+    chosen = Selection(secret=("accelbyte-jssdk-mcp:PORT",))
+    report = import_package(vault.store, vault.registry, path.read_bytes(), "local", chosen)
     (entry,) = report.toolkits
-    assert entry.outcome == "replaced"
-    (row,) = imported_rows(vault)
-    assert row.package_digest == entry.digest == "sha256:" + hashlib.sha256(changed).hexdigest()
-    assert row.actor == "operator"
-    assert vault.registry.get(entry.name).source == f"package {entry.digest}"
-    schema = vault.registry.get(entry.name).definition.config_schema
-    assert schema["properties"]["x_api_key"]["description"] == "ACME API key (tenant scoped)"
-    first, second = import_events(vault)
-    assert json.loads(second.details)["previous_digest"] == json.loads(first.details)["digest"]
+    assert entry.secret_fields == ("port",)
+    assert {m.field: m.reason for m in entry.marks} == {
+        "node_env": "harmless name: env",
+        "port": "--secret",
+    }
+    schema = vault.registry.get("accelbyte-jssdk-mcp").definition.config_schema
+    assert schema["properties"]["port"]["writeOnly"] is True
+    (event,) = events(vault)
+    assert json.loads(event.details)["overrides"] == [{"field": "port", "secret": True}]
+
+    path = CORPUS / "clients/claude/0xsaju__mcp-server.json"
+    chosen = Selection(public=("max_new_tokens",))
+    report = import_package(vault.store, vault.registry, path.read_bytes(), "local", chosen)
+    assert report.toolkits[0].secret_fields == ()
+    assert json.loads(events(vault)[-1].details)["overrides"] == [
+        {"field": "max_new_tokens", "secret": False}
+    ]
 
 
 def test_unknown_format_is_refused(home: VaultSettings, cli_env: dict[str, str]) -> None:
     done = vault_cli(cli_env, "toolkits", "import", "-", stdin=b'{"hello": "canary-world"}')
-    line = one_error_line(done)
-    assert line == (
+    assert one_error_line(done) == (
         "toolkit-vault: error: package refused: unknown_format: "
-        "not a server.json, bundle manifest or client map"
+        "not a server.json, registry listing, bundle manifest or client map"
     )
     missing = vault_cli(cli_env, "toolkits", "import", str(VECTORS / "nope.json"))
     assert "cannot read" in one_error_line(missing)
+    jsonc = vault_cli(cli_env, "toolkits", "import", "-", stdin=b'{"servers": {\n  "a": 1 2}}')
+    assert one_error_line(jsonc).endswith(
+        "not_json: invalid JSON at line 2 column 10: Expecting ',' delimiter"
+    )
 
 
-def test_a_name_clash_with_filesystem_is_refused(
+def test_an_input_whose_only_server_clashes_is_refused_and_stores_nothing(
     home: VaultSettings, cli_env: dict[str, str]
 ) -> None:
     package = {"mcpServers": {"filesystem": {"command": "npx", "args": ["-y", "fs-server"]}}}
     done = vault_cli(cli_env, "toolkits", "import", "-", stdin=json.dumps(package).encode())
-    assert "'filesystem' is taken by the built-in toolkit" in one_error_line(done)
+    assert "no_servers: no server could be imported (1 skipped)" in one_error_line(done)
     vault = open_vault(home)
     try:
         assert vault.registry.get("filesystem").source == "built-in"
-        assert imported_rows(vault) == [] and import_events(vault) == []
+        assert imported_rows(vault) == [] and events(vault) == []
     finally:
         vault.store.engine.dispose()
 
 
-def test_a_name_clash_with_an_entry_point_refuses_the_whole_package(vault: Vault) -> None:
+def test_strict_keeps_all_or_nothing(vault: Vault) -> None:
     package = {
         "mcpServers": {
             "fine": {"command": "npx", "args": ["fine-server"]},
             "secretive": {"command": "npx", "args": ["other-server"]},
         }
     }
-    with pytest.raises(PackageRefused, match="'secretive' is taken by the entry point"):
-        import_package(vault.store, vault.registry, json.dumps(package).encode(), "local")
-    assert imported_rows(vault) == [] and import_events(vault) == []
+    data = json.dumps(package).encode()
+    with pytest.raises(PackageRefused, match="name_taken: 'secretive'"):
+        import_package(vault.store, vault.registry, data, "local", strict=True)
+    assert imported_rows(vault) == [] and events(vault) == []
     assert "fine" not in vault.registry
+    report = import_package(vault.store, vault.registry, data, "local")
+    assert [t.name for t in report.toolkits] == ["fine"]
 
 
-def test_oversized_input_is_refused(
-    home: VaultSettings, cli_env: dict[str, str], tmp_path: Path, vault: Vault
-) -> None:
-    big = b"{" + b" " * (MAX_INPUT_BYTES - 1) + b"}"
-    assert len(big) == MAX_INPUT_BYTES + 1
-    (tmp_path / "big.json").write_bytes(big)
-    expected = "toolkit-vault: error: package refused: input_too_large: input exceeds 1048576 bytes"
-    assert one_error_line(vault_cli(cli_env, "toolkits", "import", str(tmp_path / "big.json"))) == (
-        expected
-    )
-    assert one_error_line(vault_cli(cli_env, "toolkits", "import", "-", stdin=big)) == expected
-    with pytest.raises(PackageRefused, match="input_too_large"):
-        import_package(vault.store, vault.registry, big, "local")
-    assert imported_rows(vault) == []
-
-
-def test_a_schema_that_does_not_compile_stores_nothing(
+def test_a_schema_that_does_not_compile_skips_that_server(
     vault: Vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = imports.to_toolkit_definition
 
-    def hostile(server: Any, result: Any) -> Any:
-        made = real(server, result)
+    def hostile(server: Any, fmt: str) -> Any:
+        made = real(server, fmt)
         if server.name == "analytics":
             made.definition["schema"]["properties"]["authorization"]["$ref"] = "https://x.test/s"
         return made
 
     monkeypatch.setattr(imports, "to_toolkit_definition", hostile)
     data = (VECTORS / "client-config.json").read_bytes()
-    with pytest.raises(PackageRefused, match=r"toolkit 'analytics': schema \$ref .* is not local"):
-        import_package(vault.store, vault.registry, data, "local")
-    assert imported_rows(vault) == [] and import_events(vault) == []
-    assert "github" not in vault.registry
+    report = import_package(vault.store, vault.registry, data, "local")
+    assert [t.name for t in report.toolkits] == ["github"]
+    assert [(s.name, s.code) for s in report.skipped][-1] == ("analytics", "invalid_schema")
+    with pytest.raises(PackageRefused, match=r"invalid_entry at /mcpServers/broken/command"):
+        import_package(vault.store, vault.registry, data, "local", strict=True)
+    only = Selection(skip=frozenset({"broken"}))
+    with pytest.raises(PackageRefused, match=r"invalid_schema: 'analytics'"):
+        import_package(vault.store, vault.registry, data, "local", only, strict=True)
+    assert [r.name for r in imported_rows(vault)] == ["github"]
 
 
 def test_a_stored_toolkit_never_displaces_a_registered_one(
@@ -321,7 +338,6 @@ def test_a_stored_toolkit_never_displaces_a_registered_one(
     with vault.store.engine.begin() as db:
         values = {**row._mapping, "name": "filesystem", "definition": json.dumps(definition)}
         db.execute(insert(ImportedToolkit).values(**values))
-        assert db.execute(select(func.count()).select_from(ImportedToolkit)).scalar_one() == 2
     restarted = open_vault(home)
     try:
         assert restarted.registry.get("filesystem").source == "built-in"
@@ -336,10 +352,3 @@ def test_the_imported_initializer_runs_nothing(vault: Vault) -> None:
     assert isinstance(toolkit, PackageToolkit)
     assert toolkit.initialize({"weather_token": SECRET}) is None
     assert SECRET not in repr(vars(toolkit))
-
-
-def test_a_package_with_no_usable_server_is_refused(vault: Vault) -> None:
-    package = {"mcpServers": {"broken": {"command": 42}}}
-    with pytest.raises(PackageRefused, match=r"no_servers: .*\(1 skipped"):
-        import_package(vault.store, vault.registry, json.dumps(package).encode(), "local")
-    assert imported_rows(vault) == []

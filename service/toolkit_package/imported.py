@@ -10,7 +10,8 @@ its JSON pointer, and never half-imported.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from .model import StrategyKind
@@ -27,18 +28,26 @@ __all__ = [
     "ImportResult",
     "ImportedServer",
     "InputKind",
+    "SkippedServer",
     "ValueType",
     "name_of",
+    "one_field_per_name",
     "pick",
     "pointer",
 ]
 
-MAX_SERVERS = 1000
+MAX_SERVERS = 5000
 MAX_NAME_CHARS = 256
 
-Format = Literal["mcp_registry_server", "mcp_bundle_manifest", "client_config"]
+Format = Literal[
+    "mcp_registry_server",
+    "mcp_registry_list",
+    "mcp_bundle_manifest",
+    "client_config",
+    "vscode_settings",
+]
 InputKind = Literal["env", "header", "argument", "variable", "user_config"]
-ValueType = Literal["string", "number", "boolean"]
+ValueType = Literal["string", "number", "boolean", "array"]
 T = TypeVar("T")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -49,7 +58,8 @@ class ConfigInput:
     """One configuration input; ``location`` is a JSON pointer into the source document.
 
     ``has_fixed_value`` inputs are set by the package itself and belong to no form; ``in_argv``
-    inputs end up on a command line, where every local user can read them.
+    inputs end up on a command line, where every local user can read them. ``reason`` says why
+    the input is secret or public (``classify``), in words, never with a value.
     """
 
     name: str
@@ -61,6 +71,7 @@ class ConfigInput:
     has_fixed_value: bool
     in_argv: bool
     value_type: ValueType = "string"
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,12 +105,23 @@ class ImportDiagnostic:
 
 
 @dataclass(frozen=True)
+class SkippedServer:
+    """A server left out and why: ``name`` is its name when the entry had a usable one."""
+
+    name: str
+    code: str
+    scope: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ImportResult:
     format: Format
     servers: tuple[ImportedServer, ...]
     skipped: int
     diagnostics: tuple[ImportDiagnostic, ...]
     input_sha256: str
+    skipped_servers: tuple[SkippedServer, ...] = ()
 
 
 class ImportRefused(ValueError):
@@ -126,14 +148,23 @@ class EntryInvalid(ValueError):
 class Collector:
     servers: list[ImportedServer] = field(default_factory=list)
     diagnostics: list[ImportDiagnostic] = field(default_factory=list)
-    skipped: int = 0
+    skipped_servers: list[SkippedServer] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return len(self.skipped_servers)
 
     def note(self, code: str, scope: str, message: str) -> None:
         self.diagnostics.append(ImportDiagnostic(code, scope, message))
 
-    def skip(self, exc: EntryInvalid) -> None:
-        self.skipped += 1
+    def skip(self, exc: EntryInvalid, name: str = "") -> None:
+        self.skipped_servers.append(SkippedServer(name, exc.code, exc.scope, exc.message))
         self.note(exc.code, exc.scope, exc.message)
+
+    def extend(self, other: Collector) -> None:
+        self.servers += other.servers
+        self.diagnostics += other.diagnostics
+        self.skipped_servers += other.skipped_servers
 
 
 def pointer(base: str, *parts: str | int) -> str:
@@ -168,3 +199,29 @@ def name_of(value: Any, scope: str) -> str:
     if len(value) > MAX_NAME_CHARS or _CONTROL.search(value):
         raise EntryInvalid(scope, f"name longer than {MAX_NAME_CHARS} or holds control chars")
     return value
+
+
+def _merge(first: ConfigInput, other: ConfigInput) -> ConfigInput:
+    if first.has_fixed_value and not other.has_fixed_value:
+        first, other = other, first  # the occurrence a user fills gives the field its place
+    secret = first.secret or other.secret
+    return replace(
+        first,
+        description=first.description or other.description,
+        required=first.required or (other.required and not other.has_fixed_value),
+        secret=secret,
+        reason=first.reason if first.secret or not secret else other.reason,
+        has_fixed_value=first.has_fixed_value and other.has_fixed_value,
+        in_argv=first.in_argv or other.in_argv,
+        value_type=first.value_type if first.value_type == other.value_type else "string",
+    )
+
+
+def one_field_per_name(inputs: Iterable[ConfigInput]) -> tuple[ConfigInput, ...]:
+    """One input is one field: occurrences sharing a name (an env var and the same placeholder
+    in argv, a variable used twice) merge, secret if any occurrence is, in argv if any is."""
+    merged: dict[str, ConfigInput] = {}
+    for item in inputs:
+        seen = merged.get(item.name)
+        merged[item.name] = item if seen is None else _merge(seen, item)
+    return tuple(merged.values())

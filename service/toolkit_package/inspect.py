@@ -28,6 +28,22 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_REPORT_BYTES", "build_report", "inspect_bytes
 
 MAX_REPORT_BYTES = 256 << 10
 _PROG = "toolkit-package-inspect"
+USAGE = f"""usage: {_PROG} < input.json > report.json
+
+Reads public MCP metadata on stdin (at most {MAX_INPUT_BYTES >> 20} MiB): a registry server.json,
+a registry listing or a JSON list of server.json, an MCPB/DXT bundle manifest.json, a Claude
+Desktop or VS Code config (JSONC) or a VS Code settings.json. Writes one JSON report (at most
+{MAX_REPORT_BYTES >> 10} KiB): the input's SHA-256, its format, and per server the name, strategy,
+transport, roles, tools and configuration fields, each marked secret or public with the
+reason. Never a value, a command, an argument or a URL. Opens no file, runs nothing, touches
+no network.
+
+exit 0: a report was written (it may list skipped servers and diagnostics)
+exit 1: the report could not be written
+exit 2: refused (not JSON, unknown format, a bound exceeded), one line on stderr
+
+options: -h, --help  show this text and exit
+"""
 
 
 def build_report(result: ImportResult) -> dict[str, Any]:
@@ -36,6 +52,10 @@ def build_report(result: ImportResult) -> dict[str, Any]:
         "format": result.format,
         "accepted_servers": len(result.servers),
         "skipped_servers": result.skipped,
+        "skipped": [
+            {"name": s.name, "code": s.code, "scope": s.scope, "message": s.message}
+            for s in result.skipped_servers
+        ],
         "diagnostics": [
             {"code": d.code, "scope": d.scope, "message": d.message} for d in result.diagnostics
         ],
@@ -53,6 +73,7 @@ def build_report(result: ImportResult) -> dict[str, Any]:
                         "required": item.required,
                         "kind": item.kind,
                         "in_argv": item.in_argv,
+                        "reason": item.reason,
                     }
                     for item in server.configurable
                 ],
@@ -119,7 +140,14 @@ def _stdout_fd() -> int | None:
         return None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        if args in (["-h"], ["--help"]):
+            sys.stdout.write(USAGE)
+            return 0
+        _say(sys.stderr, f"unknown argument {args[0][:40]!r}; it reads stdin only (see --help)")
+        return 2
     try:
         stdin = sys.stdin.buffer if sys.stdin is not None else None
         return run(stdin, _stdout_fd(), sys.stderr)

@@ -4,6 +4,11 @@ Every limit is checked before or during parsing, so a hostile document ends in o
 ``BoundsRefused`` naming the broken bound, never in a traceback, a hang or a guess. Duplicate
 keys are refused rather than resolved "last wins", because two readers could disagree on which
 value (and which secret marking) counts.
+
+With ``jsonc=True`` the input may be JSONC, as VS Code writes its configs: ``//`` and ``/* */``
+comments and trailing commas. They are blanked out in place (newlines kept), so the strict
+parser then reads the same line and column numbers the user sees, and a syntax error names
+them (never the text around them, which may hold a value).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ MAX_STRING_BYTES = 64 << 10
 
 # Strings are skipped as whole tokens, so brackets inside them never count toward depth.
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL)
+_TRAILING = re.compile(r'"(?:[^"\\\n]|\\.)*"|,(?=\s*[\]}])')
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -86,14 +93,29 @@ def _check_strings(root: Any) -> None:
             stack.extend(node)
 
 
-def loads_bounded(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
-    """Parse ``data`` as strict UTF-8 JSON within every bound, or raise ``BoundsRefused``."""
+def _blank(match: re.Match[str]) -> str:
+    token = match.group()
+    if token.startswith('"'):
+        return token
+    return "".join(c if c == "\n" else " " for c in token)
+
+
+def _strip_jsonc(text: str) -> str:
+    """JSONC to JSON with every character in place: comments and trailing commas blanked."""
+    return _TRAILING.sub(_blank, _COMMENTS.sub(_blank, text))
+
+
+def loads_bounded(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES, jsonc: bool = False) -> Any:
+    """Parse ``data`` as UTF-8 JSON (or JSONC) within every bound, or raise ``BoundsRefused``."""
     if len(data) > max_bytes:
         raise BoundsRefused("input_too_large", f"input exceeds {max_bytes} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BoundsRefused("not_utf8", "input is not UTF-8") from None
+    if jsonc:
+        text = _strip_jsonc(text.removeprefix("\ufeff"))
+        data = text.encode("utf-8", "surrogatepass")
     _check_depth(data)
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
@@ -101,8 +123,11 @@ def loads_bounded(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
         raise
     except RecursionError:
         raise BoundsRefused("nesting_too_deep", "JSON nesting too deep") from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise BoundsRefused("not_json", f"invalid JSON at {where}: {exc.msg}") from None
     except ValueError:
-        # JSONDecodeError, and int() refusing an over-long digit string.
+        # int() refusing an over-long digit string.
         raise BoundsRefused("not_json", "input is not valid JSON") from None
     _check_strings(value)
     return value

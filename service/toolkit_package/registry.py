@@ -2,16 +2,19 @@
 
 A server.json describes one server with alternative ways to reach it: each ``packages`` entry
 (``local_mcp``) and each ``remotes`` entry (``remote_mcp``) becomes its own imported server.
-Secrets may sit in environment variables, headers, runtime/package arguments, and in the
-``variables`` of a templated value (``--token={token}``): a variable inherits the secrecy of
-the value it fills, and an argument's variables land on the command line (``in_argv``).
+Inputs sit in environment variables, headers, runtime/package arguments, and in the
+placeholders of a templated value (``--token={token}``, ``Bearer ${API_KEY}``). A placeholder
+inherits the secrecy of the value it fills, an argument's placeholders land on the command
+line (``in_argv``), and a placeholder sharing a name with another input is that input: one
+input is one field. Secrecy is decided fail-closed by ``classify``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from . import placeholders
+from .classify import Evidence, UrlPart, Verdict, classify, credential_word
 from .imported import (
     Collector,
     ConfigInput,
@@ -21,6 +24,7 @@ from .imported import (
     InputKind,
     ValueType,
     name_of,
+    one_field_per_name,
     pick,
     pointer,
 )
@@ -28,52 +32,102 @@ from .model import StrategyKind
 
 __all__ = ["parse_server_json"]
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]{0,127})\}")
 _VALUE_TYPES: dict[str, ValueType] = {"number": "number", "boolean": "boolean"}
+_UNKNOWN = "nothing shows it is public"
 
 
-def _value_type(obj: dict[str, Any], scope: str) -> ValueType:
-    return _VALUE_TYPES.get(pick(obj, ("format",), str, scope) or "", "string")
+def _marks(obj: dict[str, Any], scope: str) -> tuple[str | None, str | None]:
+    """(secret mark, explicit public mark) the publisher gave this input, if any."""
+    secret = pick(obj, ("isSecret", "is_secret"), bool, scope)
+    if pick(obj, ("format",), str, scope) == "password":
+        return "format: password", None
+    return ("isSecret", None) if secret else (None, "isSecret: false" if secret is False else None)
+
+
+def _input(
+    obj: dict[str, Any],
+    scope: str,
+    name: str,
+    kind: InputKind,
+    *,
+    fills: str | None = None,
+    url_part: UrlPart | None = None,
+    in_argv: bool,
+    required: bool,
+    fixed: bool,
+) -> ConfigInput:
+    description = pick(obj, ("description",), str, scope) or ""
+    marked, marked_public = _marks(obj, scope)
+    fmt = pick(obj, ("format",), str, scope) or ""
+    value_type = _VALUE_TYPES.get(fmt, "string")
+    verdict = classify(
+        Evidence(
+            name=name,
+            description=description,
+            header=kind == "header",
+            marked=marked,
+            marked_public=marked_public,
+            fills=fills,
+            value_type=value_type,
+            url_part=url_part,
+            path=fmt == "filepath",
+            choices=bool(pick(obj, ("choices",), list, scope)),
+        )
+    )
+    if fixed and verdict.reason == _UNKNOWN:  # published in the metadata for all to read
+        verdict = Verdict(False, "fixed by the package")
+    return ConfigInput(
+        name=name,
+        description=description,
+        required=required,
+        secret=verdict.secret,
+        kind=kind,
+        location=scope,
+        has_fixed_value=fixed,
+        in_argv=in_argv,
+        value_type=value_type,
+        reason=verdict.reason,
+    )
 
 
 def _template_fields(
     value: str,
     variables: dict[str, Any],
     scope: str,
-    parent: tuple[bool, bool],
+    parent: tuple[bool, str | None],
     in_argv: bool,
     out: Collector,
 ) -> list[ConfigInput]:
-    """Form fields for the ``{name}`` placeholders of a templated value.
+    """Form fields for the placeholders of a templated value.
 
-    ``parent`` is (required, secret) of the value being filled: a variable filling a secret
-    value is secret, and one filling a required value is required unless it has a default.
+    ``parent`` is (required, why secret or None) of the value being filled: a placeholder
+    filling a secret value is secret, one filling a required value is required unless it has
+    a default. A remote URL's placeholders are classified by the part they sit in.
     """
-    parent_required, parent_secret = parent
+    parent_required, parent_fills = parent
+    parts = placeholders.url_parts(value) if not in_argv and "://" in value else {}
     fields = []
-    for var_name in dict.fromkeys(_PLACEHOLDER.findall(value)):
+    for var_name in placeholders.names(value, angled=bool(parts)):
         vscope = pointer(scope, "variables", var_name)
-        var = variables.get(var_name)
-        if var is None:
+        var = variables.get(var_name, {})
+        if var_name not in variables:
             out.note("undeclared_variable", vscope, "placeholder without a declared variable")
-            fields.append(ConfigInput(var_name, "", True, True, "variable", vscope, False, in_argv))
-            continue
         if not isinstance(var, dict):
             raise EntryInvalid(vscope, "expected an object")
         fixed = pick(var, ("value",), str, vscope) is not None
         has_default = var.get("default") is not None
+        required = bool(pick(var, ("isRequired", "is_required"), bool, vscope))
         fields.append(
-            ConfigInput(
-                name=var_name,
-                description=pick(var, ("description",), str, vscope) or "",
-                required=bool(pick(var, ("isRequired", "is_required"), bool, vscope))
-                or (parent_required and not has_default and not fixed),
-                secret=bool(pick(var, ("isSecret", "is_secret"), bool, vscope)) or parent_secret,
-                kind="variable",
-                location=vscope,
-                has_fixed_value=fixed,
+            _input(
+                var,
+                vscope,
+                var_name,
+                "variable",
+                fills=parent_fills,
+                url_part=parts.get(var_name),
                 in_argv=in_argv,
-                value_type=_value_type(var, vscope),
+                required=required or (parent_required and not has_default and not fixed),
+                fixed=fixed,
             )
         )
     return fields
@@ -85,16 +139,17 @@ def _inputs(
     """The form fields one Input/KeyValueInput/Argument contributes (maybe none)."""
     if not isinstance(obj, dict):
         raise EntryInvalid(scope, "expected an object")
-    description = pick(obj, ("description",), str, scope) or ""
     required = bool(pick(obj, ("isRequired", "is_required"), bool, scope))
-    secret = bool(pick(obj, ("isSecret", "is_secret"), bool, scope))
     value = pick(obj, ("value",), str, scope)
     variables = pick(obj, ("variables",), dict, scope) or {}
-    if value is not None and _PLACEHOLDER.search(value):
-        return _template_fields(value, variables, scope, (required, secret), in_argv, out)
+    this = _input(obj, scope, name, kind, in_argv=in_argv, required=required, fixed=True)
+    if value is not None and placeholders.names(value):
+        word = credential_word(placeholders.strip(value))
+        fills = this.reason if this.secret and this.reason != _UNKNOWN else None
+        fills = fills or (f"template: {word}" if word else None)
+        return _template_fields(value, variables, scope, (required, fills), in_argv, out)
     fixed = value is not None
-    vtype = _value_type(obj, scope)
-    return [ConfigInput(name, description, required, secret, kind, scope, fixed, in_argv, vtype)]
+    return [_input(obj, scope, name, kind, in_argv=in_argv, required=required, fixed=fixed)]
 
 
 def _list(obj: dict[str, Any], keys: tuple[str, ...], scope: str) -> tuple[str, list[Any]]:
@@ -158,50 +213,51 @@ def _remote(remote: Any, scope: str, out: Collector) -> tuple[str, str, list[Con
     url = pick(remote, ("url",), str, scope)
     if not transport or not url:
         raise EntryInvalid(scope, "a remote needs a transport type and a url")
-    # The URL is a value: only its template variables become (non-argv) form fields.
+    # The URL is a value: only its placeholders become (non-argv) form fields.
     variables = pick(remote, ("variables",), dict, scope) or {}
-    fields = _template_fields(url, variables, scope, (True, False), False, out)
+    fields = _template_fields(url, variables, scope, (True, None), False, out)
     fields += _key_values(remote, ("headers",), "header", scope, out)
     return "", transport, fields
 
 
-def parse_server_json(doc: dict[str, Any], max_servers: int) -> Collector:
+def parse_server_json(doc: dict[str, Any], max_servers: int, base: str = "") -> Collector:
+    """The servers of one server.json; ``base`` is its JSON pointer inside a listing."""
     out = Collector()
     try:
-        name = name_of(doc.get("name"), "/name")
-        packages = pick(doc, ("packages",), list, "") or []
-        remotes = pick(doc, ("remotes",), list, "") or []
-        description = pick(doc, ("description",), str, "") or ""
-        title = pick(doc, ("title",), str, "") or ""
-        version = pick(doc, ("version",), str, "")
-        detail = pick(doc, ("version_detail",), dict, "") or {}
-        version = version or pick(detail, ("version",), str, "/version_detail") or ""
+        name = name_of(doc.get("name"), pointer(base, "name"))
+        packages = pick(doc, ("packages",), list, base) or []
+        remotes = pick(doc, ("remotes",), list, base) or []
+        description = pick(doc, ("description",), str, base) or ""
+        title = pick(doc, ("title",), str, base) or ""
+        version = pick(doc, ("version",), str, base)
+        detail = pick(doc, ("version_detail",), dict, base) or {}
+        version = version or pick(detail, ("version",), str, pointer(base, "version_detail"))
     except EntryInvalid as exc:
         raise ImportRefused("invalid_server_json", f"{exc.scope}: {exc.message}") from None
     if len(packages) + len(remotes) > max_servers:
         raise ImportRefused("too_many_servers", f"more than {max_servers} packages and remotes")
     if not packages and not remotes:
-        out.note("no_packages_or_remotes", "", "server.json offers no package and no remote")
+        out.note("no_packages_or_remotes", base, "server.json offers no package and no remote")
     several = len(packages) + len(remotes) > 1
     entries = [("packages", i, e) for i, e in enumerate(packages)]
     entries += [("remotes", i, e) for i, e in enumerate(remotes)]
     for group, i, entry in entries:
-        scope = pointer("", group, i)
+        scope = pointer(base, group, i)
         local = group == "packages"
         try:
             registry, transport, fields = (_package if local else _remote)(entry, scope, out)
         except EntryInvalid as exc:
-            out.skip(exc)
+            out.skip(exc, f"{name}#{group[:-1]}-{i}" if several else name)
             continue
         out.servers.append(
             ImportedServer(
                 name=f"{name}#{group[:-1]}-{i}" if several else name,
                 strategy=StrategyKind.LOCAL_MCP if local else StrategyKind.REMOTE_MCP,
                 transport=transport,
-                inputs=tuple(fields),
+                inputs=one_field_per_name(fields),
                 title=title,
                 description=description,
-                version=version,
+                version=version or "",
                 registry=registry,
                 location=scope,
             )

@@ -1,15 +1,21 @@
 """Turn an accepted import into A2E ``ToolkitDefinition`` fields for the vault.
 
 Each imported server becomes one definition whose JSON Schema (Draft 2020-12) has one property
-per configurable input. Secret inputs carry ``"writeOnly": true`` so the vault encrypts them;
-inputs the package fixes itself stay out of the form; ``additionalProperties: false`` keeps
-unknown (and therefore unclassified) fields out. The package digest, strategy and format are
-recorded at the schema root under ``x-toolkit-package``. A secret that reaches a command line
-is flagged, because argv is visible to every local user.
+per configurable input. Secret inputs carry ``"writeOnly": true`` so the vault encrypts them,
+and every property records its secrecy and the reason under ``x-toolkit-input``; inputs the
+package fixes itself stay out of the form; ``additionalProperties: false`` keeps unknown (and
+therefore unclassified) fields out. The source digest, strategy and format are recorded at the
+schema root under ``x-toolkit-package``. The source digest is taken over the value-free
+server description, never over the input bytes: a client config holds its user's own values,
+and a stored hash of them would let anyone guess a weak one offline. A secret that reaches a
+command line is flagged, because argv is visible to every local user.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +27,7 @@ __all__ = [
     "DEFINITION_FIELDS",
     "ImportedToolkit",
     "property_names",
+    "source_digest",
     "to_toolkit_definition",
     "to_toolkit_definitions",
 ]
@@ -71,12 +78,28 @@ def property_names(inputs: Iterable[ConfigInput]) -> list[str]:
 
 def _property(item: ConfigInput) -> dict[str, Any]:
     prop: dict[str, Any] = {"type": item.value_type, "title": item.name}
+    if item.value_type == "array":
+        prop["items"] = {"type": "string"}
     if item.description:
         prop["description"] = item.description
     if item.secret:
         prop["writeOnly"] = True
-    prop["x-toolkit-input"] = {"kind": item.kind, "name": item.name, "in_argv": item.in_argv}
+    prop["x-toolkit-input"] = {
+        "kind": item.kind,
+        "name": item.name,
+        "in_argv": item.in_argv,
+        "secret": item.secret,
+        "reason": item.reason,
+    }
     return prop
+
+
+def source_digest(server: ImportedServer) -> str:
+    """``sha256:`` over the canonical JSON of the value-free server description."""
+    described = json.dumps(
+        dataclasses.asdict(server), sort_keys=True, separators=(",", ":"), default=str
+    )
+    return "sha256:" + hashlib.sha256(described.encode()).hexdigest()
 
 
 def _warnings(server: ImportedServer) -> list[str]:
@@ -88,7 +111,8 @@ def _warnings(server: ImportedServer) -> list[str]:
     ]
 
 
-def to_toolkit_definition(server: ImportedServer, result: ImportResult) -> ImportedToolkit:
+def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
+    """One server as A2E definition fields; ``fmt`` is the input's format, for the record."""
     inputs = server.configurable
     names = property_names(inputs)
     schema: dict[str, Any] = {
@@ -98,12 +122,12 @@ def to_toolkit_definition(server: ImportedServer, result: ImportResult) -> Impor
         "required": [name for name, item in zip(names, inputs, strict=True) if item.required],
         "additionalProperties": False,
         "x-toolkit-package": {
-            "digest": "sha256:" + result.input_sha256,
+            "digest": source_digest(server),
             "strategy": server.strategy.value,
-            "format": result.format,
+            "format": fmt,
         },
     }
-    tags = list(dict.fromkeys(t for t in (result.format, server.transport, server.registry) if t))
+    tags = list(dict.fromkeys(t for t in (fmt, server.transport, server.registry) if t))
     definition = {
         "name": server.name,
         "alias": server.name.rsplit("/", 1)[-1].split("#", 1)[0][:64],
@@ -120,4 +144,4 @@ def to_toolkit_definition(server: ImportedServer, result: ImportResult) -> Impor
 
 def to_toolkit_definitions(result: ImportResult) -> list[ImportedToolkit]:
     """One toolkit per accepted server, in document order."""
-    return [to_toolkit_definition(server, result) for server in result.servers]
+    return [to_toolkit_definition(server, result.format) for server in result.servers]

@@ -1,42 +1,42 @@
 """Importing toolkit packages: public MCP metadata in, stored toolkit definitions out.
 
-`toolkits import` turns every server a package description accepts into one toolkit whose
-schema marks each secret input `writeOnly`, so `toolkit/configure` encrypts it like any other
-secret. The definitions live in the database (`imported_toolkits`), so every process and
-replica registers them at `open_vault`. Nothing here runs anything: the vault does not launch
-MCP servers, so an imported toolkit's initializer accepts its config and returns.
+`toolkits import` turns every server an input holds into one toolkit whose schema marks each
+secret input `writeOnly` (classified fail-closed, with its reason), so `toolkit/configure`
+encrypts it like any other secret. The definitions live in the database (`imported_toolkits`),
+so every process and replica registers them at `open_vault`. Nothing here runs anything: the
+vault does not launch MCP servers, so an imported toolkit's initializer accepts its config.
 
-An import is all or nothing: every accepted server must compile, keep clear of the names of
-built-in and entry-point toolkits and fit the store, or nothing is written. Re-importing an
-identical definition (same package digest) writes nothing; a changed one replaces the stored
-one. Each write shares one transaction with its `toolkit_imported` audit event.
+An input imports server by server: a server whose name is taken by a built-in or entry-point
+toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
+the rest go in; with `strict` any such server refuses the whole input. Re-importing an
+identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
+one and ends every session's current config of it. All SQL on `imported_toolkits` lives in
+`_write`, `_remove` and `stored_toolkits`, each write sharing one transaction with its audit
+event (`toolkit_imported`, `toolkit_removed`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
-from toolkit_package.importers import (
-    MAX_INPUT_BYTES,
-    ImportDiagnostic,
-    ImportedServer,
-    ImportRefused,
-    ImportResult,
-    import_metadata,
-)
+from toolkit_package.imported import SkippedServer
+from toolkit_package.importers import ImportedServer, ImportRefused, import_metadata
+from toolkit_package.selection import Selected, Selection, SelectionRefused
+from toolkit_package.selection import select as select_servers
 from toolkit_package.toolkit import property_names, to_toolkit_definition
 
-from .errors import VaultError
+from .errors import ToolkitNotFound, VaultError
+from .import_report import ArgvWarning, FieldMark, ImportedEntry, ImportReport, Outcome
 from .integrity import IMPORTED
+from .models import CurrentConfig
 from .models import ImportedToolkit as ImportedRow
 from .protocol import ToolkitDefinition
 from .reconcile import imported_as_audited
@@ -47,24 +47,24 @@ from .storage import Store
 
 __all__ = [
     "AUDIT_ACTION",
+    "MAX_IMPORT_BYTES",
     "PACKAGE_SOURCE",
-    "ArgvWarning",
+    "REMOVE_ACTION",
     "ImportReport",
-    "ImportedEntry",
     "PackageRefused",
     "PackageToolkit",
+    "Removed",
     "import_package",
-    "read_package",
-    "report_lines",
+    "remove_toolkit",
     "stored_toolkits",
 ]
 
 AUDIT_ACTION = "toolkit_imported"
+REMOVE_ACTION = "toolkit_removed"
 PACKAGE_SOURCE = "package "  # registry source: "package sha256:<hex>"
 MAX_NAME_CHARS = 200  # imported_toolkits.name and config_versions.toolkit_name
+MAX_IMPORT_BYTES = 16 << 20  # a registry listing is far larger than one server.json
 log = logging.getLogger(__name__)
-
-Outcome = Literal["imported", "replaced", "unchanged"]
 
 
 class PackageRefused(VaultError):
@@ -83,106 +83,55 @@ class PackageToolkit:
 
 
 @dataclass(frozen=True)
-class ImportedEntry:
-    name: str
-    outcome: Outcome
-    strategy: str
-    digest: str  # of the package: "sha256:<hex>"
-    schema_digest: str
-    fields: tuple[str, ...]
-    secret_fields: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ArgvWarning:
-    """A secret the package puts on a command line, which every local user can read."""
-
-    toolkit: str
-    input: str
-    kind: str
-    field: str | None  # the config field, or None when the package fixes the value itself
-
-    @property
-    def message(self) -> str:
-        return (
-            f"{_printable(self.toolkit)}: secret {self.kind} {self.input!r} is passed on the "
-            "command line; argv is visible to every local user"
-        )
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    format: str
-    input_sha256: str
-    toolkits: tuple[ImportedEntry, ...]
-    skipped_servers: int
-    diagnostics: tuple[ImportDiagnostic, ...]
-    warnings: tuple[ArgvWarning, ...]
-
-    def as_json(self) -> dict[str, Any]:
-        """The stable `toolkits import --json` shape (README): names and digests only."""
-        return {
-            "format": self.format,
-            "input_sha256": self.input_sha256,
-            "toolkits": [
-                {
-                    "name": t.name,
-                    "outcome": t.outcome,
-                    "strategy": t.strategy,
-                    "digest": t.digest,
-                    "schema_digest": t.schema_digest,
-                    "fields": list(t.fields),
-                    "secret_fields": list(t.secret_fields),
-                }
-                for t in self.toolkits
-            ],
-            "skipped_servers": self.skipped_servers,
-            "diagnostics": [
-                {"code": d.code, "scope": d.scope, "message": d.message} for d in self.diagnostics
-            ],
-            "warnings": [
-                {
-                    "toolkit": w.toolkit,
-                    "input": w.input,
-                    "kind": w.kind,
-                    "field": w.field,
-                    "message": w.message,
-                }
-                for w in self.warnings
-            ],
-        }
-
-
-@dataclass(frozen=True)
 class _Plan:
     entry: ImportedEntry
     text: str  # canonical JSON of the definition, as stored
     format: str
+    overrides: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Removed:
+    name: str
+    digest: str
+    unconfigured_sessions: tuple[str, ...]
+
+
+class _Skip(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 def _refuse(message: str) -> PackageRefused:
     return PackageRefused(f"package refused: {message}")
 
 
-def _plan(server: ImportedServer, result: ImportResult, registry: ToolkitRegistry) -> _Plan:
-    """Build and check one toolkit; refuses rather than store what the vault cannot serve."""
-    imported = to_toolkit_definition(server, result)
+def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
+    """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve."""
+    server = chosen.server
+    imported = to_toolkit_definition(server, fmt)
     name = str(imported.definition["name"])
     if len(name) > MAX_NAME_CHARS:
-        raise _refuse(f"toolkit name longer than {MAX_NAME_CHARS} characters: {name[:40]!r}...")
+        raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
     if name in registry and not registry.get(name).source.startswith(PACKAGE_SOURCE):
-        raise _refuse(f"toolkit name {name!r} is taken by the {registry.get(name).source} toolkit")
+        source = registry.get(name).source
+        raise _Skip("name_taken", f"the name is taken by the {source} toolkit (--rename it)")
     try:
         definition = coerce_definition(imported.definition)
         schema = compile_schema(definition.config_schema)
     except VaultError as exc:
-        raise _refuse(f"toolkit {name!r}: {exc.message}") from None
+        raise _Skip("invalid_schema", exc.message) from None
     inputs = server.configurable
     fields = property_names(inputs)
+    marks = tuple(
+        FieldMark(f, i.name, i.kind, i.secret, i.reason)
+        for f, i in zip(fields, inputs, strict=True)
+    )
+    secret = tuple(m.field for m in marks if m.secret)
     properties = schema.schema.get("properties", {})
-    secret = tuple(f for f, item in zip(fields, inputs, strict=True) if item.secret)
     if any(properties.get(f, {}).get("writeOnly") is not True for f in secret):
-        raise _refuse(f"toolkit {name!r}: a secret input is not marked writeOnly")
+        raise _Skip("invalid_schema", "a secret input is not marked writeOnly")
     package = definition.config_schema["x-toolkit-package"]
     entry = ImportedEntry(
         name=name,
@@ -192,8 +141,11 @@ def _plan(server: ImportedServer, result: ImportResult, registry: ToolkitRegistr
         schema_digest=schema.digest,
         fields=tuple(fields),
         secret_fields=secret,
+        marks=marks,
+        source_name=chosen.source_name,
     )
-    return _Plan(entry, canonical_json(imported.definition).decode(), result.format)
+    overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
+    return _Plan(entry, canonical_json(imported.definition).decode(), fmt, overrides)
 
 
 def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
@@ -235,34 +187,92 @@ def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> li
             "strategy": entry.strategy,
             "format": plan.format,
             "secret_fields": list(entry.secret_fields),
+            "overrides": list(plan.overrides),
+            "renamed_from": entry.source_name if entry.source_name != entry.name else None,
         }
         store.audit(conn, AuditDraft(actor, AUDIT_ACTION, toolkit_name=entry.name, details=details))
         outcomes.append("imported" if found is None else "replaced")
     return outcomes
 
 
-def import_package(
-    store: Store, registry: ToolkitRegistry, data: bytes, actor: str
-) -> ImportReport:
-    """Import every server the package accepts, all or nothing; refresh `registry` after.
+def _remove(store: Store, name: str, actor: str, conn: Connection) -> Removed:
+    """Delete one imported definition and end every session's current config of it."""
+    found = conn.execute(
+        select(ImportedRow.package_digest).where(ImportedRow.name == name)
+    ).scalar_one_or_none()
+    if found is None:
+        raise ToolkitNotFound(f"no imported toolkit named {name!r}")
+    conn.execute(delete(ImportedRow).where(ImportedRow.name == name))
+    pointers = CurrentConfig.toolkit_name == name
+    sessions = tuple(
+        sorted(conn.execute(select(CurrentConfig.session_id).where(pointers)).scalars())
+    )
+    conn.execute(delete(CurrentConfig).where(pointers))
+    details = {"digest": found, "unconfigured": list(sessions)}
+    store.audit(conn, AuditDraft(actor, REMOVE_ACTION, toolkit_name=name, details=details))
+    return Removed(name, found, sessions)
 
-    Raises PackageRefused (a VaultError) naming the reason, and then nothing was stored.
+
+def _planned(
+    chosen: list[Selected], fmt: str, registry: ToolkitRegistry, strict: bool
+) -> tuple[list[_Plan], list[SkippedServer]]:
+    plans: list[_Plan] = []
+    skipped: list[SkippedServer] = []
+    names: set[str] = set()
+    for item in chosen:
+        try:
+            if item.server.name in names:
+                raise _Skip("duplicate_name", "another server of this input has the same name")
+            plan = _plan(item, fmt, registry)
+        except _Skip as exc:
+            if strict:
+                raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
+            skipped.append(
+                SkippedServer(item.server.name, exc.code, item.server.location, exc.message)
+            )
+            continue
+        names.add(plan.entry.name)
+        plans.append(plan)
+    return plans, skipped
+
+
+def import_package(
+    store: Store,
+    registry: ToolkitRegistry,
+    data: bytes,
+    actor: str,
+    selection: Selection | None = None,
+    *,
+    strict: bool = False,
+) -> ImportReport:
+    """Import the servers of `data` the user selected; refresh `registry` after.
+
+    Raises PackageRefused (a VaultError) naming the reason when nothing could be imported,
+    when a choice names nothing in the input, or (with `strict`) when any server fails;
+    then nothing was stored.
     """
-    if len(data) > MAX_INPUT_BYTES:
-        raise _refuse(f"input_too_large: input exceeds {MAX_INPUT_BYTES} bytes")
+    if len(data) > MAX_IMPORT_BYTES:
+        raise _refuse(f"input_too_large: input exceeds {MAX_IMPORT_BYTES} bytes")
     try:
-        result = import_metadata(data)
+        result = import_metadata(data, max_bytes=MAX_IMPORT_BYTES)
+        chosen, left_out = select_servers(result, selection or Selection())
     except ImportRefused as exc:
         raise _refuse(f"{exc.code}: {exc.message}") from None
-    if not result.servers:
-        raise _refuse(
-            f"no_servers: no server could be imported ({result.skipped} skipped; "
-            "toolkit-package-inspect shows why)"
-        )
-    plans = [_plan(server, result, registry) for server in result.servers]
-    names = [plan.entry.name for plan in plans]
-    if len(set(names)) != len(names):
-        raise _refuse("the package names one toolkit twice")
+    except SelectionRefused as exc:
+        raise _refuse(str(exc)) from None
+    chose = selection or Selection()
+    unusable_input = [
+        s
+        for s in result.skipped_servers
+        if s.name not in chose.skip and (not chose.only or s.name in chose.only)
+    ]
+    if strict and unusable_input:
+        first = unusable_input[0]
+        raise _refuse(f"{first.code} at {first.scope}: {first.message} (--strict)")
+    plans, unusable = _planned(chosen, result.format, registry, strict)
+    skipped = (*result.skipped_servers, *left_out, *unusable)
+    if not plans:
+        raise _refuse(f"no_servers: no server could be imported ({len(skipped)} skipped)")
     outcomes: list[Outcome] = store.retrying(partial(_write, store, plans, actor))
     registry.load_imported(store)
     return ImportReport(
@@ -272,10 +282,20 @@ def import_package(
             replace(plan.entry, outcome=outcome)
             for plan, outcome in zip(plans, outcomes, strict=True)
         ),
-        skipped_servers=result.skipped,
+        skipped_servers=len(skipped),
         diagnostics=result.diagnostics,
-        warnings=tuple(w for server in result.servers for w in _warnings(server)),
+        warnings=tuple(w for item in chosen for w in _warnings(item.server)),
+        skipped=skipped,
     )
+
+
+def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: str) -> Removed:
+    """Remove an imported toolkit (audited); built-in and entry-point toolkits stay."""
+    if name in registry and not registry.get(name).source.startswith(PACKAGE_SOURCE):
+        raise VaultError(f"{name!r} is the {registry.get(name).source} toolkit, not an import")
+    removed: Removed = store.retrying(partial(_remove, store, name, actor))
+    registry.load_imported(store)
+    return removed
 
 
 def stored_toolkits(store: Store) -> list[tuple[ToolkitFactory, str]]:
@@ -307,7 +327,7 @@ def _believed(store: Store, conn: Connection, row: Any) -> bool:
     if not store.authentic(IMPORTED, row):
         log.warning("imported toolkit %r fails its integrity check and is left out", row["name"])
         return False
-    event = store.latest_event(conn, (AUDIT_ACTION, "toolkit_removed"), row["name"])
+    event = store.latest_event(conn, (AUDIT_ACTION, REMOVE_ACTION), row["name"])
     if event is None or not imported_as_audited(row, event):
         log.warning(
             "imported toolkit %r is not the one its latest import event names; left out",
@@ -315,42 +335,3 @@ def _believed(store: Store, conn: Connection, row: Any) -> bool:
         )
         return False
     return True
-
-
-def read_package(path: str) -> bytes:
-    """The bytes of PATH (`-`: stdin), refusing more than the importers' 1 MiB bound."""
-    try:
-        if path == "-":
-            if sys.stdin is None:
-                raise _refuse("stdin is closed")
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise PackageRefused(
-            f"cannot read {path!r}: {exc.strerror or type(exc).__name__}"
-        ) from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise _refuse(f"input_too_large: input exceeds {MAX_INPUT_BYTES} bytes")
-    return data
-
-
-def _printable(text: str) -> str:
-    """Names and scopes are untrusted source text: escape what a terminal would act on."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def report_lines(report: ImportReport) -> list[str]:
-    """The human report (stdout); warnings go separately, to stderr."""
-    lines = []
-    for t in report.toolkits:
-        secrets = ", ".join(t.secret_fields) or "none"
-        lines.append(
-            f"{t.outcome} {_printable(t.name)} ({t.strategy}, {t.digest}); secret fields: {secrets}"
-        )
-    if report.skipped_servers:
-        lines.append(f"skipped {report.skipped_servers} server(s):")
-    for d in report.diagnostics:
-        lines.append(f"  {d.code} at {_printable(d.scope)}: {_printable(d.message)}")
-    return lines

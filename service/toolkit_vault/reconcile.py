@@ -241,9 +241,11 @@ def _versions(
         purge.session_id == ConfigVersion.session_id,
         or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
     )
+    removed = {e.toolkit_name: e.seq for e in _events(conn, "toolkit_removed")}
     query = (
         select(
             ConfigVersion,
+            AuditEvent.seq.label("event_seq"),
             AuditEvent.actor.label("event_actor"),
             AuditEvent.details.label("event_details"),
             purged_audited.label("purge_audited"),
@@ -259,7 +261,12 @@ def _versions(
             found = None if not all(reasons) else ("unaudited", str(reasons[0]))
             first = rows[0]
             key = (first.session_id, first.toolkit_name)
-            if first.status in _LIVE and found is None and authentic(VERSIONS, first._mapping):
+            if (
+                first.status in _LIVE
+                and found is None
+                and first.event_seq > removed.get(first.toolkit_name, 0)  # not since removed
+                and authentic(VERSIONS, first._mapping)
+            ):
                 latest[key] = max(latest.get(key, 0), first.version)
             yield first._mapping, _version_name(first), found  # type: ignore[misc]
     gone = (

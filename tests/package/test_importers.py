@@ -12,6 +12,7 @@ import pytest
 from package_builders import EXAMPLES
 
 from toolkit_package.importers import (
+    MAX_SERVERS,
     ConfigInput,
     ImportedServer,
     ImportRefused,
@@ -146,13 +147,13 @@ def test_variable_filling_a_secret_value_is_secret_and_undeclared_ones_fail_clos
         "remotes": [
             {
                 "type": "sse",
-                "url": "https://example.com/{region}/sse",
+                "url": "https://example.com/{region}/{slug}/sse",
                 "headers": [
                     {
                         "name": "Authorization",
                         "isSecret": True,
                         "value": "Bearer {token}",
-                        "variables": {"token": {"description": "token"}},
+                        "variables": {"token": {"description": "what to send"}},
                     }
                 ],
             }
@@ -160,11 +161,15 @@ def test_variable_filling_a_secret_value_is_secret_and_undeclared_ones_fail_clos
     }
     result = load(doc)
     (server,) = result.servers
-    assert field(server, "token").secret
+    token = field(server, "token")
+    assert (token.secret, token.reason) == (True, "fills a secret (isSecret)")
     region = field(server, "region")
-    assert region.secret and region.required
+    assert (region.secret, region.required, region.reason) == (False, True, "harmless name: region")
+    slug = field(server, "slug")  # undeclared, and nothing shows it is public
+    assert (slug.secret, slug.reason) == (True, "nothing shows it is public")
     assert [(d.code, d.scope) for d in result.diagnostics] == [
-        ("undeclared_variable", "/remotes/0/variables/region")
+        ("undeclared_variable", "/remotes/0/variables/region"),
+        ("undeclared_variable", "/remotes/0/variables/slug"),
     ]
 
 
@@ -285,11 +290,15 @@ def test_bounds() -> None:
     assert refused(b'{"mcpServers":{}, "x": "\\ud800"}') == "invalid_string"
     assert refused(b"\xff\xfe{}") == "not_utf8"
     assert refused(b'{"mcpServers":{}, "x": ' + b"1" * 5000 + b"}") == "not_json"
-    many = {"mcpServers": {f"s{i}": {"command": "x"} for i in range(1001)}}
+    many = {"mcpServers": {f"s{i}": {"command": "x"} for i in range(MAX_SERVERS + 1)}}
     assert refused(json.dumps(many).encode()) == "too_many_servers"
-    assert (
-        len(load({"mcpServers": {f"s{i}": {"command": "x"} for i in range(1000)}}).servers) == 1000
-    )
+    most = {"mcpServers": {f"s{i}": {"command": "x"} for i in range(MAX_SERVERS)}}
+    assert len(load(most).servers) == MAX_SERVERS == 5000
+    listing = {"servers": [{"name": f"s{i}", "remotes": []} for i in range(MAX_SERVERS + 1)]}
+    assert len(import_metadata(json.dumps(listing).encode()).servers) == 0  # no server offered
+    remote = {"type": "sse", "url": "https://example.com/sse"}
+    listing = {"servers": [{"name": f"s{i}", "remotes": [remote]} for i in range(MAX_SERVERS + 1)]}
+    assert refused(json.dumps(listing).encode()) == "too_many_servers"
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:

@@ -83,6 +83,7 @@ def test_report_for_each_example_holds_no_value(name: str, vector: Callable[[str
         "format",
         "accepted_servers",
         "skipped_servers",
+        "skipped",
         "diagnostics",
         "servers",
     }
@@ -106,6 +107,7 @@ def test_report_names_secret_fields(vector: Callable[[str], bytes]) -> None:
         "required": True,
         "kind": "variable",
         "in_argv": True,
+        "reason": "isSecret",
     }
 
 

@@ -12,7 +12,12 @@ from jsonschema import Draft202012Validator
 from package_builders import EXAMPLES
 
 from toolkit_package.importers import ConfigInput, import_metadata
-from toolkit_package.toolkit import DEFINITION_FIELDS, property_names, to_toolkit_definitions
+from toolkit_package.toolkit import (
+    DEFINITION_FIELDS,
+    property_names,
+    source_digest,
+    to_toolkit_definitions,
+)
 
 
 def toolkits(vector: Callable[[str], bytes], name: str) -> list[dict[str, Any]]:
@@ -32,7 +37,9 @@ def test_definitions_have_exactly_the_a2e_fields_and_valid_schema(
         assert schema["type"] == "object"
         assert schema["additionalProperties"] is False
         assert schema["x-toolkit-package"] == {
-            "digest": "sha256:" + result.input_sha256,
+            "digest": source_digest(
+                next(s for s in result.servers if s.name == definition["name"])
+            ),
             "strategy": definition["category"],
             "format": result.format,
         }
@@ -60,6 +67,8 @@ def test_argv_secret_definition_and_warning(vector: Callable[[str], bytes]) -> N
         "kind": "variable",
         "name": "weather_token",
         "in_argv": True,
+        "secret": True,
+        "reason": "isSecret",
     }
     assert len(toolkit.warnings) == 1
     assert "weather_token" in toolkit.warnings[0] and "command line" in toolkit.warnings[0]

@@ -4,8 +4,9 @@ Every command exits 0 on success, or non-zero with one clear line on stderr. `--
 output is stable: documented in the README, keys only ever added.
 
 This package only builds the `main` group; the commands live in `serving` (set up and
-serve the vault) and `operators` (keys, audit, history, purge, tokens), the helpers they
-share in `shell`, so no command module grows past a readable size.
+serve the vault), `toolkits` (list, show, import, remove) and `operators` (keys, audit,
+history, purge, tokens), the helpers they share in `shell`, so no command module grows past
+a readable size.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import sys
 import click
 
 from .operators import audit, check, history_command, keys, purge_command, tokens
-from .serving import init, serve, stdio, toolkits
+from .serving import init, serve, stdio
+from .toolkits import toolkits
 
 __all__ = ["main"]
 

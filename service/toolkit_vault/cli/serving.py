@@ -1,30 +1,25 @@
-"""Commands that set the vault up and serve it: `init`, `stdio`, `serve` and `toolkits`.
+"""Commands that set the vault up and serve it: `init`, `stdio` and `serve`.
 
-These are the only commands that load toolkit plugins; the operator and auditor commands
-live apart (`operators`) and open the vault without them.
+These and `toolkits` are the only commands that load toolkit plugins; the operator and
+auditor commands live apart (`operators`) and open the vault without them.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 from sqlalchemy.engine import make_url
 
 from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_vault
 from ..errors import VaultError
-from ..imports import import_package, read_package, report_lines
 from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
 from .shell import guarded
 
-__all__ = ["init", "serve", "stdio", "toolkits"]
+__all__ = ["init", "serve", "stdio"]
 
 
 @click.command()
@@ -143,53 +138,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-@click.group()
-def toolkits() -> None:
-    """Registered toolkits."""
-
-
-@toolkits.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def toolkits_list(as_json: bool) -> None:
-    """List registered toolkits and where each came from."""
-    vault = open_vault(load_settings())
-    entries = [
-        {
-            "name": t.definition.name,
-            "alias": t.definition.alias,
-            "category": t.definition.category,
-            "version": t.definition.version,
-            "tools": t.definition.tools,
-            "schema_digest": t.schema.digest,
-            "source": t.source,
-        }
-        for t in vault.registry.all()
-    ]
-    if as_json:
-        click.echo(json.dumps({"toolkits": entries}, indent=2))
-        return
-    table = Table("name", "alias", "category", "version", "tools", "source")
-    for t in vault.registry.all():
-        d = t.definition
-        row = (d.name, d.alias, d.category, d.version, ", ".join(d.tools), t.source)
-        table.add_row(*(Text(cell) for cell in row))  # imported names are untrusted: no markup
-    Console().print(table)
-
-
-@toolkits.command("import")
-@click.argument("path")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def toolkits_import(path: str, as_json: bool) -> None:
-    """Import MCP servers (server.json, bundle manifest.json, client config; `-`: stdin)."""
-    data = read_package(path)
-    vault = open_vault(load_settings())
-    report = import_package(vault.store, vault.registry, data, LOCAL_PRINCIPAL.principal_id)
-    click.echo(
-        json.dumps(report.as_json(), indent=2) if as_json else "\n".join(report_lines(report))
-    )
-    for warning in report.warnings:
-        click.echo(f"toolkit-vault: WARNING: {warning.message}", err=True)
