@@ -45,6 +45,7 @@ from .protocol import (
 )
 from .rotation import check_store, key_status
 from .service import Principal, Vault
+from .web import install_console
 
 __all__ = ["Limits", "create_app"]
 
@@ -278,6 +279,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         result: dict[str, Any] = await run_in_threadpool(check_store, vault.store, vault.ring)
         return result
 
+    install_console(app, vault, provider)  # /console: intake forms and the admin console
     return app
 
 
