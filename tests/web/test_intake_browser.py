@@ -23,7 +23,15 @@ from sqlalchemy import select
 from toolkit_vault.history import history
 from toolkit_vault.models import AuditEvent
 
-from web_support import Server, agent, assert_nowhere, database_dump, plugins, screenshot
+from web_support import (
+    Server,
+    agent,
+    assert_nowhere,
+    click_through,
+    database_dump,
+    plugins,
+    screenshot,
+)
 
 CANARY = "tkv-canary-intake-4e1b9d"
 LEDGER_PUBLIC = {"endpoint": "https://ledger.example.test", "region": "eu"}
@@ -38,7 +46,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _submit(browser: WebDriver) -> None:
-    browser.find_element(By.CSS_SELECTOR, "form[action='/console/intake'] button").click()
+    button = browser.find_element(By.CSS_SELECTOR, "form[action='/console/intake'] button")
+    click_through(browser, button)
 
 
 def _heading(browser: WebDriver) -> str:

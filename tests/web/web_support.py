@@ -25,6 +25,9 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 from sqlalchemy import create_engine, text
 from websockets.sync.client import ClientConnection, connect
 
@@ -172,6 +175,13 @@ def chromium(workdir: Path) -> Iterator[WebDriver]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def click_through(driver: WebDriver, element: WebElement) -> None:
+    """Click a control that loads a new page, and wait until the old page is gone."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 15).until(staleness_of(page))
 
 
 def labels(driver: WebDriver) -> list[str]:
