@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -213,7 +213,7 @@ def encodings(value: str) -> list[bytes]:
     ]
 
 
-def assert_nowhere(canary: str, *, files: list[Path] = (), texts: list[str] = ()) -> None:  # type: ignore[assignment]
+def assert_nowhere(canary: str, *, files: Sequence[Path] = (), texts: Sequence[str] = ()) -> None:
     for path in files:
         data = path.read_bytes()
         for encoded in encodings(canary):
