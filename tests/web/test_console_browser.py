@@ -118,15 +118,20 @@ def test_auditor_sees_history_fingerprints_and_verifies_the_chain(
     assert "Revoke" not in browser.page_source
 
 
-def _signin_status(server: Server, token: str) -> httpx.Response:
+def _nonce_and_token(server: Server) -> tuple[str, str]:
+    """A CSRF nonce and its token, as anyone can get them from the sign-in page."""
     page = httpx.get(server.base + "/console/")
     csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
     assert csrf is not None
-    nonce = page.cookies["tkv_csrf"]  # a Secure cookie: httpx keeps it off plain http
+    return page.cookies["tkv_csrf"], csrf[1]
+
+
+def _signin_status(server: Server, token: str) -> httpx.Response:
+    nonce, csrf = _nonce_and_token(server)
     return httpx.post(
         server.base + "/console/signin",
-        data={"csrf": csrf[1], "token": token},
-        headers={"Cookie": f"tkv_csrf={nonce}"},
+        data={"csrf": csrf, "token": token},
+        headers={"Cookie": f"tkv_csrf={nonce}"},  # a Secure cookie: httpx keeps it off http
     )
 
 
@@ -208,6 +213,19 @@ def test_forms_without_their_csrf_token_are_refused(
     click_through(browser, form.find_element(By.TAG_NAME, "button"))
     assert heading(browser) == "Form refused"
     assert screenshot(browser, tmp_path / "console-no-csrf.png") == []
+    assert _active(server, "victim")
+
+    # a nonce cookie planted from a sibling origin, with the token its planter got for it
+    planted, token = _nonce_and_token(server)
+    browser.get(server.base + "/console/tokens")
+    browser.delete_cookie("tkv_csrf")
+    browser.add_cookie({"name": "tkv_csrf", "value": planted, "path": "/console", "secure": True})
+    form = browser.find_element(By.XPATH, "//form[.//button[contains(., 'victim')]]")
+    browser.execute_script(
+        "arguments[0].querySelector('input[name=csrf]').value = arguments[1]", form, token
+    )
+    click_through(browser, form.find_element(By.TAG_NAME, "button"))
+    assert heading(browser) == "Form refused"
     assert _active(server, "victim")
 
     with attacker_site(server.base + "/console/tokens/revoke", principal_id) as site:

@@ -286,7 +286,7 @@ def test_a_schema_with_every_kind_of_field(
         beside = _errors_beside(browser)
         assert set(beside) == {"/account", "/ratio", "/port", "/retries"}
         assert "(pattern)" in beside["/account"] and "(maximum)" in beside["/ratio"]
-        assert "(type)" in beside["/port"] and "(type)" in beside["/retries"]
+        assert "(type)" in beside["/port"] and "(type at /retries/1)" in beside["/retries"]
         for name in SECRET_NAMES:  # never echoed, not even after an error
             assert browser.find_element(By.NAME, name).get_attribute("value") == ""
         assert browser.find_element(By.NAME, "/account").get_attribute("value") == "nope"

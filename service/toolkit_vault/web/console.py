@@ -20,14 +20,7 @@ from ..registry import RegisteredToolkit
 from ..rotation import key_status
 from .forms import Field, leaves
 from .pages import WebState
-from .security import (
-    CSRF_COOKIE,
-    SESSION_COOKIE,
-    BadForm,
-    ConsoleUser,
-    read_form,
-    same_origin,
-)
+from .security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
 
 __all__ = ["console_routes"]
 
@@ -62,8 +55,7 @@ def console_routes(state: WebState) -> APIRouter:
             form = await read_form(request)
         except BadForm as exc:
             return state.message(request, 400, "Bad request", str(exc))
-        nonce = request.cookies.get(CSRF_COOKIE)
-        if not same_origin(request) or not state.csrf.valid(nonce, form.get("csrf")):
+        if not state.form_allowed(request, form):
             return state.message(
                 request,
                 403,

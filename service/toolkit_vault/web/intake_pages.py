@@ -18,7 +18,7 @@ from ..errors import ConfigInvalid
 from ..intake import IntakeRefused, IntakeView
 from .forms import Field, initial_values, leaves, parse_form, place_errors
 from .pages import WebState
-from .security import CSRF_COOKIE, BadForm, read_form, same_origin
+from .security import BadForm, read_form
 
 __all__ = ["intake_routes"]
 
@@ -108,9 +108,7 @@ def intake_routes(state: WebState) -> APIRouter:
             form = await read_form(request)
         except BadForm as exc:
             return state.message(request, 400, "Bad request", str(exc))
-        if not same_origin(request) or not state.csrf.valid(
-            request.cookies.get(CSRF_COOKIE), form.get("csrf")
-        ):
+        if not state.form_allowed(request, form):
             return state.message(
                 request,
                 403,

@@ -32,6 +32,7 @@ from .security import (
     cookie_options,
     is_nonce,
     new_nonce,
+    same_origin,
 )
 
 __all__ = ["TEMPLATES", "WebState", "environment"]
@@ -95,12 +96,21 @@ class WebState:
             nonce = new_nonce()
         page = request.url.path.rstrip("/").rsplit("/", 1)[-1]
         html = self.env.get_template(template).render(
-            csrf=self.csrf.token(nonce or ""), user=user, page=page, **context
+            csrf=self.csrf.token(nonce or "", request.cookies.get(SESSION_COOKIE)),
+            user=user,
+            page=page,
+            **context,
         )
         response = HTMLResponse(html, status_code=status)
         if fresh:
             response.set_cookie(CSRF_COOKIE, nonce or "", **self.cookie())
         return response
+
+    def form_allowed(self, request: Request, form: dict[str, str]) -> bool:
+        """A POST's form came from one of our pages: same origin, and its CSRF token."""
+        nonce = request.cookies.get(CSRF_COOKIE)
+        session = request.cookies.get(SESSION_COOKIE)
+        return same_origin(request) and self.csrf.valid(nonce, session, form.get("csrf"))
 
     def message(
         self, request: Request, status: int, title: str, text: str, user: ConsoleUser | None = None

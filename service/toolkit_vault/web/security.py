@@ -4,9 +4,9 @@ A person signs in with a bearer token once; the console then knows them by a ran
 session id in a `Secure`, `HttpOnly`, `SameSite=Strict` cookie, held in this process's
 memory only (a restart signs everyone out), and checks their token again on every request,
 so a revoked token ends its console sessions at once. Every form that changes something
-carries a CSRF token: an HMAC of a random per-browser nonce (itself in a cookie), so a
-page elsewhere can neither read nor forge it; a POST whose `Origin` is another site is
-refused too. Pages allow no script at all and no framing.
+carries a CSRF token: an HMAC of a random per-browser nonce (itself in a cookie) and the
+session id, so a page elsewhere can neither read nor forge it; a POST whose `Origin` is
+another site is refused too. Pages allow no script at all and no framing.
 """
 
 from __future__ import annotations
@@ -92,18 +92,23 @@ def is_nonce(value: str | None) -> bool:
 
 
 class Csrf:
-    """CSRF token = HMAC(per-process key, the browser's nonce cookie)."""
+    """CSRF token = HMAC(per-process key, the browser's nonce cookie and console session).
+
+    Bound to the session too: a page on a sibling origin can plant a nonce cookie it
+    knows (cookies do not keep ports apart), but never learn a person's session id.
+    """
 
     def __init__(self, key: bytes) -> None:
         self._key = key
 
-    def token(self, nonce: str) -> str:
-        return hmac.new(self._key, b"csrf\x00" + nonce.encode(), hashlib.sha256).hexdigest()
+    def token(self, nonce: str, session: str | None) -> str:
+        message = b"csrf\x00" + nonce.encode() + b"\x00" + (session or "").encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
-    def valid(self, nonce: str | None, submitted: str | None) -> bool:
+    def valid(self, nonce: str | None, session: str | None, submitted: str | None) -> bool:
         if not is_nonce(nonce) or not submitted:
             return False
-        return hmac.compare_digest(self.token(nonce or ""), submitted)
+        return hmac.compare_digest(self.token(nonce or "", session), submitted)
 
 
 def same_origin(request: Request) -> bool:
