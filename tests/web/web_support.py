@@ -192,8 +192,10 @@ def labels(driver: WebDriver) -> list[str]:
 def screenshot(driver: WebDriver, path: Path) -> list[str]:
     """Save a full-height screenshot and return the page's accessible labels at that
     moment. With TKV_SCREENSHOTS set, also copy it there (docs/screenshots)."""
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1200, max(600, min(int(height) + 40, 4000)))
+    wanted = max(600, min(int(driver.execute_script("return document.body.scrollHeight")), 4000))
+    driver.set_window_size(1200, wanted)
+    chrome = wanted - int(driver.execute_script("return window.innerHeight"))
+    driver.set_window_size(1200, wanted + max(0, chrome))  # the viewport, not the window
     assert driver.save_screenshot(str(path))
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 5000, path
