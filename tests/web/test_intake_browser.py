@@ -110,6 +110,7 @@ def test_agent_gets_a_link_a_person_fills_it_the_agent_is_told(
     assert versions[1]["actor"] == completed["actor"] == f"intake:{requested['link_id']}"
     assert server.vault.verify_audit().ok
 
+    assert url.partition("?link=")[2] not in server.log.read_text()  # the capability neither
     server.vault.store.engine.dispose()
     assert_nowhere(
         CANARY,

@@ -16,7 +16,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import ConfigInvalid
 from ..intake import IntakeRefused, IntakeView
-from .forms import Field, initial_values, leaves, parse_form, place_errors
+from .formdata import initial_values, parse_form, place_errors
+from .forms import Field, leaves
 from .pages import WebState
 from .security import BadForm, read_form
 

@@ -22,7 +22,8 @@ from ..intake import Intake
 from ..keys import KeyProvider
 from ..registry import RegisteredToolkit
 from ..service import Vault
-from .forms import Field, build_fields, error_text
+from .formdata import error_text
+from .forms import Field, build_fields
 from .security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
