@@ -242,4 +242,5 @@ def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None)
         reload_keys=lambda: load_ring(store, provider),
         audit_key=internal["audit"],
         relay_key=crypto.derive_key(internal["state"], "relay"),
+        intake_key=crypto.derive_key(internal["state"], "intake"),
     )

@@ -45,6 +45,7 @@ from .protocol import (
 )
 from .rotation import key_status
 from .service import Principal, Vault
+from .web import install_console
 
 __all__ = ["Limits", "create_app"]
 
@@ -278,6 +279,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         result: dict[str, Any] = await run_in_threadpool(vault.check)
         return result
 
+    # /console: intake forms and the admin console; links signed with the vault's intake key
+    install_console(app, vault, provider, intake_key=vault.intake_key)
     return app
 
 

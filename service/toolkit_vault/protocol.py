@@ -18,7 +18,15 @@ import time
 import uuid
 from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -29,6 +37,7 @@ __all__ = [
     "ErrorMessage",
     "HandshakeRequest",
     "HandshakeResponse",
+    "IntakeOptions",
     "InvalidMessage",
     "Message",
     "Request",
@@ -98,11 +107,28 @@ class ToolkitListResponse(Message):
     toolkits: list[ToolkitDefinition] = Field(default_factory=list)
 
 
+class IntakeOptions(_Wire):
+    """Extension: `"intake": {"expires_in": seconds}` asks for a link shorter-lived than
+    the vault's default (never longer)."""
+
+    expires_in: int | None = Field(default=None, ge=1)
+
+
+def _without_unused(data: dict[str, Any], **unused: Any) -> dict[str, Any]:
+    """Drop extension fields left at their default: a spec-only peer sees the spec's shape."""
+    return {k: v for k, v in data.items() if k not in unused or v != unused[k]}
+
+
 class ToolkitConfigureRequest(Message):
     type: Literal["toolkit/configure/req"] = "toolkit/configure/req"
     session_id: str = ""
     toolkit_name: str = ""
     config: dict[str, Any] = Field(default_factory=dict)
+    intake: bool | IntakeOptions = False  # extension: a person enters the secrets (intake link)
+
+    @model_serializer(mode="wrap")
+    def _spec_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unused(handler(self), intake=False)
 
     def __repr__(self) -> str:
         # The config carries credentials: never let a repr or a traceback show it.
@@ -120,6 +146,11 @@ class ToolkitConfigureResponse(Message):
     toolkit_name: str = ""
     status: ConfigureStatus = "ok"
     message: str | None = None
+    intake_url: str | None = None  # extension: where a person enters the secret fields
+
+    @model_serializer(mode="wrap")
+    def _spec_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unused(handler(self), intake_url=None)
 
 
 class HandshakeRequest(Message):

@@ -423,6 +423,31 @@ class CompiledSchema:
     def secret_pointers(self, config: Mapping[str, Any]) -> list[str]:
         return sorted(self.split(config)[1])
 
+    def is_secret_at(self, path: Sequence[str | int]) -> bool:
+        """Whether `split` seals a value at `path` (a str is a property, an int an array
+        index), from the same plans: a form marks as secret exactly what `split` seals."""
+        plan = self._plan([self._root])
+        for token in path:
+            if plan.secret:
+                return True
+            if isinstance(token, int):
+                plan = self._plan(self._item_schemas(plan.applied, token))
+                continue
+            child = self._member(plan, token)
+            if child is None:
+                return True
+            plan = child
+        return plan.secret
+
+    def public_half(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """`split`'s public half, for a config an intake link will complete: the caller has
+        validated it and found only missing required fields. Secrets in it are dropped."""
+        plan = self._plan([self._root])
+        if plan.secret:
+            return {}
+        public: dict[str, Any] = self._split(config, plan, "", {})
+        return public
+
     def _split(self, value: Any, plan: _Plan, pointer: str, secrets: dict[str, Any]) -> Any:
         if isinstance(value, Mapping):
             public: dict[str, Any] = {}

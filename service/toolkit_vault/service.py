@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import crypto
 from .audit import AuditReport, verify_audit_chain
@@ -51,6 +51,9 @@ from .rotation import check_store
 from .schema import check_sealable, merge_secrets
 from .storage import Store
 
+if TYPE_CHECKING:
+    from .intake import Intake
+
 __all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
 
 CAPABILITIES = ("toolkits", "tools")
@@ -84,12 +87,14 @@ class Vault:
         reload_keys: Callable[[], KeyRing] | None = None,
         audit_key: SecretBytes | None = None,
         relay_key: SecretBytes | None = None,
+        intake_key: SecretBytes | None = None,
     ) -> None:
         self.store = store
         self.ring = ring
         self._reload_keys = reload_keys
         self._audit_key = audit_key
         self.relay_key = relay_key  # seals status events between replicas (relay.py)
+        self.intake_key = intake_key  # signs intake links, valid on every replica (intake.py)
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
@@ -99,6 +104,7 @@ class Vault:
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
+        self.intake: Intake | None = None  # intake links, set by the web console when mounted
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -252,12 +258,20 @@ class Vault:
     def configure(
         self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
     ) -> ToolkitConfigureResponse:
-        """Validate, split, seal, initialize, then store the version and audit it at once."""
+        """Validate, split, seal, initialize, then store the version and audit it at once;
+        or, when the config leaves its secrets to a person, answer with an intake link."""
         try:
             toolkit = self.registry.get(msg.toolkit_name)
+            if msg.intake:
+                if self.intake is None:
+                    raise VaultError("intake links need the web console (toolkit-vault serve)")
+                return self.intake.request(principal, session_id, toolkit, msg)
             public, secrets = toolkit.schema.split(msg.config)  # validates first
             check_sealable(secrets)
         except (ToolkitNotFound, ConfigInvalid) as exc:
+            intake = self.intake
+            if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):
+                return intake.request(principal, session_id, toolkit, msg)
             known = isinstance(exc, ConfigInvalid)
             self.store.record_attempt(
                 AuditDraft(
@@ -269,12 +283,35 @@ class Vault:
                 )
             )
             raise
+        outcome = self.commit(principal.principal_id, session_id, toolkit, public, secrets)
+        return ToolkitConfigureResponse(
+            req_id=msg.id,
+            toolkit_name=msg.toolkit_name,
+            status=outcome.status,
+            message=outcome.message,
+        )
+
+    def commit(
+        self,
+        actor: str,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        secrets: dict[str, Any],
+        expect: Callable[[int], None] | None = None,
+    ) -> Outcome:
+        """Seal, initialize, store the version with its audit event, publish the status.
+
+        `expect(version)` runs inside the serialized write transaction, before anything is
+        written, and may raise to store nothing (an intake link's used-once check).
+        """
+        name = toolkit.definition.name
         digest = toolkit.schema.digest
         # Sealed for the version this process expects; `build` reseals in the write
         # transaction if it is not the one taken (another process wrote meanwhile).
-        provisional = self._next_version.get((session_id, msg.toolkit_name), 1)
+        provisional = self._next_version.get((session_id, name), 1)
         bound = crypto.public_digest(public)
-        sealed = self._seal(session_id, msg.toolkit_name, provisional, digest, bound, secrets)
+        sealed = self._seal(session_id, name, provisional, digest, bound, secrets)
         # The toolkit gets the validated config as submitted (merged from copies of both
         # halves), not opened again from `sealed`: the envelope format is proven by its
         # known-answer vectors, and resume opens what was stored.
@@ -283,32 +320,29 @@ class Vault:
 
         def build(version: int, primary_kek: str) -> VersionDraft:
             nonlocal sealed
+            if expect is not None:
+                expect(version)
             if primary_kek != self.ring.primary_id:
                 self._refresh_ring()  # a rotation made another key primary meanwhile
             if version != provisional or sealed.kek_id != self.ring.primary_id:
-                sealed = self._seal(session_id, msg.toolkit_name, version, digest, bound, secrets)
+                sealed = self._seal(session_id, name, version, digest, bound, secrets)
             return VersionDraft.of(
                 outcome.status,
                 outcome.message,
-                principal.principal_id,
+                actor,
                 digest,
                 public,
                 sealed,
                 keep_ciphertext=outcome.status != "error",  # a rejected credential is not kept
             )
 
-        version = self.store.append_version(session_id, msg.toolkit_name, build, "configure")
-        self._next_version[(session_id, msg.toolkit_name)] = version + 1
+        version = self.store.append_version(session_id, name, build, "configure")
+        self._next_version[(session_id, name)] = version + 1
         if instance is not None:
-            self._activate((session_id, msg.toolkit_name), instance, version, outcome)
-        configured = (session_id, msg.toolkit_name) in self._active
-        self.publish(self._event(session_id, msg.toolkit_name, configured, outcome))
-        return ToolkitConfigureResponse(
-            req_id=msg.id,
-            toolkit_name=msg.toolkit_name,
-            status=outcome.status,
-            message=outcome.message,
-        )
+            self._activate((session_id, name), instance, version, outcome)
+        configured = (session_id, name) in self._active
+        self.publish(self._event(session_id, name, configured, outcome))
+        return outcome
 
     # -- operators and auditors ------------------------------------------------------------
 
