@@ -1,0 +1,445 @@
+"""Remove one protection at a time and check that the tests notice (`scripts/mutants`).
+
+A test proves a protection only if it fails without it. Each mutant below replaces one
+exact snippet of the source (which must occur exactly once) in a scratch copy of `service/`
+and `migrations/`, then runs the tests that should catch it with that copy first on
+PYTHONPATH (the CLI processes the tests start inherit it). A mutant is *killed* when those
+tests fail; *survived* when they pass; *stale* when its snippet is gone (the code moved:
+update the list). Exit status 1 unless every mutant is killed.
+
+    scripts/mutants                 every mutant
+    scripts/mutants -k relay        those whose name contains "relay"
+    scripts/mutants --list          names only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 900  # seconds per mutant
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # under service/
+    find: str
+    replace: str
+    tests: tuple[str, ...]
+    select: str = "not postgres"  # pytest -k: SQLite is enough to notice, unless named
+
+
+V = "toolkit_vault/"
+CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
+STORAGE, RECONCILE = V + "storage.py", V + "reconcile.py"
+STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
+TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
+
+MUTANTS = [
+    # -- the envelope ------------------------------------------------------------------------
+    Mutant(
+        "commitment check",
+        CRYPTO,
+        "if not hmac.compare_digest(expected, commitment):",
+        "if False:",
+        ("tests/test_crypto.py",),
+    ),
+    *(
+        Mutant(
+            f"value AAD without {label}",
+            CRYPTO,
+            "fields = (self.session_id, self.toolkit_name, self.version, pointer, "
+            "self.schema_digest)",
+            "fields = ("
+            + ", ".join(
+                f
+                for f in (
+                    "self.session_id",
+                    "self.toolkit_name",
+                    "self.version",
+                    "pointer",
+                    "self.schema_digest",
+                )
+                if f != dropped
+            )
+            + ",)",
+            ("tests/test_crypto.py", *TAMPER_TESTS),
+        )
+        for label, dropped in (
+            ("session", "self.session_id"),
+            ("toolkit", "self.toolkit_name"),
+            ("version", "self.version"),
+            ("pointer", "pointer"),
+            ("schema digest", "self.schema_digest"),
+        )
+    ),
+    Mutant(
+        "value AAD without the data key id",
+        CRYPTO,
+        "return associated_data(FORMAT_VERSION, *fields, dek_id)",
+        "return associated_data(FORMAT_VERSION, *fields)",
+        ("tests/test_crypto.py", *TAMPER_TESTS),
+    ),
+    Mutant(
+        "wrap context without the public half",
+        CRYPTO,
+        'return (FORMAT_VERSION, "dek", *fields, dek_id, paths, self.public_digest)',
+        'return (FORMAT_VERSION, "dek", *fields, dek_id, paths)',
+        ("tests/test_crypto.py", *TAMPER_TESTS),
+    ),
+    Mutant(
+        "wrap context without the secret paths",
+        CRYPTO,
+        'return (FORMAT_VERSION, "dek", *fields, dek_id, paths, self.public_digest)',
+        'return (FORMAT_VERSION, "dek", *fields, dek_id, self.public_digest)',
+        ("tests/test_crypto.py", *TAMPER_TESTS),
+    ),
+    Mutant(
+        "wrap without the key id",
+        CRYPTO,
+        'key = unseal(kek, wrapped, associated_data("wrap", *context, kek_id))',
+        'key = unseal(kek, wrapped, associated_data("wrap", *context))',
+        ("tests/test_crypto.py",),
+    ),
+    Mutant(
+        "fingerprints not scoped",
+        CRYPTO,
+        "associated_data(*scope, pointer)",
+        "associated_data(pointer)",
+        ("tests/test_crypto.py", *STATE_TESTS),
+    ),
+    Mutant(
+        "rotation rewraps without opening the values",
+        CRYPTO,
+        "    _open_values(dek, context, sealed)\n    kek_id, wrapped",
+        "    kek_id, wrapped",
+        ("tests/test_rotation.py",),
+    ),
+    # -- compare-and-set ---------------------------------------------------------------------
+    Mutant(
+        "rewrap compare-and-set",
+        V + "rotation.py",
+        'ConfigVersion.wrapped_dek == bindparam("old_wrapped"),',
+        "",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "pointer compare-and-set",
+        STORAGE,
+        '.where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))',
+        ".where(*_POINTER_KEY)",
+        ("tests/test_storage.py", "tests/adversarial/test_concurrency.py"),
+        select="",
+    ),
+    # -- the audit chain ---------------------------------------------------------------------
+    Mutant(
+        "audit link check",
+        AUDIT,
+        "if not links(sign, previous, event):",
+        "if False:",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit link check skips the first event",
+        AUDIT,
+        "if not links(sign, previous, event):",
+        "if seq > 1 and not links(sign, previous, event):",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit link check skips the last event",
+        AUDIT,
+        "if not links(sign, previous, event):",
+        "if seq != trusted_head and not links(sign, previous, event):",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit gap check",
+        AUDIT,
+        "if seq > good + 1:",
+        "if False:",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit head covers the tail",
+        AUDIT,
+        "if head.seq > last_seq:",
+        "if False:",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "writers refuse a cut chain",
+        CHAIN,
+        "    if (\n        head_seq is None\n",
+        "    if False and (\n        head_seq is None\n",
+        ("tests/test_audit.py",),
+    ),
+    # -- secrets and errors ------------------------------------------------------------------
+    *(
+        Mutant(
+            f"secret marker {marker}",
+            V + "schema.py",
+            find,
+            "False",
+            ("tests/test_schema.py", "tests/test_vault.py"),
+        )
+        for marker, find in (
+            ("writeOnly", 'node.get("writeOnly") is True'),
+            ("x-secret", 'node.get("x-secret") is True'),
+            ("sensitive", 'node.get("sensitive") is True'),
+            ("format password", 'node.get("format") == "password"'),
+        )
+    ),
+    Mutant(
+        "fail-closed split",
+        V + "schema.py",
+        "if child is None or child.secret:",
+        "if child is not None and child.secret:",
+        ("tests/test_schema.py", "tests/test_vault.py"),
+    ),
+    Mutant(
+        "a config value echoed in the error",
+        V + "schema.py",
+        "            raise ConfigInvalid(INVALID, details=details)\n\n    def split",
+        "            raise ConfigInvalid(INVALID + repr(config), details=details)\n\n    def split",
+        ("tests/adversarial/test_leaks.py",),
+    ),
+    Mutant(
+        "log redaction wired to the handler",
+        V + "logs.py",
+        "handler.addFilter(RedactingFilter())",
+        "pass",
+        ("tests/adversarial/test_leaks.py", "tests/test_logs.py", "tests/test_http.py"),
+    ),
+    # -- principals and sessions -------------------------------------------------------------
+    Mutant(
+        "revocation",
+        V + "principals.py",
+        "if row is None or row.revoked_at is not None:",
+        "if row is None:",
+        ("tests/test_tokens.py", "tests/test_http.py"),
+    ),
+    Mutant(
+        "session ownership",
+        STORAGE,
+        "if row is None or row.principal_id != principal_id:",
+        "if row is None:",
+        ("tests/test_vault.py", "tests/test_http.py", *STATE_TESTS),
+    ),
+    # -- authenticated state (issue 11) ------------------------------------------------------
+    Mutant(
+        "row MACs are believed unchecked",
+        V + "integrity.py",
+        "        return hmac.compare_digest(expected, bytes(stored))",
+        "        return True",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "version MAC on resume",
+        STORAGE,
+        "and self.authentic(VERSIONS, mapping)",
+        "and True",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "pointer MAC on resume",
+        STORAGE,
+        "and self.authentic(POINTERS, pointer)",
+        "and True",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "pointer names the latest live version",
+        STORAGE,
+        "row.latest_live == row.version",
+        "True",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "principal MAC",
+        V + "principals.py",
+        "if not store.authentic(PRINCIPALS, row._mapping):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "a put-back principal meets its revocation",
+        V + "principals.py",
+        "if _revoked_in_chain(conn, row.principal_id):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "session MAC",
+        STORAGE,
+        "if not self.authentic(SESSIONS, row._mapping):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "imported definition MAC",
+        V + "imports.py",
+        "if not store.authentic(IMPORTED, row):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "imported definition is the latest import",
+        V + "imports.py",
+        "if event is None or not imported_as_audited(row, event):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "master-key record MACs",
+        V + "bootstrap.py",
+        "if not store.authentic(MASTER_KEYS, row._mapping):",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "reconcile: a revoked principal put back",
+        RECONCILE,
+        'elif want["revoked"] and row.revoked_at is None:',
+        "elif False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "reconcile: a pointer put back",
+        RECONCILE,
+        "elif want != row.version:",
+        "elif False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "reconcile: an older import put back",
+        RECONCILE,
+        "elif not imported_as_audited(row._mapping, event):",
+        "elif False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "relay payloads unsealed",
+        V + "relay.py",
+        "data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))",
+        "data = json.loads(payload)",
+        STATE_TESTS,
+        select="postgres",
+    ),
+    Mutant(
+        "relay replays",
+        V + "relay.py",
+        "or event.id in self._seen:",
+        ":",
+        STATE_TESTS,
+        select="postgres",
+    ),
+    Mutant(
+        "upgrade signs what the chain does not vouch for",
+        V + "upgrade.py",
+        "changes = None if disagreement else _changes(table, row, ring, fingerprint_key)",
+        "changes = _changes(table, row, ring, fingerprint_key)",
+        ("tests/test_upgrade.py",),
+    ),
+    Mutant(
+        "purge keeps the public half",
+        V + "history.py",
+        '    "public_config": "{}",\n',
+        "",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "a shared home is accepted",
+        V + "bootstrap.py",
+        "if mode & 0o077:",
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "the env key document stays in the environment",
+        V + "keys.py",
+        "taken = os.environ.pop(ENV_KEYS, None)",
+        "taken = os.environ.get(ENV_KEYS)",
+        (*STATE_TESTS, "tests/test_keys.py"),
+    ),
+    # -- bounds ------------------------------------------------------------------------------
+    Mutant(
+        "inspect input bound",
+        "toolkit_package/inspect.py",
+        "    if len(data) > MAX_INPUT_BYTES:\n        raise ImportRefused",
+        "    if False:\n        raise ImportRefused",
+        ("tests/package/test_inspect.py",),
+    ),
+    Mutant(
+        "inspect report bound",
+        "toolkit_package/inspect.py",
+        "if len(encoded) > MAX_REPORT_BYTES:",
+        "if False:",
+        ("tests/package/test_inspect.py",),
+    ),
+]
+
+
+def run(mutant: Mutant, scratch: Path) -> tuple[str, float]:
+    original = ROOT / "service" / mutant.path
+    target = scratch / "service" / mutant.path
+    source = original.read_text()
+    if source.count(mutant.find) != 1:
+        return "stale", 0.0
+    target.write_text(source.replace(mutant.find, mutant.replace))
+    paths = [str(scratch / "service"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    command += [*(["-k", mutant.select] if mutant.select else []), *mutant.tests]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, timeout=TIMEOUT, check=False
+        )
+        code = done.returncode
+    except subprocess.TimeoutExpired:
+        code = -1
+    finally:
+        target.write_text(source)
+    took = time.monotonic() - started
+    # 1: tests failed. 2-5 (interrupted, usage, internal, nothing collected): the mutant
+    # broke the run itself, which proves nothing about the protection.
+    verdict = {0: "survived", 1: "killed", -1: "timeout"}.get(code, f"error ({code})")
+    return verdict, took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if args.k.lower() in m.name.lower()]
+    if args.list:
+        for mutant in chosen:
+            print(mutant.name)
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tkv-mutants-") as where:
+        scratch = Path(where)
+        shutil.copytree(ROOT / "service", scratch / "service")
+        shutil.copytree(ROOT / "migrations", scratch / "migrations")
+        for mutant in chosen:
+            verdict, took = run(mutant, scratch)
+            results.append((mutant.name, verdict))
+            print(f"{verdict:>10}  {took:6.1f}s  {mutant.name}", flush=True)
+    killed = sum(verdict == "killed" for _, verdict in results)
+    print(f"\n{killed}/{len(results)} mutants killed")
+    return 0 if killed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
