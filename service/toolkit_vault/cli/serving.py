@@ -42,6 +42,12 @@ def init(key_provider: str | None) -> None:
     click.echo(f"vault home: {report.home}", err=True)
     click.echo(f"database:   {database}", err=True)
     click.echo(f"master key: {verb} {report.key_location}", err=True)
+    if report.upgraded is not None:
+        signed = sum(report.upgraded["signed"].values())
+        left = report.upgraded["unsigned_count"]
+        click.echo(f"upgraded:   {signed} rows authenticated, {left} left unsigned", err=True)
+        for line in report.upgraded["left_unsigned"]:
+            click.echo(f"  not believed: {line}", err=True)
 
 
 @click.command()
