@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit_vault import split as split_module
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 from toolkit_vault.schema import (
     CompiledSchema,
@@ -25,7 +24,8 @@ from toolkit_vault.schema import (
     merge_secrets,
     schema_digest,
 )
-from toolkit_vault.split import MEMO_ENTRIES
+from toolkit_vault.schema import split as split_module
+from toolkit_vault.schema.split import MEMO_ENTRIES
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "schemas_hostile.json").read_text())
 DRAFT7 = "http://json-schema.org/draft-07/schema#"

@@ -49,9 +49,11 @@ _DURATION = re.compile(  # RFC 3339 Appendix A
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 _UCSCHAR = (  # RFC 3987: the non-ASCII characters an IRI may hold anywhere...
-    ((0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF))
-    + tuple((plane << 16, (plane << 16) + 0xFFFD) for plane in range(1, 14))
-    + ((0xE1000, 0xEFFFD),)
+    (0xA0, 0xD7FF),
+    (0xF900, 0xFDCF),
+    (0xFDF0, 0xFFEF),
+    *((plane << 16, (plane << 16) + 0xFFFD) for plane in range(1, 14)),
+    (0xE1000, 0xEFFFD),
 )
 _IPRIVATE = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))  # ...in a query
 _NON_ASCII = "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UCSCHAR + _IPRIVATE)
@@ -64,8 +66,6 @@ _VARSPEC = f"{_VARCHAR}(?:\\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\\*)?"
 _URI_TEMPLATE = re.compile(f"(?:{_LITERAL}|\\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\\}})*")
 _RELATIVE_POINTER = re.compile(r"(0|[1-9][0-9]*)(#?)", re.ASCII)
 _IPV6_LITERAL = re.compile(r"\[([^\]]*)\]")
-_EMAIL = {"check_deliverability": False, "globally_deliverable": False}
-_EMAIL_OPTIONS = {**_EMAIL, "allow_quoted_local": True, "allow_domain_literal": True}
 _IDN_DOTS = ".\u3002\uff0e\uff61"  # the label separators of RFC 3490 section 3.1
 _MAX_EMAIL = 1024  # far above RFC 5321's 254-octet path; longer strings are not parsed
 
@@ -141,7 +141,14 @@ def _email(value: str) -> bool:
 def _idn_email(value: str, smtputf8: bool = True) -> bool:
     if len(value) > _MAX_EMAIL:
         return False
-    email_validator.validate_email(value, allow_smtputf8=smtputf8, **_EMAIL_OPTIONS)
+    email_validator.validate_email(  # RFC 5321 syntax only: no DNS, no network
+        value,
+        allow_smtputf8=smtputf8,
+        allow_quoted_local=True,
+        allow_domain_literal=True,
+        check_deliverability=False,
+        globally_deliverable=False,
+    )
     return True
 
 

@@ -13,12 +13,11 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import rfc8785
-
-from .errors import ConfigInvalid
+from ..errors import ConfigInvalid
 from .patterns import compile_pattern
+from .values import canonical_json, escape
 
-__all__ = ["INVALID", "MAX_SECRETS", "SecretSplit", "check_sealable", "escape", "merge_secrets"]
+__all__ = ["INVALID", "MAX_SECRETS", "SecretSplit", "check_sealable", "merge_secrets"]
 
 INVALID = "config does not match the toolkit schema"
 MAX_DETAILS = 50
@@ -26,11 +25,6 @@ MAX_SECRETS = 1_000  # secret values in one config: each is sealed and fingerpri
 MEMO_ENTRIES = 256  # the memo, per compiled schema (see SecretSplit._plan)
 MEMO_WIDTH = 64  # subschemas one memo entry may hold
 MEMO_NAME = 64  # characters of a property name one memo entry may hold
-
-
-def escape(token: str | int) -> str:
-    """One RFC 6901 reference token."""
-    return str(token).replace("~", "~0").replace("/", "~1")
 
 
 def _is_marked(node: Mapping[str, Any]) -> bool:
@@ -211,7 +205,7 @@ def check_sealable(secrets: Mapping[str, Any]) -> None:
     bad = []
     for pointer, value in secrets.items():
         try:
-            rfc8785.dumps(value)
+            canonical_json(value)
         except (ValueError, TypeError):
             bad.append(pointer)
     if bad:

@@ -6,9 +6,9 @@ patterns.py (ECMA-262 meaning, RE2's linear time), `uniqueItems` compares canoni
 `required` reports each missing property at its own pointer. `format` is asserted with
 formats.py's checkers. Under 2020-12 the draft-07 keyword `dependencies` is honoured as
 draft-07 defines it, as the 2020-12 meta-schema still describes it; under draft-07 the
-content keywords assert, as that draft allows (base64 and JSON only, see CONTENT). The keywords a dialect
-would silently ignore although an author clearly meant them are listed in FOREIGN, for
-schema.py to refuse with a hint.
+content keywords assert, as that draft allows (base64 and JSON only, see CONTENT). The
+keywords a dialect would silently ignore although an author clearly meant them are listed
+in FOREIGN, for schema.py to refuse with a hint.
 """
 
 from __future__ import annotations
@@ -177,9 +177,7 @@ class Dialect(NamedTuple):
     content: bool  # whether contentEncoding and contentMediaType assert (CONTENT)
 
 
-def _dialect(
-    uri: str, base: Any, specification: Any, unchecked: set[str], **extra: Any
-) -> Dialect:
+def _dialect(uri: str, base: Any, specification: Any, unchecked: set[str], **extra: Any) -> Dialect:
     """`extra`: keywords the vault adds to this dialect's validator."""
     keywords = {
         "pattern": _pattern,

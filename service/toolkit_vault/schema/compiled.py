@@ -1,12 +1,12 @@
-"""Toolkit config schemas: refuse what the vault would not run as written, validate configs.
+"""Compiling a toolkit's schema: refuse what the vault would not run as written.
 
-A toolkit's JSON Schema is untrusted input, so it is bounded and audited before anything
-runs it: no remote `$ref`, no `$ref` loop that never consumes the config, regexes that
-mean what ECMA-262 says and run in linear time (patterns.py), formats that are really
-checked (formats.py), no keyword the dialect would silently ignore (dialects.py). Each
-refusal names the construct, its JSON pointer and what to write instead. Each config is
-validated by a validator compiled once per schema digest, then split (split.py) into a
-public half and the secret values.
+A toolkit's JSON Schema is untrusted input, so it is bounded (values.py) and audited
+before anything runs it: no remote `$ref`, no `$ref` loop that never consumes the config,
+no `$id` or dynamic reference that would move resolution past the audit, regexes the vault
+can run with their ECMA-262 meaning (patterns.py), formats it really checks (formats.py),
+no keyword the dialect would silently ignore (dialects.py). Each refusal names the
+construct, its JSON pointer and what to write instead. A config is then validated by a
+validator compiled once per schema digest, and split (split.py).
 """
 
 from __future__ import annotations
@@ -14,157 +14,29 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import rfc8785
 from jsonschema.exceptions import SchemaError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
+from ..errors import ConfigInvalid, SchemaRefused
 from .dialects import CONTENT, DEFAULT_DIALECT, DIALECTS, DRAFT7_DIALECT, IN_PLACE, MAPS, Dialect
-from .errors import ConfigInvalid, SchemaRefused
 from .formats import ANNOTATIONS, FORMATS
 from .patterns import PatternError, compile_pattern
-from .split import INVALID, MAX_SECRETS, SecretSplit, check_sealable, escape, merge_secrets
+from .split import INVALID, SecretSplit
+from .values import MAX_SCHEMA_BYTES, canonical_schema, check_bounds, escape, pointer, unfit
 
-__all__ = [
-    "MAX_SECRETS",
-    "CompiledSchema",
-    "canonical_json",
-    "check_sealable",
-    "compile_schema",
-    "merge_secrets",
-    "schema_digest",
-]
+__all__ = ["CompiledSchema", "compile_schema"]
 
-MAX_SCHEMA_BYTES = 256 * 1024
-MAX_DEPTH = 64  # nested JSON containers, in schemas and in configs
-MAX_PROPERTIES = 2_000
-MAX_ENUM = 1_000
-MAX_OBJECTS = 5_000  # the 2020-12 meta-schema check costs ~0.5 ms per subschema
 MAX_DETAILS = 50
-MAX_CONFIG_VALUES = 100_000  # values in one config, counted in every object and array
-_SAFE_INTEGER = 2**53 - 1  # I-JSON (RFC 7493), and so RFC 8785, carries no larger integer
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-_NOT_JSON_FIX = {
-    "an integer beyond 2**53": "canonical JSON (RFC 8785), which digests schemas, cannot "
-    "carry it exactly: write a float (e.g. 1.8446744073709552e+19) or a bound within 2**53",
-    "a number that is not finite": "JSON has no NaN or infinity: leave the keyword out",
-    "a string with a lone surrogate": "I-JSON (RFC 7493) forbids it: write the character whole",
-}
 
 
 def _never_retrieve(uri: str) -> Resource[Any]:
     """Registry hook: a schema never makes the vault fetch anything."""
     raise LookupError(f"remote $ref refused: {uri}")
-
-
-def _pointer(path: Iterable[str | int]) -> str:
-    return "".join("/" + escape(token) for token in path)
-
-
-def _containers(value: Any) -> Iterator[tuple[Any, int, str]]:
-    """(container, depth, pointer) for every object and array, without recursion."""
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
-    while stack:
-        node, depth, pointer = stack.pop()
-        if isinstance(node, Mapping):
-            children: Iterable[tuple[str | int, Any]] = node.items()
-        elif isinstance(node, list):
-            children = enumerate(node)
-        else:
-            continue
-        yield node, depth, pointer
-        stack.extend((child, depth + 1, f"{pointer}/{escape(key)}") for key, child in children)
-
-
-def _not_i_json(value: Any) -> str | None:
-    """What makes a scalar (or an object key) one that canonical JSON cannot carry."""
-    kind = type(value)
-    if kind is str:
-        if value.isascii():
-            return None
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return "a string with a lone surrogate"
-        return None
-    if kind is int:
-        return None if -_SAFE_INTEGER <= value <= _SAFE_INTEGER else "an integer beyond 2**53"
-    if kind is float:
-        return None if math.isfinite(value) else "a number that is not finite"
-    if value is None or kind is bool:
-        return None
-    return f"a Python {kind.__name__}, which is not JSON"
-
-
-def _json_problem(value: Any, max_depth: int, max_values: int) -> tuple[str, str] | None:
-    """(pointer, problem) where `value` first nests deeper than max_depth ("maxDepth"),
-    holds more than max_values values in all ("maxValues"), or holds a value or key that
-    canonical JSON (RFC 8785) cannot carry (what it is). One pass, no recursion; the
-    pointer is built only for the answer."""
-    Entry = tuple[Any, int, Any]  # (container, depth, (parent entry, key) or None)
-    values = 0
-    stack: list[Entry] = []
-    if isinstance(value, Mapping | list):
-        stack.append((value, 1, None))
-    elif (what := _not_i_json(value)) is not None:
-        return "", what
-    while stack:
-        entry = stack.pop()
-        node, depth, _ = entry
-        problem = "maxDepth" if depth > max_depth else None
-        values += len(node)
-        problem = problem or ("maxValues" if values > max_values else None)
-        is_map = isinstance(node, Mapping)
-        for key, child in (node.items() if is_map else enumerate(node)) if not problem else ():
-            if is_map and (type(key) is not str or _not_i_json(key)):
-                problem = "an object key that is not JSON text"  # named by its object's pointer
-                break
-            kind = type(child)
-            if kind is dict or kind is list or (kind not in _SCALARS and isinstance(child, Mapping)):
-                stack.append((child, depth + 1, (entry, key)))
-            elif (problem := _not_i_json(child)) is not None:
-                entry = (child, 0, (entry, key))
-                break
-        if problem is not None:
-            path = []
-            while entry[2] is not None:
-                entry, key = entry[2]
-                path.append(key)
-            return _pointer(reversed(path)), problem
-    return None
-
-
-def _unfit(config: Any) -> tuple[str, str] | None:
-    """(pointer, keyword) where a config nests too deep, holds too many values (a 1 MiB
-    message can carry 100,000, each costly to validate or seal) or holds one canonical
-    JSON cannot carry (the store digests the public half and seals each secret with it)."""
-    found = _json_problem(config, MAX_DEPTH, MAX_CONFIG_VALUES)
-    if found is None or found[1] in ("maxDepth", "maxValues"):
-        return found
-    return found[0], "i-json"
-
-
-def _check_bounds(schema: Mapping[str, Any]) -> None:
-    """Refuse oversized schemas before any recursive or costly code sees them."""
-    objects = properties = 0
-    for node, depth, pointer in _containers(schema):
-        if depth > MAX_DEPTH:
-            raise SchemaRefused(f"schema nests deeper than {MAX_DEPTH} levels at {pointer!r}")
-        if isinstance(node, Mapping):
-            objects += 1
-            if isinstance(node.get("properties"), Mapping):
-                properties += len(node["properties"])
-            if isinstance(node.get("enum"), list) and len(node["enum"]) > MAX_ENUM:
-                raise SchemaRefused(f"schema has an enum longer than {MAX_ENUM} entries")
-        if properties > MAX_PROPERTIES:
-            raise SchemaRefused(f"schema declares more than {MAX_PROPERTIES} properties")
-        if objects > MAX_OBJECTS:
-            raise SchemaRefused(f"schema has more than {MAX_OBJECTS} JSON objects")
 
 
 def _children(
@@ -268,12 +140,22 @@ def _refuse_cycles(edges: dict[int, list[int]]) -> None:
                 path.append((child, iter(edges[child])))
 
 
+# (last pointer token, type of the refused value) -> what 2020-12 calls it
+_META_HINTS: dict[tuple[str, Any], str] = {
+    ("items", list): "an array under 'items' is draft-07's tuple form: 2020-12 calls it "
+    "'prefixItems'",
+    ("$id", str): "a '#name' $id is draft-07's anchor: 2020-12 writes '$anchor': 'name'",
+}
+
+
 def _meta_error(error: SchemaError, dialect: Dialect) -> SchemaRefused:
-    where, keyword = _pointer(error.absolute_path), error.validator
-    hint = ""
-    if dialect.uri == DEFAULT_DIALECT and where.endswith("/items") and isinstance(error.instance, list):
-        hint = ": an array under 'items' is draft-07's tuple form, 2020-12 calls it 'prefixItems'"
-    return SchemaRefused(f"schema is invalid at {where!r} (meta-schema keyword {keyword!r}){hint}")
+    where, keyword = pointer(error.absolute_path), error.validator
+    message = f"schema is invalid at {where!r} (meta-schema keyword {keyword!r})"
+    token = error.absolute_path[-1] if error.absolute_path else ""
+    hint = _META_HINTS.get((str(token), type(error.instance)))
+    if dialect.uri == DEFAULT_DIALECT and hint:
+        message += ": " + hint
+    return SchemaRefused(message)
 
 
 class CompiledSchema:
@@ -360,11 +242,11 @@ class CompiledSchema:
 
     def validate(self, config: Any) -> None:
         """Raise ConfigInvalid naming pointers and keywords only, never a submitted value."""
-        if (unfit := _unfit(config)) is not None:
-            pointer, keyword = unfit
-            raise ConfigInvalid(INVALID, details=[{"pointer": pointer, "keyword": keyword}])
+        if (problem := unfit(config)) is not None:
+            where, keyword = problem
+            raise ConfigInvalid(INVALID, details=[{"pointer": where, "keyword": keyword}])
         found = {
-            (_pointer(error.absolute_path), str(error.validator))
+            (pointer(error.absolute_path), str(error.validator))
             for error in self._validator.iter_errors(config)
         }
         if found:
@@ -383,28 +265,12 @@ class CompiledSchema:
         return sorted(self.split(config)[1])
 
 
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 canonical JSON; raises rfc8785.CanonicalizationError (a ValueError)."""
-    encoded: bytes = rfc8785.dumps(value)
-    return encoded
-
-
-def schema_digest(schema: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(schema)).hexdigest()
-
-
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """Check the schema (raises SchemaRefused) and compile it once per schema digest."""
     if not isinstance(schema, Mapping):
         raise SchemaRefused("schema must be a JSON object")
-    _check_bounds(schema)
-    try:
-        canonical = canonical_json(schema)
-    except (ValueError, TypeError):
-        found = _json_problem(schema, MAX_DEPTH, MAX_CONFIG_VALUES)
-        pointer, what = found if found else ("", "a value")
-        fix = _NOT_JSON_FIX.get(what, "a schema holds only JSON values")
-        raise SchemaRefused(f"schema is not plain JSON: {what} at {pointer!r}; {fix}") from None
+    check_bounds(schema)
+    canonical = canonical_schema(schema)
     if len(canonical) > MAX_SCHEMA_BYTES:
         raise SchemaRefused(f"schema is larger than {MAX_SCHEMA_BYTES} bytes")
     return _compile("sha256:" + hashlib.sha256(canonical).hexdigest(), canonical)
