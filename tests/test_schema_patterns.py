@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import regress
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from toolkit_vault.errors import ConfigInvalid
@@ -110,6 +110,10 @@ SYNTAX = [*"a()[]{}|^$.*+?\\-,:=!<>dswSDWbBkcuxp01", "(?", "(?<", "{1", "\\u{", 
 
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(SYNTAX), max_size=8).map("".join))
+@example("(?i)a")
+@example("(?P<n>a)")
+@example("\\a")
+@example("a{")
 def test_every_pattern_the_vault_accepts_is_ecma_262(pattern: str) -> None:
     """No false accept in `format: regex`: the vault's yes implies ECMA-262's. Its no may
     mean ECMA-262 that RE2 cannot run, and the error says which."""

@@ -3,7 +3,7 @@
 - `compiled`: refuse a schema the vault would not run as written, compile the rest once
   per digest, validate configs;
 - `dialects`: draft 2020-12 and draft-07 as the vault runs them;
-- `patterns`: ECMA-262 regexes translated for RE2 (linear time);
+- `patterns`, `charsets`: ECMA-262 regexes translated for RE2 (linear time);
 - `formats`: the formats the vault asserts, each really checked;
 - `split`: a valid config's public half and secret values, and the inverse;
 - `values`: bounds, I-JSON and canonical JSON of untrusted values.

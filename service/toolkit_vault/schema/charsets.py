@@ -116,20 +116,20 @@ def property_set(name: str, negated: bool) -> tuple[str, str]:
         name = value
     elif value and key in ("Script", "sc") and value.isidentifier():
         if value in _CATEGORIES.values() or value == "Any":
-            raise invalid(f"no script named '{value}'")
+            raise invalid(f"no script named {value!r}")
         token = f"\\{'P' if negated else 'p'}{{{value}}}"
         try:
             re2.compile(token, RE2_OPTIONS)
         except re2.error:
-            raise unsupported(f"the script '{value}', unknown to RE2") from None
+            raise unsupported(f"the script {value!r}, unknown to RE2") from None
         return token, token
     elif value:
-        raise unsupported(f"the Unicode property '{key}'")
+        raise unsupported(f"the Unicode property {key!r}")
     if name in _BINARY:
         ranges = _BINARY[name]
         return _set(_complement(ranges) if negated else ranges)
     short = _CATEGORIES.get(name, name)
     if short not in _CATEGORIES.values():
-        raise unsupported(f"the Unicode property '{name}'")
+        raise unsupported(f"the Unicode property {name!r}")
     token = f"\\{'P' if negated else 'p'}{{{short}}}"
     return token, token

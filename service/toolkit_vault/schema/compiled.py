@@ -78,7 +78,7 @@ def _check_node(node: Mapping[str, Any], where: str, dialect: Dialect, *, root: 
     if not root and "$id" in node and not str(node["$id"]).startswith("#"):
         raise SchemaRefused(
             f"schema has a nested $id at {where + '/$id'!r}: every $ref resolves against the "
-            f"root; remove it and refer to this subschema as '#{where}'"
+            f"root; remove it and refer to this subschema as {'#' + where!r}"
         )
     for keyword in ("$dynamicRef", "$recursiveRef"):
         if keyword in node:

@@ -4,7 +4,7 @@ The public half is stored in clear for history; each secret value is sealed on i
 under its JSON pointer. The split fails closed: a property that no `properties` names
 (admitted through `patternProperties` or `additionalProperties`) is a secret, and so is
 anything a secret marker touches, wherever in-place keywords (`allOf`, `$ref`, `if`, ...)
-put it. `merge_secrets` is the inverse. schema.py validates a config before it gets here.
+put it. `merge_secrets` is the inverse. compiled.py validates a config before it gets here.
 """
 
 from __future__ import annotations
