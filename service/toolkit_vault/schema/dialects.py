@@ -8,7 +8,7 @@ formats.py's checkers. Under 2020-12 the draft-07 keyword `dependencies` is hono
 draft-07 defines it, as the 2020-12 meta-schema still describes it; under draft-07 the
 content keywords assert, as that draft allows (base64 and JSON only, see CONTENT). The
 keywords a dialect would silently ignore although an author clearly meant them are listed
-in FOREIGN, for schema.py to refuse with a hint.
+in FOREIGN, for compiled.py to refuse with a hint.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class Dialect(NamedTuple):
     validator: type[Validator]
     specification: referencing.Specification[Any]
     formats: FormatChecker  # every format, for configs
-    meta_formats: FormatChecker  # all but `regex`: schema.py checks patterns itself
+    meta_formats: FormatChecker  # all but `regex`: compiled.py checks patterns itself
     keywords: tuple[str, ...]  # the subschema keywords its meta-schema checks
     foreign: dict[str, str]
     content: bool  # whether contentEncoding and contentMediaType assert (CONTENT)

@@ -7,7 +7,7 @@ looked up), plus the RFC's own rule where a library is laxer than the RFC (a tra
 newline, a leap second, an embedded IPv4 address, a Bidi domain name). A grammar that is
 regular and short (RFC 3339's duration, RFC 6570's URI Template, RFC 9562's UUID) is that
 grammar as one regular expression, since the libraries for them accept forms the RFCs
-forbid. Any other format is refused when the schema is registered (schema.py), except
+forbid. Any other format is refused when the schema is registered (compiled.py), except
 `password`, which marks a secret and asserts nothing.
 
 Every checker takes any JSON value (non-strings pass, as the specification says), returns
@@ -247,7 +247,7 @@ FORMATS: dict[str, Callable[[object], bool]] = {
 
 def format_checker(*, regex: bool = True) -> FormatChecker:
     """A checker for exactly FORMATS (without `regex` for the meta-schema check, where
-    schema.py checks each pattern itself and names it)."""
+    compiled.py checks each pattern itself and names it)."""
     checker = FormatChecker(formats=())
     for name, check in FORMATS.items():
         if regex or name != "regex":
