@@ -187,7 +187,7 @@ MUTANTS = [
     *(
         Mutant(
             f"secret marker {marker}",
-            V + "schema.py",
+            V + "schema/split.py",
             find,
             "False",
             ("tests/test_schema.py", "tests/test_vault.py"),
@@ -201,14 +201,14 @@ MUTANTS = [
     ),
     Mutant(
         "fail-closed split",
-        V + "schema.py",
+        V + "schema/split.py",
         "if child is None or child.secret:",
         "if child is not None and child.secret:",
         ("tests/test_schema.py", "tests/test_vault.py"),
     ),
     Mutant(
         "a config value echoed in the error",
-        V + "schema.py",
+        V + "schema/compiled.py",
         "            raise ConfigInvalid(INVALID, details=details)\n\n    def split",
         "            raise ConfigInvalid(INVALID + repr(config), details=details)\n\n    def split",
         ("tests/adversarial/test_leaks.py",),
