@@ -161,9 +161,23 @@ def test_many_spellings_of_one_ref_cost_nothing_extra() -> None:
 
 
 def test_bounds_admit_schemas_just_inside_them() -> None:
-    compile_schema(obj(**{f"p{i}": {"type": "string"} for i in range(2_000)}))
-    compile_schema(obj(a={"enum": list(range(1_000))}))
-    compile_schema(nested(31))  # 63 nested JSON containers
+    """Each schema at its bound compiles and then does its job: it validates and splits."""
+    wide = compile_schema(obj(**{f"p{i}": {"type": "string"} for i in range(2_000)}))
+    assert wide.split({"p0": "a", "p1999": "b"}) == ({"p0": "a", "p1999": "b"}, {})
+    assert details(wide, {"p1999": 5}) == [{"pointer": "/p1999", "keyword": "type"}]
+    enum = compile_schema(obj(a={"enum": list(range(1_000))}))
+    enum.validate({"a": 999})
+    assert details(enum, {"a": 1_000}) == [{"pointer": "/a", "keyword": "enum"}]
+    deep = compile_schema(nested(31))  # 63 nested JSON containers
+    config: Any = "leaf"
+    for _ in range(31):
+        config = {"child": config}
+    deep.validate(config)
+    inner: Any = config
+    for _ in range(30):
+        inner = inner["child"]
+    inner["child"] = 5
+    assert details(deep, config) == [{"pointer": "/child" * 31, "keyword": "type"}]
 
 
 def test_meta_schema_error_names_the_pointer_and_keyword() -> None:
