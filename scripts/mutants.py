@@ -36,6 +36,12 @@ class Mutant:
     replace: str
     tests: tuple[str, ...]
     select: str = "not postgres"  # pytest -k: SQLite is enough to notice, unless named
+    also: tuple[tuple[str, str, str], ...] = ()  # more (path, find, replace): one protection
+    # kept in two places (a belt and braces) is removed from both
+
+    @property
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.path, self.find, self.replace), *self.also)
 
 
 V = "toolkit_vault/"
@@ -227,6 +233,7 @@ MUTANTS = [
         "if row is None or row.revoked_at is not None:",
         "if row is None:",
         ("tests/test_tokens.py", "tests/test_http.py"),
+        also=((V + "principals.py", "if _revoked_in_chain(conn, row.principal_id):", "if False:"),),
     ),
     Mutant(
         "session ownership",
@@ -378,6 +385,7 @@ MUTANTS = [
         "    if len(data) > MAX_INPUT_BYTES:\n        raise ImportRefused",
         "    if False:\n        raise ImportRefused",
         ("tests/package/test_inspect.py",),
+        also=(("toolkit_package/jsonbound.py", "if len(data) > max_bytes:", "if False:"),),
     ),
     Mutant(
         "inspect report bound",
@@ -390,12 +398,14 @@ MUTANTS = [
 
 
 def run(mutant: Mutant, scratch: Path) -> tuple[str, float]:
-    original = ROOT / "service" / mutant.path
-    target = scratch / "service" / mutant.path
-    source = original.read_text()
-    if source.count(mutant.find) != 1:
-        return "stale", 0.0
-    target.write_text(source.replace(mutant.find, mutant.replace))
+    originals = {path: (ROOT / "service" / path).read_text() for path, _, _ in mutant.edits}
+    mutated = dict(originals)
+    for path, find, replace in mutant.edits:
+        if mutated[path].count(find) != 1:
+            return "stale", 0.0
+        mutated[path] = mutated[path].replace(find, replace)
+    for path, text in mutated.items():
+        (scratch / "service" / path).write_text(text)
     paths = [str(scratch / "service"), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
@@ -409,7 +419,8 @@ def run(mutant: Mutant, scratch: Path) -> tuple[str, float]:
     except subprocess.TimeoutExpired:
         code = -1
     finally:
-        target.write_text(source)
+        for path, text in originals.items():
+            (scratch / "service" / path).write_text(text)
     took = time.monotonic() - started
     # 1: tests failed. 2-5 (interrupted, usage, internal, nothing collected): the mutant
     # broke the run itself, which proves nothing about the protection.

@@ -24,7 +24,7 @@ from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.models import AuditEvent, ConfigVersion
+from toolkit_vault.models import AuditEvent, ConfigVersion, Principal
 from toolkit_vault.principals import authenticate
 from toolkit_vault.service import INTEGRITY_FAILED, Vault
 from toolkit_vault.settings import load_settings
@@ -107,17 +107,17 @@ def _legacy_vault(legacy: Legacy) -> dict[str, Any]:
     )
     other = _session(legacy, ("secretive", secret_config()))
     purged = _session(legacy, ("secretive", {**secret_config(), "endpoint": "https://gone.test"}))
-    tokens = {}
+    tokens, ids = {}, {}
     for name in ("kept-agent", "revoked-agent"):
         created = json.loads(
             legacy("tokens", "create", "--role", "agent", "--name", name, "--json").stdout
         )
-        tokens[name] = created["token"]
+        tokens[name], ids[name] = created["token"], created["principal_id"]
     legacy("tokens", "revoke", "revoked-agent")
     legacy("toolkits", "import", str(PACKAGE))
     legacy("purge", "--session", purged, "--yes")
     legacy("keys", "rotate")
-    return {"kept": kept, "other": other, "purged": purged, "tokens": tokens}
+    return {"kept": kept, "other": other, "purged": purged, "tokens": tokens, "ids": ids}
 
 
 def _resume(vault: Vault, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
@@ -186,7 +186,8 @@ def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
             update(ConfigVersion)
             .where(ConfigVersion.session_id == made["other"])
             .values(wrapped_dek=None, sealed_secrets=None)
-        )
+        )  # and a promotion, in a row that opens fine but that the chain contradicts
+        db.execute(update(Principal).where(Principal.name == "kept-agent").values(role="operator"))
     engine.dispose()
     monkeypatch.setattr(upgrade, "BATCH_SIZE", 1)
     real_write, calls = upgrade._write, []
@@ -203,12 +204,17 @@ def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
     monkeypatch.setattr(upgrade, "_write", real_write)
     report = init_vault(load_settings())
     assert report.upgraded is not None
-    assert report.upgraded["unsigned_count"] == 1
-    assert report.upgraded["left_unsigned"] == [
-        f"config_versions {made['other']}/secretive v1: it does not open"
-    ]
+    assert report.upgraded["unsigned_count"] == 2
+    assert sorted(report.upgraded["left_unsigned"]) == sorted(
+        [
+            f"config_versions {made['other']}/secretive v1: it does not open",
+            f"principals kept-agent ({_principal_id(made)}): its name or role differs from its "
+            "token_created event",
+        ]
+    )
     vault = open_vault(load_settings())
     try:
+        assert authenticate(vault.store, made["tokens"]["kept-agent"]) is None
         events, configured = _resume(vault, made["other"])
         assert configured["secretive"] is False and events[0]["message"] == INTEGRITY_FAILED
         _, configured = _resume(vault, made["kept"])
@@ -218,6 +224,10 @@ def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
     done = CliRunner().invoke(main, ["check", "--json"])
     assert done.exit_code == 1
     assert json.loads(done.stdout)["state_problems"][0]["problem"] == "unauthenticated"
+
+
+def _principal_id(made: dict[str, Any]) -> str:
+    return str(made["ids"]["kept-agent"])
 
 
 def test_a_broken_chain_stops_the_upgrade(legacy: Legacy) -> None:

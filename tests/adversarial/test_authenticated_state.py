@@ -26,7 +26,7 @@ from sqlalchemy import insert, select, text, update
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.imports import import_package
+from toolkit_vault.imports import import_package, remove_toolkit
 from toolkit_vault.models import (
     ConfigVersion,
     CurrentConfig,
@@ -171,6 +171,22 @@ def test_a_declassified_import_is_left_out(vault: Vault, fresh: list[Vault]) -> 
     assert_named_by_check_and_audit("imported_toolkits", "unauthenticated")
 
 
+def test_an_edit_outside_the_schema_is_left_out_too(vault: Vault, fresh: list[Vault]) -> None:
+    """The digests cover the package and the schema; the MAC covers the rest (tools, names)."""
+    name, row = _imported(vault)
+    definition = json.loads(row.definition)
+    definition["tools"] = [*definition["tools"], "exfiltrate"]
+    definition["description"] = "now with one more tool"
+    sql(
+        vault,
+        update(ImportedToolkit)
+        .where(ImportedToolkit.name == name)
+        .values(definition=json.dumps(definition)),
+    )
+    assert name not in reopen(fresh).registry
+    assert_named_by_check_and_audit("imported_toolkits", "unauthenticated")
+
+
 def test_an_older_import_put_back_is_left_out(vault: Vault, fresh: list[Vault]) -> None:
     name, old = _imported(vault)
     changed = SERVER.read_bytes().replace(b"ACME API key", b"ACME API key (rotated)")
@@ -199,6 +215,24 @@ def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how:
     assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
     problem = "unauthenticated" if how == "edited" else "replayed"
     assert_named_by_check_and_audit("current_configs", problem)
+
+
+def test_a_pointer_forged_back_after_a_removal_is_refused(vault: Vault, fresh: list[Vault]) -> None:
+    """`toolkits remove` ends every session's config of the toolkit (its pointers go, its
+    live versions stay in history); a pointer written back by hand must not revive one,
+    even once the toolkit is imported again and the old version is still its latest."""
+    name, _ = _imported(vault)
+    conn, session = handshake(vault)
+    assert configure(conn, name, {"tenant": "acme", "x_api_key": CANARY})[0]["status"] == "ok"
+    key = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == name)
+    signed = row_of(vault, CurrentConfig, *key)
+    remove_toolkit(vault.store, vault.registry, name, "operator")
+    import_package(vault.store, vault.registry, SERVER.read_bytes(), "local")
+    forged = {**signed._mapping, "mac": signed.mac[:-1] + bytes([signed.mac[-1] ^ 1])}
+    sql(vault, insert(CurrentConfig).values(**forged))
+    events, configured = resume(reopen(fresh), session)
+    assert configured[name] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [(name, INTEGRITY_FAILED)]
 
 
 # -- 4. tokens, roles, ownership -------------------------------------------------------------

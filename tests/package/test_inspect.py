@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from package_builders import EXAMPLES
 
+import toolkit_package
 from toolkit_package.importers import ImportRefused
 from toolkit_package.inspect import MAX_INPUT_BYTES, MAX_REPORT_BYTES, inspect_bytes
 
-SERVICE = str(Path(__file__).resolve().parents[2] / "service")
+SERVICE = str(Path(toolkit_package.__file__).resolve().parents[1])  # the code under test
 ENV = {**os.environ, "PYTHONPATH": SERVICE}
 COMMAND = [sys.executable, "-m", "toolkit_package.inspect"]
 VALUE_KEYS = {
