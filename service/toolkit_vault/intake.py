@@ -7,7 +7,8 @@ random id and what it is bound to (scope: a session or its principal, see `scope
 toolkit, schema digest, the version it must write, expiry), MACed under the intake key.
 It works once because the version it stores must take the number right after the intake
 version, checked inside the serialized write transaction: once any version follows (this
-link's, or the agent's own configure), the link is spent. Creating, refusing and completing an intake are audit events.
+link's, or the agent's own configure), the link is spent. Creating, refusing and
+completing an intake are audit events.
 """
 
 from __future__ import annotations
