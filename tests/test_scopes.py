@@ -6,6 +6,7 @@ scopes. Through the service API, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,13 +14,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
+from starlette.testclient import TestClient
 
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import UnknownSession
 from toolkit_vault.history import history
+from toolkit_vault.http import create_app
 from toolkit_vault.intake import Intake
+from toolkit_vault.keys import provider_for
 from toolkit_vault.models import AuditEvent
 from toolkit_vault.principals import create_token
 from toolkit_vault.protocol import Message
@@ -411,3 +415,50 @@ def test_an_intake_link_for_the_principal_completes_into_its_config(vault: Vault
     assert version["actor"].startswith("intake:") and version["scope"] == "principal"
     session_link = asking.configure("secretive", {"endpoint": "https://y.test"})["intake_url"]
     assert intake.open(session_link.partition("?link=")[2]).claim.scope == "session"
+
+
+def test_over_http_a_principal_intake_form_serves_every_session(
+    vault: Vault, home: VaultSettings
+) -> None:
+    """HTTP POST per message (`A2E-Session` bound by `Connection.bind`), the console's form."""
+    app = create_app(vault, provider_for("file", home.home, home.vault_id))
+    principal_id, token = create_token(vault.store, "agent", "web-agent")
+    auth = {"Authorization": f"Bearer {token}"}
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
+    with TestClient(app, base_url="https://testserver") as client:
+
+        def a2e(message: dict[str, Any], session: str | None = None) -> dict[str, Any]:
+            headers = auth | ({"A2E-Session": session} if session else {})
+            answer: dict[str, Any] = client.post("/a2e", json=message, headers=headers).json()
+            return answer
+
+        def listed(session: str) -> dict[str, bool]:
+            answer = a2e({"type": "toolkit/list/req"}, session)
+            return {t["name"]: t["configured"] for t in answer["toolkits"]}
+
+        asking = a2e(hello)["session_id"]
+        config = {"endpoint": "https://x.test"}
+        message = {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
+        answer = a2e({**message, "scope": "principal"}, asking)
+        url = answer["intake_url"]
+        page = client.get(url)
+        assert page.status_code == 200 and "for the <strong>principal</strong>" in page.text
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found is not None
+        typed = "tkv-canary-scope-typed-over-http"
+        form = {"csrf": found.group(1), "link": url.partition("?link=")[2]}
+        done = client.post("/console/intake", data={**form, **config_form(typed)})
+        assert done.status_code == 200, done.text
+        assert "for every session of the agent" in done.text and typed not in done.text
+        assert listed(asking)["secretive"] is True
+        assert listed(a2e(hello)["session_id"])["secretive"] is True
+        assert listed(a2e(hello)["session_id"])["secretive"] is True
+        scope = f"principal:{principal_id}"
+        refused = a2e({"type": "toolkit/list/req"}, scope)
+        assert (refused["type"], refused["message"]) == ("error", "unknown session")
+        refused = a2e({**hello, "session_id": scope})
+        assert (refused["type"], refused["message"]) == ("error", "unknown session")
+
+
+def config_form(api_key: str) -> dict[str, str]:
+    return {"/endpoint": "https://x.test", "/api_key": api_key}
