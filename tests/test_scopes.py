@@ -462,3 +462,41 @@ def test_over_http_a_principal_intake_form_serves_every_session(
 
 def config_form(api_key: str) -> dict[str, str]:
     return {"/endpoint": "https://x.test", "/api_key": api_key}
+
+
+def test_a_list_racing_a_configure_leaves_the_newer_instance(
+    vault: Vault, later: list[Vault], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list reads what this process holds before it reads the store; a configure that
+    commits and installs its instance between the two is newer than that read, and stays
+    (`_install` is a compare-and-set). Here the store reads of one list are taken, then the
+    session's own configure runs to completion, then the list goes on with its stale reads."""
+    inherits = Agent(vault, AGENT)
+    inherits.configure("secretive", secret_config(PERSONAL), scope="principal")
+    racer = Agent(vault, AGENT, inherits.session)  # another connection of the session
+    renewed = "tkv-canary-scope-principal-elsewhere"
+    Agent(another_process(later), AGENT).configure(
+        "secretive", secret_config(renewed), scope="principal"
+    )  # this process has not heard of it: no relay
+    store = vault.store
+    real_pointers, real_versions = store.effective_pointers, store.effective_versions
+    stale: dict[str, Any] = {}
+
+    def pointers_then_configure(session_id: str, scope_id: str) -> Any:
+        monkeypatch.setattr(store, "effective_pointers", real_pointers)
+        stale["pointers"] = real_pointers(session_id, scope_id)
+        stale["versions"] = real_versions(session_id, scope_id)
+        racer.configure("secretive", secret_config(OWN))
+        return stale["pointers"]
+
+    def stale_versions(session_id: str, scope_id: str) -> Any:
+        monkeypatch.setattr(store, "effective_versions", real_versions)
+        return stale["versions"]
+
+    monkeypatch.setattr(store, "effective_pointers", pointers_then_configure)
+    monkeypatch.setattr(store, "effective_versions", stale_versions)
+    keys_received()
+    assert inherits.listed()["secretive"] is True
+    assert keys_received() == [OWN, renewed]  # the configure's, then the list's (unused)
+    assert inherits.listed()["secretive"] is True
+    assert keys_received() == []  # the session's own instance was live all along
