@@ -410,6 +410,13 @@ MUTANTS = [
         SCOPE_TESTS,
     ),
     Mutant(
+        "scope: a reconfigure initializes every HTTP session again",
+        V + "service.py",
+        "if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)",
+        "if any(p.principal.principal_id == principal_id for p in plugins)",
+        SCOPE_TESTS,
+    ),
+    Mutant(
         "scope: a list ignores what other processes changed",
         V + "service.py",
         "        self._sync(session_id, principal.principal_id)\n",

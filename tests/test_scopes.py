@@ -26,7 +26,7 @@ from toolkit_vault.intake import Intake
 from toolkit_vault.keys import provider_for
 from toolkit_vault.models import AuditEvent
 from toolkit_vault.principals import create_token
-from toolkit_vault.protocol import Message
+from toolkit_vault.protocol import Message, ToolkitListRequest, ToolkitListResponse
 from toolkit_vault.relay import PgEventRelay
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -500,3 +500,25 @@ def test_a_list_racing_a_configure_leaves_the_newer_instance(
     assert keys_received() == [OWN, renewed]  # the configure's, then the list's (unused)
     assert inherits.listed()["secretive"] is True
     assert keys_received() == []  # the session's own instance was live all along
+
+
+def test_a_principal_reconfigure_does_no_work_for_sessions_without_a_push_channel(
+    vault: Vault,
+) -> None:
+    """HTTP sessions (no push channel; a POSTed handshake leaves its connection behind) are
+    not initialized again when their principal's config changes: each takes it up on its
+    next request, so a reconfigure costs the principal's open connections, not its sessions."""
+    agent = Agent(vault, AGENT)
+    agent.configure("secretive", secret_config(PERSONAL), scope="principal")
+    hello = json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]})
+    posted = [json.loads(vault.connect(AGENT).handle_raw(hello)[0]) for _ in range(5)]
+    keys_received()
+    renewed = "tkv-canary-scope-principal-renewed"
+    agent.configure("secretive", secret_config(renewed), scope="principal")
+    assert keys_received() == [renewed, renewed]  # the configure's own, then `agent`'s
+    one_shot = vault.connect(AGENT)
+    one_shot.bind(posted[0]["session_id"])  # the next POST of one of them
+    assert keys_received() == [renewed]
+    listing = one_shot.handle(ToolkitListRequest())
+    assert isinstance(listing, ToolkitListResponse)
+    assert {t.name: t.configured for t in listing.toolkits}["secretive"] is True

@@ -356,9 +356,13 @@ class Vault:
         scope_id = self._made(scope_id)
         outcome = self.commit(principal.principal_id, scope_id, toolkit, public, secrets)
         message = outcome.message
+        name = msg.toolkit_name
         if scope_id != session_id and outcome.status != "error":
-            own = self.store.effective_pointers(session_id, scope_id).get(msg.toolkit_name)
-            if own is not None and own[0] == session_id:
+            for event in self._sync(session_id, principal.principal_id, quiet=False, only=name):
+                self.deliver(event)  # the asking session, whatever its transport
+            with self._lock:
+                source = self._sources.get(session_id, {}).get(name)
+            if source is not None and source[0] == session_id:
                 message += " for the principal; this session keeps its own config"
         return ToolkitConfigureResponse(
             req_id=msg.id,
@@ -549,16 +553,17 @@ class Vault:
             plugin.emit_event(event)
 
     def _scope_changed(self, principal_id: str, toolkit_name: str) -> None:
-        """A principal's config of a toolkit changed: its sessions connected here (those
-        with a push channel) initialize what they now resolve to and hear of it; any other
+        """A principal's config of a toolkit changed: its sessions connected here with a
+        push channel initialize what they now resolve to and hear of it; any other
         session's instance made from the principal's config is dropped, to be made again
-        from the store when that session is next used (`bind`, a list)."""
+        from the store when that session is next used (`bind`, a list). So the work done
+        here is bounded by the principal's open connections, not by its HTTP sessions."""
         scope_id = principal_scope(principal_id)
         with self._lock:
             connected = sorted(
                 session_id
                 for session_id, plugins in self._plugins.items()
-                if any(p.principal.principal_id == principal_id for p in plugins)
+                if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)
             )
             for session_id, sources in self._sources.items():
                 source = sources.get(toolkit_name)
@@ -580,6 +585,7 @@ class VaultToolkitPlugin(ToolkitPlugin):
         self.vault = vault
         self.principal = principal
         self.session_id = session_id
+        self.pushes = False  # its connection has a push channel (a WebSocket, stdio)
 
     def _list_toolkits(self, msg: ToolkitListRequest) -> ToolkitListResponse:
         return self.vault.list_toolkits(self.principal, self.session_id, msg)
@@ -669,6 +675,7 @@ class Connection:
         self.plugin, self._granted = plugin, tuple(granted)
         if "toolkits" in granted:  # status events belong to the toolkits capability
             plugin.set_push_callback(self._deliver)
+            plugin.pushes = self._push is not None
             self.vault.attach(session_id, plugin)
             for event in events:
                 self._deliver(event)
