@@ -258,15 +258,16 @@ class Vault:
         bound to that session and toolkit, silent once another instance replaces it."""
         key = (session_id, name)
         with self._lock:
-            sources = self._sources.setdefault(session_id, {})
+            sources = self._sources.get(session_id, {})
             if had is not None and sources.get(name) != had.get(name):
                 return False
-            if source is None:
-                sources.pop(name, None)
-            else:
-                sources[name] = source
+            if source is not None:
+                self._sources.setdefault(session_id, sources)[name] = source
+            elif name in sources:
+                del sources[name]
             if instance is None:
                 self._active.pop(key, None)
+                self._unavailable.pop(key, None)
             else:
                 self._active[key] = instance
                 self._unavailable[key] = outcome.unavailable
@@ -570,6 +571,7 @@ class Vault:
                 if session_id not in connected and source is not None and source[0] == scope_id:
                     del sources[toolkit_name]
                     self._active.pop((session_id, toolkit_name), None)
+                    self._unavailable.pop((session_id, toolkit_name), None)
         for session_id in connected:
             for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
                 self.deliver(event)
