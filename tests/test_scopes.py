@@ -278,6 +278,18 @@ def test_purge_in_another_process_is_taken_up_at_the_next_list(
     assert agent.listed()["secretive"] is False and agent.tools() == []
 
 
+def test_a_session_config_made_in_another_process_is_taken_up_at_the_next_list(
+    vault: Vault, later: list[Vault]
+) -> None:
+    agent = Agent(vault, AGENT)
+    agent.configure("secretive", secret_config(PERSONAL), scope="principal")
+    Agent(another_process(later), AGENT, agent.session).configure("secretive", secret_config(OWN))
+    keys_received()
+    assert agent.listed()["secretive"] is True
+    assert keys_received() == [OWN]  # its own now, made again from the store
+    assert agent.listed()["secretive"] is True and keys_received() == []
+
+
 # -- what the vault refuses -------------------------------------------------------------------
 
 
