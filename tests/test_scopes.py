@@ -97,6 +97,12 @@ class Agent:
         return seen
 
 
+@pytest.fixture(autouse=True)
+def nothing_received_yet() -> None:
+    """`SecretiveToolkit.received` is shared by every test of a worker."""
+    SecretiveToolkit.received.clear()
+
+
 @pytest.fixture
 def bob(vault: Vault) -> Principal:
     return Principal(create_token(vault.store, "agent", "bob")[0], "agent")
