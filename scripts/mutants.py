@@ -49,6 +49,7 @@ CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
 STORAGE, RECONCILE = V + "storage.py", V + "reconcile.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
+SCOPE_TESTS = ("tests/test_scopes.py",)
 
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
@@ -377,6 +378,85 @@ MUTANTS = [
         "taken = os.environ.pop(ENV_KEYS, None)",
         "taken = os.environ.get(ENV_KEYS)",
         (*STATE_TESTS, "tests/test_keys.py"),
+    ),
+    # -- principal scopes (issue 15) ---------------------------------------------------------
+    Mutant(
+        "scope: a principal scope id opens as a session",
+        V + "service.py",
+        "            or principal_of(session_id) is not None\n",
+        "",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: the principal's pointer wins over the session's",
+        STORAGE,
+        "if scope == session_id or name not in found:",
+        "if scope != session_id or name not in found:",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: the principal's version wins over the session's",
+        STORAGE,
+        "if record.session_id == session_id or record.toolkit_name not in found:",
+        "if record.session_id != session_id or record.toolkit_name not in found:",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: a new session initializes nothing",
+        V + "service.py",
+        "            self.store.create_session(session_id, principal.principal_id)\n",
+        "            self.store.create_session(session_id, principal.principal_id)\n"
+        "            return session_id, []\n",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: live sessions ignore a principal reconfigure",
+        V + "service.py",
+        "            self._scope_changed(principal_id, event.toolkit_name)\n",
+        "",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: a reconfigure initializes every HTTP session again",
+        V + "service.py",
+        "if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)",
+        "if any(p.principal.principal_id == principal_id for p in plugins)",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: a list ignores what other processes changed",
+        V + "service.py",
+        "        self._sync(session_id, principal.principal_id)\n",
+        "",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: a session purge does not fall back to the principal",
+        V + "service.py",
+        "        if known and report.principal_id is not None:",
+        "        if False:",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: purge --session takes a principal scope",
+        V + "history.py",
+        "    if principal_of(session) is not None:\n        raise VaultError",
+        "    if False:\n        raise VaultError",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: a stale read replaces a newer instance",
+        V + "service.py",
+        "if had is not None and sources.get(name) != had.get(name):",
+        "if False:",
+        SCOPE_TESTS,
+    ),
+    Mutant(
+        "scope: the principal scope's row unaudited",
+        STORAGE,
+        "                self.audit(conn, made)\n",
+        "",
+        SCOPE_TESTS,
     ),
     # -- bounds ------------------------------------------------------------------------------
     Mutant(

@@ -155,6 +155,8 @@ def test_purge_shreds_a_session(vault: Vault, home: VaultSettings, cli_env: dict
     sqlite = home.database_url.startswith("sqlite")
     assert report == {
         "session_id": session,
+        "scope": "session",
+        "principal_id": "local",
         "toolkit_name": None,
         "versions": 4,
         "toolkits": ["filesystem", "secretive"],

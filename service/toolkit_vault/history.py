@@ -8,6 +8,9 @@ Purge leaves nothing of a purged config but its audit skeleton (session, toolkit
 actor, time, status `purged`): the wrapped data keys, the envelopes, the fingerprints (an
 oracle for guessing a low-entropy secret), the secret paths, the public half and the
 message all go, so not even the master key can bring any of it back.
+
+Both scopes (`scopes`) show and purge alike: a principal's own configs are the versions of
+its scope id, `purge --principal` shreds those and leaves its sessions' own configs.
 """
 
 from __future__ import annotations
@@ -22,11 +25,21 @@ from sqlalchemy import Connection, and_, delete, or_, select, update
 from .errors import UnknownSession, VaultError
 from .integrity import VERSIONS
 from .models import ConfigVersion, CurrentConfig
+from .models import Principal as PrincipalRow
 from .models import Session as SessionRow
 from .records import AuditDraft
+from .scopes import principal_of, principal_scope, scope_of
 from .storage import Store
 
-__all__ = ["PurgeReport", "history", "iso_time", "parse_time", "purge"]
+__all__ = [
+    "PurgeReport",
+    "find_principal",
+    "history",
+    "iso_time",
+    "parse_time",
+    "purge",
+    "purge_principal",
+]
 
 
 def iso_time(epoch: float) -> str:
@@ -53,15 +66,34 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
+def find_principal(store: Store, name_or_id: str) -> str:
+    """A principal's id, by id or name (as `tokens revoke` takes it)."""
+    with store.read() as conn:
+        found = conn.execute(
+            select(PrincipalRow.principal_id).where(
+                or_(PrincipalRow.principal_id == name_or_id, PrincipalRow.name == name_or_id)
+            )
+        ).first()
+    if found is None:
+        raise VaultError(f"no principal named or with id {name_or_id!r}")
+    return str(found.principal_id)
+
+
 def history(
     store: Store,
     session: str | None = None,
     toolkit: str | None = None,
     since: float | None = None,
+    principal: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Every stored config version, oldest first, in the documented `--json` shape."""
+    """Every stored config version, oldest first, in the documented `--json` shape;
+    `principal` (id or name) keeps that principal's: its own and its sessions'."""
     query = (
-        select(ConfigVersion, CurrentConfig.version.label("current_version"))
+        select(
+            ConfigVersion,
+            CurrentConfig.version.label("current_version"),
+            SessionRow.principal_id.label("owner"),
+        )
         .outerjoin(
             CurrentConfig,
             and_(
@@ -69,8 +101,11 @@ def history(
                 CurrentConfig.toolkit_name == ConfigVersion.toolkit_name,
             ),
         )
+        .outerjoin(SessionRow, SessionRow.session_id == ConfigVersion.session_id)
         .order_by(ConfigVersion.id)
     )
+    if principal is not None:
+        query = query.where(SessionRow.principal_id == find_principal(store, principal))
     if session is not None:
         query = query.where(ConfigVersion.session_id == session)
     if toolkit is not None:
@@ -87,6 +122,8 @@ def _entry(row: Any) -> dict[str, Any]:
     (`damaged`) rather than stopping the whole history."""
     return {
         "session_id": row.session_id,
+        "scope": scope_of(row.session_id),
+        "principal_id": row.owner,
         "toolkit_name": row.toolkit_name,
         "version": row.version,
         "status": row.status,
@@ -111,7 +148,8 @@ def _object(text: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PurgeReport:
-    session_id: str
+    session_id: str  # the scope purged: a session, or a principal scope
+    principal_id: str | None  # whose scope it is
     toolkit_name: str | None
     versions: int  # versions shredded by this purge (already purged ones are not counted)
     toolkits: list[str]  # toolkits those versions belong to
@@ -121,6 +159,8 @@ class PurgeReport:
     def as_json(self) -> dict[str, Any]:
         return {
             "session_id": self.session_id,
+            "scope": scope_of(self.session_id),
+            "principal_id": self.principal_id,
             "toolkit_name": self.toolkit_name,
             "versions": self.versions,
             "toolkits": self.toolkits,
@@ -143,12 +183,27 @@ _SHREDDED = {  # what a purged version keeps of its config: nothing
 
 def purge(store: Store, session: str, toolkit: str | None = None, *, actor: str) -> PurgeReport:
     """Crypto-shred a session's versions (or one toolkit's) in one audited transaction."""
+    if principal_of(session) is not None:
+        raise VaultError("that is a principal scope: purge it with --principal")
+    return _purge(store, session, toolkit, actor, must_exist=True)
 
-    def work(conn: Connection) -> tuple[int, list[str], list[str]]:
-        known = conn.execute(
-            select(SessionRow.session_id).where(SessionRow.session_id == session)
-        ).first()
-        if known is None:
+
+def purge_principal(
+    store: Store, principal: str, toolkit: str | None = None, *, actor: str
+) -> PurgeReport:
+    """Crypto-shred a principal's own configs (or one toolkit's); its sessions' stay."""
+    scope_id = principal_scope(find_principal(store, principal))
+    return _purge(store, scope_id, toolkit, actor, must_exist=False)
+
+
+def _purge(
+    store: Store, session: str, toolkit: str | None, actor: str, *, must_exist: bool
+) -> PurgeReport:
+    def work(conn: Connection) -> tuple[str | None, int, list[str], list[str]]:
+        owner = conn.execute(
+            select(SessionRow.principal_id).where(SessionRow.session_id == session)
+        ).scalar()
+        if owner is None and must_exist:
             raise UnknownSession(f"unknown session {session}")
         scope = [ConfigVersion.session_id == session]
         pointer_scope = [CurrentConfig.session_id == session]
@@ -174,12 +229,20 @@ def purge(store: Store, session: str, toolkit: str | None = None, *, actor: str)
         )
         conn.execute(delete(CurrentConfig).where(*pointer_scope))
         toolkits = sorted({row.toolkit_name for row in rows})
-        details = {"versions": len(rows), "toolkits": toolkits, "unconfigured": unconfigured}
+        details: dict[str, Any] = {
+            "versions": len(rows),
+            "toolkits": toolkits,
+            "unconfigured": unconfigured,
+        }
+        if principal_of(session) is not None:
+            details["scope"] = "principal"
         store.audit(conn, AuditDraft(actor, "purge", session, toolkit, details=details))
-        return len(rows), toolkits, unconfigured
+        return owner, len(rows), toolkits, unconfigured
 
-    count, toolkits, unconfigured = store.retrying(work)
-    return PurgeReport(session, toolkit, count, toolkits, unconfigured, _scrub_files(store))
+    owner, count, toolkits, unconfigured = store.retrying(work)
+    owner = owner or principal_of(session)
+    scrubbed = _scrub_files(store)
+    return PurgeReport(session, owner, toolkit, count, toolkits, unconfigured, scrubbed)
 
 
 def _scrub_files(store: Store) -> bool | None:

@@ -3,11 +3,12 @@
 When a configure leaves required secret fields out (or asks for an intake), the vault
 stores the public half as a version of status `intake` (never current, never initialized)
 and answers with a one-time link. The link is a capability that carries no secret: a
-random id and what it is bound to (session, toolkit, schema digest, the version it must
-write, expiry), MACed under the intake key. It works once because the version it stores
-must take the number right after the intake version, checked inside the serialized write
-transaction: once any version follows (this link's, or the agent's own configure), the
-link is spent. Creating, refusing and completing an intake are audit events.
+random id and what it is bound to (scope: a session or its principal, see `scopes`;
+toolkit, schema digest, the version it must write, expiry), MACed under the intake key.
+It works once because the version it stores must take the number right after the intake
+version, checked inside the serialized write transaction: once any version follows (this
+link's, or the agent's own configure), the link is spent. Creating, refusing and
+completing an intake are audit events.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureRe
 from .records import AuditDraft, VersionDraft
 from .registry import RegisteredToolkit
 from .schema import canonical_json, check_sealable
+from .scopes import Scope, scope_of
 from .service import Outcome, Principal, Vault
 
 __all__ = ["DEFAULT_TTL", "INTAKE_STATUS", "Claim", "Intake", "IntakeRefused", "IntakeView"]
@@ -60,7 +62,7 @@ class Claim:
     """What a verified link says: where the person's config goes, and until when."""
 
     link_id: str
-    session_id: str
+    session_id: str  # the scope the config goes to: a session, or a principal scope
     toolkit_name: str
     schema_digest: str
     version: int  # the version number the completion must write
@@ -70,6 +72,10 @@ class Claim:
     @property
     def actor(self) -> str:
         return f"intake:{self.link_id}"
+
+    @property
+    def scope(self) -> Scope:
+        return scope_of(self.session_id)
 
 
 @dataclass(frozen=True)
@@ -186,7 +192,9 @@ class Intake:
         toolkit: RegisteredToolkit,
         msg: ToolkitConfigureRequest,
     ) -> ToolkitConfigureResponse:
-        """Keep the public half as an `intake` version and answer with a one-time link."""
+        """Keep the public half as an `intake` version and answer with a one-time link.
+        `session_id` is the scope the link is bound to (the principal's, for `scope:
+        "principal"`), whose row exists."""
         missing: list[str] = []
         try:
             toolkit.schema.validate(msg.config)
@@ -220,12 +228,13 @@ class Intake:
             AuditDraft(actor, "intake_requested", session_id, name, version, details)
         )
         minutes = max(1, round(ttl / 60))
+        reach = " for every session of this principal" if claim.scope == "principal" else ""
         return ToolkitConfigureResponse(
             req_id=msg.id,
             toolkit_name=name,
             status="partial",
             message=f"a person must enter the secret fields at {url} (one use, expires in "
-            f"about {minutes} min); the agent never sees them",
+            f"about {minutes} min){reach}; the agent never sees them",
             intake_url=url,
         )
 

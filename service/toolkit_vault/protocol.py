@@ -125,16 +125,19 @@ class ToolkitConfigureRequest(Message):
     toolkit_name: str = ""
     config: dict[str, Any] = Field(default_factory=dict)
     intake: bool | IntakeOptions = False  # extension: a person enters the secrets (intake link)
+    # extension: "principal" stores the config for the principal, in all its sessions
+    scope: Literal["session", "principal"] = "session"
 
     @model_serializer(mode="wrap")
     def _spec_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unused(handler(self), intake=False)
+        return _without_unused(handler(self), intake=False, scope="session")
 
     def __repr__(self) -> str:
         # The config carries credentials: never let a repr or a traceback show it.
         return (
             f"ToolkitConfigureRequest(id={self.id!r}, session_id={self.session_id!r}, "
-            f"toolkit_name={self.toolkit_name!r}, config=<{len(self.config)} fields hidden>)"
+            f"toolkit_name={self.toolkit_name!r}, scope={self.scope!r}, "
+            f"config=<{len(self.config)} fields hidden>)"
         )
 
     __str__ = __repr__

@@ -22,7 +22,7 @@ from .audit import AuditReport, verify_audit_chain
 from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
 from .events import EventGate
-from .history import PurgeReport, purge
+from .history import PurgeReport, purge, purge_principal
 from .logs import register_secrets
 from .plugin import PushCallback, ToolkitPlugin
 from .protocol import (
@@ -49,7 +49,8 @@ from .records import AuditDraft, VersionDraft, VersionRecord
 from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
 from .rotation import check_store
 from .schema import check_sealable, merge_secrets
-from .storage import Store
+from .scopes import principal_of, principal_scope, scope_of
+from .storage import Source, Store
 
 if TYPE_CHECKING:
     from .intake import Intake
@@ -98,8 +99,9 @@ class Vault:
         self.registry = registry
         self._fingerprint_key = fingerprint_key
         self._active: dict[tuple[str, str], Toolkit] = {}
-        self._active_version: dict[tuple[str, str], int] = {}
+        self._sources: dict[str, dict[str, Source]] = {}  # session -> toolkit -> tried here
         self._unavailable: dict[tuple[str, str], frozenset[str]] = {}  # named by `partial`
+        self._scopes: set[str] = set()  # principal scopes whose row exists
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
@@ -114,46 +116,90 @@ class Vault:
     def open_session(
         self, principal: Principal, session_id: str | None
     ) -> tuple[str, list[Message]]:
-        """Create a session, or resume one of the principal's; returns its id and events."""
+        """Create a session, or resume one of the principal's; returns its id and events.
+
+        Either way its configured toolkits (its own, else its principal's) are initialized
+        from the store before the handshake answers. A principal scope id is no session.
+        """
         if session_id is None:
             session_id = str(uuid.uuid4())
             self.store.create_session(session_id, principal.principal_id)
-            return session_id, []
-        if (
+        elif (
             len(session_id) > SESSION_ID_CHARS
             or "\x00" in session_id  # PostgreSQL text cannot hold NUL: not even a lookup
+            or principal_of(session_id) is not None
             or not self.store.session_owned_by(session_id, principal.principal_id)
         ):
             raise UnknownSession("unknown session")
-        return session_id, self._resume(session_id)
+        return session_id, list(self._sync(session_id, principal.principal_id, retry=True))
 
-    def _resume(self, session_id: str) -> list[Message]:
-        """Initialize every configured toolkit of a session again, from the store."""
-        events: list[Message] = []
-        for record in self.store.current_versions(session_id):
-            key = (session_id, record.toolkit_name)
-            if key in self._active and self._active_version.get(key) == record.version:
-                continue  # already initialized from this very version in this process
-            try:
-                toolkit = self.registry.get(record.toolkit_name)
-                config = self._decrypt(record)
-                instance, outcome = self._initialize(toolkit, config)
-            except (DecryptionError, ToolkitNotFound) as exc:
-                reason = (
-                    INTEGRITY_FAILED
-                    if isinstance(exc, DecryptionError)
-                    else "toolkit not registered"
-                )
-                instance, outcome = None, Outcome("error", reason)
-            if instance is None or outcome.status == "error":
-                with self._lock:
-                    self._active.pop(key, None)
-            else:
-                self._activate(key, instance, record.version, outcome)
-            configured = instance is not None and outcome.status != "error"
-            if not configured or outcome.status == "partial":
-                events.append(self._event(session_id, record.toolkit_name, configured, outcome))
+    def _sync(
+        self,
+        session_id: str,
+        principal_id: str,
+        *,
+        retry: bool = False,
+        quiet: bool = True,
+        only: str | None = None,
+    ) -> list[ToolkitStatusEvent]:
+        """Bring this process's live instances of a session in line with the store.
+
+        Per toolkit the session uses its own current version, else its principal's. An
+        instance made from anything else (replaced or purged by another process, a
+        principal's config the session now overrides) is replaced or dropped, a config
+        never tried here is initialized, and with `retry` (a handshake) one that failed is
+        tried again. What this process holds is read before the store is, and `_install`
+        changes only what is still as read: an instance another thread installs meanwhile
+        is at least as new as that read, and stays. Returns the status events of what
+        changed; `quiet` (a handshake, whose list tells the rest) keeps only failures and
+        `partial` ones.
+        """
+        scope_id = principal_scope(principal_id)
+        with self._lock:
+            had = dict(self._sources.get(session_id, {}))
+            live = {name for name in had if (session_id, name) in self._active}
+        current = self.store.effective_pointers(session_id, scope_id)
+        changed = sorted(
+            name
+            for name in current.keys() | had.keys()
+            if current.get(name) != had.get(name) or (retry and name not in live)
+            if only in (None, name)
+        )
+        if not changed:
+            return []
+        records = self.store.effective_versions(session_id, scope_id)
+        events = []
+        for name in changed:
+            record = records.get(name)
+            if record is None:
+                gone = Outcome("error", "config purged")
+                if had.get(name) is not None and self._install(session_id, name, had, gone):
+                    events.append(self._event(session_id, name, False, gone))
+                continue
+            source = (record.session_id, record.version)
+            if source == had.get(name) and name in live:
+                continue  # the read before was older; nothing changed after all
+            instance, outcome = self._open(record, inherited=record.session_id != session_id)
+            if not self._install(session_id, name, had, outcome, instance, source):
+                continue
+            configured = instance is not None
+            if not quiet or not configured or outcome.status == "partial":
+                events.append(self._event(session_id, name, configured, outcome))
         return events
+
+    def _open(self, record: VersionRecord, *, inherited: bool) -> tuple[Toolkit | None, Outcome]:
+        """A fresh instance initialized from a stored version; (None, why) when it fails."""
+        try:
+            toolkit = self.registry.get(record.toolkit_name)
+            config = self._decrypt(record)
+        except DecryptionError:
+            return None, Outcome("error", INTEGRITY_FAILED)
+        except ToolkitNotFound:
+            return None, Outcome("error", "toolkit not registered")
+        instance, outcome = self._initialize(toolkit, config)
+        if inherited and outcome.status == "ok":
+            outcome = Outcome("ok", "Toolkit configured from its principal's config")
+        return instance, outcome
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
         context, sealed = record.sealed()
@@ -188,25 +234,59 @@ class Vault:
     def _activate(
         self, key: tuple[str, str], instance: Toolkit, version: int, outcome: Outcome
     ) -> None:
-        """Make `instance` the live one for (session, toolkit), and give it its push callback:
-        bound to that session and toolkit, silent once another instance replaces it."""
+        """Make `instance`, just configured from the session's own `version`, the live one
+        for (session, toolkit), unless a newer own version is live already."""
+        session_id, name = key
         with self._lock:
-            self._active[key] = instance
-            self._active_version[key] = version
-            self._unavailable[key] = outcome.unavailable
+            held = self._sources.get(session_id, {}).get(name)
+        if held is not None and held[0] == session_id and held[1] > version:
+            return
+        self._install(session_id, name, None, outcome, instance, (session_id, version))
+
+    def _install(
+        self,
+        session_id: str,
+        name: str,
+        had: dict[str, Source] | None,
+        outcome: Outcome,
+        instance: Toolkit | None = None,
+        source: Source | None = None,
+    ) -> bool:
+        """Record what (session, toolkit) was last initialized from (`source`; None: nothing
+        is current) and its live instance (None: none, or it failed), only if the record is
+        still what `had` says (None: unconditionally). The instance gets its push callback:
+        bound to that session and toolkit, silent once another instance replaces it."""
+        key = (session_id, name)
+        with self._lock:
+            sources = self._sources.get(session_id, {})
+            if had is not None and sources.get(name) != had.get(name):
+                return False
+            if source is not None:
+                self._sources.setdefault(session_id, sources)[name] = source
+            elif name in sources:
+                del sources[name]
+            if instance is None:
+                self._active.pop(key, None)
+                self._unavailable.pop(key, None)
+            else:
+                self._active[key] = instance
+                self._unavailable[key] = outcome.unavailable
         bind = getattr(instance, "set_push_callback", None)
         if not callable(bind):
-            return
+            return True
         gate = EventGate(self.publish, *key, still_active=lambda: self._active.get(key) is instance)
         try:
             bind(gate)
         except Exception as exc:
-            log.warning("toolkit %s refused its push callback (%s)", key[1], type(exc).__name__)
+            log.warning("toolkit %s refused its push callback (%s)", name, type(exc).__name__)
+        return True
 
     # -- toolkits ------------------------------------------------------------------------------
 
-    def list_toolkits(self, session_id: str, msg: ToolkitListRequest) -> ToolkitListResponse:
-        configured = self._configured(session_id)
+    def list_toolkits(
+        self, principal: Principal, session_id: str, msg: ToolkitListRequest
+    ) -> ToolkitListResponse:
+        configured = self._configured(principal, session_id)
         toolkits = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
@@ -218,10 +298,12 @@ class Vault:
             toolkits.append(definition.model_copy(update={"configured": is_configured}))
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
 
-    def list_tools(self, session_id: str, msg: ToolListRequest) -> ToolListResponse:
+    def list_tools(
+        self, principal: Principal, session_id: str, msg: ToolListRequest
+    ) -> ToolListResponse:
         """The tools of every toolkit configured in the session, each naming its toolkit;
         the ones a `partial` status named unavailable are left out."""
-        configured = self._configured(session_id)
+        configured = self._configured(principal, session_id)
         tools = [
             ToolInfo(name=tool, toolkit=toolkit.definition.name)
             for toolkit in self.registry.all()
@@ -231,65 +313,74 @@ class Vault:
         ]
         return ToolListResponse(req_id=msg.id, tools=tools)
 
-    def _configured(self, session_id: str) -> set[str]:
-        """Toolkits with a current config in the store and a live instance in this process."""
-        current = self.store.current_toolkits(session_id)
-        self._forget_stale(session_id, current)
-        return {name for name in current if (session_id, name) in self._active}
-
-    def _forget_stale(self, session_id: str, current: set[str]) -> None:
-        """Drop live instances whose config is gone (purged by another process).
-
-        A candidate is confirmed by a second read made after it was seen: an instance that
-        a concurrent configure added after its commit is current in that read, so it stays.
-        """
+    def _configured(self, principal: Principal, session_id: str) -> set[str]:
+        """Toolkits with a current config in the store (the session's or its principal's)
+        and a live instance made from it in this process. What another process changed
+        since is taken up here, silently: the list itself tells the agent."""
+        self._sync(session_id, principal.principal_id)
         with self._lock:
-            seen = {
-                k: v for k, v in self._active.items() if k[0] == session_id and k[1] not in current
-            }
-        if not seen:
-            return
-        still_current = self.store.current_toolkits(session_id)
-        with self._lock:
-            for key, instance in seen.items():
-                if key[1] not in still_current and self._active.get(key) is instance:
-                    del self._active[key]
+            names = list(self._sources.get(session_id, ()))
+            return {name for name in names if (session_id, name) in self._active}
 
     def configure(
         self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
     ) -> ToolkitConfigureResponse:
         """Validate, split, seal, initialize, then store the version and audit it at once;
-        or, when the config leaves its secrets to a person, answer with an intake link."""
+        or, when the config leaves its secrets to a person, answer with an intake link.
+        `scope: "principal"` stores it for the principal (every session without its own)."""
+        scope_id = session_id
+        if msg.scope == "principal":
+            scope_id = principal_scope(principal.principal_id)
         try:
             toolkit = self.registry.get(msg.toolkit_name)
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")
-                return self.intake.request(principal, session_id, toolkit, msg)
+                return self.intake.request(principal, self._made(scope_id), toolkit, msg)
             public, secrets = toolkit.schema.split(msg.config)  # validates first
             check_sealable(secrets)
         except (ToolkitNotFound, ConfigInvalid) as exc:
             intake = self.intake
             if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):
-                return intake.request(principal, session_id, toolkit, msg)
+                return intake.request(principal, self._made(scope_id), toolkit, msg)
             known = isinstance(exc, ConfigInvalid)
             self.store.record_attempt(
                 AuditDraft(
                     principal.principal_id,
                     "configure_refused",
-                    session_id,
+                    scope_id,
                     msg.toolkit_name if known else None,
                     details={"reason": type(exc).__name__, "errors": exc.details},
                 )
             )
             raise
-        outcome = self.commit(principal.principal_id, session_id, toolkit, public, secrets)
+        scope_id = self._made(scope_id)
+        outcome = self.commit(principal.principal_id, scope_id, toolkit, public, secrets)
+        message = outcome.message
+        name = msg.toolkit_name
+        if scope_id != session_id and outcome.status != "error":
+            for event in self._sync(session_id, principal.principal_id, quiet=False, only=name):
+                self.deliver(event)  # the asking session, whatever its transport
+            with self._lock:
+                source = self._sources.get(session_id, {}).get(name)
+            if source is not None and source[0] == session_id:
+                message += " for the principal; this session keeps its own config"
         return ToolkitConfigureResponse(
             req_id=msg.id,
             toolkit_name=msg.toolkit_name,
             status=outcome.status,
-            message=outcome.message,
+            message=message,
         )
+
+    def _made(self, scope_id: str) -> str:
+        """A principal scope's row, made on its first use (a session's exists already)."""
+        principal_id = principal_of(scope_id)
+        if principal_id is not None and scope_id not in self._scopes:
+            if len(scope_id) > SESSION_ID_CHARS:
+                raise VaultError("this principal's id is too long for a principal scope")
+            self.store.ensure_scope(scope_id, principal_id)
+            self._scopes.add(scope_id)
+        return scope_id
 
     def commit(
         self,
@@ -302,8 +393,11 @@ class Vault:
     ) -> Outcome:
         """Seal, initialize, store the version with its audit event, publish the status.
 
-        `expect(version)` runs inside the serialized write transaction, before anything is
-        written, and may raise to store nothing (an intake link's used-once check).
+        `session_id` is the scope: a session, or a principal scope (`scopes`), whose
+        sessions then each resolve the toolkit again (`deliver`); the instance initialized
+        here only decides the version's status. `expect(version)` runs inside the
+        serialized write transaction, before anything is written, and may raise to store
+        nothing (an intake link's used-once check).
         """
         name = toolkit.definition.name
         digest = toolkit.schema.digest
@@ -338,6 +432,10 @@ class Vault:
 
         version = self.store.append_version(session_id, name, build, "configure")
         self._next_version[(session_id, name)] = version + 1
+        if principal_of(session_id) is not None:
+            if outcome.status != "error":  # else nothing changed: the previous one stays
+                self.publish(self._event(session_id, name, True, outcome))
+            return outcome
         if instance is not None:
             self._activate((session_id, name), instance, version, outcome)
         configured = (session_id, name) in self._active
@@ -347,15 +445,26 @@ class Vault:
     # -- operators and auditors ------------------------------------------------------------
 
     def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
-        """Crypto-shred a session (or one toolkit of it) and forget its live instances."""
+        """Crypto-shred a session (or one toolkit of it); its live instances here make way
+        for its principal's config, or are forgotten, and its connections are told."""
         report = purge(self.store, session_id, toolkit_name, actor=actor)
         with self._lock:
-            for key in [
-                k for k in self._active if k[0] == session_id and toolkit_name in (None, k[1])
-            ]:
-                del self._active[key]
+            known = session_id in self._sources or session_id in self._plugins
+        if known and report.principal_id is not None:
+            changes = self._sync(session_id, report.principal_id, quiet=False, only=toolkit_name)
+            for event in changes:
+                self.publish(event)
+        return report
+
+    def purge_principal(
+        self, actor: str, principal: str, toolkit_name: str | None = None
+    ) -> PurgeReport:
+        """Crypto-shred a principal's own configs (by principal id or name); its sessions'
+        configs stay, and every session that used the principal's is told."""
+        report = purge_principal(self.store, principal, toolkit_name, actor=actor)
+        purged = Outcome("error", "config purged")
         for name in report.unconfigured:
-            self.publish(self._event(session_id, name, False, Outcome("error", "config purged")))
+            self.publish(self._event(report.session_id, name, False, purged))
         return report
 
     def verify_audit(self) -> AuditReport:
@@ -372,6 +481,9 @@ class Vault:
         if self._reload_keys is not None:
             self._refresh_ring()
         result = check_store(self.store, self.ring, start)
+        for failed in result["failed_versions"]:
+            failed["scope"] = scope_of(failed["session_id"])
+        result["scopes"] = self.store.versions_by_scope()
         audit = self.verify_audit()
         result["audit"] = {
             "ok": audit.problem in (None, "unaudited", "state"),
@@ -429,11 +541,40 @@ class Vault:
             self.relay(event)
 
     def deliver(self, event: ToolkitStatusEvent) -> None:
-        """Deliver a status event to every connection of its session in this process."""
+        """Deliver a status event to every connection of its session in this process; one
+        of a principal scope (from here or, relayed, from another replica) makes that
+        principal's sessions here resolve its toolkit again."""
+        principal_id = principal_of(event.session_id)
+        if principal_id is not None:
+            self._scope_changed(principal_id, event.toolkit_name)
+            return
         with self._lock:
             plugins = list(self._plugins.get(event.session_id, ()))
         for plugin in plugins:
             plugin.emit_event(event)
+
+    def _scope_changed(self, principal_id: str, toolkit_name: str) -> None:
+        """A principal's config of a toolkit changed: its sessions connected here with a
+        push channel initialize what they now resolve to and hear of it; any other
+        session's instance made from the principal's config is dropped, to be made again
+        from the store when that session is next used (`bind`, a list). So the work done
+        here is bounded by the principal's open connections, not by its HTTP sessions."""
+        scope_id = principal_scope(principal_id)
+        with self._lock:
+            connected = sorted(
+                session_id
+                for session_id, plugins in self._plugins.items()
+                if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)
+            )
+            for session_id, sources in self._sources.items():
+                source = sources.get(toolkit_name)
+                if session_id not in connected and source is not None and source[0] == scope_id:
+                    del sources[toolkit_name]
+                    self._active.pop((session_id, toolkit_name), None)
+                    self._unavailable.pop((session_id, toolkit_name), None)
+        for session_id in connected:
+            for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
+                self.deliver(event)
 
 
 class VaultToolkitPlugin(ToolkitPlugin):
@@ -446,9 +587,10 @@ class VaultToolkitPlugin(ToolkitPlugin):
         self.vault = vault
         self.principal = principal
         self.session_id = session_id
+        self.pushes = False  # its connection has a push channel (a WebSocket, stdio)
 
     def _list_toolkits(self, msg: ToolkitListRequest) -> ToolkitListResponse:
-        return self.vault.list_toolkits(self.session_id, msg)
+        return self.vault.list_toolkits(self.principal, self.session_id, msg)
 
     def _configure_toolkit(self, msg: ToolkitConfigureRequest) -> ToolkitConfigureResponse:
         if msg.session_id not in ("", self.session_id):
@@ -514,7 +656,7 @@ class Connection:
                     request.id, "CAPABILITY_NOT_NEGOTIATED", f"handshake granting {needed} first"
                 )
             if isinstance(request, ToolListRequest):
-                return self.vault.list_tools(self.plugin.session_id, request)
+                return self.vault.list_tools(self.principal, self.plugin.session_id, request)
             return self.plugin.handle(request)
         except VaultError as exc:
             return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
@@ -535,6 +677,7 @@ class Connection:
         self.plugin, self._granted = plugin, tuple(granted)
         if "toolkits" in granted:  # status events belong to the toolkits capability
             plugin.set_push_callback(self._deliver)
+            plugin.pushes = self._push is not None
             self.vault.attach(session_id, plugin)
             for event in events:
                 self._deliver(event)

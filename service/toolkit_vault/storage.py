@@ -45,8 +45,11 @@ from .models import (
 )
 from .models import Session as SessionRow
 from .records import AuditDraft, VersionDraft, VersionRecord, version_record
+from .scopes import PREFIX, principal_of
 
-__all__ = ["Store"]
+__all__ = ["Source", "Store"]
+
+Source = tuple[str, int]  # where a session's config of a toolkit comes from: (scope id, version)
 
 log = logging.getLogger(__name__)
 _MAX_ATTEMPTS = 20
@@ -157,9 +160,12 @@ _CURRENT_VERSIONS = (  # a session's current versions, their pointers and latest
         & (CurrentConfig.toolkit_name == ConfigVersion.toolkit_name)
         & (CurrentConfig.version == ConfigVersion.version),
     )
-    .where(CurrentConfig.session_id == bindparam("session_id"))
+    .where(CurrentConfig.session_id.in_(bindparam("scopes", expanding=True)))
     .order_by(ConfigVersion.toolkit_name)
 )
+_CURRENT_POINTERS = select(
+    CurrentConfig.session_id, CurrentConfig.toolkit_name, CurrentConfig.version
+).where(CurrentConfig.session_id.in_(bindparam("scopes", expanding=True)))
 
 
 def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
@@ -447,6 +453,8 @@ class Store:
             row = draft.columns(session_id, toolkit_name, version, now)
             row["mac"] = self.mac(VERSIONS, row)
             details = {"status": draft.status, "changed": sorted(draft.secret_fingerprints)}
+            if principal_of(session_id) is not None:
+                details["scope"] = "principal"
             event, head = self._link(
                 AuditDraft(draft.actor, audit_action, session_id, toolkit_name, version, details),
                 chain_end,
@@ -474,19 +482,34 @@ class Store:
         result: int = self.retrying(work)
         return result
 
-    def current_toolkits(self, session_id: str) -> set[str]:
+    def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:
+        """Per toolkit, where the session's config comes from: its own current version, else
+        the one of `scope_id` (its principal's). Pointers as stored: `effective_versions`
+        authenticates what is opened."""
         with self.read() as conn:
-            rows = conn.execute(
-                select(CurrentConfig.toolkit_name).where(CurrentConfig.session_id == session_id)
-            )
-            return {name for (name,) in rows}
+            rows = conn.execute(_CURRENT_POINTERS, {"scopes": [session_id, scope_id]}).all()
+        found: dict[str, Source] = {}
+        for scope, name, version in rows:
+            if scope == session_id or name not in found:
+                found[name] = (scope, version)
+        return found
 
-    def current_versions(self, session_id: str) -> list[VersionRecord]:
-        """The current version of every toolkit configured in a session, each marked
-        `authentic` only when its row and its pointer carry valid MACs and the pointer names
-        the latest live version (a pointer rolled back to an older one is not believed)."""
+    def effective_versions(self, session_id: str, scope_id: str) -> dict[str, VersionRecord]:
+        """The current version each toolkit of the session resolves to (`effective_pointers`),
+        as `current_versions` reads and authenticates it."""
+        found: dict[str, VersionRecord] = {}
+        for record in self.current_versions(session_id, scope_id):
+            if record.session_id == session_id or record.toolkit_name not in found:
+                found[record.toolkit_name] = record
+        return found
+
+    def current_versions(self, *scope_ids: str) -> list[VersionRecord]:
+        """The current version of every toolkit configured in these scopes (sessions or
+        principal scopes), each marked `authentic` only when its row and its pointer carry
+        valid MACs and the pointer names the latest live version (a pointer rolled back to
+        an older one is not believed)."""
         with self.read() as conn:
-            rows = conn.execute(_CURRENT_VERSIONS, {"session_id": session_id}).all()
+            rows = conn.execute(_CURRENT_VERSIONS, {"scopes": list(scope_ids)}).all()
         records = []
         for row in rows:
             mapping = row._mapping
@@ -503,12 +526,40 @@ class Store:
             )
             if not authentic:
                 log.warning(
-                    "%s of session %s fails its integrity check; not initialized",
+                    "%s of scope %s fails its integrity check; not initialized",
                     row.toolkit_name,
-                    session_id,
+                    row.session_id,
                 )
             records.append(version_record(mapping, authentic=authentic))
         return records
+
+    def ensure_scope(self, scope_id: str, principal_id: str) -> None:
+        """The `sessions` row of a principal scope, made (and audited like a session) on its
+        first use; a concurrent maker's row is taken as is."""
+        row = {"session_id": scope_id, "principal_id": principal_id, "created_at": time.time()}
+
+        def work(conn: Connection) -> None:
+            found = conn.execute(
+                select(SessionRow.session_id).where(SessionRow.session_id == scope_id)
+            ).first()
+            if found is None:
+                conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
+                details = {"scope": "principal"}
+                made = AuditDraft(principal_id, "session_created", scope_id, details=details)
+                self.audit(conn, made)
+
+        self.retrying(work)
+
+    def versions_by_scope(self) -> dict[str, int]:
+        """How many config versions each kind of scope holds (for `check`)."""
+        principal = ConfigVersion.session_id.startswith(PREFIX, autoescape=True)
+        query = select(
+            select(func.count()).select_from(ConfigVersion).scalar_subquery(),
+            select(func.count()).where(principal).scalar_subquery(),
+        )
+        with self.read() as conn:
+            total, principals = conn.execute(query).one()
+        return {"session": int(total) - int(principals), "principal": int(principals)}
 
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""

@@ -38,6 +38,7 @@ from toolkit_vault.models import Session as SessionRow
 from toolkit_vault.principals import authenticate, create_token, revoke
 from toolkit_vault.relay import CHANNEL, PgEventRelay
 from toolkit_vault.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
+from toolkit_vault.service import Principal as ServicePrincipal
 from toolkit_vault.settings import VaultSettings, load_settings
 
 from tkv_test_plugins import SecretiveToolkit
@@ -364,6 +365,139 @@ def test_one_bad_row_breaks_no_one(vault: Vault, fresh: list[Vault]) -> None:
     assert json.loads(done.stdout)["failed"] == [
         {"id": 1, "session_id": session, "toolkit_name": "secretive", "version": 1}
     ]
+
+
+# -- principal scopes (issue 15): the same attacks on a principal's own configs ---------------
+
+PRINCIPAL_SCOPE = "principal:local"
+
+
+def _principal_configured(vault: Vault) -> str:
+    """`secretive` configured for the local principal (not in any session of its own); the
+    session the configure came through."""
+    conn, session = handshake(vault)
+    request(
+        conn,
+        {
+            "type": "toolkit/configure/req",
+            "toolkit_name": "secretive",
+            "config": secret_config(),
+            "scope": "principal",
+        },
+    )
+    return session
+
+
+def new_session(vault: Vault) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+    conn = vault.connect(AGENT)
+    response, *events = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+    assert response["type"] == "handshake/resp", response
+    return events, listed(conn)
+
+
+def test_a_downgraded_principal_config_is_refused(vault: Vault, fresh: list[Vault]) -> None:
+    _principal_configured(vault)
+    chosen = {**secret_config(EVIL), "auth": {}, "tokens": [], "headers": {}}
+    sql(
+        vault,
+        update(ConfigVersion)
+        .where(ConfigVersion.session_id == PRINCIPAL_SCOPE)
+        .values(
+            sealed_secrets=None,
+            wrapped_dek=None,
+            dek_id=None,
+            kek_id=None,
+            public_config=json.dumps(chosen),
+            secret_fingerprints="{}",
+        ),
+    )
+    SecretiveToolkit.received.clear()
+    events, configured = new_session(reopen(fresh))
+    assert SecretiveToolkit.received == [] and configured["secretive"] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
+    assert_named_by_check_and_audit("config_versions", "unauthenticated")
+
+
+@pytest.mark.parametrize("how", ["edited", "replayed"])
+def test_a_rolled_back_principal_pointer_is_refused(
+    vault: Vault, fresh: list[Vault], how: str
+) -> None:
+    session = _principal_configured(vault)
+    key = (CurrentConfig.session_id == PRINCIPAL_SCOPE, CurrentConfig.toolkit_name == "secretive")
+    first = row_of(vault, CurrentConfig, *key)
+    _principal_configured(vault)
+    back = {"version": 1} if how == "edited" else {"version": 1, "mac": first.mac}
+    sql(vault, update(CurrentConfig).where(*key).values(**back))
+    SecretiveToolkit.received.clear()
+    events, configured = resume(reopen(fresh), session)
+    assert SecretiveToolkit.received == [] and configured["secretive"] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
+    problem = "unauthenticated" if how == "edited" else "replayed"
+    assert_named_by_check_and_audit("current_configs", problem)
+
+
+def test_a_principal_config_moved_to_another_principal_is_refused(
+    vault: Vault, fresh: list[Vault]
+) -> None:
+    """The ciphertext is bound to its scope: renamed into bob's scope it opens for no one."""
+    _principal_configured(vault)
+    bob_id, _ = create_token(vault.store, "agent", "bob")
+    bob = ServicePrincipal(bob_id, "agent")
+    conn = vault.connect(bob)
+    request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+    fs = {"type": "toolkit/configure/req", "toolkit_name": "filesystem", "scope": "principal"}
+    request(conn, {**fs, "config": {"root_dir": "/srv"}})  # bob's scope row now exists
+    theirs = f"principal:{bob_id}"
+    for table in (ConfigVersion, CurrentConfig):
+        moved = (table.session_id == PRINCIPAL_SCOPE) & (table.toolkit_name == "secretive")
+        sql(vault, update(table).where(moved).values(session_id=theirs))
+    SecretiveToolkit.received.clear()
+    later = reopen(fresh)
+    conn = later.connect(bob)
+    response, *events = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+    assert response["type"] == "handshake/resp"
+    assert SecretiveToolkit.received == [] and listed(conn)["secretive"] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
+    assert new_session(later)[1]["secretive"] is False  # and the local principal lost it
+    assert_named_by_check_and_audit("config_versions", "unauthenticated")
+    assert_named_by_check_and_audit("current_configs", "unauthenticated")
+
+
+def test_a_principal_scope_given_to_another_principal_gives_nothing(
+    vault: Vault, fresh: list[Vault]
+) -> None:
+    _principal_configured(vault)
+    thief, _ = create_token(vault.store, "agent", "thief")
+    sql(
+        vault,
+        update(SessionRow)
+        .where(SessionRow.session_id == PRINCIPAL_SCOPE)
+        .values(principal_id=thief),
+    )
+    later = reopen(fresh)
+    conn = later.connect(ServicePrincipal(thief, "agent"))
+    request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+    assert listed(conn)["secretive"] is False  # the scope is named by the token's principal
+    assert new_session(later)[1]["secretive"] is True  # a row's owner decides nothing
+    assert_named_by_check_and_audit("sessions", "unauthenticated")
+
+
+def test_a_deleted_session_pointer_falls_back_to_the_principal_and_is_reported(
+    vault: Vault, fresh: list[Vault]
+) -> None:
+    """Not refused on the hot path (a missing row has no MAC to fail): the session then
+    uses its principal's own config; `check` and `audit verify` name the deleted pointer."""
+    session = _principal_configured(vault)
+    conn, _ = handshake(vault, session)
+    configure(conn, "secretive", secret_config("tkv-canary-session-own-key"))
+    mine = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
+    with vault.store.engine.begin() as db:
+        db.execute(CurrentConfig.__table__.delete().where(*mine))
+    SecretiveToolkit.received.clear()
+    _, configured = resume(reopen(fresh), session)
+    assert configured["secretive"] is True
+    assert [c["api_key"] for c in SecretiveToolkit.received] == [CANARY]
+    assert_named_by_check_and_audit("current_configs", "deleted")
 
 
 # -- the "also" items -------------------------------------------------------------------------

@@ -136,7 +136,12 @@ def check(as_json: bool) -> None:
 
 
 @click.command("history")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option("--session", "session_id", default=None, help="Only this session (or scope id).")
+@click.option(
+    "--principal",
+    default=None,
+    help="Only this principal's (id or name): its own configs and its sessions'.",
+)
 @click.option("--toolkit", default=None, help="Only this toolkit.")
 @click.option(
     "--since",
@@ -147,24 +152,30 @@ def check(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def history_command(
-    session_id: str | None, toolkit: str | None, since: str | None, as_json: bool
+    session_id: str | None,
+    principal: str | None,
+    toolkit: str | None,
+    since: str | None,
+    as_json: bool,
 ) -> None:
-    """Every config version: actor, time, status, public config, secret fingerprints.
+    """Every config version: scope, actor, time, status, public config, secret fingerprints.
 
     Needs no master key. A fingerprint is equal between two versions exactly when that
     secret is unchanged; it reveals nothing else. In the table, * marks a fingerprint
-    that differs from the previous listed version of the same session and toolkit.
+    that differs from the previous listed version of the same scope and toolkit. A scope is
+    a session (its id) or a principal's own configs (`principal <principal id>`).
     """
     entries = history(
         open_store(load_settings()),
         session_id,
         toolkit,
         None if since is None else parse_time(since),
+        principal,
     )
     if as_json:
         emit({"versions": entries})
         return
-    table = folding_table("session", "toolkit", "v", "status", "actor", "time (UTC)", "secrets")
+    table = folding_table("scope", "toolkit", "v", "status", "actor", "time (UTC)", "secrets")
     previous: dict[tuple[str, str], dict[str, str | None]] = {}
     for e in entries:
         key = (e["session_id"], e["toolkit_name"])
@@ -174,8 +185,11 @@ def history_command(
             _fingerprint_cell(pointer, fp, before)
             for pointer, fp in sorted(e["secret_fingerprints"].items())
         ]
+        scope = e["session_id"][:8]
+        if e["scope"] == "principal":
+            scope = f"principal {e['principal_id']}"
         table.add_row(
-            e["session_id"][:8],
+            scope,
             e["toolkit_name"],
             f"{e['version']}{' (current)' if e['current'] else ''}",
             e["status"],
@@ -220,23 +234,39 @@ def audit_verify(as_json: bool) -> None:
 
 
 @click.command("purge")
-@click.option("--session", "session_id", required=True, help="The session to purge.")
-@click.option("--toolkit", default=None, help="Only this toolkit of the session.")
+@click.option("--session", "session_id", default=None, help="The session to purge.")
+@click.option(
+    "--principal",
+    default=None,
+    help="The principal (id or name) whose own configs to purge; its sessions' stay.",
+)
+@click.option("--toolkit", default=None, help="Only this toolkit of the session or principal.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
-def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool) -> None:
+def purge_command(
+    session_id: str | None, principal: str | None, toolkit: str | None, yes: bool, as_json: bool
+) -> None:
     """Crypto-shred stored configs: destroy wrapped keys, ciphertext and fingerprints.
 
-    Irreversible. History keeps the metadata (status `purged`); the purge is audited.
+    Give one scope: `--session S` (that session's own configs; its principal's stay and
+    apply to it again) or `--principal P` (the principal's own configs; its sessions' own
+    stay). Irreversible. History keeps the skeleton (status `purged`); the purge is audited.
     """
-    what = f"session {session_id}" + (f", toolkit {toolkit}" if toolkit else "")
+    if (session_id is None) == (principal is None):
+        raise VaultError("name one scope to purge: --session S or --principal P")
+    scope = f"session {session_id}" if principal is None else f"principal {principal}"
+    what = scope + (f", toolkit {toolkit}" if toolkit else "")
     if not yes:
         if not sys.stdin.isatty():
             raise VaultError("purge is irreversible: confirm with --yes (stdin is not a tty)")
         if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
             raise VaultError("purge cancelled; nothing was changed")
-    report = open_for_operators(load_settings()).purge(OPERATOR, session_id, toolkit)
+    vault = open_for_operators(load_settings())
+    if principal is not None:
+        report = vault.purge_principal(OPERATOR, principal, toolkit)
+    else:
+        report = vault.purge(OPERATOR, str(session_id), toolkit)
     if as_json:
         emit(report.as_json())
     else:

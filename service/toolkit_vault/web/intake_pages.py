@@ -137,6 +137,7 @@ def intake_routes(state: WebState) -> APIRouter:
             "intake_done.html",
             toolkit=view.toolkit.definition,
             outcome=outcome,
+            scope=view.claim.scope,
         )
 
     return router
