@@ -14,12 +14,24 @@ from rich.table import Table
 
 from ..bootstrap import open_store
 from ..errors import VaultError
-from ..history import history, iso_time, parse_time
+from ..history import history, parse_time
+from ..import_report import printable
 from ..keys import provider_for
 from ..principals import ROLES, create_token, list_principals, revoke
 from ..rotation import key_status, retire_key, rotate_keys
 from ..settings import load_settings
-from .shell import emit, folding_table, guarded, iso_seconds, open_for_operators, progress
+from .ids import resolve_principal, resolve_session, session_ids, unique_prefixes
+from .shell import (
+    STORE_ENV,
+    emit,
+    epilog,
+    guarded,
+    iso_seconds,
+    open_for_operators,
+    plural,
+    progress,
+)
+from .tables import Column, Row, echo_table
 
 __all__ = ["audit", "check", "history_command", "keys", "purge_command", "tokens"]
 
@@ -135,8 +147,19 @@ def check(as_json: bool) -> None:
 # -- history, audit verify, purge, tokens (auditors and operators) --------------------------
 
 
-@click.command("history")
-@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.command(
+    "history",
+    short_help="Every config version, with secret fingerprints.",
+    epilog=epilog(
+        "toolkit-vault history",
+        "toolkit-vault history --session 3f2a9c1e --toolkit filesystem",
+        "toolkit-vault history --since 2026-01-31T12:00:00Z --json",
+        env=STORE_ENV,
+    ),
+)
+@click.option(
+    "--session", "session_id", default=None, help="Only this session (id or unique prefix)."
+)
 @click.option("--toolkit", default=None, help="Only this toolkit.")
 @click.option(
     "--since",
@@ -144,60 +167,72 @@ def check(as_json: bool) -> None:
     metavar="TIME",
     help="Only versions stored at or after TIME: epoch seconds or ISO 8601 (naive = UTC).",
 )
+@click.option("--wide", is_flag=True, help="Full session ids and fingerprints.")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def history_command(
-    session_id: str | None, toolkit: str | None, since: str | None, as_json: bool
+    session_id: str | None, toolkit: str | None, since: str | None, wide: bool, as_json: bool
 ) -> None:
-    """Every config version: actor, time, status, public config, secret fingerprints.
+    """Every config version: time, session, toolkit, version, status, actor, and under it
+    each secret's fingerprint.
 
     Needs no master key. A fingerprint is equal between two versions exactly when that
-    secret is unchanged; it reveals nothing else. In the table, * marks a fingerprint
-    that differs from the previous listed version of the same session and toolkit.
+    secret is unchanged; it reveals nothing else. * marks a fingerprint that differs from
+    the previous listed version of the same session and toolkit. The actor is the
+    principal's name (the id with --json).
     """
-    entries = history(
-        open_store(load_settings()),
-        session_id,
-        toolkit,
-        None if since is None else parse_time(since),
-    )
+    store = open_store(load_settings())
+    if session_id is not None:
+        session_id = resolve_session(store, session_id)
+    entries = history(store, session_id, toolkit, None if since is None else parse_time(since))
     if as_json:
         emit({"versions": entries})
         return
-    table = folding_table("session", "toolkit", "v", "status", "actor", "time (UTC)", "secrets")
+    names = {p.principal_id: p.name for p in list_principals(store)}
+    shown = {} if wide else unique_prefixes(session_ids(store))
+    columns = [Column("TIME (UTC)", fixed=True), Column("SESSION"), Column("TOOLKIT")]
+    columns += [Column("V"), Column("STATUS"), Column("ACTOR")]
+    rows = []
     previous: dict[tuple[str, str], dict[str, str | None]] = {}
     for e in entries:
         key = (e["session_id"], e["toolkit_name"])
         before = previous.get(key, {})
         previous[key] = e["secret_fingerprints"]
-        secrets = [
-            _fingerprint_cell(pointer, fp, before)
-            for pointer, fp in sorted(e["secret_fingerprints"].items())
-        ]
-        table.add_row(
-            e["session_id"][:8],
-            e["toolkit_name"],
+        cells = [
+            iso_seconds(e["ts"]),
+            shown.get(e["session_id"], e["session_id"]),
+            printable(e["toolkit_name"]),
             f"{e['version']}{' (current)' if e['current'] else ''}",
             e["status"],
-            e["actor"],
-            e["time"],
-            "\n".join(secrets),
-        )
-    Console().print(table)
-    click.echo(f"{len(entries)} versions", err=True)
+            printable(names.get(e["actor"], e["actor"])),
+        ]
+        secrets = [
+            _fingerprint_cell(pointer, fp, before, wide)
+            for pointer, fp in sorted(e["secret_fingerprints"].items())
+        ]
+        rows.append(Row(cells, secrets))
+    echo_table(columns, rows, wide=wide)
+    click.echo(plural(len(entries), "version"), err=True)
 
 
-def _fingerprint_cell(pointer: str, fp: str | None, before: dict[str, str | None]) -> str:
+def _fingerprint_cell(
+    pointer: str, fp: str | None, before: dict[str, str | None], wide: bool
+) -> str:
     changed = "*" if before and before.get(pointer) != fp else ""
-    return f"{pointer} {(fp or 'purged')[:12]}{changed}"
+    shown = (fp or "purged") if wide else (fp or "purged")[:12]
+    return f"{printable(pointer)} {shown}{changed}"
 
 
-@click.group()
+@click.group(short_help="The tamper-evident audit log.")
 def audit() -> None:
     """The tamper-evident audit log (an HMAC hash chain)."""
 
 
-@audit.command("verify")
+@audit.command(
+    "verify",
+    short_help="Verify the audit chain and its head.",
+    epilog=epilog("toolkit-vault audit verify", "toolkit-vault audit verify --json"),
+)
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def audit_verify(as_json: bool) -> None:
@@ -219,8 +254,17 @@ def audit_verify(as_json: bool) -> None:
         raise VaultError(report.message)
 
 
-@click.command("purge")
-@click.option("--session", "session_id", required=True, help="The session to purge.")
+@click.command(
+    "purge",
+    short_help="Crypto-shred a session's stored configs.",
+    epilog=epilog(
+        "toolkit-vault purge --session 3f2a9c1e",
+        "toolkit-vault purge --session 3f2a9c1e --toolkit filesystem --yes",
+    ),
+)
+@click.option(
+    "--session", "session_id", required=True, help="The session to purge (id or unique prefix)."
+)
 @click.option("--toolkit", default=None, help="Only this toolkit of the session.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
@@ -230,18 +274,20 @@ def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool
 
     Irreversible. History keeps the metadata (status `purged`); the purge is audited.
     """
+    vault = open_for_operators(load_settings())
+    session_id = resolve_session(vault.store, session_id)
     what = f"session {session_id}" + (f", toolkit {toolkit}" if toolkit else "")
     if not yes:
         if not sys.stdin.isatty():
             raise VaultError("purge is irreversible: confirm with --yes (stdin is not a tty)")
         if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
             raise VaultError("purge cancelled; nothing was changed")
-    report = open_for_operators(load_settings()).purge(OPERATOR, session_id, toolkit)
+    report = vault.purge(OPERATOR, session_id, toolkit)
     if as_json:
         emit(report.as_json())
     else:
         names = ", ".join(report.toolkits) or "none left to purge"
-        click.echo(f"purged {report.versions} versions of {what} ({names})")
+        click.echo(f"purged {plural(report.versions, 'version')} of {what} ({names})")
     if report.files_scrubbed is False:
         click.echo(
             "toolkit-vault: warning: another process kept the SQLite WAL busy; old pages stay "
@@ -250,12 +296,20 @@ def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool
         )
 
 
-@click.group()
+@click.group(short_help="Principals and their bearer tokens.")
 def tokens() -> None:
     """Principals and their bearer tokens (roles: agent, operator, auditor)."""
 
 
-@tokens.command("create")
+@tokens.command(
+    "create",
+    short_help="Create a principal; print its token once.",
+    epilog=epilog(
+        "toolkit-vault tokens create --role agent --name my-agent",
+        "TOKEN=$(toolkit-vault tokens create --role auditor --name alice)",
+        "toolkit-vault tokens create --role operator --name ops --json",
+    ),
+)
 @click.option("--role", required=True, type=click.Choice(ROLES), help="The principal's role.")
 @click.option("--name", required=True, help="A unique name for the principal.")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output (includes the token).")
@@ -271,36 +325,47 @@ def tokens_create(role: str, name: str, as_json: bool) -> None:
     click.echo(token)
 
 
-@tokens.command("list")
+@tokens.command(
+    "list",
+    short_help="Principals; never a token or its hash.",
+    epilog=epilog("toolkit-vault tokens list", "toolkit-vault tokens list --wide", env=STORE_ENV),
+)
+@click.option("--wide", is_flag=True, help="Add the principal ids.")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
-def tokens_list(as_json: bool) -> None:
-    """List principals (never a token or its hash)."""
+def tokens_list(wide: bool, as_json: bool) -> None:
+    """List principals: name, role, whether their token is active, when it was created
+    and revoked. Needs no master key; never shows a token or its hash."""
     principals = list_principals(open_store(load_settings()))
     if as_json:
         emit({"principals": [p.as_json() for p in principals]})
         return
-    table = folding_table("name", "role", "principal id", "token", "created (UTC)", "revoked (UTC)")
+    columns = [Column("NAME"), Column("ROLE"), Column("TOKEN")]
+    columns += [Column("CREATED (UTC)", fixed=True), Column("REVOKED (UTC)", fixed=True)]
+    if wide:
+        columns.append(Column("ID"))
+    rows = []
     for p in principals:
-        table.add_row(
-            p.name,
-            p.role,
-            p.principal_id,
-            "yes" if p.has_token else "",
-            iso_time(p.created_at),
-            "" if p.revoked_at is None else iso_time(p.revoked_at),
-        )
-    Console().print(table)
+        state = "revoked" if p.revoked_at is not None else "active" if p.has_token else "none"
+        cells = [p.name, p.role, state, iso_seconds(p.created_at), iso_seconds(p.revoked_at)]
+        rows.append(Row([*cells, p.principal_id] if wide else cells))
+    echo_table(columns, rows, wide=wide)
 
 
-@tokens.command("revoke")
+@tokens.command(
+    "revoke",
+    short_help="Refuse a principal's token from now on.",
+    epilog=epilog("toolkit-vault tokens revoke my-agent", "toolkit-vault tokens revoke 3f2a9c1e"),
+)
 @click.argument("name_or_id")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def tokens_revoke(name_or_id: str, as_json: bool) -> None:
-    """Revoke a principal's token (by name or principal id); revoking twice is harmless."""
+    """Revoke a principal's token, by name, principal id or a unique prefix of it;
+    revoking twice is harmless."""
     vault = open_for_operators(load_settings())
-    principal, changed = revoke(vault.store, name_or_id, actor=OPERATOR)
+    chosen = resolve_principal(list_principals(vault.store), name_or_id)
+    principal, changed = revoke(vault.store, chosen.principal_id, actor=OPERATOR)
     if as_json:
         emit({**principal.as_json(), "revoked_now": changed})
     elif changed:
