@@ -34,7 +34,7 @@ class UsageLine(click.ClickException):
     def __init__(self, error: click.UsageError) -> None:
         where = error.ctx.command_path if error.ctx else "toolkit-vault"
         text = " ".join(error.format_message().split())  # click may break a message in lines
-        super().__init__(f"{text.rstrip('.')}; see '{where} --help'")
+        super().__init__(f"{text.rstrip('.')} (see '{where} --help')")
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"toolkit-vault: error: {self.format_message()}", err=True)
@@ -88,6 +88,7 @@ EPILOG = "\n\n".join(
 
 
 @click.group(
+    "toolkit-vault",
     cls=VaultGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=EPILOG,

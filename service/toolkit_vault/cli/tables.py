@@ -52,6 +52,8 @@ def _widths(columns: Sequence[Column], rows: Sequence[Row], width: int | None) -
     widths = list(natural)
     budget = width - GAP * (len(columns) - 1)
     if not columns[-1].fixed:  # the last column wraps between words: it gives way first
+        words = [len(word) for r in rows for word in r.cells[-1].split()]
+        floors[-1] = max([floors[-1], *words])
         floor = min(natural[-1], max(floors[-1], WRAP_FLOOR))
         widths[-1] = max(floor, widths[-1] - max(0, sum(widths) - budget))
     while sum(widths) > budget:
@@ -74,7 +76,7 @@ def _line_of(cells: Sequence[str], widths: Sequence[int], width: int | None) -> 
         line = line.ljust(position)
         last = i == len(cells) - 1
         room = None if width is None else width - position
-        if last and room is not None and len(cell) > room >= 10:
+        if last and room is not None and len(cell) > room > 0:
             wrapped = textwrap.wrap(cell, room, break_long_words=False, break_on_hyphens=False)
             lines.append(line + wrapped[0])
             lines.extend(" " * position + more for more in wrapped[1:])
