@@ -94,7 +94,7 @@ def test_env_provider(fresh_env: dict[str, str]) -> None:
     assert run(env, "init", "--key-provider", "env").returncode == 0
     assert run(env, "toolkits", "list").returncode == 0
     other = {**fresh_env, ENV_KEYS: MasterKeys.first().dumps()}
-    assert "does not match the store" in one_error_line(run(other, "toolkits", "list"))
+    assert "does not match the store" in one_error_line(run(other, "toolkits", "show", "fs"))
 
 
 def test_toolkits_list_json(home: object, cli_env: dict[str, str]) -> None:
