@@ -5,7 +5,7 @@ on stderr. `--json` output is stable: documented in the README, keys only ever a
 
 This package only builds the `main` group; the commands live in `serving` (set up and
 serve the vault), `toolkits` (list, show, import, remove), `operators` (keys, audit,
-history, purge, tokens) and `about` (version), the helpers they share in `shell`, `tables`
+history, purge), `tokens` and `about` (version), the helpers they share in `shell`, `tables`
 and `ids`, so no command module grows past a readable size.
 """
 
@@ -18,9 +18,10 @@ from typing import IO, Any
 import click
 
 from .about import print_version, version_command
-from .operators import audit, check, history_command, keys, purge_command, tokens
+from .operators import audit, check, history_command, keys, purge_command
 from .serving import init, serve, stdio
 from .shell import ENVIRONMENT, EXIT_STATUS
+from .tokens import tokens
 from .toolkits import toolkits
 
 __all__ = ["main"]

@@ -1,4 +1,4 @@
-"""Commands for operators and auditors: `keys`, `check`, `history`, `audit`, `purge`, `tokens`.
+"""Commands for operators and auditors: `keys`, `check`, `history`, `audit`, `purge`.
 
 They open the vault without toolkits (or only its store), so a broken plugin can never
 stand between an operator and the keys, the audit log or a purge.
@@ -17,10 +17,10 @@ from ..errors import VaultError
 from ..history import history, parse_time
 from ..import_report import printable
 from ..keys import provider_for
-from ..principals import ROLES, create_token, list_principals, revoke
+from ..principals import list_principals
 from ..rotation import key_status, retire_key, rotate_keys
 from ..settings import load_settings
-from .ids import resolve_principal, resolve_session, session_ids, unique_prefixes
+from .ids import resolve_session, session_ids, unique_prefixes
 from .shell import (
     STORE_ENV,
     emit,
@@ -33,7 +33,7 @@ from .shell import (
 )
 from .tables import Column, Row, echo_table
 
-__all__ = ["audit", "check", "history_command", "keys", "purge_command", "tokens"]
+__all__ = ["OPERATOR", "audit", "check", "history_command", "keys", "purge_command"]
 
 OPERATOR = "operator"  # the actor recorded for operator actions taken on the command line
 
@@ -144,7 +144,7 @@ def check(as_json: bool) -> None:
         raise VaultError(result["audit"]["message"])
 
 
-# -- history, audit verify, purge, tokens (auditors and operators) --------------------------
+# -- history, audit verify, purge (auditors and operators) ----------------------------------
 
 
 @click.command(
@@ -294,81 +294,3 @@ def purge_command(session_id: str, toolkit: str | None, yes: bool, as_json: bool
             "in it until its next checkpoint",
             err=True,
         )
-
-
-@click.group(short_help="Principals and their bearer tokens.")
-def tokens() -> None:
-    """Principals and their bearer tokens (roles: agent, operator, auditor)."""
-
-
-@tokens.command(
-    "create",
-    short_help="Create a principal; print its token once.",
-    epilog=epilog(
-        "toolkit-vault tokens create --role agent --name my-agent",
-        "TOKEN=$(toolkit-vault tokens create --role auditor --name alice)",
-        "toolkit-vault tokens create --role operator --name ops --json",
-    ),
-)
-@click.option("--role", required=True, type=click.Choice(ROLES), help="The principal's role.")
-@click.option("--name", required=True, help="A unique name for the principal.")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output (includes the token).")
-@guarded
-def tokens_create(role: str, name: str, as_json: bool) -> None:
-    """Create a principal and print its token: shown this once, stored only hashed."""
-    vault = open_for_operators(load_settings())
-    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR)
-    if as_json:
-        emit({"principal_id": principal_id, "name": name, "role": role, "token": token})
-        return
-    click.echo(f"created {role} {name} ({principal_id}); store the token now:", err=True)
-    click.echo(token)
-
-
-@tokens.command(
-    "list",
-    short_help="Principals; never a token or its hash.",
-    epilog=epilog("toolkit-vault tokens list", "toolkit-vault tokens list --wide", env=STORE_ENV),
-)
-@click.option("--wide", is_flag=True, help="Add the principal ids.")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def tokens_list(wide: bool, as_json: bool) -> None:
-    """List principals: name, role, whether their token is active, when it was created
-    and revoked. Needs no master key; never shows a token or its hash."""
-    principals = list_principals(open_store(load_settings()))
-    if as_json:
-        emit({"principals": [p.as_json() for p in principals]})
-        return
-    columns = [Column("NAME"), Column("ROLE"), Column("TOKEN")]
-    columns += [Column("CREATED (UTC)", fixed=True), Column("REVOKED (UTC)", fixed=True)]
-    if wide:
-        columns.append(Column("ID"))
-    rows = []
-    for p in principals:
-        state = "revoked" if p.revoked_at is not None else "active" if p.has_token else "none"
-        cells = [p.name, p.role, state, iso_seconds(p.created_at), iso_seconds(p.revoked_at)]
-        rows.append(Row([*cells, p.principal_id] if wide else cells))
-    echo_table(columns, rows, wide=wide)
-
-
-@tokens.command(
-    "revoke",
-    short_help="Refuse a principal's token from now on.",
-    epilog=epilog("toolkit-vault tokens revoke my-agent", "toolkit-vault tokens revoke 3f2a9c1e"),
-)
-@click.argument("name_or_id")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def tokens_revoke(name_or_id: str, as_json: bool) -> None:
-    """Revoke a principal's token, by name, principal id or a unique prefix of it;
-    revoking twice is harmless."""
-    vault = open_for_operators(load_settings())
-    chosen = resolve_principal(list_principals(vault.store), name_or_id)
-    principal, changed = revoke(vault.store, chosen.principal_id, actor=OPERATOR)
-    if as_json:
-        emit({**principal.as_json(), "revoked_now": changed})
-    elif changed:
-        click.echo(f"revoked {principal.name} ({principal.principal_id})")
-    else:
-        click.echo(f"{principal.name} ({principal.principal_id}) was already revoked")
