@@ -30,8 +30,8 @@ HELLO = json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]})
 LIST = json.dumps({"type": "toolkit/list/req"})
 
 
-def configure(n: int) -> str:
-    config = {"root_dir": f"/srv/soak/{n}"}  # never created: the toolkit only records it
+def configure() -> str:
+    config = {"root_dir": tempfile.gettempdir()}  # must exist: filesystem refuses a missing one
     return json.dumps(
         {"type": "toolkit/configure/req", "toolkit_name": "filesystem", "config": config}
     )
@@ -59,7 +59,7 @@ async def websocket_agent(url: str, token: str, deadline: float, tally: Tally) -
         n = 0
         while time.monotonic() < deadline:
             n += 1
-            kind, message = ("configure", configure(n)) if n % 2 else ("list", LIST)
+            kind, message = ("configure", configure()) if n % 2 else ("list", LIST)
             started = time.perf_counter()
             await ws.send(message)
             reply = json.loads(await ws.recv())
@@ -76,7 +76,7 @@ async def http_agent(base: str, token: str, deadline: float, tally: Tally) -> No
         n = 0
         while time.monotonic() < deadline:
             n += 1
-            kind, message = ("configure", configure(n)) if n % 2 else ("list", LIST)
+            kind, message = ("configure", configure()) if n % 2 else ("list", LIST)
             started = time.perf_counter()
             response = await client.post("/a2e", content=message, headers=headers)
             tally.record(kind, started, response.json(), session)

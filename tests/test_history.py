@@ -123,7 +123,8 @@ def test_history_filters(vault: Vault, cli_env: dict[str, str]) -> None:
     ]
     assert len(_history(cli_env, "--since", "2000-01-01")) == 3
     assert _history(cli_env, "--since", "2999-01-01T00:00:00Z") == []
-    assert _history(cli_env, "--session", "no-such-session") == []
+    unknown = run(cli_env, "history", "--session", "no-such-session")
+    assert "unknown session 'no-such-session'" in error_line(unknown)
     assert "cannot read 'yesterday' as a time" in error_line(
         run(cli_env, "history", "--since", "yesterday")
     )
@@ -206,7 +207,7 @@ def test_purge_of_one_toolkit_keeps_the_others(vault: Vault, cli_env: dict[str, 
     configure(conn, "filesystem", {"root_dir": "/tmp"})
     done = run(cli_env, "purge", "--session", session, "--toolkit", "secretive", "--yes")
     assert done.returncode == 0, done.stderr
-    assert "purged 1 versions" in done.stdout
+    assert f"purged 1 version of session {session}, toolkit secretive" in done.stdout
     assert listed(conn) == {"filesystem": True, "secretive": False}
     statuses = {v["toolkit_name"]: v["status"] for v in _history(cli_env)}
     assert statuses == {"secretive": "purged", "filesystem": "ok"}

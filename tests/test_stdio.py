@@ -39,13 +39,14 @@ def handshake(session_id: str | None = None) -> str:
 
 
 def test_spec_flow_then_resume_in_a_new_process(
-    home: VaultSettings, cli_env: dict[str, str]
+    home: VaultSettings, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
-    configure_req = {**SPEC_CONFIGURE_REQ, "session_id": ""}
+    # the spec's example root (/home/user/workspace) need not exist here: one that does
+    configure_req = {**SPEC_CONFIGURE_REQ, "session_id": "", "config": {"root_dir": str(tmp_path)}}
     out, stderr = run_stdio(
         cli_env, handshake(), SPEC_LIST_REQ, json.dumps(configure_req), SPEC_LIST_REQ
     )
-    assert '"type":"handshake/req"' in stderr  # it tells a person how to talk to it
+    assert '"type":"handshake/req"' not in stderr  # the guide is for a terminal, not a pipe
     hello, listed, configured, event, listed_again = out
     assert hello["type"] == "handshake/resp" and hello["capabilities"] == ["toolkits"]
     session = hello["session_id"]

@@ -103,7 +103,7 @@ def _legacy_vault(legacy: Legacy) -> dict[str, Any]:
         legacy,
         ("secretive", secret_config()),
         ("secretive", secret_config()),
-        ("filesystem", {"root_dir": "/tmp/workspace"}),
+        ("filesystem", {"root_dir": "/tmp"}),
     )
     other = _session(legacy, ("secretive", secret_config()))
     purged = _session(legacy, ("secretive", {**secret_config(), "endpoint": "https://gone.test"}))

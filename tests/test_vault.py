@@ -66,7 +66,7 @@ def versions(vault: Vault) -> list[Any]:
 def test_configure_and_list(vault: Vault) -> None:
     conn, _ = handshake(vault)
     assert listed(conn) == {"filesystem": False, "secretive": False}
-    out = configure(conn, "filesystem", {"root_dir": "/home/user/workspace"})
+    out = configure(conn, "filesystem", {"root_dir": "/tmp"})
     assert out[0]["type"] == "toolkit/configure/resp"
     assert out[0]["status"] == "ok"
     assert out[1]["type"] == "toolkit/status/event" and out[1]["configured"] is True

@@ -2,14 +2,19 @@
 
 Its tools are confined to `root_dir`: every path is resolved (symlinks included) and must
 stay inside the resolved root, so `..`, absolute paths and symlinks out are refused.
+`root_dir` must be an existing directory, which no JSON Schema can say: `check_config`
+refuses anything else at configure time with a field-level error, as a schema error does
+(pointer and keyword, never the path), so nothing is stored; `initialize` checks again, for
+a directory removed since.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .errors import VaultError
+from .errors import ConfigInvalid, VaultError
 from .protocol import ToolkitDefinition
 
 __all__ = ["DEFINITION", "FilesystemToolkit", "PathRefused"]
@@ -36,19 +41,34 @@ class PathRefused(VaultError):
     """A tool was asked for a path outside the configured root."""
 
 
+def _refuse(message: str, keyword: str) -> NoReturn:
+    raise ConfigInvalid(message, details=[{"pointer": "/root_dir", "keyword": keyword}])
+
+
 class FilesystemToolkit:
     definition = DEFINITION
 
     def __init__(self) -> None:
         self._root: Path | None = None
 
-    def initialize(self, config: dict[str, Any]) -> list[str] | None:
+    @staticmethod
+    def check_config(config: Mapping[str, Any]) -> None:
+        """Refuse a `root_dir` that is not an absolute path to an existing directory."""
         root = Path(config["root_dir"]).expanduser()
         if not root.is_absolute():
-            raise VaultError("root_dir must be an absolute path")
-        if root.exists() and not root.is_dir():
-            raise VaultError("root_dir is not a directory")
-        self._root = root.resolve()
+            _refuse("root_dir must be an absolute path", "absolute")
+        try:
+            exists, is_dir = root.exists(), root.is_dir()
+        except OSError:  # a parent we may not search: as good as missing, for us
+            exists = is_dir = False
+        if not exists:
+            _refuse("root_dir does not exist: create the directory first", "exists")
+        if not is_dir:
+            _refuse("root_dir is not a directory", "directory")
+
+    def initialize(self, config: dict[str, Any]) -> list[str] | None:
+        self.check_config(config)
+        self._root = Path(config["root_dir"]).expanduser().resolve()
         return None
 
     @property

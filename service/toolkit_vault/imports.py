@@ -298,17 +298,19 @@ def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: st
     return removed
 
 
-def stored_toolkits(store: Store) -> list[tuple[ToolkitFactory, str]]:
+def stored_toolkits(store: Store, *, unverified: bool = False) -> list[tuple[ToolkitFactory, str]]:
     """(factory, registry source) of every imported toolkit the vault can believe.
 
     A row is left out (and logged) unless its MAC holds and it is the definition the
     latest verified import event names: an edited definition (a secret field made public)
     or an older one put back (before a re-import marked more fields secret) would make the
-    next configure store a credential in clear.
+    next configure store a credential in clear. `unverified=True` skips that check, for a
+    listing made without the master key (`toolkits list`), which must say so; never for
+    a registry that configures.
     """
     with store.read() as conn:
         rows = conn.execute(select(ImportedRow).order_by(ImportedRow.name)).all()
-        believed = [row for row in rows if _believed(store, conn, row._mapping)]
+        believed = [row for row in rows if unverified or _believed(store, conn, row._mapping)]
     found: list[tuple[ToolkitFactory, str]] = []
     for name, text, digest in ((r.name, r.definition, r.package_digest) for r in believed):
         try:

@@ -267,6 +267,8 @@ class Intake:
         try:
             public, secret_values = view.toolkit.schema.split(config)
             check_sealable(secret_values)
+            if view.toolkit.check is not None:
+                view.toolkit.check(config)
         except ConfigInvalid as exc:
             details = {"link_id": claim.link_id, "errors": exc.details}
             self.vault.store.record_attempt(

@@ -42,6 +42,10 @@ __all__ = [
 
 ProviderName = Literal["keyring", "file", "env"]
 ENV_KEYS = "TOOLKIT_VAULT_MASTER_KEYS"
+# Shown in the env provider's errors: the operator writes the document by hand.
+DOCUMENT_FORMAT = (
+    '{"format": 1, "primary": "kek-1", "keys": {"kek-1": "<32 random bytes, base64>"}}'
+)
 KEY_FILE_NAME = "master-keys.json"
 _KEYRING_SERVICE = "toolkit-vault"
 _KEK_ID = re.compile(r"kek-([0-9]{1,9})", re.ASCII)
@@ -190,11 +194,17 @@ class EnvProvider(KeyProvider):
         taken = os.environ.pop(ENV_KEYS, None)
         if taken is not None:  # set again (empty: cleared) since it was last taken
             _env_document = taken or None
-        return MasterKeys.loads(_env_document, self.where) if _env_document else None
+        if not _env_document:
+            return None
+        try:
+            return MasterKeys.loads(_env_document, self.where)
+        except KeyProviderError as exc:  # never the content: how it is wrong, and the form
+            raise KeyProviderError(f"{exc.message}; it must be JSON: {DOCUMENT_FORMAT}") from None
 
     def store(self, keys: MasterKeys) -> None:
         raise KeyProviderError(
-            f"the env key provider is read-only: put the key document in {ENV_KEYS} yourself"
+            f"the env key provider is read-only: put the key document in {ENV_KEYS} yourself, "
+            f"as JSON: {DOCUMENT_FORMAT}"
         )
 
 

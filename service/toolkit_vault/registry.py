@@ -62,6 +62,9 @@ class RegisteredToolkit:
     schema: CompiledSchema
     factory: ToolkitFactory
     source: str
+    # What the schema cannot say, checked at configure before anything is stored; raises
+    # ConfigInvalid with field-level details (the built-in filesystem: root_dir exists).
+    check: Callable[[Mapping[str, Any]], None] | None = None
 
 
 def coerce_definition(value: ToolkitDefinition | Mapping[str, Any]) -> ToolkitDefinition:
@@ -86,9 +89,14 @@ class ToolkitRegistry:
     def __init__(self) -> None:
         self._toolkits: dict[str, RegisteredToolkit] = {}
 
-    def register(self, factory: ToolkitFactory, source: str) -> RegisteredToolkit:
+    def register(
+        self,
+        factory: ToolkitFactory,
+        source: str,
+        check: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> RegisteredToolkit:
         """Register a single-toolkit factory."""
-        return self._add(coerce_definition(factory().definition), factory, source)
+        return self._add(coerce_definition(factory().definition), factory, source, check)
 
     def register_plugin(self, factory: Callable[[], Any], source: str) -> list[RegisteredToolkit]:
         """Register what an entry point names, in either shape. A spec plugin's toolkits are
@@ -106,12 +114,16 @@ class ToolkitRegistry:
         return registered
 
     def _add(
-        self, definition: ToolkitDefinition, factory: ToolkitFactory, source: str
+        self,
+        definition: ToolkitDefinition,
+        factory: ToolkitFactory,
+        source: str,
+        check: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> RegisteredToolkit:
         if definition.name in self._toolkits:
             raise VaultError(f"toolkit {definition.name!r} is registered twice ({source})")
         schema = compile_schema(definition.config_schema)
-        registered = RegisteredToolkit(definition, schema, factory, source)
+        registered = RegisteredToolkit(definition, schema, factory, source, check)
         self._toolkits[definition.name] = registered
         return registered
 
@@ -162,6 +174,6 @@ class ToolkitRegistry:
         from .filesystem import FilesystemToolkit
 
         registry = cls()
-        registry.register(FilesystemToolkit, "built-in")
+        registry.register(FilesystemToolkit, "built-in", FilesystemToolkit.check_config)
         registry.load_entry_points()
         return registry

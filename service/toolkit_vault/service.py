@@ -339,6 +339,8 @@ class Vault:
                 return self.intake.request(principal, self._made(scope_id), toolkit, msg)
             public, secrets = toolkit.schema.split(msg.config)  # validates first
             check_sealable(secrets)
+            if toolkit.check is not None:
+                toolkit.check(msg.config)  # field-level, like a schema error: nothing stored
         except (ToolkitNotFound, ConfigInvalid) as exc:
             intake = self.intake
             if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):

@@ -109,7 +109,7 @@ def assert_named_by_check_and_audit(table: str, problem: str) -> None:
 def test_a_cleartext_downgrade_is_refused(vault: Vault, fresh: list[Vault]) -> None:
     conn, session = handshake(vault)
     configure(conn, "secretive", secret_config())
-    configure(conn, "filesystem", {"root_dir": "/tmp/workspace"})
+    configure(conn, "filesystem", {"root_dir": "/tmp"})
     downgrade = {"sealed_secrets": None, "wrapped_dek": None, "dek_id": None, "kek_id": None}
     chosen = {**secret_config(EVIL), "auth": {}, "tokens": [], "headers": {}}
     where = (ConfigVersion.session_id == session,)
@@ -344,7 +344,7 @@ def test_relay_payloads_are_sealed_and_forgeries_dropped(vault: Vault, database_
 def test_one_bad_row_breaks_no_one(vault: Vault, fresh: list[Vault]) -> None:
     conn, session = handshake(vault)
     configure(conn, "secretive", secret_config())
-    configure(conn, "filesystem", {"root_dir": "/tmp/workspace"})
+    configure(conn, "filesystem", {"root_dir": "/tmp"})
     where = (ConfigVersion.session_id == session, ConfigVersion.toolkit_name == "secretive")
     with vault.store.engine.begin() as db:  # SQLite keeps whatever type it is given
         db.execute(update(ConfigVersion).where(*where).values(wrapped_dek=text("'text'")))

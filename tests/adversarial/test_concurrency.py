@@ -16,6 +16,7 @@ import json
 import subprocess
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from adversarial_support import CLI, ConnectionChannel, audit_actions, line
@@ -31,14 +32,16 @@ PER_PROCESS = 12
 CANARY = "tkv-canary-concurrency-4a7b"
 
 
-def _requests(proc: int, toolkits: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(marker, request): markers are public values that identify each stored version."""
+def _requests(proc: int, toolkits: list[str], root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(marker, request): markers are public values that identify each stored version
+    (for filesystem, a directory under `root`, made here: its root_dir must exist)."""
     out = []
     for n in range(PER_PROCESS):
         toolkit = toolkits[n % len(toolkits)]
         marker = f"p{proc}-n{n}"
         if toolkit == "filesystem":
-            config: dict[str, Any] = {"root_dir": f"/tmp/tkv-concurrency/{marker}"}
+            (root / marker).mkdir(parents=True)
+            config: dict[str, Any] = {"root_dir": str(root / marker)}
         else:
             config = {"endpoint": f"https://{marker}.test", "api_key": f"{CANARY}-{marker}"}
             config["mode"] = "fail" if n % 5 == 4 else "partial" if n % 7 == 6 else "ok"
@@ -57,7 +60,7 @@ def _marker(row: Any) -> str:
 
 
 def test_eight_processes_configure_without_losing_a_write(
-    vault: Vault, cli_env: dict[str, str]
+    vault: Vault, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     shared_a = ConnectionChannel(vault).session_id
     shared_b = ConnectionChannel(vault).session_id
@@ -90,7 +93,7 @@ def test_eight_processes_configure_without_losing_a_write(
         sessions.append(response["session_id"])
     assert sessions[:6] == [shared_a] * 4 + [shared_b] * 2
 
-    requests = [_requests(i, toolkits) for i, (_, toolkits) in enumerate(plan)]
+    requests = [_requests(i, toolkits, tmp_path / "roots") for i, (_, toolkits) in enumerate(plan)]
     with ThreadPoolExecutor(len(procs)) as pool:  # released together
         outputs = list(
             pool.map(

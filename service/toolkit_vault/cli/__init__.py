@@ -1,32 +1,114 @@
 """`toolkit-vault`: the operator's command line, a thin shell over the service API.
 
-Every command exits 0 on success, or non-zero with one clear line on stderr. `--json`
-output is stable: documented in the README, keys only ever added.
+Exit status 0 on success, 1 on failure, 2 on a usage error, each failure with one clear line
+on stderr. `--json` output is stable: documented in the README, keys only ever added.
 
 This package only builds the `main` group; the commands live in `serving` (set up and
-serve the vault), `toolkits` (list, show, import, remove) and `operators` (keys, audit,
-history, purge, tokens), the helpers they share in `shell`, so no command module grows past
-a readable size.
+serve the vault), `toolkits` (list, show, import, remove), `operators` (keys, audit,
+history, purge), `tokens` and `about` (version), the helpers they share in `shell`, `tables`
+and `ids`, so no command module grows past a readable size.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import IO, Any
 
 import click
 
-from .operators import audit, check, history_command, keys, purge_command, tokens
+from .about import print_version, version_command
+from .operators import audit, check, history_command, keys, purge_command
 from .serving import init, serve, stdio
+from .shell import ENVIRONMENT, EXIT_STATUS
+from .tokens import tokens
 from .toolkits import toolkits
 
 __all__ = ["main"]
 
 
-@click.group()
-@click.version_option(package_name="toolkit-vault")
+class UsageLine(click.ClickException):
+    """A usage error said like every other error: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+    def __init__(self, error: click.UsageError) -> None:
+        where = error.ctx.command_path if error.ctx else "toolkit-vault"
+        text = " ".join(error.format_message().split())  # click may break a message in lines
+        super().__init__(f"{text.rstrip('.')} (see '{where} --help')")
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"toolkit-vault: error: {self.format_message()}", err=True)
+
+
+class VaultGroup(click.Group):
+    """click's group, but a usage error anywhere below it is one line, not click's three.
+    A group given no command still prints its whole help (exit status 2)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as error:
+            raise UsageLine(error) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as error:
+            raise UsageLine(error) from None
+
+
+_WIDTH = max(len(name) for name in ENVIRONMENT)
+EPILOG = "\n\n".join(
+    [
+        "\b\nExamples:\n"
+        "  toolkit-vault init --key-provider file   # ./var, master key in a 0600 file\n"
+        "  toolkit-vault serve                      # A2E and admin API on :8600\n"
+        "  toolkit-vault tokens create --role agent --name my-agent\n"
+        "  toolkit-vault history --since 2026-01-31\n"
+        "  toolkit-vault COMMAND -h                 # its options and examples",
+        "\b\nEnvironment:\n"
+        + "\n".join(f"  {name.ljust(_WIDTH)}  {text}" for name, text in ENVIRONMENT.items()),
+        "\b\nShell completion (add to your shell's start-up file):\n"
+        '  bash: eval "$(_TOOLKIT_VAULT_COMPLETE=bash_source toolkit-vault)"\n'
+        '  zsh:  eval "$(_TOOLKIT_VAULT_COMPLETE=zsh_source toolkit-vault)"\n'
+        "  fish: _TOOLKIT_VAULT_COMPLETE=fish_source toolkit-vault | source",
+        EXIT_STATUS,
+    ]
+)
+
+
+@click.group(
+    "toolkit-vault",
+    cls=VaultGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=print_version,
+    help="Print the package, schema revision and protocol versions, and exit.",
+)
 def main() -> None:
-    """Credential vault for A2E agent toolkits (home: $TOOLKIT_VAULT_HOME, default ./var)."""
+    """Credential vault for A2E agent toolkits.
+
+    Agents configure toolkits over A2E (`serve`: HTTP and WebSocket; `stdio`); each
+    config's secret fields are encrypted at rest and never come back out. Operators and
+    auditors use the other commands. Every command takes -h for its options and examples.
+    """
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
     )
@@ -42,3 +124,4 @@ main.add_command(history_command)
 main.add_command(audit)
 main.add_command(purge_command)
 main.add_command(tokens)
+main.add_command(version_command)

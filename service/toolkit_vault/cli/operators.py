@@ -1,4 +1,4 @@
-"""Commands for operators and auditors: `keys`, `check`, `history`, `audit`, `purge`, `tokens`.
+"""Commands for operators and auditors: `keys`, `check`, `history`, `audit`, `purge`.
 
 They open the vault without toolkits (or only its store), so a broken plugin can never
 stand between an operator and the keys, the audit log or a purge.
@@ -14,14 +14,26 @@ from rich.table import Table
 
 from ..bootstrap import open_store
 from ..errors import VaultError
-from ..history import history, iso_time, parse_time
+from ..history import history, parse_time
+from ..import_report import printable
 from ..keys import provider_for
-from ..principals import ROLES, create_token, list_principals, revoke
+from ..principals import list_principals
 from ..rotation import key_status, retire_key, rotate_keys
 from ..settings import load_settings
-from .shell import emit, folding_table, guarded, iso_seconds, open_for_operators, progress
+from .ids import resolve_session, session_ids, unique_prefixes
+from .shell import (
+    STORE_ENV,
+    emit,
+    epilog,
+    guarded,
+    iso_seconds,
+    open_for_operators,
+    plural,
+    progress,
+)
+from .tables import Column, Row, echo_table
 
-__all__ = ["audit", "check", "history_command", "keys", "purge_command", "tokens"]
+__all__ = ["OPERATOR", "audit", "check", "history_command", "keys", "purge_command"]
 
 OPERATOR = "operator"  # the actor recorded for operator actions taken on the command line
 
@@ -132,11 +144,22 @@ def check(as_json: bool) -> None:
         raise VaultError(result["audit"]["message"])
 
 
-# -- history, audit verify, purge, tokens (auditors and operators) --------------------------
+# -- history, audit verify, purge (auditors and operators) ----------------------------------
 
 
-@click.command("history")
-@click.option("--session", "session_id", default=None, help="Only this session (or scope id).")
+@click.command(
+    "history",
+    short_help="Every config version, with secret fingerprints.",
+    epilog=epilog(
+        "toolkit-vault history",
+        "toolkit-vault history --session 3f2a9c1e --toolkit filesystem",
+        "toolkit-vault history --principal my-agent --since 2026-01-31T12:00:00Z --json",
+        env=STORE_ENV,
+    ),
+)
+@click.option(
+    "--session", "session_id", default=None, help="Only this session (id or unique prefix)."
+)
 @click.option(
     "--principal",
     default=None,
@@ -149,6 +172,7 @@ def check(as_json: bool) -> None:
     metavar="TIME",
     help="Only versions stored at or after TIME: epoch seconds or ISO 8601 (naive = UTC).",
 )
+@click.option("--wide", is_flag=True, help="Full session ids and fingerprints.")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def history_command(
@@ -156,62 +180,75 @@ def history_command(
     principal: str | None,
     toolkit: str | None,
     since: str | None,
+    wide: bool,
     as_json: bool,
 ) -> None:
-    """Every config version: scope, actor, time, status, public config, secret fingerprints.
+    """Every config version: time, scope, toolkit, version, status, actor, and under it
+    each secret's fingerprint.
 
     Needs no master key. A fingerprint is equal between two versions exactly when that
-    secret is unchanged; it reveals nothing else. In the table, * marks a fingerprint
-    that differs from the previous listed version of the same scope and toolkit. A scope is
-    a session (its id) or a principal's own configs (`principal <principal id>`).
+    secret is unchanged; it reveals nothing else. * marks a fingerprint that differs from
+    the previous listed version of the same scope and toolkit. A scope is a session (its
+    id) or a principal's own configs (`principal NAME`). The actor is the principal's name
+    (the id with --json).
     """
-    entries = history(
-        open_store(load_settings()),
-        session_id,
-        toolkit,
-        None if since is None else parse_time(since),
-        principal,
-    )
+    store = open_store(load_settings())
+    if session_id is not None:
+        session_id = resolve_session(store, session_id)
+    since_ts = None if since is None else parse_time(since)
+    entries = history(store, session_id, toolkit, since_ts, principal)
     if as_json:
         emit({"versions": entries})
         return
-    table = folding_table("scope", "toolkit", "v", "status", "actor", "time (UTC)", "secrets")
+    names = {p.principal_id: p.name for p in list_principals(store)}
+    shown = {} if wide else unique_prefixes(session_ids(store))
+    columns = [Column("TIME (UTC)", fixed=True), Column("SCOPE"), Column("TOOLKIT")]
+    columns += [Column("V"), Column("STATUS"), Column("ACTOR")]
+    rows = []
     previous: dict[tuple[str, str], dict[str, str | None]] = {}
     for e in entries:
         key = (e["session_id"], e["toolkit_name"])
         before = previous.get(key, {})
         previous[key] = e["secret_fingerprints"]
-        secrets = [
-            _fingerprint_cell(pointer, fp, before)
-            for pointer, fp in sorted(e["secret_fingerprints"].items())
-        ]
-        scope = e["session_id"][:8]
+        scope = shown.get(e["session_id"], e["session_id"])
         if e["scope"] == "principal":
-            scope = f"principal {e['principal_id']}"
-        table.add_row(
-            scope,
-            e["toolkit_name"],
+            owner = e["principal_id"]
+            scope = f"principal {names.get(owner, owner)}"
+        cells = [
+            iso_seconds(e["ts"]),
+            printable(scope),
+            printable(e["toolkit_name"]),
             f"{e['version']}{' (current)' if e['current'] else ''}",
             e["status"],
-            e["actor"],
-            e["time"],
-            "\n".join(secrets),
-        )
-    Console().print(table)
-    click.echo(f"{len(entries)} versions", err=True)
+            printable(names.get(e["actor"], e["actor"])),
+        ]
+        secrets = [
+            _fingerprint_cell(pointer, fp, before, wide)
+            for pointer, fp in sorted(e["secret_fingerprints"].items())
+        ]
+        rows.append(Row(cells, secrets))
+    echo_table(columns, rows, wide=wide)
+    click.echo(plural(len(entries), "version"), err=True)
 
 
-def _fingerprint_cell(pointer: str, fp: str | None, before: dict[str, str | None]) -> str:
+def _fingerprint_cell(
+    pointer: str, fp: str | None, before: dict[str, str | None], wide: bool
+) -> str:
     changed = "*" if before and before.get(pointer) != fp else ""
-    return f"{pointer} {(fp or 'purged')[:12]}{changed}"
+    shown = (fp or "purged") if wide else (fp or "purged")[:12]
+    return f"{printable(pointer)} {shown}{changed}"
 
 
-@click.group()
+@click.group(short_help="The tamper-evident audit log.")
 def audit() -> None:
     """The tamper-evident audit log (an HMAC hash chain)."""
 
 
-@audit.command("verify")
+@audit.command(
+    "verify",
+    short_help="Verify the audit chain and its head.",
+    epilog=epilog("toolkit-vault audit verify", "toolkit-vault audit verify --json"),
+)
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def audit_verify(as_json: bool) -> None:
@@ -233,8 +270,18 @@ def audit_verify(as_json: bool) -> None:
         raise VaultError(report.message)
 
 
-@click.command("purge")
-@click.option("--session", "session_id", default=None, help="The session to purge.")
+@click.command(
+    "purge",
+    short_help="Crypto-shred a session's or a principal's stored configs.",
+    epilog=epilog(
+        "toolkit-vault purge --session 3f2a9c1e",
+        "toolkit-vault purge --session 3f2a9c1e --toolkit filesystem --yes",
+        "toolkit-vault purge --principal my-agent --yes",
+    ),
+)
+@click.option(
+    "--session", "session_id", default=None, help="The session to purge (id or unique prefix)."
+)
 @click.option(
     "--principal",
     default=None,
@@ -255,6 +302,9 @@ def purge_command(
     """
     if (session_id is None) == (principal is None):
         raise VaultError("name one scope to purge: --session S or --principal P")
+    vault = open_for_operators(load_settings())
+    if session_id is not None:
+        session_id = resolve_session(vault.store, session_id)
     scope = f"session {session_id}" if principal is None else f"principal {principal}"
     what = scope + (f", toolkit {toolkit}" if toolkit else "")
     if not yes:
@@ -262,7 +312,6 @@ def purge_command(
             raise VaultError("purge is irreversible: confirm with --yes (stdin is not a tty)")
         if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
             raise VaultError("purge cancelled; nothing was changed")
-    vault = open_for_operators(load_settings())
     if principal is not None:
         report = vault.purge_principal(OPERATOR, principal, toolkit)
     else:
@@ -271,69 +320,10 @@ def purge_command(
         emit(report.as_json())
     else:
         names = ", ".join(report.toolkits) or "none left to purge"
-        click.echo(f"purged {report.versions} versions of {what} ({names})")
+        click.echo(f"purged {plural(report.versions, 'version')} of {what} ({names})")
     if report.files_scrubbed is False:
         click.echo(
             "toolkit-vault: warning: another process kept the SQLite WAL busy; old pages stay "
             "in it until its next checkpoint",
             err=True,
         )
-
-
-@click.group()
-def tokens() -> None:
-    """Principals and their bearer tokens (roles: agent, operator, auditor)."""
-
-
-@tokens.command("create")
-@click.option("--role", required=True, type=click.Choice(ROLES), help="The principal's role.")
-@click.option("--name", required=True, help="A unique name for the principal.")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output (includes the token).")
-@guarded
-def tokens_create(role: str, name: str, as_json: bool) -> None:
-    """Create a principal and print its token: shown this once, stored only hashed."""
-    vault = open_for_operators(load_settings())
-    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR)
-    if as_json:
-        emit({"principal_id": principal_id, "name": name, "role": role, "token": token})
-        return
-    click.echo(f"created {role} {name} ({principal_id}); store the token now:", err=True)
-    click.echo(token)
-
-
-@tokens.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def tokens_list(as_json: bool) -> None:
-    """List principals (never a token or its hash)."""
-    principals = list_principals(open_store(load_settings()))
-    if as_json:
-        emit({"principals": [p.as_json() for p in principals]})
-        return
-    table = folding_table("name", "role", "principal id", "token", "created (UTC)", "revoked (UTC)")
-    for p in principals:
-        table.add_row(
-            p.name,
-            p.role,
-            p.principal_id,
-            "yes" if p.has_token else "",
-            iso_time(p.created_at),
-            "" if p.revoked_at is None else iso_time(p.revoked_at),
-        )
-    Console().print(table)
-
-
-@tokens.command("revoke")
-@click.argument("name_or_id")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def tokens_revoke(name_or_id: str, as_json: bool) -> None:
-    """Revoke a principal's token (by name or principal id); revoking twice is harmless."""
-    vault = open_for_operators(load_settings())
-    principal, changed = revoke(vault.store, name_or_id, actor=OPERATOR)
-    if as_json:
-        emit({**principal.as_json(), "revoked_now": changed})
-    elif changed:
-        click.echo(f"revoked {principal.name} ({principal.principal_id})")
-    else:
-        click.echo(f"{principal.name} ({principal.principal_id}) was already revoked")

@@ -6,7 +6,11 @@ auditor commands live apart (`operators`) and open the vault without them.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import os
+import socket
+import sys
 
 import click
 from sqlalchemy.engine import make_url
@@ -17,12 +21,18 @@ from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
-from .shell import guarded
+from .shell import KEY_ENV, epilog, guarded
 
 __all__ = ["init", "serve", "stdio"]
 
 
-@click.command()
+@click.command(
+    short_help="Create or check the vault home; migrate the database.",
+    epilog=epilog(
+        "toolkit-vault init --key-provider file   # master key in a 0600 file",
+        "toolkit-vault init                       # again: checks, changes nothing",
+    ),
+)
 @click.option(
     "--key-provider",
     type=click.Choice(["keyring", "file", "env"]),
@@ -31,7 +41,11 @@ __all__ = ["init", "serve", "stdio"]
 )
 @guarded
 def init(key_provider: str | None) -> None:
-    """Create or check the vault home, migrate the database, set up the master key."""
+    """Create or check the vault home, migrate the database, set up the master key.
+
+    Safe to run again. The first run records the database and key provider in the home
+    (vault.json), so later commands need no flag.
+    """
     recorded = load_settings()
     if recorded.initialized and key_provider and key_provider != recorded.key_provider:
         raise VaultError(f"{recorded.home} already uses the {recorded.key_provider} key provider")
@@ -50,22 +64,40 @@ def init(key_provider: str | None) -> None:
             click.echo(f"  not believed: {line}", err=True)
 
 
-@click.command()
+@click.command(
+    short_help="A2E as JSON lines on stdin/stdout.",
+    epilog=epilog(
+        "toolkit-vault stdio < requests.jsonl > responses.jsonl",
+        """echo '{"type":"handshake/req","capabilities":["toolkits"]}' |""",
+        "  toolkit-vault stdio",
+    ),
+)
 @guarded
 def stdio() -> None:
-    """Speak A2E as JSON lines on stdin/stdout (one message per line)."""
+    """Speak A2E as JSON lines on stdin/stdout, one message per line, as the local
+    principal (whoever can read the home). A short guide goes to stderr only when stdin and
+    stderr are a terminal; piped, stdout carries protocol and nothing else."""
     vault = open_vault(load_settings())
-    click.echo(
-        "toolkit-vault: A2E toolkits over stdio; one JSON message per line. Start with\n"
-        '  {"type":"handshake/req","capabilities":["toolkits"]}\n'
-        'then {"type":"toolkit/list/req"} or {"type":"toolkit/configure/req",'
-        '"toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}. Ctrl-D ends.',
-        err=True,
-    )
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        click.echo(
+            "toolkit-vault: A2E toolkits over stdio; one JSON message per line. Start with\n"
+            '  {"type":"handshake/req","capabilities":["toolkits"]}\n'
+            'then {"type":"toolkit/list/req"} or {"type":"toolkit/configure/req",'
+            '"toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}. Ctrl-D ends.',
+            err=True,
+        )
     serve_stdio(vault, LOCAL_PRINCIPAL)
 
 
-@click.command()
+@click.command(
+    short_help="HTTP + WebSocket A2E and the admin API.",
+    epilog=epilog(
+        "toolkit-vault serve                              # http://127.0.0.1:8600",
+        "toolkit-vault serve --port 8700 --log-format text",
+        "toolkit-vault serve --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem",
+        env=KEY_ENV,
+    ),
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8600, show_default=True)
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
@@ -97,7 +129,9 @@ def serve(
     rate: float,
     log_format: str,
 ) -> None:
-    """HTTP + WebSocket A2E (/a2e) and the admin API (/v1/...), bearer tokens required."""
+    """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
+    (OpenAPI at /openapi.json); every route but /healthz needs a bearer token (`tokens
+    create`). A port already in use is one line on stderr, exit status 1."""
     import uvicorn
 
     from ..http import Limits, create_app
@@ -108,6 +142,7 @@ def serve(
         raise VaultError(
             f"refusing to serve {host} without TLS: give --tls-cert/--tls-key or --insecure"
         )
+    _check_port(host, port)
     configure_logging("INFO", json_lines=log_format == "json")
     settings = load_settings()
     vault = open_vault(settings)
@@ -135,6 +170,25 @@ def serve(
         access_log=False,
         server_header=False,
     )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail before the banner, in one line, when the address cannot be bound: uvicorn would
+    report it only later, inside its JSON log lines. Bound as uvicorn binds (SO_REUSEADDR),
+    so a port in TIME_WAIT is not refused here only to work there."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise VaultError(
+                    f"cannot serve on {host}:{port}: the address is already in use (another "
+                    "server?); stop it or choose another --port"
+                ) from None
+            reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+            raise VaultError(f"cannot serve on {host}:{port}: {reason}") from None
 
 
 def _is_loopback(host: str) -> bool:

@@ -25,7 +25,17 @@ from ..registry import ToolkitRegistry
 from ..service import Vault
 from ..settings import VaultSettings
 
-__all__ = ["emit", "folding_table", "guarded", "iso_seconds", "open_for_operators", "progress"]
+__all__ = [
+    "EXIT_STATUS",
+    "emit",
+    "epilog",
+    "folding_table",
+    "guarded",
+    "iso_seconds",
+    "open_for_operators",
+    "plural",
+    "progress",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,11 +46,14 @@ def _fail(message: str) -> None:
 
 
 def guarded(fn: F) -> F:
-    """Turn the vault's errors into one line on stderr and exit status 1."""
+    """Turn the vault's errors into one line on stderr and exit status 1 (click's own usage
+    errors and aborts pass through: the main group reports those, exit status 2 and 1)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except (click.ClickException, click.Abort, BrokenPipeError):
+            raise  # click reports these (a closed pipe quietly, as `| head` expects)
         except VaultError as exc:
             _fail(exc.message)
         except Exception as exc:  # never a traceback: it could carry more than it should
@@ -73,8 +86,9 @@ def folding_table(*columns: str) -> Table:
 
 @contextlib.contextmanager
 def progress(label: str, enabled: bool) -> Iterator[Callable[[int], Callable[[int], None]] | None]:
-    """A rich progress bar on stderr; `start(total)` returns the advance function."""
-    if not enabled:
+    """A rich progress bar on stderr; `start(total)` returns the advance function. Only on
+    a terminal: piped or captured, a bar would leave a stray blank line and escape codes."""
+    if not enabled or not sys.stderr.isatty():
         yield None
         return
     with Progress(
@@ -94,5 +108,36 @@ def progress(label: str, enabled: bool) -> Iterator[Callable[[int], Callable[[in
 
 
 def iso_seconds(epoch: float | None) -> str:
-    """A time for a table cell: blank for "never", else ISO 8601 in UTC to the second."""
-    return "" if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+    """The one time format of every table: ISO 8601 in UTC to the second, with `Z` (the
+    `--json` times carry milliseconds); blank for "never"."""
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 version`, `2 versions`, `0 versions`."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+ENVIRONMENT = {
+    "TOOLKIT_VAULT_HOME": "the vault home (default ./var)",
+    "TOOLKIT_VAULT_DATABASE_URL": "the database (default SQLite in the home)",
+    "TOOLKIT_VAULT_KEY_PROVIDER": "keyring, file or env (default: init's choice)",
+    "TOOLKIT_VAULT_MASTER_KEYS": "the key document, for the env key provider",
+}
+STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
+KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")
+EXIT_STATUS = "Exit status: 0 ok, 1 failure (one line on stderr), 2 usage error."
+
+
+def epilog(*examples: str, env: tuple[str, ...] = KEY_ENV) -> str:
+    """The end of a command's `--help`: examples, the variables it reads, exit statuses.
+    (`\\b` keeps click from rewrapping a paragraph.)"""
+    parts = ["\b\nExamples:\n" + "\n".join(f"  {example}" for example in examples)]
+    if env:
+        width = max(len(name) for name in env)
+        lines = "\n".join(f"  {name.ljust(width)}  {ENVIRONMENT[name]}" for name in env)
+        parts.append("\b\nEnvironment:\n" + lines)
+    parts.append(EXIT_STATUS)
+    return "\n\n".join(parts)

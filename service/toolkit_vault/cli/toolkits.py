@@ -7,37 +7,59 @@ names, fields and reasons are untrusted text, so tables render them as plain tex
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from toolkit_package.selection import Selection
 
-from ..bootstrap import LOCAL_PRINCIPAL, open_vault
+from ..bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
 from ..errors import VaultError
 from ..import_report import describe_toolkit, printable, report_lines
-from ..imports import import_package, remove_toolkit
+from ..imports import PACKAGE_SOURCE, import_package, remove_toolkit, stored_toolkits
 from ..package_sources import read_package
-from ..settings import load_settings
-from .shell import emit, guarded
+from ..registry import RegisteredToolkit, ToolkitRegistry
+from ..settings import VaultSettings, load_settings
+from .shell import emit, epilog, guarded, plural
+from .tables import Column, Row, echo_table
 
 __all__ = ["toolkits"]
 
 
-@click.group()
+@click.group(short_help="Registered toolkits: list, show, import, remove.")
 def toolkits() -> None:
-    """Registered toolkits: list, show, import MCP servers, remove an import."""
+    """Registered toolkits: list them, show one's fields and secret marks, import MCP
+    servers as toolkits, remove an import."""
 
 
-@toolkits.command("list")
+@toolkits.command(
+    "list",
+    short_help="Registered toolkits and where each came from.",
+    epilog=epilog(
+        "toolkit-vault toolkits list",
+        "toolkit-vault toolkits list --wide   # alias, category, full digests",
+        "toolkit-vault toolkits list --json",
+    ),
+)
+@click.option("--wide", is_flag=True, help="Every column in full, one line per toolkit.")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
-def toolkits_list(as_json: bool) -> None:
-    """List registered toolkits and where each came from."""
-    vault = open_vault(load_settings())
-    entries = [
+def toolkits_list(wide: bool, as_json: bool) -> None:
+    """List registered toolkits and where each came from.
+
+    Needs no master key. Without it, imported definitions are listed as stored, marked
+    `unverified` (their integrity MAC is under a key the master key protects); a toolkit
+    that fails the check is not listed when the key is there, and cannot be configured.
+    """
+    settings = load_settings()
+    try:
+        registered, unchecked = open_vault(settings).registry.all(), None
+    except VaultError as exc:
+        registered, unchecked = _listed_without_keys(settings), exc.message
+        click.echo(
+            f"toolkit-vault: note: imported definitions are unverified ({unchecked})", err=True
+        )
+    entries: list[dict[str, Any]] = [
         {
             "name": t.definition.name,
             "alias": t.definition.alias,
@@ -46,21 +68,57 @@ def toolkits_list(as_json: bool) -> None:
             "tools": t.definition.tools,
             "schema_digest": t.schema.digest,
             "source": t.source,
+            "verified": unchecked is None or not t.source.startswith(PACKAGE_SOURCE),
         }
-        for t in vault.registry.all()
+        for t in registered
     ]
     if as_json:
-        click.echo(json.dumps({"toolkits": entries}, indent=2))
+        emit({"toolkits": entries})
         return
-    table = Table("name", "alias", "category", "version", "tools", "source")
-    for t in vault.registry.all():
-        d = t.definition
-        row = (d.name, d.alias, d.category, d.version, ", ".join(d.tools), t.source)
-        table.add_row(*(Text(cell) for cell in row))  # imported names are untrusted: no markup
-    Console().print(table)
+    columns = [Column("NAME"), Column("VERSION"), Column("SOURCE"), Column("TOOLS")]
+    if wide:
+        columns[1:1] = [Column("ALIAS"), Column("CATEGORY")]
+    rows = []
+    for e in entries:
+        source = e["source"] if wide else _short_source(e["source"])
+        cells = [e["name"], e["version"], source + ("" if e["verified"] else " (unverified)")]
+        if wide:
+            cells[1:1] = [e["alias"] or "", e["category"] or ""]
+        rows.append(Row([printable(c) for c in (*cells, ", ".join(e["tools"]))]))
+    echo_table(columns, rows, wide=wide)
 
 
-@toolkits.command("show")
+def _short_source(source: str) -> str:
+    prefix = PACKAGE_SOURCE + "sha256:"
+    if source.startswith(prefix) and len(source) > len(prefix) + 12:
+        return source[: len(prefix) + 12] + "…"  # a digest, never typed; names stay whole
+    return source
+
+
+def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
+    """The registry a keyless listing shows: built-in and plugin toolkits, and imported
+    definitions as stored, unverified. It only lists; it never configures anything."""
+    registry = ToolkitRegistry.default()
+    store = open_store(settings)
+    try:
+        for factory, source in stored_toolkits(store, unverified=True):
+            try:
+                registry.register(factory, source)
+            except VaultError:  # a name taken by a built-in or plugin: not listed either way
+                continue
+    finally:
+        store.engine.dispose()
+    return registry.all()
+
+
+@toolkits.command(
+    "show",
+    short_help="One toolkit's fields, secret marks and reasons.",
+    epilog=epilog(
+        "toolkit-vault toolkits show filesystem",
+        "toolkit-vault toolkits show 'io.github.example/server#package-0' --json",
+    ),
+)
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
@@ -78,17 +136,20 @@ def toolkits_show(name: str, as_json: bool) -> None:
     click.echo(f"  tools: {printable(', '.join(definition.get('tools', [])))}")
     click.echo(f"  source digest: {shown['source_digest'] or '-'}")
     click.echo(f"  schema digest: {shown['schema_digest']}")
-    table = Table("field", "input", "kind", "secret", "reason")
-    for f in shown["fields"]:
-        row = (
-            f["field"],
-            f["input"],
-            f["kind"],
-            "secret" if f["secret"] else "public",
-            f["reason"],
+    columns = [Column(h) for h in ("FIELD", "INPUT", "KIND", "SECRET", "REASON")]
+    rows = [
+        Row(
+            [
+                printable(str(f["field"])),
+                printable(str(f["input"])),
+                printable(str(f["kind"])),
+                "secret" if f["secret"] else "public",
+                printable(str(f["reason"])),
+            ]
         )
-        table.add_row(*(Text(str(cell)) for cell in row))
-    Console().print(table)
+        for f in shown["fields"]
+    ]
+    echo_table(columns, rows)
     if shown["other_fields_secret"]:
         click.echo("  any field the schema does not declare is secret")
 
@@ -98,12 +159,21 @@ def _renames(values: tuple[str, ...]) -> dict[str, str]:
     for value in values:
         old, sep, new = value.partition("=")
         if not sep or not old or not new:
-            raise VaultError(f"--rename takes OLD=NEW, not {value!r}")
+            raise click.BadParameter(f"takes OLD=NEW, not {value!r}", param_hint="--rename")
         renames[old] = new
     return renames
 
 
-@toolkits.command("import")
+@toolkits.command(
+    "import",
+    short_help="Import MCP servers (file, - or registry URL) as toolkits.",
+    epilog=epilog(
+        "toolkit-vault toolkits import server.json",
+        "toolkit-vault toolkits import claude_desktop_config.json --skip github",
+        "toolkit-vault toolkits import - --rename filesystem=fs-server < mcp.json",
+        "toolkit-vault toolkits import https://registry.example/v0/servers",
+    ),
+)
 @click.argument("source")
 @click.option("--only", multiple=True, metavar="NAME", help="Import only these servers.")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers out.")
@@ -149,7 +219,11 @@ def toolkits_import(
         click.echo(f"toolkit-vault: WARNING: {warning.message}", err=True)
 
 
-@toolkits.command("remove")
+@toolkits.command(
+    "remove",
+    short_help="Remove an imported toolkit; its sessions are unconfigured.",
+    epilog=epilog("toolkit-vault toolkits remove 'io.github.example/server#package-0'"),
+)
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
@@ -167,4 +241,4 @@ def toolkits_remove(name: str, as_json: bool) -> None:
         )
         return
     count = len(removed.unconfigured_sessions)
-    click.echo(f"removed {printable(removed.name)}; unconfigured in {count} session(s)")
+    click.echo(f"removed {printable(removed.name)}; unconfigured in {plural(count, 'session')}")

@@ -8,12 +8,16 @@ restarts. The value stays in this process's memory only (`base.take_env_secret`)
 from __future__ import annotations
 
 from .base import ProviderSettings, take_env_secret
-from .document import KeyDocument
+from .document import DocumentError, KeyDocument
 from .local import LocalProvider
 
-__all__ = ["ENV_KEYS", "EnvProvider"]
+__all__ = ["DOCUMENT_FORMAT", "ENV_KEYS", "EnvProvider"]
 
 ENV_KEYS = "TOOLKIT_VAULT_MASTER_KEYS"
+# Shown in this provider's errors: the operator writes the document by hand.
+DOCUMENT_FORMAT = (
+    '{"format": 1, "primary": "kek-1", "keys": {"kek-1": "<32 random bytes, base64>"}}'
+)
 
 
 class EnvProvider(LocalProvider):
@@ -27,9 +31,15 @@ class EnvProvider(LocalProvider):
         self.variable = settings.options.get("variable") or ENV_KEYS
         self.where = f"environment variable {self.variable}"
         self.read_only = (
-            f"is read-only: put the key document in {self.variable} yourself "
-            "(to rotate, add a new key to it and make that key primary)"
+            f"is read-only: put the key document in {self.variable} yourself, as JSON: "
+            f"{DOCUMENT_FORMAT} (to rotate, add a new key to it and make that key primary)"
         )
+
+    def parse(self, text: str | bytes) -> KeyDocument:
+        try:
+            return KeyDocument.loads(text)
+        except DocumentError as exc:  # never the content: only how it is wrong, and the form
+            raise self.error(f"{exc}; it must be JSON: {DOCUMENT_FORMAT}") from None
 
     def load(self) -> KeyDocument | None:
         text = take_env_secret(self.variable)
