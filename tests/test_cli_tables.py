@@ -191,7 +191,7 @@ def test_history_reads_well_at_80_columns(vault: Vault, agent: Principal) -> Non
     assert done.exit_code == 0, done.output
     assert done.stderr.splitlines()[-1] == "3 versions"
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["TIME", "(UTC)", "SESSION", "TOOLKIT", "V", "STATUS", "ACTOR"]
+    assert lines[0].split() == ["TIME", "(UTC)", "SCOPE", "TOOLKIT", "V", "STATUS", "ACTOR"]
     rows = [line for line in lines[1:] if TIME.match(line)]
     assert len(rows) == 3  # each version's time on one line, at the start of its row
     for row in rows:

@@ -153,7 +153,7 @@ def check(as_json: bool) -> None:
     epilog=epilog(
         "toolkit-vault history",
         "toolkit-vault history --session 3f2a9c1e --toolkit filesystem",
-        "toolkit-vault history --principal my-agent --since 2026-01-31T12:00:00Z --json",
+        "toolkit-vault history --principal my-agent --since 2026-01-31 --json",
         env=STORE_ENV,
     ),
 )
