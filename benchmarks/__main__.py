@@ -25,6 +25,7 @@ MODULES = {
     "list": "listing",
     "rotation": "rotation",
     "restart": "restart",
+    "http": "network",
 }
 ROOT = Path(__file__).resolve().parents[1]
 

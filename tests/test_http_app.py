@@ -53,7 +53,7 @@ def openapi_app(vault: Vault, home: VaultSettings) -> Iterator[tuple[FastAPI, di
 
 def test_openapi_finds_no_server_error(openapi_app: tuple[FastAPI, dict[str, str]]) -> None:
     app, headers = openapi_app
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=headers)
     operations = list(schema.get_all_operations())
     assert len(operations) >= 5
     for result in operations:

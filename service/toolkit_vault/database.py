@@ -1,9 +1,11 @@
 """Engines and migrations: SQLite (WAL, foreign keys, busy timeout) and PostgreSQL.
 
 SQLite write transactions start with BEGIN IMMEDIATE, so two writers queue on the busy
-timeout instead of deadlocking on a lock upgrade ("database is locked"). Alembic is the
-only way the schema is created or changed; `require_current` refuses a store that is not
-at the head revision instead of guessing.
+timeout instead of deadlocking on a lock upgrade ("database is locked"). The pool keeps
+`POOL_SIZE` connections, as many as `serve` runs worker threads, so a busy server reuses
+open connections instead of opening one (and running its PRAGMAs) per request. Alembic is
+the only way the schema is created or changed; `require_current` refuses a store that is
+not at the head revision instead of guessing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
+    "POOL_SIZE",
     "alembic_config",
     "migrate",
     "open_engine",
@@ -35,6 +38,8 @@ __all__ = [
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
+POOL_SIZE = 16  # the server's worker threads: one pooled connection each
+_POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
 
 
 def open_engine(url: str) -> Engine:
@@ -44,7 +49,9 @@ def open_engine(url: str) -> Engine:
     except ArgumentError:
         raise StoreError("the database URL is not valid") from None
     if parsed.get_backend_name() == "sqlite":
+        pool: dict[str, int] = {}
         if parsed.database and parsed.database != ":memory:":
+            pool = _POOL
             path = Path(parsed.database)
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Created 0600 (SQLite keeps the mode), and only if missing: closing a descriptor of
@@ -53,7 +60,7 @@ def open_engine(url: str) -> Engine:
             if not path.exists():
                 with contextlib.suppress(FileExistsError):
                     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, **pool)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "handle_error", _sqlite_on_error)
@@ -61,7 +68,7 @@ def open_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return create_engine(parsed, pool_pre_ping=True)
+        return create_engine(parsed, pool_pre_ping=True, **_POOL)
     raise StoreError(
         f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
     )

@@ -77,6 +77,9 @@ _POINTER_KEY = (  # not named like a column: an UPDATE reserves those names for 
     CurrentConfig.toolkit_name == bindparam("key_toolkit"),
 )
 _CURRENT_POINTER = select(CurrentConfig.version).where(*_POINTER_KEY)
+_CURRENT_TOOLKITS = select(CurrentConfig.toolkit_name).where(  # built once: half a list's read
+    CurrentConfig.session_id == bindparam("session_id")
+)
 _INSERT_POINTER = insert(CurrentConfig).values(
     session_id=bindparam("key_session"),
     toolkit_name=bindparam("key_toolkit"),
@@ -354,9 +357,7 @@ class Store:
 
     def current_toolkits(self, session_id: str) -> set[str]:
         with self.read() as conn:
-            rows = conn.execute(
-                select(CurrentConfig.toolkit_name).where(CurrentConfig.session_id == session_id)
-            )
+            rows = conn.execute(_CURRENT_TOOLKITS, {"session_id": session_id})
             return {name for (name,) in rows}
 
     def current_versions(self, session_id: str) -> list[VersionRecord]:

@@ -97,9 +97,8 @@ def serve(
     log_format: str,
 ) -> None:
     """HTTP + WebSocket A2E (/a2e) and the admin API (/v1/...), bearer tokens required."""
-    import uvicorn
-
     from ..http import Limits, create_app
+    from ..webserver import run
 
     if (tls_cert is None) != (tls_key is None):
         raise VaultError("--tls-cert and --tls-key go together")
@@ -119,20 +118,17 @@ def serve(
     scheme = "https" if tls_cert else "http"
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
-        f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json).\n"
+        f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json, with a token).\n"
         "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
         err=True,
     )
-    uvicorn.run(
+    run(
         create_app(vault, provider, limits),
-        host=host,
-        port=port,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
+        host,
+        port,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
         ws_max_size=max_message_bytes * 4,
-        log_config=None,
-        access_log=False,
-        server_header=False,
     )
 
 
