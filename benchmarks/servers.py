@@ -23,6 +23,7 @@ __all__ = ["Running", "cpu_seconds", "free_port", "noop_server", "vault_server"]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 _TICK = os.sysconf("SC_CLK_TCK")
+BIN_ARGV = [str(BIN / "toolkit-vault")]
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def vault_server(home: Path, url: str, plugins: Path, log: Path) -> Iterator[Run
             "PYTHONPATH": os.pathsep.join([str(plugins), str(ROOT)]),
         }
     )
-    argv = [str(BIN / "toolkit-vault"), "serve", "--rate", "1000000"]
+    argv = [*BIN_ARGV, "serve", "--rate", "1000000"]
     argv += ["--connections-per-principal", "256", "--log-format", "json"]
     with _process(argv, env, log) as running:
         yield running
