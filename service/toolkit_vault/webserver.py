@@ -3,10 +3,11 @@
 uvicorn bounds the idle time between two requests of a keep-alive connection, but not the
 time a client takes to send a request's head: a client that opens a connection and sends
 its headers a byte at a time (or nothing at all) holds it for as long as it likes, and a few
-hundred such clients hold every file descriptor. `HeaderDeadline` closes a connection whose
+hundred such clients hold every file descriptor. `header_deadline` closes a connection whose
 request line and headers are not complete `header_timeout` seconds after it opened, or
 after the first byte of a later request on it arrived. Once the head is in, the deadline is
-off: a slow body is bounded by the message size limit and a WebSocket by its own pings.
+off (the body is read by the app, within its size limit; an upgraded WebSocket is kept
+alive by uvicorn's pings).
 
 The benchmarks' no-op endpoint runs through `run` too, so both are served the same way.
 """
@@ -16,48 +17,50 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-__all__ = ["HEADER_TIMEOUT_S", "HeaderDeadline", "run"]
+__all__ = ["HEADER_TIMEOUT_S", "header_deadline", "run"]
 
 HEADER_TIMEOUT_S = 10.0
 
 
-class HeaderDeadline(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with a deadline on each request's head."""
+def header_deadline(timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with a deadline on each request's head (uvicorn is
+    imported here, not with this module: the CLI's other commands start without it)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    header_timeout = HEADER_TIMEOUT_S
-    _deadline: asyncio.TimerHandle | None = None
+    class HeaderDeadline(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._deadline is None:
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
             self._arm()
 
-    def on_headers_complete(self) -> None:
-        self._disarm()
-        super().on_headers_complete()
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._deadline is None:
+                self._arm()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
 
-    def _arm(self) -> None:
-        self._deadline = self.loop.call_later(self.header_timeout, self._expire)
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
 
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
+        def _arm(self) -> None:
+            self._deadline = self.loop.call_later(timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
             self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
 
-    def _expire(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
+    return HeaderDeadline
 
 
 def run(
@@ -73,12 +76,11 @@ def run(
     """Serve `app` until interrupted; logging stays with the caller's configuration."""
     import uvicorn
 
-    protocol = type("HeaderDeadline", (HeaderDeadline,), {"header_timeout": header_timeout})
     uvicorn.run(
         app,
         host=host,
         port=port,
-        http=protocol,
+        http=header_deadline(header_timeout),
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
         ws_max_size=ws_max_size,

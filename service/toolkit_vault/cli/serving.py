@@ -22,6 +22,7 @@ from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
+from ..webserver import HEADER_TIMEOUT_S
 from .shell import guarded
 
 __all__ = ["init", "serve", "stdio", "toolkits"]
@@ -82,6 +83,13 @@ def stdio() -> None:
     help="Requests per second per principal.",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 300),
+    default=HEADER_TIMEOUT_S,
+    show_default=True,
+    help="Seconds a client has to send a request's line and headers.",
+)
+@click.option(
     "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
 )
 @guarded
@@ -94,6 +102,7 @@ def serve(
     max_message_bytes: int,
     connections_per_principal: int,
     rate: float,
+    header_timeout: float,
     log_format: str,
 ) -> None:
     """HTTP + WebSocket A2E (/a2e) and the admin API (/v1/...), bearer tokens required."""
@@ -129,6 +138,7 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         ws_max_size=max_message_bytes * 4,
+        header_timeout=header_timeout,
     )
 
 
