@@ -18,6 +18,7 @@ from rich.console import Console
 from . import SCENARIOS
 from .harness import DATABASES, SCALES, Context, Result, postgres_admin_url, reachable, safe_url
 from .machine import describe
+from .network_report import plot
 from .report import markdown, print_table, write
 
 MODULES = {
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = describe(postgres or None)
     results: list[Result] = []
     profiles: dict[str, list[str]] = {}
+    headers: dict[str, str] = {}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="tkv-bench-") as work:
         ctx = Context(scale, Path(work), args.databases, postgres, log=console.log)
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             profile = getattr(module, "profile", None)
             if profile is None or args.no_profile:
                 continue
+            if hasattr(module, "PROFILE_HEADER"):
+                headers[name] = module.PROFILE_HEADER
             for database in dict.fromkeys(r.database for r in missed if r.scenario == name):
                 console.log(f"{name}: a target is missed on {database}, profiling")
                 profiles.setdefault(name, []).extend(["", *profile(ctx, database)])
@@ -112,8 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     title = f"toolkit-vault benchmarks ({scale.name}, {elapsed / 60:.1f} min)"
     print_table(results, title, Console(width=None if sys.stdout.isatty() else 180))
     if target is not None:
-        write(target, markdown(results, scale, machine, elapsed, notes, profiles))
-        console.log(f"wrote {target}")
+        image = plot(results, target.with_name(target.stem + "-http.png"))
+        text = markdown(
+            results,
+            scale,
+            machine,
+            elapsed,
+            notes,
+            profiles,
+            headers,
+            image.name if image else None,
+        )
+        write(target, text)
+        console.log(f"wrote {target}" + (f" and {image}" if image else ""))
     return 0
 
 

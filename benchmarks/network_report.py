@@ -1,0 +1,135 @@
+"""The `http` scenario's own table (throughput, latency and server CPU side by side, ours
+and the no-op's), its prose for BENCHMARKS.md, and the throughput plot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .harness import Result
+
+__all__ = ["MEANING", "is_network", "markdown_table", "plot", "print_network"]
+
+COLUMNS = (
+    "db",
+    "request",
+    "conns",
+    "ours req/s",
+    "no-op req/s",
+    "ratio",
+    "ours p50 / p99 ms",
+    "no-op p50 / p99 ms",
+    "CPU ms/req ours / no-op",
+    "target",
+    "holds",
+)
+
+MEANING = """\
+- **http**: the real `toolkit-vault serve` (JSON request logs on, as deployed; the rate limit
+  raised out of the way) against a **no-op FastAPI app** with the same two A2E routes: `POST
+  /a2e` parses the JSON body and answers a small JSON object, the WebSocket `/a2e` parses
+  each message and echoes a small one. Both run through `toolkit_vault.webserver.run` (the
+  same uvicorn, protocol and settings), each in its own process, driven in turn (no-op,
+  then ours, twice in a full run; the median is shown) by compiled closed-loop load
+  generators: `wrk -t1` for HTTP, and `wsload` (`benchmarks/wsload.c`, one epoll thread,
+  compiled by `scripts/bench`: Debian 12 packages no WebSocket load generator, and a Python
+  client would use more CPU than the no-op server it measures) for WebSockets. HTTP requests
+  rotate over 16 agent tokens, each with its own session; each WebSocket has its own token
+  and session. `toolkit/list/req` lists 2 registered toolkits (one configured);
+  `toolkit/configure/req` stores a distinct config of the bench toolkit (3 public, 2
+  secret fields) each time, and over a WebSocket waits for its response and its status
+  event. Every answer is checked: an HTTP status other than 200 or an A2E `error` fails
+  the run. Ratio = ours / no-op throughput. p50/p99 are the load generators' latencies;
+  CPU ms/req is the server process's user + system time (`/proc/<pid>/stat`, every
+  thread) over the run, divided by the requests answered. Targets apply on SQLite at 16
+  connections; PostgreSQL is reported without one.
+"""
+
+
+def is_network(result: Result) -> bool:
+    return result.scenario == "http"
+
+
+def _cells(result: Result) -> list[str]:
+    ours, noop = result.extra["ours"], result.extra["noop"]
+    return [
+        result.database,
+        result.extra["request"],
+        str(result.extra["connections"]),
+        f"{ours['rate']:,.0f}",
+        f"{noop['rate']:,.0f}",
+        f"{result.ratio:.2f}x",
+        f"{ours['p50_ms']:.1f} / {ours['p99_ms']:.1f}",
+        f"{noop['p50_ms']:.1f} / {noop['p99_ms']:.1f}",
+        f"{ours['cpu_ms']:.2f} / {noop['cpu_ms']:.2f}",
+        result.target or "-",
+    ]
+
+
+def print_network(results: Iterable[Result], console: Console) -> None:
+    rows = [r for r in results if is_network(r)]
+    if not rows:
+        return
+    table = Table(title="http: the real server against a no-op endpoint on the same uvicorn")
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if "/" in column or "ratio" in column else "left")
+    for result in rows:
+        holds = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[result.holds]
+        table.add_row(*_cells(result), holds)
+    console.print(table)
+
+
+def markdown_table(results: Iterable[Result]) -> list[str]:
+    rows = [r for r in results if is_network(r)]
+    if not rows:
+        return []
+    verdict = {True: "yes", False: "**no**", None: "-"}
+    return [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|---|",
+        *("| " + " | ".join([*_cells(r), verdict[r.holds]]) + " |" for r in rows),
+    ]
+
+
+def plot(results: Iterable[Result], path: Path) -> Path | None:
+    """HTTP throughput against connections, ours and the no-op's, one panel per request."""
+    rows = [r for r in results if is_network(r) and r.extra["request"].startswith("HTTP")]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    requests = sorted({r.extra["request"] for r in rows}, reverse=True)
+    figure, axes = plt.subplots(1, len(requests), figsize=(6 * len(requests), 4.2), squeeze=False)
+    for axis, request in zip(axes[0], requests, strict=True):
+        for database in sorted({r.database for r in rows}):
+            points = sorted(
+                (r for r in rows if r.extra["request"] == request and r.database == database),
+                key=lambda r: int(r.extra["connections"]),
+            )
+            conns = [int(r.extra["connections"]) for r in points]
+            axis.plot(
+                conns, [r.ours for r in points], marker="o", label=f"toolkit-vault, {database}"
+            )
+            axis.plot(
+                conns,
+                [r.baseline for r in points],
+                marker="x",
+                linestyle="--",
+                label=f"no-op FastAPI (during {database})",
+            )
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("connections (wrk -t1)")
+        axis.set_ylabel("requests/s")
+        axis.set_title(request)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
