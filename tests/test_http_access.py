@@ -4,7 +4,8 @@
 once in its own process, within `max_age` elsewhere) and must never remember a refusal;
 `SessionBindings` checks ownership and resumes once per session and process, attaches no
 plugin for a push that HTTP cannot deliver, and stays bounded. A list on a bound session
-is one database transaction.
+is one database transaction, and a pooled PostgreSQL connection dropped while idle is
+replaced without failing a request.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import create_engine, event, text
 from starlette.testclient import TestClient
 
 from toolkit_vault.access import PrincipalCache, SessionBindings
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.database import IDLE_PING_S, open_engine
 from toolkit_vault.http import Limits, create_app
 from toolkit_vault.keys import provider_for
 from toolkit_vault.principals import create_token, revoke
@@ -160,3 +162,22 @@ def test_a_replica_that_never_saw_the_handshake_binds_and_resumes_the_session(
             headers={"Authorization": f"Bearer {mallory}", "A2E-Session": session},
         ).json()
         assert (stolen["code"], stolen["message"]) == ("RUNTIME_ERROR", "unknown session")
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_dropped_while_idle_is_replaced(fresh_postgres_url: str) -> None:
+    """No ping per checkout any more: one after an idle second, so a dropped connection is
+    replaced instead of failing the request that drew it."""
+    engine = open_engine(fresh_postgres_url)
+    admin = create_engine(fresh_postgres_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            pid = conn.exec_driver_sql("select pg_backend_pid()").scalar()
+        with admin.connect() as conn:
+            conn.execute(text("select pg_terminate_backend(:pid)"), {"pid": pid})
+        time.sleep(IDLE_PING_S + 0.1)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("select 1").scalar() == 1
+    finally:
+        engine.dispose()
+        admin.dispose()

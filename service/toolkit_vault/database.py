@@ -3,7 +3,10 @@
 SQLite write transactions start with BEGIN IMMEDIATE, so two writers queue on the busy
 timeout instead of deadlocking on a lock upgrade ("database is locked"). The pool keeps
 `POOL_SIZE` connections, as many as `serve` runs worker threads, so a busy server reuses
-open connections instead of opening one (and running its PRAGMAs) per request. Alembic is
+open connections instead of opening one (and running its PRAGMAs) per request. A pooled
+PostgreSQL connection is pinged before use only when it sat idle for `IDLE_PING_S`: one
+that the server or the network dropped meanwhile is replaced instead of failing a
+request, and a busy server does not pay a round trip per transaction for it. Alembic is
 the only way the schema is created or changed; `require_current` refuses a store that is
 not at the head revision instead of guessing.
 """
@@ -13,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError, ProgrammingError
 
 from .errors import StoreError
 from .models import SCHEMA_REVISION
@@ -40,6 +44,8 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
 POOL_SIZE = 16  # the server's worker threads: one pooled connection each
 _POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
+IDLE_PING_S = 1.0
+_RETURNED = "toolkit_vault_returned_at"
 
 
 def open_engine(url: str) -> Engine:
@@ -68,10 +74,31 @@ def open_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return create_engine(parsed, pool_pre_ping=True, **_POOL)
+        engine = create_engine(parsed, **_POOL)
+        _ping_when_idle(engine)
+        return engine
     raise StoreError(
         f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
     )
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    dialect = engine.dialect
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED)
+        if returned is None or time.monotonic() - returned < IDLE_PING_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error:
+            raise DisconnectionError("a pooled connection was dropped") from None  # replaced
+
+    def checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED] = time.monotonic()
+
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "checkin", checkin)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
