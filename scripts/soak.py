@@ -100,6 +100,12 @@ def stored_versions(env: dict[str, str]) -> Counter[str]:
     return Counter(v["session_id"] for v in versions if v["toolkit_name"] == "filesystem")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -166,7 +172,10 @@ def main() -> int:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             tally = Tally()
+            server_cpu, client_cpu = cpu_seconds(server.pid), time.process_time()
             elapsed = asyncio.run(run(base, tokens, args.duration, tally))
+            server_cpu = cpu_seconds(server.pid) - server_cpu
+            client_cpu = time.process_time() - client_cpu
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -177,6 +186,10 @@ def main() -> int:
     half = args.clients // 2
     print(f"clients {args.clients} ({half} WebSocket, {args.clients - half} HTTP), {elapsed:.1f} s")
     print(f"requests {total}, throughput {total / elapsed:.1f} req/s")
+    print(
+        f"CPU: server {server_cpu / elapsed:.0%} of a core ({server_cpu / total * 1000:.2f} ms a "
+        f"request), these clients {client_cpu / elapsed:.0%}"
+    )
     for kind, values in tally.latency.items():
         median = statistics.median(values) * 1000 if values else 0.0
         p99 = percentile(values, 0.99)
