@@ -10,6 +10,7 @@ replaced without failing a request.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from toolkit_vault.database import IDLE_PING_S, open_engine
 from toolkit_vault.http import Limits, create_app
 from toolkit_vault.keys import provider_for
 from toolkit_vault.principals import create_token, revoke
+from toolkit_vault.records import AuditDraft
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings
 
@@ -181,3 +183,35 @@ def test_a_pooled_connection_dropped_while_idle_is_replaced(fresh_postgres_url: 
     finally:
         engine.dispose()
         admin.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_sqlite_writers_of_one_process_queue_in_turn_not_in_sqlites_busy_loop(
+    vault: Vault,
+) -> None:
+    """While one writer holds the write transaction, another of the same process waits on
+    the store's queue: it sends no BEGIN IMMEDIATE (whose busy handler would poll with
+    sleeps of up to 100 ms) until the first has committed."""
+    begins: list[float] = []
+
+    def statement(_conn: Any, _cursor: Any, text: str, *_: Any) -> None:
+        if text == "BEGIN IMMEDIATE":
+            begins.append(time.monotonic())
+
+    event.listen(vault.store.engine, "before_cursor_execute", statement)
+    released = []
+    try:
+        with vault.store.write():
+            waiter = threading.Thread(target=lambda: vault.store.record_attempt(_draft()))
+            waiter.start()
+            time.sleep(0.3)
+            assert len(begins) == 1  # only ours: the other writer waits in the queue
+            released.append(time.monotonic())
+        waiter.join(timeout=10)
+    finally:
+        event.remove(vault.store.engine, "before_cursor_execute", statement)
+    assert len(begins) == 2 and begins[1] >= released[0]
+
+
+def _draft() -> AuditDraft:
+    return AuditDraft("local", "configure_refused", details={"reason": "test"})

@@ -9,6 +9,7 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from .chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
-from .database import read_only
+from .database import BUSY_TIMEOUT_MS, read_only
 from .errors import StoreError
 from .models import (
     AuditEvent,
@@ -159,12 +160,19 @@ class Store:
     def __init__(self, engine: Engine, sign: Signer | None = None) -> None:
         self.engine = engine
         self._sign = sign
+        # SQLite: this process's writers queue on a lock, woken in turn, instead of on
+        # SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99 at
+        # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
+        self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
 
     def set_signer(self, sign: Signer) -> None:
         self._sign = sign
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
+        queue = self._writers
+        if queue is not None and not queue.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            raise StoreError("the database refused the write (busy)")
         try:
             with self.engine.connect().execution_options(vault_write=True) as conn, conn.begin():
                 if conn.dialect.name == "postgresql":
@@ -180,6 +188,9 @@ class Store:
             raise StoreError(
                 f"the database refused the write ({type(exc.orig).__name__})"
             ) from None
+        finally:
+            if queue is not None:
+                queue.release()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
