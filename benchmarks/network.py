@@ -15,7 +15,9 @@ The no-op answers the same bodies (parsed as JSON) and echoes WebSocket messages
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,10 @@ from toolkit_vault.principals import create_token
 from .harness import Context, Result, median, open_bench_vault
 from .loadgen import Load, build_wsload, run_wrk, run_wsload
 from .servers import Running, cpu_seconds, noop_server, vault_server
+from .spy import record, top
 from .toolkit import bench_registry, install_entry_point
 
-__all__ = ["CASES", "run"]
+__all__ = ["CASES", "PROFILE_HEADER", "bound", "profile", "run"]
 
 PRINCIPALS = 16
 HELLO = '{"type":"handshake/req","capabilities":["toolkits"]}'
@@ -80,19 +83,25 @@ class Setup:
 
 def run(ctx: Context) -> list[Result]:
     wsload = build_wsload(ctx.work)
-    plugins = install_entry_point(ctx.work / "http-plugins")
     results: list[Result] = []
     with noop_server(ctx.work / "noop.log") as noop:
         for database in ctx.databases:
-            directory = ctx.work / f"http-{database}"
-            with ctx.database(database, directory) as url:
-                home = directory / "home"
-                tokens = _tokens(home, url)
-                with vault_server(home, url, plugins, directory / "serve.log") as ours:
-                    sessions = _sessions(ours, tokens)
-                    setup = Setup(ours, tokens, sessions, directory)
-                    results += _measure(ctx, database, setup, noop, wsload)
+            with _serving(ctx, database, "http") as setup:
+                results += _measure(ctx, database, setup, noop, wsload)
     return results
+
+
+@contextmanager
+def _serving(ctx: Context, database: str, name: str) -> Iterator[Setup]:
+    """A scratch database, a vault home with 16 agent tokens, and `serve` on them, with
+    one session per token (the bench toolkit configured once in each)."""
+    directory = ctx.work / f"{name}-{database}"
+    plugins = install_entry_point(ctx.work / "http-plugins")
+    with ctx.database(database, directory) as url:
+        home = directory / "home"
+        tokens = _tokens(home, url)
+        with vault_server(home, url, plugins, directory / "serve.log") as ours:
+            yield Setup(ours, tokens, _sessions(ours, tokens), directory)
 
 
 def _tokens(home: Path, url: str) -> list[str]:
@@ -198,3 +207,61 @@ def _result(
         holds,
         {"ours": mine, "noop": base, "connections": conns, "request": case.name},
     )
+
+
+PROFILE_HEADER = (
+    "Profile of ours, sampled in this run after the measurements (py-spy at 250 Hz on the "
+    "`serve` process under the same load at 16 connections): first only the thread holding "
+    "the GIL, where the Python CPU goes, then every busy thread, where the time goes "
+    "(database and fsync waits included); inclusive shares of the samples, outermost "
+    "wrappers left out:"
+)
+
+
+def profile(ctx: Context, database: str) -> list[str]:
+    wsload = build_wsload(ctx.work)
+    seconds = max(2.0, ctx.scale.http_seconds)
+    lines: list[str] = []
+    with _serving(ctx, database, "profile") as setup:
+        for case in CASES:
+            load = threading.Thread(
+                target=_drive,
+                args=(case, setup, setup.server, True, wsload, 16, 2 * seconds + 2),
+            )
+            load.start()
+            try:
+                threading.Event().wait(1.0)  # connections up, handshakes done
+                samples = [
+                    record(setup.server.pid, seconds, setup.work / f"spy-{n}.txt", gil=gil)
+                    for n, gil in enumerate((True, False))
+                ]
+            finally:
+                load.join()
+            lines += [f"{case.name}, 16 connections, {database}: holding the GIL"]
+            lines += top(samples[0], 14)
+            lines += ["", "  every busy thread"]
+            lines += top(samples[1], 10)
+            lines += [""]
+    return lines[:-1]
+
+
+def bound(results: list[Result]) -> str:
+    """What bounds each missed target, with this run's figures."""
+    facts = []
+    for r in results:
+        if r.extra.get("connections") != 16:
+            continue
+        ours, noop = r.extra["ours"], r.extra["noop"]
+        busy = ours["rate"] * ours["cpu_ms"] / 1000
+        facts.append(
+            f"{r.extra['request']} on {r.database}: ours {ours['rate']:,.0f} req/s at "
+            f"{ours['cpu_ms']:.2f} ms of server CPU a request ({busy:.0%} of a core), "
+            f"p99 {ours['p99_ms']:.0f} ms; the no-op {noop['rate']:,.0f} req/s at "
+            f"{noop['cpu_ms']:.2f} ms ({r.ratio:.2f}x)"
+        )
+    return BOUND.format(figures="; ".join(facts) + ".")
+
+
+BOUND = """\
+In this run, at 16 connections: {figures}
+"""
