@@ -42,7 +42,7 @@ __all__ = [
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
-POOL_SIZE = 16  # the server's worker threads: one pooled connection each
+POOL_SIZE = 8  # the server's worker threads, one pooled connection each: more only add GIL convoys
 _POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
 IDLE_PING_S = 1.0
 _RETURNED = "toolkit_vault_returned_at"
