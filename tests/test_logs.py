@@ -84,3 +84,15 @@ def test_redaction_finds_each_of_many_secrets_wherever_it_stands() -> None:
     assert redact(line) == "a [REDACTED] b [REDACTED][REDACTED] c [REDACTED]! d [REDACTED]"
     assert redact("q7-en") == "q7-en"
     assert redact("abc") == "abc"
+
+
+def test_a_line_utf8_cannot_carry_is_still_one_json_line(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, stream = captured
+    logger.warning("odd \ud800 text, ünïcode kept")
+    logger.warning("plain ünïcode")
+    odd, plain = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert odd["message"] == "odd \ud800 text, ünïcode kept"
+    assert plain["message"] == "plain ünïcode"
+    stream.getvalue().encode()  # every line is writable as UTF-8
