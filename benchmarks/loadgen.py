@@ -115,7 +115,7 @@ def run_wrk(
         wrk_path(),
         "-t1",
         f"-c{connections}",
-        f"-d{seconds:g}s",
+        f"-d{max(1, round(seconds))}s",  # whole seconds only
         "--timeout",
         "10s",
         "-s",
