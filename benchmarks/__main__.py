@@ -27,6 +27,7 @@ MODULES = {
     "rotation": "rotation",
     "restart": "restart",
     "http": "network",
+    "soak": "soak",
 }
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .harness import Result
 
-__all__ = ["MEANING", "is_network", "markdown_table", "plot", "print_network"]
+__all__ = ["MEANING", "is_network", "markdown_table", "plot", "print_network", "soak_table"]
 
 COLUMNS = (
     "db",
@@ -46,6 +46,13 @@ MEANING = """\
   CPU ms/req is the server process's user + system time (`/proc/<pid>/stat`, every
   thread) over the run, divided by the requests answered. Targets apply on SQLite at 16
   connections; PostgreSQL is reported without one.
+- **soak**: `scripts/soak` as it runs by hand: its own vault home (SQLite, or a scratch
+  PostgreSQL database) and `toolkit-vault serve`, then agents (half on WebSockets, half on
+  HTTP with httpx, all in one Python process) each alternating `toolkit/list/req` and a
+  `toolkit/configure/req` of the `filesystem` toolkit with a distinct `root_dir`, for the
+  time shown; then every accepted configure must be stored exactly once (`history`) and
+  the audit chain must verify. Throughput counts both kinds; the server's CPU is its
+  process's, the clients' is theirs (they share the machine).
 """
 
 
@@ -133,3 +140,26 @@ def plot(results: Iterable[Result], path: Path) -> Path | None:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def soak_table(results: Iterable[Result]) -> list[str]:
+    rows = [r for r in results if r.scenario == "soak"]
+    if not rows:
+        return []
+    out = [
+        "| db | clients, time | requests | req/s | list p50 / p99 ms | configure p50 / p99 ms "
+        "| server CPU (ms/req, share of a core) | clients' CPU | errors | lost writes |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for result in rows:
+        s = result.extra["summary"]
+        lat = s["latency"]
+        out.append(
+            f"| {result.database} | {result.case} | {s['requests']:,} | {s['throughput']:,.0f} "
+            f"| {lat['list']['p50_ms']:.0f} / {lat['list']['p99_ms']:.0f} "
+            f"| {lat['configure']['p50_ms']:.0f} / {lat['configure']['p99_ms']:.0f} "
+            f"| {s['server_cpu_ms']:.2f}, {s['server_cpu_share']:.0%} "
+            f"| {s['client_cpu_share']:.0%} | {sum(s['errors'].values())} "
+            f"| {s['lost']} of {s['accepted']:,} |"
+        )
+    return out

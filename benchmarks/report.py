@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .harness import Result, Scale
 from .network_report import MEANING as NETWORK_MEANING
-from .network_report import is_network, markdown_table, print_network
+from .network_report import is_network, markdown_table, print_network, soak_table
 
 __all__ = ["markdown", "print_table"]
 
@@ -140,6 +140,9 @@ def markdown(
         network = ["### http", "", *network, ""]
         if plot:
             network += [f"![HTTP throughput against connections]({plot})", ""]
+    soak = soak_table(results)
+    if soak:
+        network += ["### soak", "", *soak, ""]
     out = [
         "# Benchmarks",
         "",
