@@ -15,7 +15,9 @@ The no-op answers the same bodies (parsed as JSON) and echoes WebSocket messages
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from toolkit_vault.principals import create_token
 
 from .harness import Context, Result, median, open_bench_vault
 from .loadgen import Load, build_wsload, run_wrk, run_wsload
+from .network_report import bound
 from .servers import Running, cpu_seconds, noop_server, vault_server
 from .spy import record, top
 from .toolkit import bench_registry, install_entry_point
@@ -83,12 +86,32 @@ class Setup:
 
 def run(ctx: Context) -> list[Result]:
     wsload = build_wsload(ctx.work)
+    commit_ms = _durable_commit_ms(ctx.work)
     results: list[Result] = []
     with noop_server(ctx.work / "noop.log") as noop:
         for database in ctx.databases:
             with _serving(ctx, database, "http") as setup:
                 results += _measure(ctx, database, setup, noop, wsload)
+    for result in results:
+        result.extra["durable_commit_ms"] = commit_ms
     return results
+
+
+def _durable_commit_ms(work: Path, commits: int = 200) -> float:
+    """What one durable SQLite commit (WAL, synchronous=FULL) costs on this disk now."""
+    db = sqlite3.connect(work / "commit-probe.db", isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE IF NOT EXISTS probe (value TEXT)")
+        started = time.perf_counter()
+        for _ in range(commits):
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO probe VALUES ('x')")
+            db.execute("COMMIT")
+        return (time.perf_counter() - started) / commits * 1000
+    finally:
+        db.close()
 
 
 @contextmanager
@@ -243,25 +266,3 @@ def profile(ctx: Context, database: str) -> list[str]:
             lines += top(samples[1], 10)
             lines += [""]
     return lines[:-1]
-
-
-def bound(results: list[Result]) -> str:
-    """What bounds each missed target, with this run's figures."""
-    facts = []
-    for r in results:
-        if r.extra.get("connections") != 16:
-            continue
-        ours, noop = r.extra["ours"], r.extra["noop"]
-        busy = ours["rate"] * ours["cpu_ms"] / 1000
-        facts.append(
-            f"{r.extra['request']} on {r.database}: ours {ours['rate']:,.0f} req/s at "
-            f"{ours['cpu_ms']:.2f} ms of server CPU a request ({busy:.0%} of a core), "
-            f"p99 {ours['p99_ms']:.0f} ms; the no-op {noop['rate']:,.0f} req/s at "
-            f"{noop['cpu_ms']:.2f} ms ({r.ratio:.2f}x)"
-        )
-    return BOUND.format(figures="; ".join(facts) + ".")
-
-
-BOUND = """\
-In this run, at 16 connections: {figures}
-"""

@@ -163,3 +163,67 @@ def soak_table(results: Iterable[Result]) -> list[str]:
             f"| {s['lost']} of {s['accepted']:,} |"
         )
     return out
+
+
+def _fact(r: Result) -> str:
+    ours, noop = r.extra["ours"], r.extra["noop"]
+    busy = ours["rate"] * ours["cpu_ms"] / 1000
+    return (
+        f"{r.extra['request']} on {r.database}: ours {ours['rate']:,.0f} req/s at "
+        f"{ours['cpu_ms']:.2f} ms of server CPU a request ({busy:.0%} of a core), p99 "
+        f"{ours['p99_ms']:.0f} ms; the no-op {noop['rate']:,.0f} req/s at "
+        f"{noop['cpu_ms']:.2f} ms ({r.ratio:.2f}x)"
+    )
+
+
+def bound(results: list[Result]) -> str:
+    """What bounds the network path's targets, with this run's figures."""
+    rows = [r for r in results if is_network(r) and r.extra["connections"] == 16]
+    if not rows:
+        return "(no http figures at 16 connections)"
+    commit = rows[0].extra.get("durable_commit_ms", float("nan"))
+    return BOUND.format(figures="; ".join(_fact(r) for r in rows), commit=commit)
+
+
+BOUND = """\
+In this run, at 16 connections: {figures}. A durable SQLite commit (WAL,
+`synchronous=FULL`, one row) took {commit:.2f} ms on this disk at the start of the run.
+
+Both servers run their Python on one core at a time (the GIL), so where both are busy the
+throughput ratio is about the inverse of the CPU per request. What ours adds to the no-op's
+FastAPI and uvicorn path, for a **list**: the token check (a dictionary lookup: tokens are
+remembered for a second), the hand-over to a worker thread and back, one read transaction
+(pool checkout, `BEGIN`, the prebuilt `SELECT` of the session's current toolkits,
+`COMMIT`: SQLAlchemy and the driver are most of it), parsing and validating the A2E
+message (stdlib `json` with duplicate-key and depth checks, then pydantic; each message
+gets a uuid4 id), building the answer, and the JSON request log line. The profile below
+shows the shares. The p99 at 16 connections is where GIL convoys and this shared VM's
+neighbours show: with 8 worker threads, half the connections queue at any time.
+
+A **configure** is bounded twice. Every configure is its own durable transaction (the
+version, the pointer's compare-and-set and the audit chain link, committed with an
+fsync), and the writers are one sequence (the audit chain): on SQLite, one commit at a
+time, in turn (they queue in the process on a lock, not in SQLite's busy handler, which
+sleeps up to 100 ms between tries). So configures per second cannot exceed one over the
+commit time above, whatever the CPU. Then the CPU: validation, the split and sealing,
+and the transaction's statements through SQLAlchemy cost well over a millisecond a
+configure. Proposed (storage, not done here): a group commit, where the writer holding
+the lock takes every configure queued behind it into the same transaction (each still
+its own version, pointer compare-and-set and audit event, in chain order; each caller
+answered only after the one commit), so one fsync serves several configures. Its
+ceiling was measured on this branch with the fsync taken out (`synchronous=NORMAL`, not
+durable, a measurement only): HTTP configure at 16 connections went from 305-321 to
+490-619 req/s in alternating runs on this VM, the server then at 86-95% of a core, so
+the CPU per configure would be the next bound.
+
+A **WebSocket list** against an echo: the echo costs the server about 0.03 ms of CPU a
+message; a list needs a database read and a worker thread (about ten times that), so 0.5x
+would need the list answered from memory. It is not: whether a toolkit is configured is
+read from the store on every list, so a purge or a configure made by another process (the
+CLI, another replica) shows at once.
+
+On **PostgreSQL** every transaction costs round trips to the server (a list: `BEGIN` with
+the `SELECT`, then `COMMIT`; the pool pings a connection only after an idle second), and
+configures queue on an advisory lock for the audit chain, then relay their status event
+with `pg_notify` in a transaction of its own.
+"""

@@ -61,3 +61,29 @@ def _row(database: str, summary: dict[str, object]) -> Result:
         (throughput >= TARGET and clean) if targeted else clean,
         {"summary": summary},
     )
+
+
+def bound(results: list[Result]) -> str:
+    """What bounds the soak's throughput, with this run's figures."""
+    facts = []
+    for r in results:
+        if r.scenario != "soak":
+            continue
+        s = r.extra["summary"]
+        facts.append(
+            f"on {r.database}, {s['throughput']:,.0f} req/s with the server at "
+            f"{s['server_cpu_share']:.0%} of a core ({s['server_cpu_ms']:.2f} ms of CPU a "
+            f"request) and the clients at {s['client_cpu_share']:.0%}"
+        )
+    return BOUND.format(figures="; ".join(facts))
+
+
+BOUND = """\
+In this run: {figures}. Half the requests are configures, and each is one durable
+commit, taken one at a time (see the http scenario's note and its same-run commit time):
+1,000 req/s mixed needs 500 configures a second, so a commit of 2 ms or more caps the soak
+below the target whatever the CPU. The server's CPU per request (a list about half a
+millisecond, a configure well over one) and the clients, which run in one Python process
+on the same two cores, are the next bounds. A group commit (proposed in the http note)
+lifts the first.
+"""

@@ -33,7 +33,9 @@ from .storage import Store
 
 __all__ = ["PrincipalCache", "SessionBindings"]
 
-_WRITE = re.compile(r"\s*(insert|update|delete|replace|with)\b", re.IGNORECASE)
+_WRITES_PRINCIPALS = re.compile(
+    r"\b(insert\s+(or\s+\w+\s+)?into|update|delete\s+from)\s+\"?principals\b", re.IGNORECASE
+)
 _FLAG = "toolkit_vault_principals_written"
 
 
@@ -82,7 +84,7 @@ class PrincipalCache:
             self._entries.clear()
 
     def _saw_statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if _WRITE.match(statement) and "principals" in statement.lower():
+        if _WRITES_PRINCIPALS.search(statement):
             conn.info[_FLAG] = True
 
     def _returned(self, _dbapi_connection: Any, record: Any) -> None:
