@@ -42,7 +42,7 @@ def _names(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, under 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, about 5 minutes")
     parser.add_argument("--scale", choices=sorted(SCALES), help=argparse.SUPPRESS)
     parser.add_argument(
         "--only",
