@@ -18,6 +18,7 @@ from rich.console import Console
 from . import SCENARIOS
 from .harness import DATABASES, SCALES, Context, Result, postgres_admin_url, reachable, safe_url
 from .machine import describe
+from .network_report import plot
 from .report import markdown, print_table, write
 
 MODULES = {
@@ -25,6 +26,8 @@ MODULES = {
     "list": "listing",
     "rotation": "rotation",
     "restart": "restart",
+    "http": "network",
+    "soak": "soak",
 }
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +42,7 @@ def _names(value: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, under 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, about 5 minutes")
     parser.add_argument("--scale", choices=sorted(SCALES), help=argparse.SUPPRESS)
     parser.add_argument(
         "--only",
@@ -87,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = describe(postgres or None)
     results: list[Result] = []
     profiles: dict[str, list[str]] = {}
+    headers: dict[str, str] = {}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="tkv-bench-") as work:
         ctx = Context(scale, Path(work), args.databases, postgres, log=console.log)
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             profile = getattr(module, "profile", None)
             if profile is None or args.no_profile:
                 continue
+            if hasattr(module, "PROFILE_HEADER"):
+                headers[name] = module.PROFILE_HEADER
             for database in dict.fromkeys(r.database for r in missed if r.scenario == name):
                 console.log(f"{name}: a target is missed on {database}, profiling")
                 profiles.setdefault(name, []).extend(["", *profile(ctx, database)])
@@ -111,8 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     title = f"toolkit-vault benchmarks ({scale.name}, {elapsed / 60:.1f} min)"
     print_table(results, title, Console(width=None if sys.stdout.isatty() else 180))
     if target is not None:
-        write(target, markdown(results, scale, machine, elapsed, notes, profiles))
-        console.log(f"wrote {target}")
+        image = plot(results, target.with_name(target.stem + "-http.png"))
+        text = markdown(
+            results,
+            scale,
+            machine,
+            elapsed,
+            notes,
+            profiles,
+            headers,
+            image.name if image else None,
+        )
+        write(target, text)
+        console.log(f"wrote {target}" + (f" and {image}" if image else ""))
     return 0
 
 

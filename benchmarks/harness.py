@@ -58,12 +58,16 @@ class Scale:
     rotation_sizes: tuple[int, int]
     rotation_repeats: int
     restart_repeats: int
+    http_seconds: float
+    http_repeats: int
+    soak_clients: int
+    soak_seconds: float
 
 
 SCALES = {
-    "full": Scale("full", 300, 5, (100, 10_000), 100, 5, (10_000, 100_000), 3, 5),
-    "quick": Scale("quick", 100, 3, (100, 10_000), 40, 3, (2_000, 6_000), 3, 3),
-    "tiny": Scale("tiny", 10, 1, (5, 50), 5, 1, (50, 200), 1, 1),  # the harness's own test
+    "full": Scale("full", 300, 5, (100, 10_000), 100, 5, (10_000, 100_000), 3, 5, 5.0, 2, 50, 60),
+    "quick": Scale("quick", 100, 3, (100, 10_000), 40, 3, (2_000, 6_000), 3, 3, 2.0, 1, 50, 10),
+    "tiny": Scale("tiny", 10, 1, (5, 50), 5, 1, (50, 200), 1, 1, 1.0, 1, 4, 2),  # its own test
 }
 
 

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .harness import Result, Scale
+from .network_report import MEANING as NETWORK_MEANING
+from .network_report import is_network, markdown_table, print_network, soak_table
 
 __all__ = ["markdown", "print_table"]
 
@@ -52,11 +54,23 @@ def print_table(results: Iterable[Result], title: str, console: Console | None =
     table.add_column("ratio", justify="right")
     table.add_column("target")
     table.add_column("holds")
+    results = list(results)
     for result in results:
+        if is_network(result):
+            continue
         holds = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[result.holds]
         table.add_row(*_cells(result), holds)
-    (console or Console()).print(table)
+    console = console or Console()
+    if table.row_count:
+        console.print(table)
+    print_network(results, console)
 
+
+PROFILE_HEADER = (
+    "Profile of ours in this run (cProfile; the vault's functions and the database driver's "
+    "waits by cumulative time, `share` of the profiled wall time; deterministic profiling "
+    "inflates functions called very often):"
+)
 
 MEANING = """\
 - **configure**: configs stored per second through the service API
@@ -117,7 +131,18 @@ def markdown(
     elapsed: float,
     notes: dict[str, str],
     profiles: dict[str, list[str]],
+    profile_headers: dict[str, str] | None = None,
+    plot: str | None = None,
 ) -> str:
+    generic = [r for r in results if not is_network(r)]
+    network = markdown_table(results)
+    if network:
+        network = ["### http", "", *network, ""]
+        if plot:
+            network += [f"![HTTP throughput against connections]({plot})", ""]
+    soak = soak_table(results)
+    if soak:
+        network += ["### soak", "", *soak, ""]
     out = [
         "# Benchmarks",
         "",
@@ -134,9 +159,10 @@ def markdown(
         "## Reproduce",
         "",
         "```sh",
-        "scripts/bench            # full run (< 15 min): prints the table, rewrites BENCHMARKS.md",
-        "scripts/bench --quick    # quick run (< 2 min): prints the table only",
+        "scripts/bench            # full run (~30 min): prints the table, rewrites BENCHMARKS.md",
+        "scripts/bench --quick    # quick run (~5 min): prints the table only",
         "scripts/bench --only rotation --databases sqlite   # one scenario, one database",
+        "scripts/bench --only http --databases sqlite       # the network path only",
         "```",
         "",
         "`scripts/bench` sets up `.venv` with the `bench` and `dev` extras (sqlalchemy-utils "
@@ -149,18 +175,20 @@ def markdown(
         f"Scale of this run: configure {scale.configure_calls} calls x "
         f"{scale.configure_repeats} repeats; list {scale.list_calls} lists x "
         f"{scale.list_repeats} repeats; rotation {scale.rotation_repeats} repeats per size; "
-        f"restart {scale.restart_repeats} repeats.",
+        f"restart {scale.restart_repeats} repeats; http {scale.http_seconds:g} s per run x "
+        f"{scale.http_repeats}.",
         "",
         "## Results",
         "",
         "| scenario | db | case | unit | ours | baseline | baseline value | ratio | target | "
         "holds |",
         "|---|---|---|---|--:|---|--:|--:|---|---|",
-        *("| " + " | ".join([*_cells(r), _holds(r)]) + " |" for r in results),
+        *("| " + " | ".join([*_cells(r), _holds(r)]) + " |" for r in generic),
         "",
+        *network,
         "## What the figures mean",
         "",
-        MEANING,
+        MEANING + NETWORK_MEANING,
         "## Targets",
         "",
     ]
@@ -179,9 +207,7 @@ def markdown(
             out += [f"### {scenario}", "", notes.get(scenario, "(no note)"), ""]
             if scenario in profiles:
                 out += [
-                    "Profile of ours in this run (cProfile; the vault's functions and the "
-                    "database driver's waits by cumulative time, `share` of the profiled "
-                    "wall time; deterministic profiling inflates functions called very often):",
+                    (profile_headers or {}).get(scenario, PROFILE_HEADER),
                     "",
                     "```",
                     *profiles[scenario][1:],

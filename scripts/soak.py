@@ -100,6 +100,12 @@ def stored_versions(env: dict[str, str]) -> Counter[str]:
     return Counter(v["session_id"] for v in versions if v["toolkit_name"] == "filesystem")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -128,6 +134,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50, help="half WebSocket, half HTTP")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds (at most 600)")
     parser.add_argument("--database-url", default=None, help="default: SQLite in a temp home")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     if not 2 <= args.clients <= 500 or not 1 <= args.duration <= 600:
         parser.error("--clients must be 2..500 and --duration 1..600")
@@ -166,26 +173,60 @@ def main() -> int:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             tally = Tally()
+            server_cpu, client_cpu = cpu_seconds(server.pid), time.process_time()
             elapsed = asyncio.run(run(base, tokens, args.duration, tally))
+            server_cpu = cpu_seconds(server.pid) - server_cpu
+            client_cpu = time.process_time() - client_cpu
         finally:
             server.terminate()
             server.wait(timeout=30)
         stored = stored_versions(env)
         lost = {s: n - stored.get(s, 0) for s, n in tally.accepted.items() if stored.get(s, 0) != n}
         audit_ok = json.loads(cli(env, "audit", "verify", "--json"))["ok"]
-    total = sum(len(v) for v in tally.latency.values())
-    half = args.clients // 2
-    print(f"clients {args.clients} ({half} WebSocket, {args.clients - half} HTTP), {elapsed:.1f} s")
-    print(f"requests {total}, throughput {total / elapsed:.1f} req/s")
-    for kind, values in tally.latency.items():
-        median = statistics.median(values) * 1000 if values else 0.0
-        p99 = percentile(values, 0.99)
-        print(f"{kind:10} n={len(values):6}  p50 {median:7.1f} ms  p99 {p99:7.1f} ms")
-    print(f"errors {sum(tally.errors.values())} {dict(tally.errors) or ''}")
     accepted, kept = sum(tally.accepted.values()), sum(stored.values())
-    print(f"configures accepted {accepted}, stored {kept}, lost {sum(lost.values())}")
-    print(f"audit chain {'verifies' if audit_ok else 'BROKEN'}")
+    total = sum(len(v) for v in tally.latency.values())
+    summary = {
+        "clients": args.clients,
+        "seconds": round(elapsed, 2),
+        "requests": total,
+        "throughput": round(total / elapsed, 1),
+        "server_cpu_ms": round(server_cpu / total * 1000, 3),
+        "server_cpu_share": round(server_cpu / elapsed, 3),
+        "client_cpu_share": round(client_cpu / elapsed, 3),
+        "latency": {
+            kind: {
+                "n": len(values),
+                "p50_ms": round(statistics.median(values) * 1000 if values else 0.0, 1),
+                "p99_ms": round(percentile(values, 0.99), 1),
+            }
+            for kind, values in tally.latency.items()
+        },
+        "errors": dict(tally.errors),
+        "accepted": accepted,
+        "stored": kept,
+        "lost": sum(lost.values()),
+        "audit_verifies": audit_ok,
+    }
+    print(json.dumps(summary) if args.json else report(summary))
     return 0 if not tally.errors and not lost and audit_ok else 1
+
+
+def report(s: dict[str, Any]) -> str:
+    half = s["clients"] // 2
+    lines = [
+        f"clients {s['clients']} ({half} WebSocket, {s['clients'] - half} HTTP), {s['seconds']} s",
+        f"requests {s['requests']}, throughput {s['throughput']} req/s",
+        f"CPU: server {s['server_cpu_share']:.0%} of a core ({s['server_cpu_ms']:.2f} ms a "
+        f"request), these clients {s['client_cpu_share']:.0%}",
+        *(
+            f"{kind:10} n={v['n']:6}  p50 {v['p50_ms']:7.1f} ms  p99 {v['p99_ms']:7.1f} ms"
+            for kind, v in s["latency"].items()
+        ),
+        f"errors {sum(s['errors'].values())} {s['errors'] or ''}",
+        f"configures accepted {s['accepted']}, stored {s['stored']}, lost {s['lost']}",
+        f"audit chain {'verifies' if s['audit_verifies'] else 'BROKEN'}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -69,3 +69,46 @@ def test_unknown_scenario_is_refused() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "unknown scenario" in done.stderr
+
+
+def test_tiny_http_scenario_measures_ours_against_the_noop(tmp_path: Path) -> None:
+    """The real `serve` and the no-op, driven by wrk and the compiled wsload: the http
+    table (throughput, p50/p99, server CPU per request, ratio) and its plot are written."""
+    report = tmp_path / "BENCH.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    command = [sys.executable, "-m", "benchmarks", "--scale", "tiny", "--only", "http"]
+    command += ["--databases", "sqlite", "--no-profile", "--write", str(report)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    text_ = report.read_text()
+    for request in ("HTTP list", "HTTP configure", "WebSocket list", "WebSocket configure"):
+        for conns in (1, 16):
+            row = re.search(rf"\| sqlite \| {request} \| {conns} \| ([\d,]+) \| ([\d,]+) \|", text_)
+            assert row is not None, (request, conns)
+            assert all(int(n.replace(",", "")) > 0 for n in row.groups())
+    assert "![HTTP throughput against connections](BENCH-http.png)" in text_
+    assert (tmp_path / "BENCH-http.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_load_generators_refuse_a_run_with_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose answers are errors (here: a token the server does not know) is refused,
+    never reported as throughput."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.harness import open_bench_vault
+    from benchmarks.loadgen import build_wsload, run_wrk, run_wsload
+    from benchmarks.servers import vault_server
+    from benchmarks.toolkit import bench_registry, install_entry_point
+
+    home, url = tmp_path / "home", f"sqlite:///{tmp_path / 'vault.db'}"
+    open_bench_vault(home, url, bench_registry(1)).store.engine.dispose()
+    plugins = install_entry_point(tmp_path / "plugins")
+    wsload = build_wsload(tmp_path)
+    stranger = ["tkv_" + "A" * 43]
+    with vault_server(home, url, plugins, tmp_path / "serve.log") as server:
+        list_ = '{"type":"toolkit/list/req"}'
+        with pytest.raises(RuntimeError, match="wrk saw errors"):
+            run_wrk(server.port, stranger, ["no-session"], list_, 2, 1, tmp_path)
+        with pytest.raises(RuntimeError, match="wsload saw errors"):
+            run_wsload(wsload, server.port, stranger, None, list_, 1, 2, 1, tmp_path)

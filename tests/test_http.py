@@ -1,4 +1,10 @@
-"""`toolkit-vault serve` end to end: a real server on loopback, real HTTP and WebSocket clients."""
+"""`toolkit-vault serve` end to end: a real server on loopback, real HTTP and WebSocket clients.
+
+Also what only a real process shows: a revocation made by another process (the CLI) reaching
+the server's HTTP and its open WebSockets within a second, on one server and across two
+replicas; slow request heads cut off; the log redaction filter attached to the server's
+own handler.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from toolkit_vault.bootstrap import init_vault, open_vault
+from toolkit_vault.history import history
 from toolkit_vault.principals import create_token, revoke
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import load_settings
@@ -27,6 +35,7 @@ from toolkit_vault.settings import load_settings
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-http-7d1e"
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
+LIST = {"type": "toolkit/list/req"}
 
 
 def free_port() -> int:
@@ -56,10 +65,11 @@ class Server:
 
 
 @contextlib.contextmanager
-def running_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+def running_server(env: dict[str, str], log_path: Path, *extra: str) -> Iterator[str]:
     """A real `toolkit-vault serve` on a free loopback port; yields its base URL."""
     port = free_port()
     args = [CLI, "serve", "--port", str(port), "--rate", "1000", "--connections-per-principal", "4"]
+    args += extra
     with log_path.open("w") as log:
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
@@ -361,3 +371,175 @@ def test_serves_tls(vault: Vault, cli_env: dict[str, str], tmp_path: Path) -> No
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _configure(root: str) -> dict[str, Any]:
+    return {
+        "type": "toolkit/configure/req",
+        "toolkit_name": "filesystem",
+        "config": {"root_dir": root},
+    }
+
+
+def _refused_within_a_second(post: Any, revoked_at: float) -> None:
+    """Poll until refused; no request started a second or more after the revocation may pass."""
+    while True:
+        started = time.monotonic()
+        status = post().status_code
+        if status == 401:
+            return
+        assert status == 200
+        assert started - revoked_at < 1.0, "a revoked token still worked after a second"
+        time.sleep(0.05)
+
+
+def test_a_revocation_by_the_cli_reaches_http_and_open_websockets_within_a_second(
+    server: Server, cli_env: dict[str, str]
+) -> None:
+    token = server.token("agent", "leaving")
+    session = server.post(token, HELLO).json()["session_id"]
+    with server.socket(token) as ws:
+        assert ask(ws, HELLO)["type"] == "handshake/resp"
+        assert ask(ws, _configure("/tmp"))["status"] == "ok"
+        ws.recv(timeout=30)  # its status event
+        assert server.post(token, LIST, session).status_code == 200  # remembered now
+        subprocess.run(
+            [CLI, "tokens", "revoke", "leaving"], env=cli_env, check=True, capture_output=True
+        )
+        revoked_at = time.monotonic()
+        _refused_within_a_second(lambda: server.post(token, LIST, session), revoked_at)
+        refusal = ask(ws, _configure("/"))  # opened before the revocation
+        assert (refusal["type"], refusal["code"]) == ("error", "UNAUTHORIZED")
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    socket_session = [v for v in history(server.vault.store) if v["session_id"] != session]
+    assert [v["public_config"]["root_dir"] for v in socket_session] == ["/tmp"]
+
+
+def test_a_revocation_reaches_every_replica_within_a_second_on_postgresql(
+    fresh_postgres_url: str, plugins_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", fresh_postgres_url)
+    init_vault(load_settings("file"))
+    vault = open_vault(load_settings())
+    env = {**os.environ, "PYTHONPATH": str(plugins_path)}
+    with (
+        running_server(env, tmp_path / "a.log") as replica_a,
+        running_server(env, tmp_path / "b.log") as replica_b,
+    ):
+        a, b = Server(replica_a, vault), Server(replica_b, vault)
+        token = a.token("agent", "everywhere")
+        session = a.post(token, HELLO).json()["session_id"]
+        with b.socket(token) as ws:
+            ask(ws, HELLO)
+            for replica in (a, b):  # each replica remembers the token now
+                assert replica.post(token, LIST, session).status_code == 200
+            subprocess.run(
+                [CLI, "tokens", "revoke", "everywhere"], env=env, check=True, capture_output=True
+            )
+            revoked_at = time.monotonic()
+            for replica in (a, b):
+                _refused_within_a_second(
+                    lambda r=replica: r.post(token, LIST, session),  # type: ignore[misc]
+                    revoked_at,
+                )
+            assert ask(ws, LIST)["code"] == "UNAUTHORIZED"
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=10)
+    vault.store.engine.dispose()
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1024) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_slow_request_heads_are_cut_off(
+    vault: Vault, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """60 connections: half send nothing, half drip a header line every 0.3 s; with a
+    1-second header deadline all are closed within 2.5 s, while a client that finishes its
+    head in time (in two pieces) and ordinary requests are served throughout."""
+    with running_server(cli_env, tmp_path / "serve.log", "--header-timeout", "1") as base:
+        port = int(base.rsplit(":", 1)[1])
+        started = time.monotonic()
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(60)]
+        for n, sock in enumerate(slow):
+            if n % 2:
+                sock.sendall(b"POST /a2e HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            sock.setblocking(False)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as prompt:
+            prompt.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            time.sleep(0.3)
+            prompt.sendall(b"Connection: close\r\n\r\n")
+            assert prompt.recv(1024).startswith(b"HTTP/1.1 200")
+        still_open = set(range(len(slow)))
+        while still_open and time.monotonic() - started < 2.5:
+            assert httpx.get(base + "/healthz", timeout=5).status_code == 200
+            for n in list(still_open):
+                if _closed(slow[n]):
+                    still_open.discard(n)
+                elif n % 2:
+                    with contextlib.suppress(OSError):
+                        slow[n].sendall(b"X-Slow: 1\r\n")
+            time.sleep(0.3)
+        for sock in slow:
+            sock.close()
+        assert not still_open, f"{len(still_open)} slow connections still held"
+
+
+CHATTY_PLUGIN = '''
+"""A toolkit that logs its own credential: the server's redaction filter must catch it."""
+import logging
+
+class ChattyToolkit:
+    definition = {
+        "name": "chatty",
+        "alias": "chatty",
+        "description": "A toolkit that logs what it should not",
+        "category": "test",
+        "tags": ["test"],
+        "schema": {
+            "type": "object",
+            "properties": {"api_key": {"type": "string", "writeOnly": True}},
+            "required": ["api_key"],
+            "additionalProperties": False,
+        },
+        "tools": ["talk"],
+    }
+
+    def initialize(self, config):
+        logging.getLogger("tkv_chatty").warning("connecting with key %s", config["api_key"])
+'''
+
+
+def test_the_server_redacts_a_secret_a_plugin_logs(
+    vault: Vault, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    plugins = tmp_path / "chatty"
+    info = plugins / "tkv_chatty-1.0.dist-info"
+    info.mkdir(parents=True)
+    (plugins / "tkv_chatty.py").write_text(textwrap.dedent(CHATTY_PLUGIN))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tkv-chatty\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[toolkit_vault.toolkits]\nchatty = tkv_chatty:ChattyToolkit\n"
+    )
+    env = cli_env | {"PYTHONPATH": os.pathsep.join([str(plugins), cli_env["PYTHONPATH"]])}
+    secret = "tkv-canary-logged-by-a-plugin-41c9"
+    log = tmp_path / "serve.log"
+    with running_server(env, log) as base:
+        server = Server(base, vault)
+        token = server.token("agent", "chatty-agent")
+        session = server.post(token, HELLO).json()["session_id"]
+        message = {"type": "toolkit/configure/req", "toolkit_name": "chatty"}
+        reply = server.post(token, message | {"config": {"api_key": secret}}, session).json()
+        assert reply["status"] == "ok"
+    logged = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert "connecting with key [REDACTED]" in [r["message"] for r in logged]
+    assert secret not in log.read_text()

@@ -1,4 +1,5 @@
-"""The HTTP app in process: rate limits, and schemathesis against its OpenAPI spec."""
+"""The HTTP app in process: rate limits on both transports, revocation on an open
+WebSocket, who may read the docs and run the check, and schemathesis against the spec."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
+from toolkit_vault.history import history
 from toolkit_vault.http import Limits, create_app
 from toolkit_vault.keys import provider_for
-from toolkit_vault.principals import create_token
+from toolkit_vault.principals import ROLES, create_token, revoke
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+
+HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
+LIST = {"type": "toolkit/list/req"}
 
 
 def app_for(vault: Vault, home: VaultSettings, limits: Limits | None = None) -> FastAPI:
@@ -42,6 +48,72 @@ def test_rate_limit_per_principal(vault: Vault, home: VaultSettings) -> None:
         assert other.status_code == 200  # buckets are per principal
 
 
+def test_rate_limit_per_principal_on_a_websocket(vault: Vault, home: VaultSettings) -> None:
+    app = app_for(vault, home, Limits(requests_per_second=0.5, burst=3))
+    token = create_token(vault.store, "agent", "chatty-socket")[1]
+    with (
+        TestClient(app) as client,
+        client.websocket_connect("/a2e", headers={"Authorization": f"Bearer {token}"}) as ws,
+    ):
+        replies = []
+        for message in (HELLO, LIST, LIST, LIST, LIST):
+            ws.send_json(message)
+            replies.append(ws.receive_json())
+        assert [r["type"] for r in replies[:3]] == [
+            "handshake/resp",
+            "toolkit/list/resp",
+            "toolkit/list/resp",
+        ]
+        for refused in replies[3:]:
+            assert refused["type"] == "error" and refused["message"].startswith("rate limit")
+        other = client.post("/a2e", json=HELLO, headers={"Authorization": f"Bearer {token}"})
+        assert other.status_code == 429  # one bucket per principal, both transports
+
+
+def test_a_revoked_token_is_refused_and_its_open_websocket_closed(
+    vault: Vault, home: VaultSettings
+) -> None:
+    token = create_token(vault.store, "agent", "revoked-midway")[1]
+    configure = {
+        "type": "toolkit/configure/req",
+        "toolkit_name": "filesystem",
+        "config": {"root_dir": "/tmp"},
+    }
+    with (
+        TestClient(app_for(vault, home)) as client,
+        client.websocket_connect("/a2e", headers={"Authorization": f"Bearer {token}"}) as ws,
+    ):
+        ws.send_json(HELLO)
+        session = ws.receive_json()["session_id"]
+        ws.send_json(configure)
+        assert ws.receive_json()["status"] == "ok"
+        ws.receive_json()  # its status event
+        revoke(vault.store, "revoked-midway")
+        ws.send_json(configure | {"config": {"root_dir": "/"}})
+        refusal = ws.receive_json()
+        assert (refusal["type"], refusal["code"]) == ("error", "UNAUTHORIZED")
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1008
+    assert [v["public_config"]["root_dir"] for v in history(vault.store, session)] == ["/tmp"]
+
+
+def test_docs_need_a_token_and_the_check_is_for_operators(
+    vault: Vault, home: VaultSettings
+) -> None:
+    tokens = {role: create_token(vault.store, role, f"{role}-docs")[1] for role in ROLES}
+    with TestClient(app_for(vault, home)) as client:
+        assert client.get("/openapi.json").status_code == 401
+        for role, token in tokens.items():
+            bearer = {"Authorization": f"Bearer {token}"}
+            spec = client.get("/openapi.json", headers=bearer)
+            assert spec.status_code == 200 and "/a2e" in spec.json()["paths"]
+            for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+                assert client.get(page, headers=bearer).status_code == 404
+            expected = 200 if role == "operator" else 403
+            assert client.get("/v1/check", headers=bearer).status_code == expected
+
+
 @pytest.fixture
 def openapi_app(vault: Vault, home: VaultSettings) -> Iterator[tuple[FastAPI, dict[str, str]]]:
     token = create_token(vault.store, "operator", "fuzzer")[1]
@@ -53,7 +125,7 @@ def openapi_app(vault: Vault, home: VaultSettings) -> Iterator[tuple[FastAPI, di
 
 def test_openapi_finds_no_server_error(openapi_app: tuple[FastAPI, dict[str, str]]) -> None:
     app, headers = openapi_app
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=headers)
     operations = list(schema.get_all_operations())
     assert len(operations) >= 5
     for result in operations:

@@ -72,3 +72,33 @@ def test_configure_registers_the_secrets_it_decrypts(vault: object) -> None:
         json.dumps({"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config})
     )
     assert redact(f"x {secret} y") == "x [REDACTED] y"
+
+
+def test_redaction_finds_each_of_many_secrets_wherever_it_stands() -> None:
+    """Secrets are looked up by their first characters: many sharing a prefix, one that is
+    another's prefix, one at the very end of the text, and text shorter than a secret."""
+    many = [f"tkv-canary-many-{n:05d}-x" for n in range(20_000)]
+    register_secrets(many)
+    register_secrets(["tkv-canary-many-0", "q7-end"])  # the shortest a secret can be
+    line = f"a {many[7]} b {many[19_999]}{many[3]} c tkv-canary-many-0! d q7-end"
+    assert redact(line) == "a [REDACTED] b [REDACTED][REDACTED] c [REDACTED]! d [REDACTED]"
+    assert redact("q7-en") == "q7-en"
+    assert redact("abc") == "abc"
+
+
+def test_a_line_utf8_cannot_carry_is_still_one_json_line() -> None:
+    """Formatted directly: a record holding a lone surrogate would break pytest's own log
+    capture, which is not what this checks."""
+    formatter = JsonFormatter()
+
+    def line(message: str) -> str:
+        record = logging.LogRecord(
+            "tkv-test-logs", logging.WARNING, __file__, 1, message, None, None
+        )
+        return formatter.format(record)
+
+    odd = "odd " + chr(0xD800) + " text, ünïcode kept"
+    odd_line, plain_line = line(odd), line("plain ünïcode")
+    odd_line.encode()  # writable as UTF-8: the surrogate is escaped
+    assert json.loads(odd_line)["message"] == odd
+    assert '"plain ünïcode"' in plain_line  # non-ASCII kept as it is

@@ -1,9 +1,14 @@
 """Engines and migrations: SQLite (WAL, foreign keys, busy timeout) and PostgreSQL.
 
 SQLite write transactions start with BEGIN IMMEDIATE, so two writers queue on the busy
-timeout instead of deadlocking on a lock upgrade ("database is locked"). Alembic is the
-only way the schema is created or changed; `require_current` refuses a store that is not
-at the head revision instead of guessing.
+timeout instead of deadlocking on a lock upgrade ("database is locked"). The pool keeps
+`POOL_SIZE` connections, as many as `serve` runs worker threads, so a busy server reuses
+open connections instead of opening one (and running its PRAGMAs) per request. A pooled
+PostgreSQL connection is pinged before use only when it sat idle for `IDLE_PING_S`: one
+that the server or the network dropped meanwhile is replaced instead of failing a
+request, and a busy server does not pay a round trip per transaction for it. Alembic is
+the only way the schema is created or changed; `require_current` refuses a store that is
+not at the head revision instead of guessing.
 """
 
 from __future__ import annotations
@@ -11,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError, ProgrammingError
 
 from .errors import StoreError
 from .models import SCHEMA_REVISION
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
+    "POOL_SIZE",
     "alembic_config",
     "migrate",
     "open_engine",
@@ -35,6 +42,10 @@ __all__ = [
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
+POOL_SIZE = 8  # the server's worker threads, one pooled connection each: more only add GIL convoys
+_POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
+IDLE_PING_S = 1.0
+_RETURNED = "toolkit_vault_returned_at"
 
 
 def open_engine(url: str) -> Engine:
@@ -44,7 +55,9 @@ def open_engine(url: str) -> Engine:
     except ArgumentError:
         raise StoreError("the database URL is not valid") from None
     if parsed.get_backend_name() == "sqlite":
+        pool: dict[str, int] = {}
         if parsed.database and parsed.database != ":memory:":
+            pool = _POOL
             path = Path(parsed.database)
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Created 0600 (SQLite keeps the mode), and only if missing: closing a descriptor of
@@ -53,7 +66,7 @@ def open_engine(url: str) -> Engine:
             if not path.exists():
                 with contextlib.suppress(FileExistsError):
                     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, **pool)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "handle_error", _sqlite_on_error)
@@ -61,10 +74,31 @@ def open_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return create_engine(parsed, pool_pre_ping=True)
+        engine = create_engine(parsed, **_POOL)
+        _ping_when_idle(engine)
+        return engine
     raise StoreError(
         f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
     )
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    dialect = engine.dialect
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED)
+        if returned is None or time.monotonic() - returned < IDLE_PING_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error:
+            raise DisconnectionError("a pooled connection was dropped") from None  # replaced
+
+    def checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED] = time.monotonic()
+
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "checkin", checkin)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

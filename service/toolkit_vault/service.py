@@ -534,7 +534,10 @@ class Vault:
 
     def detach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
         with self._lock:
-            self._plugins.get(session_id, set()).discard(plugin)
+            plugins = self._plugins.get(session_id, set())
+            plugins.discard(plugin)
+            if not plugins:
+                self._plugins.pop(session_id, None)
 
     def publish(self, event: ToolkitStatusEvent) -> None:
         """Deliver a status event here, and to the other replicas when a relay is set."""
@@ -690,10 +693,14 @@ class Connection:
         self.vault.open_session(self.principal, session_id)
         self.plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
 
-    def close(self) -> None:
+    def unsubscribe(self) -> None:
+        """Stay bound but receive no more events (HTTP: there is nowhere to push them)."""
         if self.plugin is not None:
             self.vault.detach(self.plugin.session_id, self.plugin)
-            self.plugin = None
+
+    def close(self) -> None:
+        self.unsubscribe()
+        self.plugin = None
 
 
 def _error(

@@ -21,6 +21,7 @@ from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
+from ..webserver import HEADER_TIMEOUT_S
 from .shell import KEY_ENV, epilog, guarded
 
 __all__ = ["init", "serve", "stdio"]
@@ -115,6 +116,13 @@ def stdio() -> None:
     help="Requests per second per principal.",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 300),
+    default=HEADER_TIMEOUT_S,
+    show_default=True,
+    help="Seconds a client has to send a request's line and headers.",
+)
+@click.option(
     "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
 )
 @guarded
@@ -127,14 +135,14 @@ def serve(
     max_message_bytes: int,
     connections_per_principal: int,
     rate: float,
+    header_timeout: float,
     log_format: str,
 ) -> None:
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
-    (OpenAPI at /openapi.json); every route but /healthz needs a bearer token (`tokens
-    create`). A port already in use is one line on stderr, exit status 1."""
-    import uvicorn
-
+    (OpenAPI at /openapi.json, with a token); every route but /healthz needs a bearer token
+    (`tokens create`). A port already in use is one line on stderr, exit status 1."""
     from ..http import Limits, create_app
+    from ..webserver import run
 
     if (tls_cert is None) != (tls_key is None):
         raise VaultError("--tls-cert and --tls-key go together")
@@ -155,20 +163,18 @@ def serve(
     scheme = "https" if tls_cert else "http"
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
-        f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json).\n"
+        f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json, with a token).\n"
         "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
         err=True,
     )
-    uvicorn.run(
+    run(
         create_app(vault, provider, limits),
-        host=host,
-        port=port,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
+        host,
+        port,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
         ws_max_size=max_message_bytes * 4,
-        log_config=None,
-        access_log=False,
-        server_header=False,
+        header_timeout=header_timeout,
     )
 
 

@@ -1,0 +1,217 @@
+"""The network path's memory, in process: who a token is, and which sessions are bound.
+
+`PrincipalCache` must never let a revoked token through for longer than its promise (at
+once in its own process, within `max_age` elsewhere) and must never remember a refusal;
+`SessionBindings` checks ownership and resumes once per session and process, attaches no
+plugin for a push that HTTP cannot deliver, and stays bounded. A list on a bound session
+is one database transaction, and a pooled PostgreSQL connection dropped while idle is
+replaced without failing a request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, event, text
+from starlette.testclient import TestClient
+
+from toolkit_vault.access import PrincipalCache, SessionBindings
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.database import IDLE_PING_S, open_engine
+from toolkit_vault.http import Limits, create_app
+from toolkit_vault.keys import provider_for
+from toolkit_vault.principals import create_token, revoke
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.service import Principal, Vault
+from toolkit_vault.settings import VaultSettings
+
+HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
+LIST = {"type": "toolkit/list/req"}
+FAST = Limits(requests_per_second=1e6, burst=10**6, connections_per_principal=64)
+
+
+def configure(root: str = "/tmp") -> dict[str, Any]:
+    return {
+        "type": "toolkit/configure/req",
+        "toolkit_name": "filesystem",
+        "config": {"root_dir": root},
+    }
+
+
+@pytest.fixture
+def replica(home: VaultSettings) -> Iterator[Vault]:
+    """A second vault on the same home and database: another process, as far as caches go."""
+    other = open_vault(home)
+    yield other
+    other.store.engine.dispose()
+
+
+def client_for(vault: Vault, home: VaultSettings, limits: Limits = FAST) -> TestClient:
+    provider = provider_for("file", home.home, home.vault_id)
+    return TestClient(create_app(vault, provider, limits))
+
+
+def test_a_revocation_in_this_process_is_learned_at_once(vault: Vault) -> None:
+    cache = PrincipalCache(vault.store, max_age=3600)
+    principal_id, token = create_token(vault.store, "agent", "soon-gone")
+    assert cache.authenticate(token) == Principal(principal_id, "agent")
+    assert cache.recall(token) == Principal(principal_id, "agent")  # remembered for an hour
+    revoke(vault.store, "soon-gone")
+    assert cache.recall(token) is None
+    assert cache.authenticate(token) is None
+
+
+def test_a_revocation_elsewhere_is_learned_within_max_age(vault: Vault, replica: Vault) -> None:
+    cache = PrincipalCache(vault.store, max_age=0.5)
+    _, token = create_token(vault.store, "agent", "elsewhere")
+    assert cache.authenticate(token) is not None
+    revoke(replica.store, "elsewhere")  # another engine: nothing tells this process
+    started = time.monotonic()
+    while cache.authenticate(token) is not None:
+        assert time.monotonic() - started < 0.5, "a revoked token outlived max_age"
+        time.sleep(0.02)
+
+
+def test_refusals_are_never_remembered_and_writes_elsewhere_keep_the_cache(
+    vault: Vault,
+) -> None:
+    cache = PrincipalCache(vault.store, max_age=3600, size=2)
+    assert cache.authenticate("tkv_" + "A" * 43) is None  # well formed, unknown
+    assert cache.authenticate("not a token") is None
+    tokens = [create_token(vault.store, "agent", f"agent-{n}")[1] for n in range(3)]
+    for token in tokens:
+        assert cache.authenticate(token) is not None
+    assert cache.recall(tokens[0]) is None and cache.recall(tokens[2]) is not None  # size 2
+    vault.connect(Principal("local", "agent")).handle_raw(
+        b'{"type":"handshake/req","capabilities":["toolkits"]}'
+    )  # a write that is not about principals
+    assert cache.recall(tokens[2]) is not None
+
+
+def test_http_handshakes_and_resumes_leave_no_plugin_attached(
+    vault: Vault, home: VaultSettings
+) -> None:
+    token = create_token(vault.store, "agent", "busy")[1]
+    auth = {"Authorization": f"Bearer {token}"}
+    with client_for(vault, home) as client:
+        session = client.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
+        assert client.post("/a2e", json=configure(), headers=auth | {"A2E-Session": session})
+        for _ in range(100):
+            resumed = client.post("/a2e", json=HELLO | {"session_id": session}, headers=auth)
+            assert resumed.json()["session_id"] == session
+            assert client.post("/a2e", json=HELLO, headers=auth).json()["type"] == "handshake/resp"
+        assert vault._plugins == {}  # nothing attached, not even an empty set per session
+        bindings: SessionBindings = client.app.state.bindings  # type: ignore[attr-defined]
+        assert len(bindings) == 101  # one per session, resumes included
+
+
+def test_session_bindings_are_bounded(vault: Vault) -> None:
+    bindings = SessionBindings(vault, size=3)
+    agent = Principal("local", "agent")
+    for _ in range(5):
+        connection = vault.connect(agent)
+        connection.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
+        bindings.remember(connection)
+    assert len(bindings) == 3 and vault._plugins == {}
+
+
+def test_a_list_on_a_bound_session_is_one_transaction(vault: Vault, home: VaultSettings) -> None:
+    token = create_token(vault.store, "agent", "lister")[1]
+    auth = {"Authorization": f"Bearer {token}"}
+    transactions, token_checks = [0], [0]
+
+    def checkout(*_: Any) -> None:
+        transactions[0] += 1
+
+    def statement(_conn: Any, _cursor: Any, text: str, *_: Any) -> None:
+        token_checks[0] += "FROM principals" in text  # the cache's refresh, once a second
+
+    with client_for(vault, home) as client:
+        session = client.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
+        headers = auth | {"A2E-Session": session}
+        assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
+        event.listen(vault.store.engine, "checkout", checkout)
+        event.listen(vault.store.engine, "before_cursor_execute", statement)
+        try:
+            for _ in range(10):
+                listed = client.post("/a2e", json=LIST, headers=headers).json()
+                assert {t["name"]: t["configured"] for t in listed["toolkits"]}["filesystem"]
+        finally:
+            event.remove(vault.store.engine, "checkout", checkout)
+            event.remove(vault.store.engine, "before_cursor_execute", statement)
+    assert transactions[0] - token_checks[0] == 10
+
+
+def test_a_replica_that_never_saw_the_handshake_binds_and_resumes_the_session(
+    vault: Vault, replica: Vault, home: VaultSettings
+) -> None:
+    alice = create_token(vault.store, "agent", "alice")[1]
+    mallory = create_token(vault.store, "agent", "mallory")[1]
+    with client_for(vault, home) as a, client_for(replica, home) as b:
+        auth = {"Authorization": f"Bearer {alice}"}
+        session = a.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
+        headers = auth | {"A2E-Session": session}
+        assert a.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
+        listed = b.post("/a2e", json=LIST, headers=headers).json()
+        assert {t["name"]: t["configured"] for t in listed["toolkits"]}["filesystem"] is True
+        stolen = b.post(
+            "/a2e",
+            json=LIST,
+            headers={"Authorization": f"Bearer {mallory}", "A2E-Session": session},
+        ).json()
+        assert (stolen["code"], stolen["message"]) == ("RUNTIME_ERROR", "unknown session")
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_dropped_while_idle_is_replaced(fresh_postgres_url: str) -> None:
+    """No ping per checkout any more: one after an idle second, so a dropped connection is
+    replaced instead of failing the request that drew it."""
+    engine = open_engine(fresh_postgres_url)
+    admin = create_engine(fresh_postgres_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            pid = conn.exec_driver_sql("select pg_backend_pid()").scalar()
+        with admin.connect() as conn:
+            conn.execute(text("select pg_terminate_backend(:pid)"), {"pid": pid})
+        time.sleep(IDLE_PING_S + 0.1)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("select 1").scalar() == 1
+    finally:
+        engine.dispose()
+        admin.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_sqlite_writers_of_one_process_queue_in_turn_not_in_sqlites_busy_loop(
+    vault: Vault,
+) -> None:
+    """While one writer holds the write transaction, another of the same process waits on
+    the store's queue: it sends no BEGIN IMMEDIATE (whose busy handler would poll with
+    sleeps of up to 100 ms) until the first has committed."""
+    begins: list[float] = []
+
+    def statement(_conn: Any, _cursor: Any, text: str, *_: Any) -> None:
+        if text == "BEGIN IMMEDIATE":
+            begins.append(time.monotonic())
+
+    event.listen(vault.store.engine, "before_cursor_execute", statement)
+    released = []
+    try:
+        with vault.store.write():
+            waiter = threading.Thread(target=lambda: vault.store.record_attempt(_draft()))
+            waiter.start()
+            time.sleep(0.3)
+            assert len(begins) == 1  # only ours: the other writer waits in the queue
+            released.append(time.monotonic())
+        waiter.join(timeout=10)
+    finally:
+        event.remove(vault.store.engine, "before_cursor_execute", statement)
+    assert len(begins) == 2 and begins[1] >= released[0]
+
+
+def _draft() -> AuditDraft:
+    return AuditDraft("local", "configure_refused", details={"reason": "test"})
