@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from adversarial_support import CLI, TIMEOUT, Channel, HttpChannel, WebSocketChannel, line
@@ -35,13 +36,17 @@ def hello(session_id: str) -> bytes:
 
 
 def test_every_transport_follows_the_scope_rules(
-    open_channel: Callable[..., Channel], transport: str, vault: Vault, cli_env: dict[str, str]
+    open_channel: Callable[..., Channel],
+    transport: str,
+    vault: Vault,
+    cli_env: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     first = open_channel()
     message = {
         "type": "toolkit/configure/req",
         "toolkit_name": "filesystem",
-        "config": {"root_dir": "/tmp/scoped"},
+        "config": {"root_dir": str(tmp_path)},
         "scope": "principal",
     }
     response, *caused = first.exchange(line(message))
