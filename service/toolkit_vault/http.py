@@ -30,7 +30,7 @@ from starlette.websockets import WebSocketDisconnect
 from . import __version__
 from .errors import VaultError
 from .history import history, parse_time
-from .keys import KeyProvider
+from .keyadmin import key_status
 from .logs import REQUEST_ID
 from .principals import authenticate
 from .protocol import (
@@ -43,7 +43,7 @@ from .protocol import (
     dump_message,
     parse_message,
 )
-from .rotation import key_status
+from .providers import KeyProvider
 from .service import Principal, Vault
 from .web import install_console
 
@@ -105,6 +105,9 @@ class HistoryOut(BaseModel):
 
 
 class KeysOut(BaseModel):
+    provider: dict[str, Any]
+    master_keys: list[dict[str, Any]]
+    vault_keys: list[dict[str, Any]]
     keys: list[dict[str, Any]]
 
 
@@ -270,8 +273,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
 
     @app.get("/v1/keys/status", response_model=KeysOut)
     async def v1_keys_status(_: Principal = Depends(as_operator)) -> KeysOut:
-        """Every master key (as `keys status --json`)."""
-        return KeysOut(keys=await run_in_threadpool(key_status, vault.store, provider))
+        """Both key layers: master keys and vault keys (as `keys status --json`)."""
+        return KeysOut(**await run_in_threadpool(key_status, vault.store, provider))
 
     @app.get("/v1/check")
     async def v1_check(_: Principal = Depends(as_any_admin)) -> dict[str, Any]:

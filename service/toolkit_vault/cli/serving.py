@@ -7,41 +7,48 @@ auditor commands live apart (`operators`) and open the vault without them.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 import click
 from sqlalchemy.engine import make_url
 
-from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_vault
+from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
 from ..errors import VaultError
-from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
+from .keyflags import key_options, provider_flags
 from .shell import guarded
 
 __all__ = ["init", "serve", "stdio"]
 
 
 @click.command()
-@click.option(
-    "--key-provider",
-    type=click.Choice(["keyring", "file", "env"]),
-    default=None,
-    help="Where the master key lives (default: recorded in the home, else the OS keyring).",
-)
+@provider_flags
 @guarded
-def init(key_provider: str | None) -> None:
-    """Create or check the vault home, migrate the database, set up the master key."""
+def init(key_provider: str | None, **flags: Any) -> None:
+    """Create or check the vault home, migrate the database, set up the master key.
+
+    The key provider's flags say where the master key lives (an existing KMS key, a PKCS#11
+    token); `init` records them, so later commands need none.
+    """
     recorded = load_settings()
     if recorded.initialized and key_provider and key_provider != recorded.key_provider:
         raise VaultError(f"{recorded.home} already uses the {recorded.key_provider} key provider")
-    settings = load_settings(key_provider)  # type: ignore[arg-type]
+    settings = load_settings(key_provider, key_options(flags))
     report = init_vault(settings)
     verb = "created" if report.created_key else "using"
     database = make_url(report.database_url).render_as_string(hide_password=True)
     click.echo(f"vault home: {report.home}", err=True)
     click.echo(f"database:   {database}", err=True)
     click.echo(f"master key: {verb} {report.key_location}", err=True)
+    if report.hierarchy is not None:
+        moved = report.hierarchy
+        click.echo(
+            f"upgraded:   {moved['rewrapped']} data keys moved to vault key {moved['vault_key']}"
+            + (f", {len(moved['failed'])} left (do not open)" if moved["failed"] else ""),
+            err=True,
+        )
 
 
 @click.command()
@@ -105,7 +112,7 @@ def serve(
     configure_logging("INFO", json_lines=log_format == "json")
     settings = load_settings()
     vault = open_vault(settings)
-    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
+    provider = open_provider(settings)
     if vault.store.engine.dialect.name == "postgresql":
         from ..relay import PgEventRelay
 

@@ -213,6 +213,12 @@ class AwsKmsProvider(KeyProvider):
         self._describe(self.region)
         return self.key_id
 
+    def recorded_options(self) -> dict[str, str]:
+        options = dict(self.settings.options)
+        if self.key_id is not None:
+            options["key_id"] = self.key_id
+        return options
+
     def rotate(self) -> str:
         """KMS on-demand rotation: same key id, new key material for every later wrap."""
         self._call("rotate_key_on_demand", KeyId=self._key())
