@@ -116,7 +116,7 @@ def test_secrets_are_split_and_encrypted(vault: Vault) -> None:
         "/tokens/1",
     ]
     assert sorted(json.loads(row.secret_fingerprints)) == sorted(sealed)
-    assert row.kek_id == "kek-1" and row.wrapped_dek
+    assert row.kek_id == "vk-1" and row.wrapped_dek
 
 
 def _encodings(value: str) -> list[bytes]:

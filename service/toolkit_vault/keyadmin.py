@@ -110,6 +110,9 @@ def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, An
     records = {r.key_id: r for r in verified_vault_keys(store)}
     if key_id in records:
         return _retire_vault_key(store, records[key_id])
+    if key_id == provider.status().current:
+        provider.retire(key_id)  # every provider refuses its current key, saying why
+        raise VaultError(f"{key_id} is the current master key; rotate the master key first")
     live = [r for r in records.values() if r.live]
     users = [r.key_id for r in live if r.master_key == key_id]
     if users:
