@@ -8,7 +8,7 @@ Key providers: the `home` fixture's master key is in the `file` provider, AWS KM
 server on loopback) or PKCS#11 (a SoftHSM2 token), all real and started here. A module that
 is about keys runs every test with each (`pytestmark = pytest.mark.key_providers(...)`);
 every other module gets one, fixed per module (a hash of its name), so the suite as a whole
-runs on all three. `TOOLKIT_VAULT_TEST_KEY_PROVIDER=aws-kms` runs everything on one.
+runs on all three. `TOOLKIT_VAULT_TEST_KEY_PROVIDER=aws-kms` runs every other module on one.
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "key_provider" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("key_providers")
-    if FORCED_PROVIDER:
-        names = [FORCED_PROVIDER]
-    elif marker is not None:
+    if marker is not None:  # a module's own choice wins (an upgrade needs its release's)
         names = list(marker.args)
+    elif FORCED_PROVIDER:
+        names = [FORCED_PROVIDER]
     else:
         names = [module_provider(metafunc.module.__name__)]
     metafunc.parametrize("key_provider", names)
