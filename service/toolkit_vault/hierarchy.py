@@ -90,16 +90,17 @@ class VaultKeys:
         """Unwrap every live vault key (one provider call each), then the vault-wide keys
         under them, then check every vault key record with the state key just opened.
         `legacy`: master keys that still wrap data keys (an upgrade under way)."""
-        live = [r for r in read_vault_keys(self.store) if r.live]
-        if not live:
+        held = [r for r in read_vault_keys(self.store) if r.wrapped_key is not None]
+        if not held:
             raise VaultError("the store has no vault key: run `toolkit-vault init`")
-        keys = {r.key_id: unwrap_vault_key(self.provider, r) for r in live}
-        active = [r.key_id for r in live if r.is_active]
-        ring = KeyRing(keys, active[0] if active else live[-1].key_id, legacy)
-        internal = unwrap_internal_keys(self.store, ring)
+        keys = {r.key_id: unwrap_vault_key(self.provider, r) for r in held}
+        active = [r.key_id for r in held if r.is_active] or [held[-1].key_id]
+        internal = unwrap_internal_keys(self.store, KeyRing(keys, active[0], legacy))
         use_keys(self.store, internal)
-        verified_vault_keys(self.store)  # which key is active is believed only now
-        return ring, internal
+        records = verified_vault_keys(self.store)  # which is active or retired, believed now
+        live = {r.key_id: keys[r.key_id] for r in records if r.live}
+        active = [r.key_id for r in records if r.live and r.is_active]
+        return KeyRing(live, active[0], legacy), internal
 
     def reload(self, ring: KeyRing) -> KeyRing:
         """`ring` with the vault keys added since it was loaded, and the store's active key

@@ -310,7 +310,7 @@ def test_check_reports_tampering_and_nothing_else(stored: Stored) -> None:
         stored.row(stored.session_b, "secretive"),
         **{"sealed_secrets": _sealed(_envelopes(stored.row(stored.session_a, "secretive2")))},
     )
-    result = check_store(stored.vault.store, stored.vault.ring)
+    result = check_store(stored.vault.store, stored.vault.ring_for)
     assert (result["versions"], result["intact"], result["failed"]) == (3, 1, 2)
     done = CliRunner().invoke(main, ["check", "--json"])
     assert done.exit_code == 1
