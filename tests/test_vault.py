@@ -11,7 +11,6 @@ import pytest
 from sqlalchemy import select, update
 
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.errors import KeyProviderError
 from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
 from toolkit_vault.protocol import Message
 from toolkit_vault.service import Connection, Principal, Vault
@@ -333,24 +332,6 @@ def test_moved_ciphertext_never_decrypts(vault: Vault, home: VaultSettings, move
     status = _resume_status(home, session_b)
     assert status["secretive"] is False
     assert SecretiveToolkit.received == []  # never initialized with anyone's value
-
-
-def test_missing_master_key_refuses_and_creates_nothing(vault: Vault, home: VaultSettings) -> None:
-    key_file = home.home / "master-keys.json"
-    key_file.unlink()
-    with pytest.raises(KeyProviderError, match="no master key found"):
-        open_vault(home)
-    assert not key_file.exists()
-
-
-def test_wrong_master_key_refuses(vault: Vault, home: VaultSettings) -> None:
-    key_file = home.home / "master-keys.json"
-    doc = json.loads(key_file.read_text())
-    doc["keys"]["kek-1"] = base64.b64encode(b"\x01" * 32).decode()
-    key_file.write_text(json.dumps(doc))
-    with pytest.raises(KeyProviderError, match="does not match the store"):
-        open_vault(home)
-    assert json.loads(key_file.read_text()) == doc
 
 
 def test_status_event_reaches_other_connections_of_the_session(vault: Vault) -> None:

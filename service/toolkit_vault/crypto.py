@@ -284,6 +284,8 @@ class KeyRing:
         nonce_source: Callable[[int], bytes] = os.urandom,
     ) -> tuple[str, bytes]:
         """Wrap a key under the active vault key, bound to its record's `context`."""
+        if not isinstance(key, SecretBytes):
+            raise TypeError("only keys held in SecretBytes are wrapped")
         return self._wrap(key.reveal(), _binding(context), nonce_source)
 
     def _wrap(
