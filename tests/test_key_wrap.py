@@ -113,3 +113,35 @@ def test_the_ring_never_shows_or_pickles_a_key() -> None:
         pickle.dumps(ring)
     with pytest.raises(TypeError):
         ring.wrap(canary, CONTEXT)  # type: ignore[arg-type]
+
+
+class _SpyAead:
+    """Counts decryptions: a wrap whose commitment or binding is wrong must never get one."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.calls = real, 0
+
+    def decrypt(self, *args: Any) -> bytes:
+        self.calls += 1
+        result: bytes = self.real.decrypt(*args)
+        return result
+
+    def encrypt(self, *args: Any) -> bytes:
+        result: bytes = self.real.encrypt(*args)
+        return result
+
+
+def test_commitment_and_binding_are_checked_before_decrypting(
+    wrapped: tuple[KeyRing, bytes, bytes],
+) -> None:
+    ring, blob, key = wrapped
+    spy = _SpyAead(ring._wrappers["vk-1"].aead)
+    ring._wrappers["vk-1"].aead = spy
+    assert ring.unwrap("vk-1", blob, CONTEXT).reveal() == key and spy.calls == 1
+    for at in [*range(1, 33), *range(45, 77)]:  # the binding, then the commitment
+        changed = blob[:at] + bytes([blob[at] ^ 0x80]) + blob[at + 1 :]
+        with pytest.raises(DecryptionError):
+            ring.unwrap("vk-1", changed, CONTEXT)
+    with pytest.raises(DecryptionError):
+        ring.unwrap("vk-1", blob, (*CONTEXT, "moved"))
+    assert spy.calls == 1
