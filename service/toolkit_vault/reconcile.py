@@ -171,7 +171,7 @@ def _vault_keys(conn: Connection) -> Iterator[Finding]:
         elif bool(row.is_active) != (row.key_id == active):
             found = ("replayed", f"the audit chain makes {active} the active vault key")
         elif (row.retired_at is not None) != (row.key_id in retired):
-            found = ("replayed", "its retirement disagrees with the audit chain")
+            found = ("replayed", "its retirement disagrees with the audit chain (vault key)")
         else:
             found = None
         yield row._mapping, row.key_id, found
