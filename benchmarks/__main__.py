@@ -111,7 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     title = f"toolkit-vault benchmarks ({scale.name}, {elapsed / 60:.1f} min)"
     print_table(results, title, Console(width=None if sys.stdout.isatty() else 180))
     if target is not None:
-        write(target, markdown(results, scale, machine, elapsed, notes, profiles))
+        figures = []  # a scenario module with `plot(results, path) -> caption` gets a PNG
+        for name, module in modules.items():
+            plot = getattr(module, "plot", None)
+            if plot is not None:
+                path = target.parent / "benchmarks" / f"{name}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                own = [r for r in results if r.scenario.startswith(name)]
+                figures.append((plot(own, path), path.relative_to(target.parent).as_posix()))
+        write(target, markdown(results, scale, machine, elapsed, notes, profiles, figures))
         console.log(f"wrote {target}")
     return 0
 

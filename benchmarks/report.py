@@ -83,24 +83,32 @@ MEANING = """\
   100 (lower is better). **list statements**: SQL statements per list, counted with a
   SQLAlchemy `before_cursor_execute` listener (on SQLite the explicit `BEGIN` is one of
   them; psycopg opens its transaction implicitly).
-- **rotation**: versions rewrapped per second by `rotate_keys` (what `keys rotate` runs: a
-  new KEK made primary, then every wrapped DEK unwrapped, every secret of the version
-  decrypted to prove it is intact, the DEK wrapped under the new KEK and written back by
-  compare-and-set, 500 rows a batch) against **MultiFernet.rotate** re-encrypting the same
-  number of rows (the whole config as one Fernet token per row) read and written back in
-  batches of 500 with one `UPDATE` executemany per batch, on the same engine. DB reads and
-  writes are included in both. Ratio = ours / MultiFernet (higher is better).
-  **rotation floor**: the same reads and compare-and-set `UPDATE` batches writing each
-  row's wrapped DEK back unchanged, with no crypto: the fastest any per-row rewrite can be,
-  against MultiFernet (no target).
-- **rotation memory**: peak Python heap during one rotation, measured with `tracemalloc`
-  (`reset_peak` before, `get_traced_memory()[1]` after) in separate, untimed runs. It counts
-  Python allocations (rows, statements, ciphertexts), not SQLite's page cache or the
-  interpreter's fixed footprint: it is what grows if a rotation loads rows whole. Ratio =
-  peak at the large size / peak at the small size.
+- **rotation master key**: `rotate_master_key` (what `keys rotate` runs): the key provider
+  (the file provider: a new key in the key document, written and synced) makes a new master
+  key, then every vault key is unwrapped and wrapped under it and written back in one
+  audited transaction. Timed (median of 15) at the large size against a tenth of the small
+  size (ratio = time at the large size / time at the small one, lower is better: the
+  versions are never read), and as versions/s (versions protected by the rotated key per
+  second of rotation) against **MultiFernet.rotate** re-encrypting the same number of
+  configs (the whole config as one Fernet token per row) read and written back in batches
+  of 500 with one `UPDATE` executemany per batch, on the same engine.
+- **rotation** (the vault key): versions rewrapped per second by `rotate_vault_key` (what `keys
+  rotate --vault-key` runs: a new vault key wrapped by the provider and made active, then
+  every data key unwrapped and wrapped under it, the key only, no value opened, and written
+  back by compare-and-set, 500 rows a batch, each batch read as id, key id and wrapped key)
+  against MultiFernet as above, and against **rotation floor (no crypto)**: the same reads
+  and compare-and-set `UPDATE` batches writing each row's wrapped key back unchanged: the
+  fastest any per-row rewrite can be. DB reads and writes are included in all. Ratio =
+  ours / baseline throughput (higher is better). **rotation floor** rows: the floor against
+  MultiFernet (no target).
+- **rotation memory**: peak Python heap during one vault key rotation, measured with
+  `tracemalloc` (`reset_peak` before, `get_traced_memory()[1]` after) in separate, untimed
+  runs. It counts Python allocations (rows, statements, ciphertexts), not SQLite's page
+  cache or the interpreter's fixed footprint: it is what grows if a rotation loads rows
+  whole. Ratio = peak at the large size / peak at the small size.
 - **restart**: milliseconds from spawning a cold `toolkit-vault stdio` process to its
   handshake response resuming a session whose toolkit is configured (settings, key file,
-  KEK check, internal keys, decrypt, `initialize` all happen before the response; a list
+  vault key unwrap, internal keys, decrypt, `initialize` all happen before the response; a list
   then checks `configured: true`), against the same cold process opening a new session.
   No target: it shows what resuming adds to a cold start. Most of a cold start is Python
   importing the service and its dependencies (SQLAlchemy, jsonschema, pydantic, click; see
@@ -117,6 +125,7 @@ def markdown(
     elapsed: float,
     notes: dict[str, str],
     profiles: dict[str, list[str]],
+    figures: list[tuple[str, str]] | None = None,
 ) -> str:
     out = [
         "# Benchmarks",
@@ -158,6 +167,7 @@ def markdown(
         "|---|---|---|---|--:|---|--:|--:|---|---|",
         *("| " + " | ".join([*_cells(r), _holds(r)]) + " |" for r in results),
         "",
+        *_plots(figures or []),
         "## What the figures mean",
         "",
         MEANING,
@@ -189,6 +199,16 @@ def markdown(
                     "",
                 ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _plots(figures: list[tuple[str, str]]) -> list[str]:
+    """Each plot (caption, path relative to the report) as an image and its caption."""
+    if not figures:
+        return []
+    lines = ["## Plots", ""]
+    for caption, path in figures:
+        lines += [f"![{caption}]({path})", "", caption, ""]
+    return lines
 
 
 def write(path: Path, text: str) -> None:

@@ -131,18 +131,25 @@ class RotationReport:
         }
 
 
+def _not_under(active: str) -> Any:
+    return ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != active)
+
+
 def pending_rewraps(store: Store, active: str) -> int:
     """Wrapped keys (data keys and vault-wide keys) not under the active vault key."""
     with store.read() as conn:
-        versions = conn.execute(
-            select(func.count()).where(
-                ConfigVersion.kek_id.is_not(None), ConfigVersion.kek_id != active
-            )
-        ).scalar_one()
+        versions = conn.execute(select(func.count()).where(_not_under(active))).scalar_one()
         internal = conn.execute(
             select(func.count()).where(InternalKey.kek_id != active)
         ).scalar_one()
     return int(versions) + int(internal)
+
+
+def _any_pending(store: Store, active: str) -> bool:
+    with store.read() as conn:
+        found = conn.execute(select(ConfigVersion.id).where(_not_under(active)).limit(1)).first()
+        inner = conn.execute(select(InternalKey.name).where(InternalKey.kek_id != active)).first()
+    return found is not None or inner is not None
 
 
 def rotate_vault_key(
@@ -153,25 +160,39 @@ def rotate_vault_key(
     batch_size: int = 500,
     start: Callable[[int], Progress] | None = None,
 ) -> RotationReport:
-    """Make a new vault key active and rewrap every wrapped key under it; rerun to resume."""
+    """Make a new vault key active and rewrap every wrapped key under it; rerun to resume.
+
+    One pass of keyset-paginated batches is enough: once the new key is active, every write
+    transaction (they are serialized) wraps under it, and rows written before it committed
+    are in the store when the pass begins (rows appended meanwhile come after, by id). A
+    writer that could not reach the provider to load the new key keeps the old one: its rows
+    are found by the next run, and `keys retire` refuses the old key until then."""
     records = verified_vault_keys(store)
     live = [r.key_id for r in records if r.live]
     active = next(r.key_id for r in records if r.is_active and r.live)
-    resumed = pending_rewraps(store, active) > 0
+    resumed = _any_pending(store, active)
+    report = RotationReport(active, [], resumed)
     if not resumed:
         new_id, key = next_key_id(r.key_id for r in records), crypto.new_key()
         wrapped = provider.wrap(key, vault_key_context(new_id))
-        store.retrying(
-            partial(add_vault_key, store, key_id=new_id, wrapped=wrapped, actor="operator")
-        )
         ring, active = ring.with_keys({new_id: key}, new_id), new_id
+        moves = _internal_moves(store, ring)
+
+        def work(conn: Connection) -> None:  # the vault-wide keys move with the new key
+            add_vault_key(store, conn, new_id, wrapped, actor="operator")
+            rewrap_internal_keys(conn, moves)
+
+        store.retrying(work)
+        report.primary, report.internal_rewrapped = new_id, len(moves)
     if active not in ring or ring.primary_id != active:
         raise VaultError(f"vault key {active} is not loaded; run the rotation again")
-    report = RotationReport(active, sorted(k for k in live if k != active), resumed)
-    report.internal_rewrapped = _rewrap_internal(store, ring)
+    report.previous = sorted(k for k in live if k != active)
+    moves = _internal_moves(store, ring)
+    if moves:
+        store.retrying(partial(rewrap_internal_keys, moves=moves))
+        report.internal_rewrapped += len(moves)
     advance = start(pending_rewraps(store, active)) if start else None
-    while _rewrap_versions(store, ring, batch_size, report, advance):
-        pass  # another pass picks up rows that writers with an old ring added meanwhile
+    _rewrap_versions(store, ring, batch_size, report, advance)
     details = {"active": active, "rewrapped": report.rewrapped, "failed": len(report.failed)}
     store.retrying(
         lambda conn: store.audit(conn, AuditDraft("operator", "vault_key_rotated", details=details))
@@ -179,16 +200,13 @@ def rotate_vault_key(
     return report
 
 
-def _rewrap_internal(store: Store, ring: KeyRing) -> int:
-    """Rewrap the vault-wide keys (their values never change) in one transaction."""
-    moves = [
+def _internal_moves(store: Store, ring: KeyRing) -> list[tuple[str, str, bytes, str, bytes]]:
+    """The vault-wide keys not under the active vault key, rewrapped (values unchanged)."""
+    return [
         (name, key_id, wrapped, *ring.rewrap(key_id, wrapped, internal_context(name)))
         for name, (key_id, wrapped) in internal_keys(store).items()
         if key_id != ring.primary_id
     ]
-    if moves:
-        store.retrying(partial(rewrap_internal_keys, moves=moves))
-    return len(moves)
 
 
 _REWRAP_COLUMNS = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
@@ -220,13 +238,9 @@ def _rewrap_versions(
     """One pass over the data keys not under the active vault key. A data key is read with
     its id and wrap only: the wrap carries its record's binding, so the row is not parsed."""
     done = 0
-    failed_ids = {f["id"] for f in report.failed}
-    where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != ring.primary_id)
-    for rows in version_batches(store, where, batch_size, _REWRAP_COLUMNS):
+    for rows in version_batches(store, _not_under(ring.primary_id), batch_size, _REWRAP_COLUMNS):
         updates = []
         for row_id, key_id, wrapped in rows:
-            if row_id in failed_ids:
-                continue
             try:
                 new_id, new = ring.rewrap(key_id, bytes(wrapped))
             except (DecryptionError, TypeError):
