@@ -97,8 +97,9 @@ MEANING = """\
   every data key unwrapped and wrapped under it, the key only, no value opened, and written
   back by compare-and-set, 500 rows a batch, each batch read as id, key id and wrapped key)
   against MultiFernet as above, and against **rotation floor (no crypto)**: the same reads
-  and compare-and-set `UPDATE` batches writing each row's wrapped key back unchanged: the
-  fastest any per-row rewrite can be. DB reads and writes are included in all. Ratio =
+  and compare-and-set `UPDATE` batches moving each row to another key id as a rotation
+  does (its key id index entry moves with it), its wrapped key written back unchanged: the
+  fastest any per-row rewrap can be. DB reads and writes are included in all. Ratio =
   ours / baseline throughput (higher is better). **rotation floor** rows: the floor against
   MultiFernet (no target).
 - **rotation memory**: peak Python heap during one vault key rotation, measured with

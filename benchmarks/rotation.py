@@ -125,16 +125,17 @@ class FernetTable:
 _REWRAP_COLUMNS = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
 
 
-def rewrite_floor(store: Store) -> int:
+def rewrite_floor(store: Store, to_key: str) -> int:
     """The I/O-only floor of any per-row rewrap: `rotate_vault_key`'s own reads (the same
-    keyset-paginated batches of id, key id and wrapped key) and writes (the same
-    compare-and-set `UPDATE`, one executemany per batch, each in the vault's retrying write
-    transaction), with each row's key id and wrapped key written back unchanged: no crypto."""
-    # Ours selects `kek_id IS NOT NULL AND kek_id != <active>`; the same shape, every row.
-    where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != "")
+    keyset-paginated batches of id, key id and wrapped key of the rows not under `to_key`)
+    and writes (the same compare-and-set `UPDATE`, one executemany per batch, each in the
+    vault's retrying write transaction), moving each row to `to_key` as a rotation moves it
+    to the new vault key (so its key id index entry moves too), with its wrapped key
+    written back unchanged: no crypto."""
+    where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != to_key)
     done = 0
     for rows in version_batches(store, where, BATCH, _REWRAP_COLUMNS):
-        updates = [(i, key_id, wrapped, key_id, wrapped) for i, key_id, wrapped in rows]
+        updates = [(i, key_id, wrapped, to_key, wrapped) for i, key_id, wrapped in rows]
         store.retrying(partial(write_rewraps, updates=updates))
         done += len(updates)
     return done
@@ -184,8 +185,12 @@ class Rotations:
         self.vault.ring_for(self.active)
 
     def floor(self) -> None:
-        if rewrite_floor(self.vault.store) != self.size:
+        if rewrite_floor(self.vault.store, "floor") != self.size:
             raise RuntimeError("the rewrite floor missed rows")
+
+    def restore(self) -> None:
+        """Put the rows the floor moved back under the active key (untimed)."""
+        rewrite_floor(self.vault.store, self.active)
 
     def multifernet(self) -> None:
         if self.fernet is None or self.fernet.rotate() != self.size:
@@ -246,6 +251,7 @@ def _measure(
         runs["vault_key"].append(timed(rotations.vault_key))
         rotations.catch_up()
         runs["floor"].append(timed(rotations.floor))
+        rotations.restore()
         runs["multifernet"].append(timed(rotations.multifernet))
     peaks = {
         "vault_key": peak_bytes(rotations.vault_key),
