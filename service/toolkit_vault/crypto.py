@@ -49,6 +49,8 @@ from .errors import DecryptionError, KeyProviderError
 __all__ = [
     "FORMAT_VERSION",
     "KEY_BYTES",
+    "WRAPPED_BYTES",
+    "WRAP_FORMAT",
     "KeyRing",
     "RecordContext",
     "SealedConfig",
