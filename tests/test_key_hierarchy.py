@@ -286,6 +286,7 @@ def test_an_outage_after_start_stops_no_configure_list_or_resume(
 
 
 @EACH_PROVIDER
+@SQLITE_ONLY
 def test_a_server_follows_rotations_made_elsewhere_without_a_false_alarm(
     vault: Vault, cli_env: dict[str, str], tmp_path: Path
 ) -> None:

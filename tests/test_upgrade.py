@@ -334,7 +334,7 @@ with vault.store.engine.begin() as conn:
 def test_sigkill_during_the_upgrade_loses_nothing(legacy: Legacy, cli_env: dict[str, str]) -> None:
     legacy("init", "--key-provider", "file")
     legacy("keys", "rotate")  # data keys under kek-2, the vault-wide keys too
-    legacy("3000", code=FILL)
+    legacy("2000", code=FILL)
     engine = create_engine(os.environ["TOOLKIT_VAULT_DATABASE_URL"])
 
     def count(query: Any) -> int:
@@ -359,7 +359,7 @@ def test_sigkill_during_the_upgrade_loses_nothing(legacy: Legacy, cli_env: dict[
     assert init_killed_when(lambda: count(vault_keys) > 0)  # the vault key is made
     assert count(vault_keys) == 1
     assert init_killed_when(lambda: count(moved) >= 500)  # between batches
-    assert 500 <= count(moved) < 3000
+    assert 500 <= count(moved) < 2000
     for delay in (0.5, 1.0, 1.5):  # and at moments nobody chose
         proc = subprocess.Popen([CLI, "init"], env=cli_env, stderr=subprocess.DEVNULL)
         try:
@@ -373,4 +373,4 @@ def test_sigkill_during_the_upgrade_loses_nothing(legacy: Legacy, cli_env: dict[
     assert count(vault_keys) == 1  # one vault key, however often init was killed
     engine.dispose()
     checked = _json("check")
-    assert (checked["ok"], checked["versions"], checked["intact"]) == (True, 3000, 3000)
+    assert (checked["ok"], checked["versions"], checked["intact"]) == (True, 2000, 2000)
