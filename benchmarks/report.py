@@ -61,7 +61,7 @@ def print_table(results: Iterable[Result], title: str, console: Console | None =
 MEANING = """\
 - **configure**: configs stored per second through the service API
   (`Connection.handle_raw` of a `toolkit/configure/req`): parse, schema-validate, split the
-  2 secret fields, seal them (fresh DEK wrapped by the KEK, AES-256-GCM with key
+  2 secret fields, seal them (fresh DEK wrapped by the vault key, AES-256-GCM with key
   commitment), initialize the toolkit, then one write transaction that appends the
   version, moves the current pointer and extends the audit hash chain. The
   schema has 3 public and 2 secret fields; every call stores a distinct config.
@@ -208,7 +208,7 @@ def _plots(figures: list[tuple[str, str]]) -> list[str]:
         return []
     lines = ["## Plots", ""]
     for caption, path in figures:
-        lines += [f"![{caption}]({path})", "", caption, ""]
+        lines += [f"![{path.rsplit('/', 1)[-1]}]({path})", "", caption, ""]
     return lines
 
 

@@ -54,7 +54,7 @@ def test_tiny_rotation_scenario_prints_the_table_and_writes_the_report(tmp_path:
     assert "## Machine" in text_ and "| PostgreSQL |" in text_
     assert "| rotation | sqlite | 50 versions | versions/s |" in text_
     assert "| rotation master key | postgres | 200 vs 5 versions | ms |" in text_
-    assert "![Rotation time against stored versions" in text_
+    assert "![rotation.png](benchmarks/rotation.png)" in text_
     assert (tmp_path / "benchmarks" / "rotation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| rotation memory | postgres | peak at 200 vs 50 | MiB |" in text_
     assert "rotate_vault_key" in text_  # the tiny sizes miss targets: their profile is there
