@@ -21,6 +21,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -76,16 +77,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("key_provider", names)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Say which key provider runs how many tests (the matrix the README describes)."""
-    counts = Counter(
-        item.callspec.params["key_provider"]
-        for item in session.items
-        if hasattr(item, "callspec") and "key_provider" in item.callspec.params
-    )
-    if counts and session.config.option.verbose >= 0:
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many tests ran with each key provider (from the reports, so it works under
+    xdist too: `key_options` records the provider on each test)."""
+    counts: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) == "call":
+                counts.update(
+                    v for k, v in getattr(report, "user_properties", ()) if k == "key_provider"
+                )
+    if counts:
         line = ", ".join(f"{name}: {counts[name]}" for name in sorted(counts))
-        session.config.get_terminal_writer().line(f"tests per key provider: {line}")
+        terminalreporter.write_line(f"tests per key provider: {line}")
 
 
 @pytest.fixture(scope="session")
@@ -144,6 +148,7 @@ def key_options(
 ) -> dict[str, str]:
     """The `home` fixture's key provider options, its server started and the environment
     its credentials come from set (for this process and the CLI processes of `cli_env`)."""
+    request.node.user_properties.append(("key_provider", key_provider))
     if key_provider == "aws-kms":
         endpoint: str = request.getfixturevalue("moto_endpoint")
         request.getfixturevalue("aws_env")

@@ -19,6 +19,7 @@ from toolkit_vault.settings import VaultSettings
 from tkv_test_plugins import SecretiveToolkit
 
 AGENT = Principal("local", "agent")
+pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
 CANARY = "tkv-canary-7f3a9c1e5b2d"
 
 
