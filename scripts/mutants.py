@@ -323,6 +323,27 @@ MUTANTS = [
         STATE_TESTS,
     ),
     Mutant(
+        "a master key rotation starts over a pending one",
+        V + "rotation.py",
+        "rotated = not behind",
+        "rotated = True",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "a vault key retires while it wraps keys",
+        V + "keyadmin.py",
+        "    if in_use:\n",
+        "    if False:\n",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "a master key retires while it wraps a vault key",
+        V + "keyadmin.py",
+        "    if users:\n",
+        "    if False:\n",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
         "a process does not reload keys rotated elsewhere",
         V + "service.py",
         "if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:",

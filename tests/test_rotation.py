@@ -176,9 +176,14 @@ def test_master_rotation_finishes_a_rotation_the_provider_made(
     (local and PKCS#11 providers tell the pending key by its id and rotate no further)."""
     fill(vault, 10)
     provider = open_provider(home)
+    first = provider.status().current
     made = provider.rotate()
     intact(cli_env, 10)
     held = provider.status()
+    refused = run(cli_env, "keys", "retire", str(first))  # it still wraps vk-1 (or is current)
+    assert refused.returncode == 1 and provider.status() == held
+    if made != first:
+        assert f"master key {first} still wraps vault key vk-1" in refused.stderr
     report = json_of(run(cli_env, "keys", "rotate", "--json"))
     assert report["master_key"] == made and master_of(state(vault)["wraps"]["vk-1"]) == made
     if provider.name == "aws-kms":  # same key id: the rerun rotates once more, harmlessly
