@@ -219,16 +219,21 @@ def test_init_records_where_the_master_key_is_and_no_credential(
 # -- steady state: no provider calls; an outage stops nothing but rotation ----------------------
 
 
-Outage = tuple[list[str], dict[str, str], Callable[[], None]]
+Outage = tuple[list[str], dict[str, str], Callable[[], None], Callable[[], None] | None]
+
+
+def _moved(path: Path) -> tuple[Callable[[], None], Callable[[], None]]:
+    gone = path.with_name(path.name + ".gone")
+    return (lambda: path.rename(gone)), (lambda: gone.rename(path))
 
 
 @pytest.fixture(params=["file", "aws-kms", "pkcs11"])
 def own_provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Outage]:
-    """A provider medium of this test's own, `init` flags and environment for it, and a way
-    to take it away: the key file deleted, moto's server stopped, the token's store gone."""
+    """A provider medium of this test's own, `init` flags and environment for it, a way to
+    take it away (the key file moved, moto's server stopped, the token's store moved) and,
+    where the medium survives that, to bring it back."""
     if request.param == "file":
-        key_file = tmp_path / "home" / "master-keys.json"
-        yield ["--key-provider", "file"], {}, key_file.unlink
+        yield ["--key-provider", "file"], {}, *_moved(tmp_path / "home" / "master-keys.json")
         return
     if request.param == "aws-kms":
         server = MotoServer(tmp_path / "moto.log")
@@ -242,7 +247,7 @@ def own_provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Out
         }
         flags = ["--key-provider", "aws-kms", "--endpoint-url", url, "--region", "eu-west-1"]
         try:
-            yield flags, env, server.stop
+            yield flags, env, server.stop, None  # moto keeps its keys in memory only
         finally:
             server.stop()
         return
@@ -250,19 +255,25 @@ def own_provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Out
     flags = ["--key-provider", "pkcs11", "--pkcs11-module", SOFTHSM_MODULE]
     flags += ["--token-label", TOKEN_LABEL, "--pin-env", "TKV_TEST_HSM_PIN"]
     env = {"SOFTHSM2_CONF": str(conf), "TKV_TEST_HSM_PIN": USER_PIN}
-    yield flags, env, lambda: (tmp_path / "hsm" / "tokens").rename(tmp_path / "hsm" / "gone")
+    yield flags, env, *_moved(tmp_path / "hsm" / "tokens")
 
 
-def test_an_outage_after_start_stops_no_configure_list_or_resume(
-    own_provider: Outage, tmp_path: Path
-) -> None:
-    flags, extra, take_away = own_provider
+def _own_home(flags: list[str], extra: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A vault initialized on the provider of `own_provider`; its environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKIT_VAULT_", "AWS_"))}
     env.pop("SOFTHSM2_CONF", None)
     env |= {**extra, "TOOLKIT_VAULT_HOME": str(tmp_path / "home")}
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
     init = run(env, "init", *flags)
     assert init.returncode == 0, init.stderr
+    return env
+
+
+def test_an_outage_after_start_stops_no_configure_list_or_resume(
+    own_provider: Outage, tmp_path: Path
+) -> None:
+    flags, extra, take_away, _ = own_provider
+    env = _own_home(flags, extra, tmp_path)
     agent = token(env, "agent", "agent")
     operator = token(env, "operator", "operator")
     with running_server(env, tmp_path / "before.log") as base:
@@ -280,6 +291,44 @@ def test_an_outage_after_start_stops_no_configure_list_or_resume(
         result = checked(base, operator)
         assert (result["intact"], result["failed"]) == (6, 0)
     assert "key ring not reloaded" not in (tmp_path / "serve.log").read_text()
+
+
+@pytest.mark.parametrize("own_provider", ["aws-kms", "pkcs11"], indirect=True)
+def test_an_outage_after_a_rotation_elsewhere_fails_alone(
+    own_provider: Outage, tmp_path: Path
+) -> None:
+    """The one case an outage reaches a running process: another process made a vault key
+    this one has not loaded. New configs stay under its older key, versions under the new key
+    fail alone (and `/v1/check` answers 503 naming the provider: no false "failed"); with
+    the provider back, a process opens them all and the next rotation moves the stragglers.
+    (The file provider keeps its key document in memory: it never gets here.)"""
+    flags, extra, take_away, bring_back = own_provider
+    env = _own_home(flags, extra, tmp_path)
+    agent = token(env, "agent", "agent")
+    operator = token(env, "operator", "operator")
+    with running_server(env, tmp_path / "before.log") as base:
+        earlier = configure_over_http(base, agent, 0)
+    with running_server(env, tmp_path / "serve.log") as base:  # loads vk-1 at start
+        assert json_of(run(env, "keys", "rotate", "--vault-key", "--json"))["rewrapped"] == 1
+        take_away()
+        during = configure_over_http(base, agent, 1)  # sealed under vk-1: vk-2 cannot load
+        events, configured = resume(base, agent, earlier)  # moved to vk-2: fails alone
+        assert configured is False and "integrity" in events[0]["message"]
+        answer = httpx.get(
+            f"{base}/v1/check", headers={"Authorization": f"Bearer {operator}"}, timeout=60
+        )
+        assert answer.status_code == 503 and "key provider" in answer.json()["message"]
+    assert "key ring not reloaded" in (tmp_path / "serve.log").read_text()
+    if bring_back is None:  # moto keeps its keys in memory: they went with the server
+        return
+    bring_back()
+    with running_server(env, tmp_path / "after.log") as base:
+        assert resume(base, agent, earlier) == ([], True)
+        assert resume(base, agent, during) == ([], True)
+        result = checked(base, operator)
+        assert (result["intact"], result["failed"]) == (2, 0)
+    done = json_of(run(env, "keys", "rotate", "--vault-key", "--json"))
+    assert done["resumed"] is True and done["rewrapped"] == 1  # the straggler, under vk-1
 
 
 # -- a running server follows rotations made by another process ---------------------------------

@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
 
 from . import __version__
-from .errors import VaultError
+from .errors import KeyProviderError, VaultError
 from .history import history, parse_time
 from .keyadmin import key_status
 from .logs import REQUEST_ID
@@ -279,7 +279,10 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     @app.get("/v1/check")
     async def v1_check(_: Principal = Depends(as_any_admin)) -> dict[str, Any]:
         """Decrypt-verify every stored version in memory (as `check --json`)."""
-        result: dict[str, Any] = await run_in_threadpool(vault.check)
+        try:
+            result: dict[str, Any] = await run_in_threadpool(vault.check)
+        except KeyProviderError as exc:  # a vault key made elsewhere, the provider down
+            raise Refused(503, "RUNTIME_ERROR", exc.message) from None
         return result
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
