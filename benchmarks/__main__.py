@@ -118,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results, title, Console(width=None if sys.stdout.isatty() else 180))
     if target is not None:
         image = plot(results, target.with_name(target.stem + "-http.png"))
+        figures = []  # a scenario module with `plot(results, path) -> caption` gets a PNG
+        for name, module in modules.items():
+            module_plot = getattr(module, "plot", None)
+            if module_plot is not None:
+                path = target.parent / "benchmarks" / f"{name}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                own = [r for r in results if r.scenario.startswith(name)]
+                figures.append((module_plot(own, path), path.relative_to(target.parent).as_posix()))
         text = markdown(
             results,
             scale,
@@ -127,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             profiles,
             headers,
             image.name if image else None,
+            figures,
         )
         write(target, text)
         console.log(f"wrote {target}" + (f" and {image}" if image else ""))

@@ -75,7 +75,7 @@ PROFILE_HEADER = (
 MEANING = """\
 - **configure**: configs stored per second through the service API
   (`Connection.handle_raw` of a `toolkit/configure/req`): parse, schema-validate, split the
-  2 secret fields, seal them (fresh DEK wrapped by the KEK, AES-256-GCM with key
+  2 secret fields, seal them (fresh DEK wrapped by the vault key, AES-256-GCM with key
   commitment), initialize the toolkit, then one write transaction that appends the
   version, moves the current pointer and extends the audit hash chain. The
   schema has 3 public and 2 secret fields; every call stores a distinct config.
@@ -97,24 +97,33 @@ MEANING = """\
   100 (lower is better). **list statements**: SQL statements per list, counted with a
   SQLAlchemy `before_cursor_execute` listener (on SQLite the explicit `BEGIN` is one of
   them; psycopg opens its transaction implicitly).
-- **rotation**: versions rewrapped per second by `rotate_keys` (what `keys rotate` runs: a
-  new KEK made primary, then every wrapped DEK unwrapped, every secret of the version
-  decrypted to prove it is intact, the DEK wrapped under the new KEK and written back by
-  compare-and-set, 500 rows a batch) against **MultiFernet.rotate** re-encrypting the same
-  number of rows (the whole config as one Fernet token per row) read and written back in
-  batches of 500 with one `UPDATE` executemany per batch, on the same engine. DB reads and
-  writes are included in both. Ratio = ours / MultiFernet (higher is better).
-  **rotation floor**: the same reads and compare-and-set `UPDATE` batches writing each
-  row's wrapped DEK back unchanged, with no crypto: the fastest any per-row rewrite can be,
-  against MultiFernet (no target).
-- **rotation memory**: peak Python heap during one rotation, measured with `tracemalloc`
-  (`reset_peak` before, `get_traced_memory()[1]` after) in separate, untimed runs. It counts
-  Python allocations (rows, statements, ciphertexts), not SQLite's page cache or the
-  interpreter's fixed footprint: it is what grows if a rotation loads rows whole. Ratio =
-  peak at the large size / peak at the small size.
+- **rotation master key**: `rotate_master_key` (what `keys rotate` runs): the key provider
+  (the file provider: a new key in the key document, written and synced) makes a new master
+  key, then every vault key is unwrapped and wrapped under it and written back in one
+  audited transaction. Timed (median of 15) at the large size against a tenth of the small
+  size (ratio = time at the large size / time at the small one, lower is better: the
+  versions are never read), and as versions/s (versions protected by the rotated key per
+  second of rotation) against **MultiFernet.rotate** re-encrypting the same number of
+  configs (the whole config as one Fernet token per row) read and written back in batches
+  of 500 with one `UPDATE` executemany per batch, on the same engine.
+- **rotation** (the vault key): versions rewrapped per second by `rotate_vault_key` (what `keys
+  rotate --vault-key` runs: a new vault key wrapped by the provider and made active, then
+  every data key unwrapped and wrapped under it, the key only, no value opened, and written
+  back by compare-and-set, 500 rows a batch, each batch read as id, key id and wrapped key)
+  against MultiFernet as above, and against **rotation floor (no crypto)**: the same reads
+  and compare-and-set `UPDATE` batches moving each row to another key id as a rotation
+  does (its key id index entry moves with it), its wrapped key written back unchanged: the
+  fastest any per-row rewrap can be. DB reads and writes are included in all. Ratio =
+  ours / baseline throughput (higher is better). **rotation floor** rows: the floor against
+  MultiFernet (no target).
+- **rotation memory**: peak Python heap during one vault key rotation, measured with
+  `tracemalloc` (`reset_peak` before, `get_traced_memory()[1]` after) in separate, untimed
+  runs. It counts Python allocations (rows, statements, ciphertexts), not SQLite's page
+  cache or the interpreter's fixed footprint: it is what grows if a rotation loads rows
+  whole. Ratio = peak at the large size / peak at the small size.
 - **restart**: milliseconds from spawning a cold `toolkit-vault stdio` process to its
   handshake response resuming a session whose toolkit is configured (settings, key file,
-  KEK check, internal keys, decrypt, `initialize` all happen before the response; a list
+  vault key unwrap, internal keys, decrypt, `initialize` all happen before the response; a list
   then checks `configured: true`), against the same cold process opening a new session.
   No target: it shows what resuming adds to a cold start. Most of a cold start is Python
   importing the service and its dependencies (SQLAlchemy, jsonschema, pydantic, click; see
@@ -133,6 +142,7 @@ def markdown(
     profiles: dict[str, list[str]],
     profile_headers: dict[str, str] | None = None,
     plot: str | None = None,
+    figures: list[tuple[str, str]] | None = None,
 ) -> str:
     generic = [r for r in results if not is_network(r)]
     network = markdown_table(results)
@@ -186,6 +196,7 @@ def markdown(
         *("| " + " | ".join([*_cells(r), _holds(r)]) + " |" for r in generic),
         "",
         *network,
+        *_plots(figures or []),
         "## What the figures mean",
         "",
         MEANING + NETWORK_MEANING,
@@ -215,6 +226,16 @@ def markdown(
                     "",
                 ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _plots(figures: list[tuple[str, str]]) -> list[str]:
+    """Each plot (caption, path relative to the report) as an image and its caption."""
+    if not figures:
+        return []
+    lines = ["## Plots", ""]
+    for caption, path in figures:
+        lines += [f"![{path.rsplit('/', 1)[-1]}]({path})", "", caption, ""]
+    return lines
 
 
 def write(path: Path, text: str) -> None:

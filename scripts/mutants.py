@@ -111,11 +111,25 @@ MUTANTS = [
         ("tests/test_crypto.py", *TAMPER_TESTS),
     ),
     Mutant(
-        "wrap without the key id",
+        "key wrap without the key id",
         CRYPTO,
-        'key = unseal(kek, wrapped, associated_data("wrap", *context, kek_id))',
-        'key = unseal(kek, wrapped, associated_data("wrap", *context))',
-        ("tests/test_crypto.py",),
+        "self.key_aad = associated_data(key_id)",
+        'self.key_aad = associated_data("")',
+        ("tests/test_key_wrap.py",),
+    ),
+    Mutant(
+        "key wrap binding check",
+        CRYPTO,
+        "if binding is not None and not hmac.compare_digest(wrapped[_BINDING], binding):",
+        "if False:",
+        ("tests/test_key_wrap.py", "tests/test_crypto.py"),
+    ),
+    Mutant(
+        "key wrap commitment check",
+        CRYPTO,
+        "if not hmac.compare_digest(wrapped[_COMMIT], wrapper.commitment):",
+        "if False:",
+        ("tests/test_key_wrap.py",),
     ),
     Mutant(
         "fingerprints not scoped",
@@ -123,13 +137,6 @@ MUTANTS = [
         "associated_data(*scope, pointer)",
         "associated_data(pointer)",
         ("tests/test_crypto.py", *STATE_TESTS),
-    ),
-    Mutant(
-        "rotation rewraps without opening the values",
-        CRYPTO,
-        "    _open_values(dek, context, sealed)\n    kek_id, wrapped",
-        "    kek_id, wrapped",
-        ("tests/test_rotation.py",),
     ),
     # -- compare-and-set ---------------------------------------------------------------------
     Mutant(
@@ -308,11 +315,48 @@ MUTANTS = [
         STATE_TESTS,
     ),
     Mutant(
-        "master-key record MACs",
-        V + "bootstrap.py",
-        "if not store.authentic(MASTER_KEYS, row._mapping):",
+        "vault key record MACs",
+        V + "keystore.py",
+        "if not store.authentic(VAULT_KEYS, record.columns()):",
         "if False:",
         STATE_TESTS,
+    ),
+    Mutant(
+        "reconcile: a retired vault key put back",
+        RECONCILE,
+        "elif (row.retired_at is not None) != (row.key_id in retired):\n"
+        '            found = ("replayed", "its retirement disagrees with the audit chain (vault',
+        "elif False:\n"
+        '            found = ("replayed", "its retirement disagrees with the audit chain (vault',
+        STATE_TESTS,
+    ),
+    Mutant(
+        "a master key rotation starts over a pending one",
+        V + "rotation.py",
+        "rotated = not behind",
+        "rotated = True",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "a vault key retires while it wraps keys",
+        V + "keyadmin.py",
+        "    if in_use:\n",
+        "    if False:\n",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "a master key retires while it wraps a vault key",
+        V + "keyadmin.py",
+        "    if users:\n",
+        "    if False:\n",
+        ("tests/test_rotation.py",),
+    ),
+    Mutant(
+        "a process does not reload keys rotated elsewhere",
+        V + "service.py",
+        "if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:",
+        "if True:",
+        ("tests/test_key_hierarchy.py",),
     ),
     Mutant(
         "reconcile: a revoked principal put back",
@@ -374,10 +418,10 @@ MUTANTS = [
     ),
     Mutant(
         "the env key document stays in the environment",
-        V + "keys.py",
-        "taken = os.environ.pop(ENV_KEYS, None)",
-        "taken = os.environ.get(ENV_KEYS)",
-        (*STATE_TESTS, "tests/test_keys.py"),
+        V + "providers/base.py",
+        "value = os.environ.pop(variable, None)",
+        "value = os.environ.get(variable)",
+        (*STATE_TESTS, "tests/providers/test_local_providers.py"),
     ),
     # -- principal scopes (issue 15) ---------------------------------------------------------
     Mutant(

@@ -1,16 +1,27 @@
-"""Fixtures: a real vault home on real SQLite and real PostgreSQL, same tests for both.
+"""Fixtures: a real vault home on real SQLite and real PostgreSQL, same tests for both, with
+its master key in a real key provider.
 
 PostgreSQL is required: when it is unreachable the PostgreSQL half of the suite fails
 (it is never skipped silently). Set TOOLKIT_VAULT_TEST_POSTGRES_URL to point elsewhere.
+
+Key providers: the `home` fixture's master key is in the `file` provider, AWS KMS (moto's
+server on loopback) or PKCS#11 (a SoftHSM2 token), all real and started here. A module that
+is about keys runs every test with each (`pytestmark = pytest.mark.key_providers(...)`);
+every other module gets one, fixed per module (a hash of its name), so the suite as a whole
+runs on all three. `TOOLKIT_VAULT_TEST_KEY_PROVIDER=aws-kms` runs every other module on one.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import uuid
+import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -23,11 +34,137 @@ from toolkit_vault.settings import VaultSettings, load_settings
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entry points real
+sys.path.insert(0, str(Path(__file__).parent / "providers"))  # provider_support
 SPEC_PLUGINS = PLUGINS / "spec_dist"  # a separate distribution, installed only where asked
+
+from provider_support import (  # noqa: E402
+    SOFTHSM_MODULE,
+    TOKEN_LABEL,
+    USER_PIN,
+    MotoServer,
+    make_softhsm_token,
+)
+
+KEY_PROVIDERS = ("file", "aws-kms", "pkcs11")
+FORCED_PROVIDER = os.environ.get("TOOLKIT_VAULT_TEST_KEY_PROVIDER")
 
 POSTGRES_URL = os.environ.get(
     "TOOLKIT_VAULT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+
+
+def module_provider(module: str) -> str:
+    """The key provider a module's vaults use when it does not ask for several."""
+    return KEY_PROVIDERS[zlib.crc32(module.encode()) % len(KEY_PROVIDERS)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "key_providers(*names): run the home fixture's vault with each key provider"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "key_provider" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("key_providers")
+    if marker is not None:  # a module's own choice wins (an upgrade needs its release's)
+        names = list(marker.args)
+    elif FORCED_PROVIDER:
+        names = [FORCED_PROVIDER]
+    else:
+        names = [module_provider(metafunc.module.__name__)]
+    metafunc.parametrize("key_provider", names)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many tests ran with each key provider (from the reports, so it works under
+    xdist too: `key_options` records the provider on each test)."""
+    counts: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) == "call":
+                counts.update(
+                    v for k, v in getattr(report, "user_properties", ()) if k == "key_provider"
+                )
+    if counts:
+        line = ", ".join(f"{name}: {counts[name]}" for name in sorted(counts))
+        terminalreporter.write_line(f"tests per key provider: {line}")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's KMS as a real HTTP server on a free loopback port, for this test process."""
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        url = server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """boto3's standard configuration for the tests: dummy credentials from the
+    environment, no ~/.aws of the developer's, no instance metadata lookups."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def softhsm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A SoftHSM2 token in a temporary directory, SOFTHSM2_CONF pointing at it before the
+    PKCS#11 module is first loaded (subprocesses inherit it)."""
+    try:
+        conf = make_softhsm_token(tmp_path_factory.mktemp("softhsm"))
+    except (RuntimeError, OSError) as exc:
+        pytest.fail(f"SoftHSM2 is required for the pkcs11 provider tests: {exc}")
+    previous = os.environ.get("SOFTHSM2_CONF")
+    os.environ["SOFTHSM2_CONF"] = str(conf)
+    try:
+        yield conf
+    finally:
+        import pkcs11
+
+        pkcs11.unload(SOFTHSM_MODULE)
+        if previous is None:
+            os.environ.pop("SOFTHSM2_CONF", None)
+        else:
+            os.environ["SOFTHSM2_CONF"] = previous
+
+
+@pytest.fixture
+def key_options(
+    key_provider: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> dict[str, str]:
+    """The `home` fixture's key provider options, its server started and the environment
+    its credentials come from set (for this process and the CLI processes of `cli_env`)."""
+    request.node.user_properties.append(("key_provider", key_provider))
+    if key_provider == "aws-kms":
+        endpoint: str = request.getfixturevalue("moto_endpoint")
+        request.getfixturevalue("aws_env")
+        return {"endpoint_url": endpoint}
+    if key_provider == "pkcs11":
+        request.getfixturevalue("softhsm_conf")
+        pin = tmp_path / "pkcs11-pin"
+        pin.write_text(USER_PIN + "\n")
+        pin.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        return {
+            "module": SOFTHSM_MODULE,
+            "token_label": TOKEN_LABEL,
+            "key_label": f"tkv-{uuid.uuid4().hex[:12]}",
+            "pin_file": str(pin),
+        }
+    return {}
 
 
 @pytest.fixture(scope="session")
@@ -94,13 +231,19 @@ def empty_database_url(database_url: str) -> str:
 
 
 @pytest.fixture
-def home(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> VaultSettings:
-    """An initialized vault home with a file master key."""
+def home(
+    tmp_path: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    key_provider: str,
+    key_options: dict[str, str],
+) -> VaultSettings:
+    """An initialized vault home, its master key in the test's key provider."""
     monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", database_url)
     monkeypatch.delenv("TOOLKIT_VAULT_KEY_PROVIDER", raising=False)
     monkeypatch.delenv("TOOLKIT_VAULT_MASTER_KEYS", raising=False)
-    init_vault(load_settings("file"))
+    init_vault(load_settings(key_provider, key_options))
     return load_settings()
 
 
@@ -121,9 +264,10 @@ def spec_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path, database_url: str) -> dict[str, str]:
+def cli_env(tmp_path: Path, database_url: str, key_options: dict[str, str]) -> dict[str, str]:
     """Environment for `toolkit-vault` subprocesses on the `home` fixture's home and database,
-    with the test plugins installed."""
+    with the test plugins installed and the key provider's credentials (as the operator's
+    environment would hold them)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
     env["TOOLKIT_VAULT_HOME"] = str(tmp_path / "home")

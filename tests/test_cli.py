@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from toolkit_vault.keys import ENV_KEYS, MasterKeys
+from toolkit_vault.providers.document import KeyDocument
+from toolkit_vault.providers.env import ENV_KEYS
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
+pytestmark = pytest.mark.key_providers("file")  # the local providers' files and variables
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -75,10 +77,11 @@ def test_missing_key_is_never_replaced(home: object, cli_env: dict[str, str]) ->
     key_file = Path(cli_env["TOOLKIT_VAULT_HOME"]) / "master-keys.json"
     key_file.unlink()
     for command in (["stdio"], ["init"], ["toolkits", "show", "filesystem"]):
-        assert "no master key found in key file" in one_error_line(run(cli_env, *command))
+        line = one_error_line(run(cli_env, *command))
+        assert f"key provider file (key file {key_file}): holds no master key" in line
         assert not key_file.exists()
     listed = run(cli_env, "toolkits", "list")  # lists definitions: needs no key, makes none
-    assert listed.returncode == 0 and "no master key found" in listed.stderr
+    assert listed.returncode == 0 and "holds no master key" in listed.stderr
     assert not key_file.exists()
 
 
@@ -90,11 +93,13 @@ def test_loose_key_file_permissions_refuse_to_start(home: object, cli_env: dict[
 
 def test_env_provider(fresh_env: dict[str, str]) -> None:
     assert ENV_KEYS in one_error_line(run(fresh_env, "init", "--key-provider", "env"))
-    env = {**fresh_env, ENV_KEYS: MasterKeys.first().dumps()}
+    env = {**fresh_env, ENV_KEYS: KeyDocument.first().dumps()}
     assert run(env, "init", "--key-provider", "env").returncode == 0
     assert run(env, "toolkits", "list").returncode == 0
-    other = {**fresh_env, ENV_KEYS: MasterKeys.first().dumps()}
-    assert "does not match the store" in one_error_line(run(other, "toolkits", "show", "fs"))
+    other = {**fresh_env, ENV_KEYS: KeyDocument.first().dumps()}
+    line = one_error_line(run(other, "toolkits", "show", "fs"))
+    assert "vault key vk-1 does not open with environment variable" in line
+    assert "wrong master key" in line
 
 
 def test_toolkits_list_json(home: object, cli_env: dict[str, str]) -> None:

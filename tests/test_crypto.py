@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 import rfc8785
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,7 +40,6 @@ from toolkit_vault.crypto import (
     key_check_value,
     new_key,
     open_config,
-    rewrap_config,
     seal,
     seal_config,
     unseal,
@@ -378,15 +379,18 @@ def test_each_config_version_gets_its_own_dek(ring: KeyRing, fp_key: SecretBytes
 
 
 def test_wire_layout_of_wrapped_dek_and_values(sealed: SealedConfig) -> None:
-    """Pin the AAD field order of DESIGN.md, independently of `RecordContext`'s helpers."""
-    kek = SecretBytes(hashlib.sha256(b"kek-1").digest())
+    """Pin the binding's field order of DESIGN.md and the key wrap's layout, independently
+    of `RecordContext`'s and `KeyRing`'s helpers."""
+    vault_key = hashlib.sha256(b"kek-1").digest()
     paths = hashlib.sha256(associated_data(*sorted(sealed.envelopes))).hexdigest()
-    wrap_aad = associated_data(
-        "wrap", 1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, paths, "", "kek-1"
-    )
-    dek = SecretBytes(unseal(kek, sealed.wrapped_dek, wrap_aad))
+    fields = (1, "dek", "sess-1", "github", 3, "sha256:abc", sealed.dek_id, paths, "")
+    binding = hashlib.sha256(associated_data("toolkit-vault/v2/wrap-binding", *fields)).digest()
+    okm = HKDF(hashes.SHA256(), 64, salt=None, info=b"toolkit-vault/v2/key-wrap").derive(vault_key)
+    blob = sealed.wrapped_dek
+    assert (blob[0], blob[1:33], blob[45:77], len(blob)) == (2, binding, okm[:32], 125)
+    dek = AESGCM(okm[32:]).decrypt(blob[33:45], blob[77:], blob[:77] + associated_data("kek-1"))
     value_aad = associated_data(1, "sess-1", "github", 3, "/token", "sha256:abc", sealed.dek_id)
-    assert unseal(dek, sealed.envelopes["/token"], value_aad) == rfc8785.dumps(CANARY)
+    assert unseal(SecretBytes(dek), sealed.envelopes["/token"], value_aad) == rfc8785.dumps(CANARY)
 
 
 def test_envelope_moved_to_another_pointer_fails(ring: KeyRing, sealed: SealedConfig) -> None:
@@ -469,44 +473,45 @@ def test_dropping_a_field_is_detected(ring: KeyRing, sealed: SealedConfig) -> No
 def test_rewrap_moves_the_dek_to_the_new_primary(fp_key: SecretBytes) -> None:
     old_ring, new_ring = _ring("kek-1"), _ring("kek-1", "kek-2")
     sealed = seal_config(old_ring, fp_key, CONTEXT, SECRETS)
-    rewrapped = rewrap_config(new_ring, CONTEXT, sealed)
+    key_id, wrapped = new_ring.rewrap(sealed.kek_id, sealed.wrapped_dek)  # no context needed
+    rewrapped = dataclasses.replace(sealed, kek_id=key_id, wrapped_dek=wrapped)
     assert rewrapped.kek_id == "kek-2"
-    assert rewrapped.dek_id == sealed.dek_id
-    assert rewrapped.envelopes == sealed.envelopes
-    assert rewrapped.fingerprints == sealed.fingerprints
     assert rewrapped.wrapped_dek != sealed.wrapped_dek
     assert _opened(open_config(new_ring, CONTEXT, rewrapped)) == SECRETS
     retired = _ring("kek-2")
     assert _opened(open_config(retired, CONTEXT, rewrapped)) == SECRETS
     _refuses(retired, CONTEXT, sealed)
+    _refuses(new_ring, dataclasses.replace(CONTEXT, version=4), rewrapped)  # still bound
 
 
-@pytest.mark.parametrize("target", ["envelope", "moved", "not_json", "wrapped_dek", "context"])
-def test_rewrap_refuses_what_it_cannot_decrypt(fp_key: SecretBytes, target: str) -> None:
+@pytest.mark.parametrize("target", ["wrapped_dek", "key_id", "context"])
+def test_rewrap_refuses_a_key_that_does_not_unwrap(fp_key: SecretBytes, target: str) -> None:
     old_ring, new_ring = _ring("kek-1"), _ring("kek-1", "kek-2")
     sealed = seal_config(old_ring, fp_key, CONTEXT, SECRETS)
-    context = CONTEXT
-    if target == "not_json":  # authentic, but not a value: never rewrapped either
-        wrap_context = CONTEXT.wrap_context(sealed.dek_id, sealed.envelopes)
-        dek = old_ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
-        garbage = seal(dek, b"{", CONTEXT.value_aad(sealed.dek_id, "/list"))
-        sealed = dataclasses.replace(sealed, envelopes={**sealed.envelopes, "/list": garbage})
-    elif target == "envelope":
-        envelope = bytearray(sealed.envelopes["/list"])
-        envelope[-1] ^= 1
-        sealed = dataclasses.replace(
-            sealed, envelopes={**sealed.envelopes, "/list": bytes(envelope)}
+    key_id, wrapped, context = sealed.kek_id, sealed.wrapped_dek, None
+    if target == "wrapped_dek":
+        wrapped = wrapped[:-1] + bytes([wrapped[-1] ^ 1])
+    elif target == "key_id":
+        key_id = "kek-9"
+    else:  # a record given: the wrap must be bound to it
+        context = dataclasses.replace(CONTEXT, version=99).wrap_context(
+            sealed.dek_id, sealed.envelopes
         )
-    elif target == "moved":
-        moved = {**sealed.envelopes, "/list": sealed.envelopes["/token"]}
-        sealed = dataclasses.replace(sealed, envelopes=moved)
-    elif target == "wrapped_dek":
-        sealed = dataclasses.replace(sealed, wrapped_dek=sealed.wrapped_dek[:-1] + b"\x00")
-    else:
-        context = dataclasses.replace(CONTEXT, version=99)
     with pytest.raises(DecryptionError) as caught:
-        rewrap_config(new_ring, context, sealed)
+        new_ring.rewrap(key_id, wrapped, context)
     _assert_opaque(caught.value, CANARY)
+
+
+def test_rewrap_moves_the_key_only_never_a_value(fp_key: SecretBytes) -> None:
+    """A rotation moves data keys without opening values: one whose envelope is corrupt
+    is moved as it is, and `open_config` (what `check` runs) still refuses it."""
+    old_ring, new_ring = _ring("kek-1"), _ring("kek-1", "kek-2")
+    sealed = seal_config(old_ring, fp_key, CONTEXT, SECRETS)
+    envelope = bytearray(sealed.envelopes["/list"])
+    envelope[-1] ^= 1
+    broken = dataclasses.replace(sealed, envelopes={**sealed.envelopes, "/list": bytes(envelope)})
+    key_id, wrapped = new_ring.rewrap(broken.kek_id, broken.wrapped_dek)
+    _refuses(new_ring, CONTEXT, dataclasses.replace(broken, kek_id=key_id, wrapped_dek=wrapped))
 
 
 # --- fingerprints -------------------------------------------------------------------------
@@ -639,12 +644,16 @@ def test_key_ring_refuses_a_primary_it_does_not_hold() -> None:
 
 def test_unwrap_refuses_a_wrapped_key_of_the_wrong_length() -> None:
     kek = SecretBytes(b"\x09" * 32)
-    ring = KeyRing({"kek-1": kek}, "kek-1")
+    ring = KeyRing({"vk-1": new_key()}, "vk-1", legacy={"kek-1": kek})
     context = ("internal", "audit")
     short = seal(kek, b"\x00" * 16, associated_data("wrap", *context, "kek-1"))
     with pytest.raises(DecryptionError):
         ring.unwrap("kek-1", short, context)
-    kek_id, wrapped = ring.wrap(SecretBytes(b"\x05" * 32), context)
-    assert ring.unwrap(kek_id, wrapped, context).reveal() == b"\x05" * 32
+    legacy = seal(kek, b"\x05" * 32, associated_data("wrap", *context, "kek-1"))
+    assert ring.unwrap("kek-1", legacy, context).reveal() == b"\x05" * 32
+    key_id, wrapped = ring.wrap(SecretBytes(b"\x05" * 32), context)
+    assert key_id == "vk-1" and ring.unwrap(key_id, wrapped, context).reveal() == b"\x05" * 32
     with pytest.raises(DecryptionError):
-        ring.unwrap(kek_id, wrapped, ("internal", "fingerprint"))
+        ring.unwrap(key_id, wrapped, ("internal", "fingerprint"))
+    with pytest.raises(DecryptionError):
+        ring.unwrap(key_id, wrapped[:-1], context)

@@ -235,7 +235,7 @@ def test_auditor_sees_history_but_no_secret(server: Server) -> None:
     keys = httpx.get(
         server.base + "/v1/keys/status", headers={"Authorization": f"Bearer {operator}"}
     ).json()
-    assert keys["keys"][0]["kek_id"] == "kek-1"
+    assert keys["keys"][0]["kek_id"] == "vk-1" and keys["vault_keys"][0]["active"]
     check = httpx.get(
         server.base + "/v1/check", headers={"Authorization": f"Bearer {operator}"}
     ).json()

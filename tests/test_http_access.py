@@ -20,10 +20,9 @@ from sqlalchemy import create_engine, event, text
 from starlette.testclient import TestClient
 
 from toolkit_vault.access import PrincipalCache, SessionBindings
-from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.database import IDLE_PING_S, open_engine
 from toolkit_vault.http import Limits, create_app
-from toolkit_vault.keys import provider_for
 from toolkit_vault.principals import create_token, revoke
 from toolkit_vault.records import AuditDraft
 from toolkit_vault.service import Principal, Vault
@@ -51,7 +50,7 @@ def replica(home: VaultSettings) -> Iterator[Vault]:
 
 
 def client_for(vault: Vault, home: VaultSettings, limits: Limits = FAST) -> TestClient:
-    provider = provider_for("file", home.home, home.vault_id)
+    provider = open_provider(home)
     return TestClient(create_app(vault, provider, limits))
 
 

@@ -13,9 +13,9 @@ from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.history import history
 from toolkit_vault.http import Limits, create_app
-from toolkit_vault.keys import provider_for
 from toolkit_vault.principals import ROLES, create_token, revoke
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
@@ -25,7 +25,7 @@ LIST = {"type": "toolkit/list/req"}
 
 
 def app_for(vault: Vault, home: VaultSettings, limits: Limits | None = None) -> FastAPI:
-    return create_app(vault, provider_for("file", home.home, home.vault_id), limits)
+    return create_app(vault, open_provider(home), limits)
 
 
 def test_rate_limit_per_principal(vault: Vault, home: VaultSettings) -> None:

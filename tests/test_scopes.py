@@ -16,14 +16,13 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
-from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import UnknownSession
 from toolkit_vault.history import history
 from toolkit_vault.http import create_app
 from toolkit_vault.intake import Intake
-from toolkit_vault.keys import provider_for
 from toolkit_vault.models import AuditEvent
 from toolkit_vault.principals import create_token
 from toolkit_vault.protocol import Message, ToolkitListRequest, ToolkitListResponse
@@ -396,9 +395,9 @@ def test_the_commands_know_both_scopes(vault: Vault, later: list[Vault]) -> None
 
 def test_rotation_rewraps_principal_configs(vault: Vault, later: list[Vault]) -> None:
     Agent(vault, AGENT).configure("secretive", secret_config(PERSONAL), scope="principal")
-    code, rotated, _ = cli("keys", "rotate")
+    code, rotated, _ = cli("keys", "rotate", "--vault-key")  # every data key moves
     assert code == 0 and rotated["rewrapped"] == 1 and rotated["failed"] == []
-    code, _, err = cli("keys", "retire", "kek-1")
+    code, _, err = cli("keys", "retire", rotated["previous"][0])
     assert code == 0, err
     keys_received()
     assert Agent(another_process(later), AGENT).listed()["secretive"] is True
@@ -439,7 +438,7 @@ def test_over_http_a_principal_intake_form_serves_every_session(
     vault: Vault, home: VaultSettings
 ) -> None:
     """HTTP POST per message (`A2E-Session` bound by `Connection.bind`), the console's form."""
-    app = create_app(vault, provider_for("file", home.home, home.vault_id))
+    app = create_app(vault, open_provider(home))
     principal_id, token = create_token(vault.store, "agent", "web-agent")
     auth = {"Authorization": f"Bearer {token}"}
     hello = {"type": "handshake/req", "capabilities": ["toolkits"]}

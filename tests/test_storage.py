@@ -19,6 +19,8 @@ from toolkit_vault.records import VersionDraft
 from toolkit_vault.service import Vault
 from toolkit_vault.storage import Store
 
+pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
+
 
 def draft(status: str = "ok") -> VersionDraft:
     return VersionDraft(

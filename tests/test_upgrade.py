@@ -1,51 +1,79 @@
-"""Upgrading a vault that the previous release made: nothing lost, nothing forged believed.
+"""Upgrading vaults that older releases made: nothing lost, nothing forged believed.
 
-The legacy vault is made by the previous release's own code (`git archive` of the last
-commit before authenticated state, run from a temp directory with this venv's packages):
-sessions and configures over its stdio, tokens (one revoked), an import, a purge and a key
-rotation. This release's `init` then migrates and backfills it (`upgrade`).
+Each legacy vault is made by that release's own code (`git archive` of its commit, run from
+a temp directory with this venv's packages): sessions and configures over its stdio, tokens
+(one revoked), an import, a purge and a master key rotation. Two releases: the last before
+authenticated state (no row MACs, no state key) and the last before the key hierarchy (its
+master keys wrap every data key). This release's `init` migrates both: the row MAC backfill
+(`upgrade`) where needed, and the move of every data key to a vault key (`keyupgrade`),
+which a SIGKILL at any point does not spoil.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select, update
+from sqlalchemy import create_engine, func, select, update
+from sqlalchemy.exc import DBAPIError
 
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.models import AuditEvent, ConfigVersion, Principal
+from toolkit_vault.errors import VaultError
+from toolkit_vault.models import AuditEvent, ConfigVersion, Principal, VaultKey
 from toolkit_vault.principals import authenticate
 from toolkit_vault.service import INTEGRITY_FAILED, Vault
 from toolkit_vault.settings import load_settings
 
 from tkv_test_plugins import SecretiveToolkit
 
-LEGACY = "62c3b4daef6943a22c89b30d1d899162ea87c620"  # the last release without row MACs
+RELEASES = {
+    "before-macs": "62c3b4daef6943a22c89b30d1d899162ea87c620",  # the last without row MACs
+    "before-hierarchy": "75e8337efbae579ada8c9f53a503a3d48b4b7db6",  # KEKs wrap data keys
+}
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "tests" / "vectors" / "package" / "server-remote-secret-header.json"
+CLI = str(Path(sys.executable).parent / "toolkit-vault")
+
+pytestmark = pytest.mark.key_providers("file")  # the providers those releases had
 
 
-@pytest.fixture(scope="session")
-def legacy_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _source(tmp_path_factory: pytest.TempPathFactory, commit: str) -> Path:
     where = tmp_path_factory.mktemp("legacy")
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", LEGACY, "service", "migrations"],
+        ["git", "-C", str(ROOT), "archive", commit, "service", "migrations"],
         capture_output=True,
         check=True,
     )
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
     return where / "service"
+
+
+@pytest.fixture(scope="session")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {name: _source(tmp_path_factory, commit) for name, commit in RELEASES.items()}
+
+
+@pytest.fixture(params=sorted(RELEASES))
+def release(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def legacy_source(release: str, sources: dict[str, Path]) -> Path:
+    return sources[release]
 
 
 Legacy = Callable[..., subprocess.CompletedProcess[str]]
@@ -63,9 +91,9 @@ def legacy(
     for name in ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL"):
         monkeypatch.setenv(name, env[name])
 
-    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    def run(*args: str, stdin: str = "", code: str = "") -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-c", "from toolkit_vault.cli import main; main()", *args],
+            [sys.executable, "-c", code or "from toolkit_vault.cli import main; main()", *args],
             capture_output=True,
             text=True,
             env=env,
@@ -135,19 +163,27 @@ def _json(*args: str) -> dict[str, Any]:
     return result
 
 
-def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy) -> None:
+def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy, release: str) -> None:
     made = _legacy_vault(legacy)
+    with pytest.raises(VaultError, match="run `toolkit-vault init`"):
+        open_vault(load_settings())  # this release refuses a vault it has not upgraded
     report = init_vault(load_settings())
-    assert report.upgraded is not None and report.upgraded["unsigned_count"] == 0
-    assert report.upgraded["signed"]["config_versions"] == 5
-    assert report.upgraded["signed"]["principals"] == 3  # local and the two agents
-    assert init_vault(load_settings()).upgraded is None  # done once, never again
+    if release == "before-macs":
+        assert report.upgraded is not None and report.upgraded["unsigned_count"] == 0
+        assert report.upgraded["signed"]["config_versions"] == 5
+        assert report.upgraded["signed"]["principals"] == 3  # local and the two agents
+    else:
+        assert report.upgraded is None  # its rows were signed already
+    assert report.hierarchy == {"vault_key": "vk-1", "rewrapped": 4, "failed": []}
+    again = init_vault(load_settings())
+    assert again.upgraded is None and again.hierarchy is None  # done once, never again
 
     checked = _json("check")
     assert (checked["ok"], checked["intact"], checked["failed"]) == (True, 4, 0)
     assert _json("audit", "verify")["ok"] is True
     vault = open_vault(load_settings())
     try:
+        assert vault.ring.ids == ["vk-1"]  # no master key wraps a data key any more
         SecretiveToolkit.received.clear()
         events, configured = _resume(vault, made["kept"])
         assert events == [] and configured["secretive"] and configured["filesystem"]
@@ -173,7 +209,23 @@ def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy) -> None:
     assert purged["public_config"] == {} and purged["secret_fingerprints"] == {}
     assert CANARY not in json.dumps(history)
 
+    status = _json("keys", "status")  # both layers: the old master keys, the new vault key
+    masters = {m["key_id"]: m for m in status["master_keys"]}
+    assert masters["kek-2"]["current"] and masters["kek-2"]["vault_keys"] == ["vk-1"]
+    assert masters["kek-1"]["vault_keys"] == [] and masters["kek-1"]["in_provider"]
+    (vault_key,) = status["vault_keys"]
+    assert (vault_key["key_id"], vault_key["active"], vault_key["wrapped_keys"]) == (
+        "vk-1",
+        True,
+        8,
+    )
+    assert _json("keys", "retire", "kek-1")["removed_from_provider"] is True
+    assert _json("keys", "rotate", "--vault-key")["rewrapped"] == 5
+    assert _json("keys", "rotate")["vault_keys_rewrapped"] == ["vk-1", "vk-2"]
+    assert _json("check")["intact"] == 5
 
+
+@pytest.mark.parametrize("release", ["before-macs"])
 def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
     legacy: Legacy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +264,9 @@ def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
             "token_created event",
         ]
     )
+    assert report.hierarchy is not None  # the downgraded row has no data key: named, left
+    assert report.hierarchy["rewrapped"] == 3
+    assert report.hierarchy["failed"] == [f"{made['other']}/secretive v1"]
     vault = open_vault(load_settings())
     try:
         assert authenticate(vault.store, made["tokens"]["kept-agent"]) is None
@@ -230,6 +285,7 @@ def _principal_id(made: dict[str, Any]) -> str:
     return str(made["ids"]["kept-agent"])
 
 
+@pytest.mark.parametrize("release", ["before-macs"])
 def test_a_broken_chain_stops_the_upgrade(legacy: Legacy) -> None:
     _legacy_vault(legacy)
     from sqlalchemy import create_engine
@@ -244,3 +300,87 @@ def test_a_broken_chain_stops_the_upgrade(legacy: Legacy) -> None:
         signed = db.execute(select(ConfigVersion).where(ConfigVersion.mac.is_not(None))).all()
     engine.dispose()
     assert signed == []
+
+
+# -- SIGKILL during the key hierarchy upgrade ----------------------------------------------
+
+FILL = """
+import sys, time
+from sqlalchemy import insert
+from toolkit_vault import crypto
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.crypto import RecordContext
+from toolkit_vault.integrity import POINTERS, VERSIONS
+from toolkit_vault.models import ConfigVersion, CurrentConfig
+from toolkit_vault.records import AuditDraft, VersionDraft
+from toolkit_vault.settings import load_settings
+
+count = int(sys.argv[1])
+vault = open_vault(load_settings())
+vault.store.create_session("bulk", "local")
+digest = vault.registry.get("secretive").schema.digest
+public = {"endpoint": "https://x.test", "auth": {}}
+rows, events = [], []
+for version in range(1, count + 1):
+    context = RecordContext("bulk", "secretive", version, digest, crypto.public_digest(public))
+    secrets = {"/api_key": f"tkv-canary-upgrade-{version}"}
+    sealed = crypto.seal_config(vault.ring, vault._fingerprint_key, context, secrets)
+    row = VersionDraft.of("ok", None, "local", digest, public, sealed).columns(
+        "bulk", "secretive", version, time.time()
+    )
+    rows.append({**row, "mac": vault.store.mac(VERSIONS, row)})
+    details = {"status": "ok", "changed": ["/api_key"]}
+    events.append(AuditDraft("local", "configure", "bulk", "secretive", version, details))
+pointer = {"session_id": "bulk", "toolkit_name": "secretive", "version": count}
+with vault.store.engine.begin() as conn:
+    conn.execute(insert(ConfigVersion), rows)
+    vault.store.audit_many(conn, events)
+    mac = vault.store.mac(POINTERS, pointer)
+    conn.execute(insert(CurrentConfig).values(**pointer, updated_at=0.0, mac=mac))
+"""
+
+
+@pytest.mark.parametrize("release", ["before-hierarchy"])
+def test_sigkill_during_the_upgrade_loses_nothing(legacy: Legacy, cli_env: dict[str, str]) -> None:
+    legacy("init", "--key-provider", "file")
+    legacy("keys", "rotate")  # data keys under kek-2, the vault-wide keys too
+    legacy("2000", code=FILL)
+    engine = create_engine(os.environ["TOOLKIT_VAULT_DATABASE_URL"])
+
+    def count(query: Any) -> int:
+        try:
+            with engine.connect() as conn:
+                return int(conn.execute(query).scalar_one())
+        except DBAPIError:  # not migrated yet
+            return 0
+
+    moved = select(func.count()).where(ConfigVersion.kek_id == "vk-1")
+    vault_keys = select(func.count()).select_from(VaultKey)
+
+    def init_killed_when(ready: Callable[[], bool]) -> bool:
+        proc = subprocess.Popen([CLI, "init"], env=cli_env, stderr=subprocess.DEVNULL)
+        while not ready() and proc.poll() is None:
+            time.sleep(0.002)
+        alive = proc.poll() is None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return alive
+
+    assert init_killed_when(lambda: count(vault_keys) > 0)  # the vault key is made
+    assert count(vault_keys) == 1
+    assert init_killed_when(lambda: count(moved) >= 500)  # between batches
+    assert 500 <= count(moved) < 2000
+    for delay in (0.5, 1.0, 1.5):  # and at moments nobody chose
+        proc = subprocess.Popen([CLI, "init"], env=cli_env, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    report = init_vault(load_settings())
+    assert report.hierarchy is None or report.hierarchy["failed"] == []
+    assert count(select(func.count()).where(ConfigVersion.kek_id != "vk-1")) == 0
+    assert count(vault_keys) == 1  # one vault key, however often init was killed
+    engine.dispose()
+    checked = _json("check")
+    assert (checked["ok"], checked["versions"], checked["intact"]) == (True, 2000, 2000)

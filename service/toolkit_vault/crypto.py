@@ -1,16 +1,30 @@
 """Envelope encryption: the only module that touches `cryptography.hazmat`.
 
-Key hierarchy: master keys (KEKs, from a key provider) wrap one fresh data key (DEK) per
-stored config version; the DEK seals each secret value. Both layers use the same
-committing AEAD construction:
+Key hierarchy: a master key in a key provider (`providers/`) wraps a few vault keys; the
+vault keys (`KeyRing`) wrap one fresh data key (DEK) per stored config version and the
+vault-wide keys; the DEK seals each secret value. Two constructions:
 
-    envelope = FORMAT (1 byte) || nonce (12) || commitment (32) || AES-256-GCM(ct || tag)
+Values (and, before the hierarchy, DEKs under a master key) use a committing AEAD:
+
+    envelope = FORMAT (1) || nonce (12) || commitment (32) || AES-256-GCM(ct || tag)
     commitment || enc_key = HKDF-SHA256(key, salt=nonce, info=LABEL)
 
-The commitment is checked (constant time) before any decryption, so a ciphertext can open
-under exactly one key; the associated data binds every envelope to its row, field and key
-id, so a ciphertext moved anywhere else fails. Every failure is the one opaque
-`DecryptionError`. Callers see `seal`/`unseal`, `KeyRing.wrap`/`unwrap` and HMAC helpers.
+Keys under a vault key use a key wrap that a rotation can move without rebuilding the
+record it belongs to:
+
+    wrapped = WRAP_FORMAT (1) || binding (32) || nonce (12) || commitment (32)
+              || AES-256-GCM(wrap_key, nonce, key, aad = header || key id) (32 + 16)
+    binding = SHA-256(context), the record the key belongs to (its ids, secret paths and a
+              digest of its public half: all public)
+    commitment || wrap_key = HKDF-SHA256(vault key, info=WRAP_LABEL), once per vault key
+
+A reader recomputes the binding from the record and compares it, so a wrapped key opens
+only for its own record; a rotation (`KeyRing.rewrap`) takes the binding from the wrapped
+key itself (the AEAD authenticates it), so it never parses the record or opens a value.
+
+Commitments are checked (constant time) before any decryption, so a ciphertext can open
+under exactly one key; every failure is the one opaque `DecryptionError`. Callers see
+`seal`/`unseal`, `KeyRing.wrap`/`unwrap`/`rewrap` and HMAC helpers.
 """
 
 from __future__ import annotations
@@ -35,6 +49,8 @@ from .errors import DecryptionError, KeyProviderError
 __all__ = [
     "FORMAT_VERSION",
     "KEY_BYTES",
+    "WRAPPED_BYTES",
+    "WRAP_FORMAT",
     "KeyRing",
     "RecordContext",
     "SealedConfig",
@@ -50,7 +66,6 @@ __all__ = [
     "new_key",
     "open_config",
     "public_digest",
-    "rewrap_config",
     "seal",
     "seal_config",
     "state_mac",
@@ -65,6 +80,12 @@ _HEADER = 1 + NONCE_BYTES + COMMIT_BYTES
 _LABEL = b"toolkit-vault/v1/commit+enc"
 _KCV_LABEL = b"toolkit-vault/v1/key-check-value"
 _STATE_LABEL = b"toolkit-vault/v1/state-mac"
+WRAP_FORMAT = 2
+_WRAP_LABEL = b"toolkit-vault/v2/key-wrap"
+_BINDING_LABEL = "toolkit-vault/v2/wrap-binding"
+_BINDING, _NONCE, _COMMIT = slice(1, 33), slice(33, 45), slice(45, 77)  # of a key wrap
+_WRAP_HEADER = 77
+WRAPPED_BYTES = _WRAP_HEADER + KEY_BYTES + 16
 
 
 class _Hidden:
@@ -197,48 +218,132 @@ def derive_key(key: SecretBytes, label: str) -> SecretBytes:
     return SecretBytes(HKDF(hashes.SHA256(), KEY_BYTES, salt=None, info=info).derive(key.reveal()))
 
 
-class KeyRing:
-    """The master keys (KEKs) by id, one primary; loaded once, validated at construction."""
+class _Wrapper:
+    """One vault key, ready to wrap: its commitment, AES-GCM object and key id's associated
+    data, derived once (a rotation wraps many keys in a row)."""
 
-    def __init__(self, keys: Mapping[str, SecretBytes], primary: str) -> None:
-        for kek_id, key in keys.items():
+    __slots__ = ("aead", "commitment", "key_aad")
+
+    def __init__(self, key_id: str, key: SecretBytes) -> None:
+        okm = HKDF(hashes.SHA256(), COMMIT_BYTES + KEY_BYTES, salt=None, info=_WRAP_LABEL)
+        derived = okm.derive(key.reveal())
+        self.commitment = derived[:COMMIT_BYTES]
+        self.aead = AESGCM(derived[COMMIT_BYTES:])
+        self.key_aad = associated_data(key_id)
+
+
+def _binding(context: Iterable[str | int]) -> bytes:
+    return hashlib.sha256(associated_data(_BINDING_LABEL, *context)).digest()
+
+
+class KeyRing:
+    """The vault keys by id, one active (`primary_id`); loaded once, validated at
+    construction. `legacy` holds the master keys of a vault made before the key hierarchy,
+    which wrapped DEKs themselves (the committing envelope, the context in its associated
+    data): they only unwrap, until the upgrade has moved what they wrapped."""
+
+    def __init__(
+        self,
+        keys: Mapping[str, SecretBytes],
+        primary: str,
+        legacy: Mapping[str, SecretBytes] | None = None,
+    ) -> None:
+        for key_id, key in {**(legacy or {}), **keys}.items():
             if not isinstance(key, SecretBytes) or len(key) != KEY_BYTES:
-                raise KeyProviderError(f"master key {kek_id} is not {KEY_BYTES * 8} bits")
+                raise KeyProviderError(f"key {key_id} is not {KEY_BYTES * 8} bits")
         if primary not in keys:
-            raise KeyProviderError(f"primary master key {primary} is not loaded")
+            raise KeyProviderError(f"active vault key {primary} is not loaded")
         self._keys = dict(keys)
+        self._wrappers = {key_id: _Wrapper(key_id, key) for key_id, key in keys.items()}
+        self._legacy = {k: v for k, v in (legacy or {}).items() if k not in keys}
         self.primary_id = primary
 
     def __repr__(self) -> str:
-        return f"KeyRing(ids={sorted(self._keys)}, primary={self.primary_id!r})"
+        return f"KeyRing(ids={self.ids}, primary={self.primary_id!r})"
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("KeyRing cannot be pickled")
 
     @property
     def ids(self) -> list[str]:
-        return sorted(self._keys)
+        return sorted([*self._keys, *self._legacy])
 
-    def __contains__(self, kek_id: object) -> bool:
-        return kek_id in self._keys
+    def __contains__(self, key_id: object) -> bool:
+        return key_id in self._keys or key_id in self._legacy
 
-    def check_value(self, kek_id: str) -> bytes:
-        return key_check_value(self._keys[kek_id])
+    def check_value(self, key_id: str) -> bytes:
+        return key_check_value(self._keys.get(key_id) or self._legacy[key_id])
 
-    def wrap(self, key: SecretBytes, context: Iterable[str | int]) -> tuple[str, bytes]:
-        """Wrap a data key under the primary KEK; the KEK id is part of the AAD."""
-        kek_id = self.primary_id
-        aad = associated_data("wrap", *context, kek_id)
-        return kek_id, seal(self._keys[kek_id], key.reveal(), aad)
+    def with_keys(self, keys: Mapping[str, SecretBytes], primary: str) -> KeyRing:
+        """This ring plus `keys` (vault keys loaded since), with `primary` active."""
+        return KeyRing({**self._keys, **keys}, primary, self._legacy)
 
-    def unwrap(self, kek_id: str, wrapped: bytes, context: Iterable[str | int]) -> SecretBytes:
-        kek = self._keys.get(kek_id)
-        if kek is None:
+    def wrap(
+        self,
+        key: SecretBytes,
+        context: Iterable[str | int],
+        *,
+        nonce_source: Callable[[int], bytes] = os.urandom,
+    ) -> tuple[str, bytes]:
+        """Wrap a key under the active vault key, bound to its record's `context`."""
+        if not isinstance(key, SecretBytes):
+            raise TypeError("only keys held in SecretBytes are wrapped")
+        return self._wrap(key.reveal(), _binding(context), nonce_source)
+
+    def _wrap(
+        self, key: bytes, binding: bytes, nonce_source: Callable[[int], bytes] = os.urandom
+    ) -> tuple[str, bytes]:
+        key_id, nonce = self.primary_id, nonce_source(NONCE_BYTES)
+        wrapper = self._wrappers[key_id]
+        if len(nonce) != NONCE_BYTES or len(key) != KEY_BYTES:
+            raise ValueError("a key wrap takes a 256-bit key and a 96-bit nonce")
+        header = bytes([WRAP_FORMAT]) + binding + nonce + wrapper.commitment
+        return key_id, header + wrapper.aead.encrypt(nonce, key, header + wrapper.key_aad)
+
+    def unwrap(self, key_id: str, wrapped: bytes, context: Iterable[str | int]) -> SecretBytes:
+        """The key wrapped for this record (`context`), or `DecryptionError`."""
+        if key_id in self._legacy:
+            aad = associated_data("wrap", *context, key_id)
+            key = unseal(self._legacy[key_id], wrapped, aad)
+            if len(key) != KEY_BYTES:
+                raise DecryptionError
+            return SecretBytes(key)
+        return SecretBytes(self._unwrap(key_id, wrapped, _binding(context)))
+
+    def _unwrap(self, key_id: str, wrapped: bytes, binding: bytes | None) -> bytes:
+        """Check format, binding (when the record is known) and commitment, then decrypt."""
+        wrapper = self._wrappers.get(key_id)
+        if (
+            wrapper is None
+            or not isinstance(wrapped, bytes)
+            or len(wrapped) != WRAPPED_BYTES
+            or wrapped[0] != WRAP_FORMAT
+        ):
             raise DecryptionError
-        key = unseal(kek, wrapped, associated_data("wrap", *context, kek_id))
-        if len(key) != KEY_BYTES:
+        if binding is not None and not hmac.compare_digest(wrapped[_BINDING], binding):
             raise DecryptionError
-        return SecretBytes(key)
+        if not hmac.compare_digest(wrapped[_COMMIT], wrapper.commitment):
+            raise DecryptionError
+        header = wrapped[:_WRAP_HEADER]
+        try:
+            return wrapper.aead.decrypt(
+                wrapped[_NONCE], wrapped[_WRAP_HEADER:], header + wrapper.key_aad
+            )
+        except InvalidTag:
+            raise DecryptionError from None
+
+    def rewrap(
+        self, key_id: str, wrapped: bytes, context: Iterable[str | int] | None = None
+    ) -> tuple[str, bytes]:
+        """Move a wrapped key to the active vault key, bound to the same record: unwrap and
+        wrap the key only, never what it encrypts. A key wrapped by a vault key carries its
+        record's binding, so no `context` is needed; a legacy master key's needs it."""
+        if key_id in self._legacy:
+            if context is None:
+                raise DecryptionError
+            return self.wrap(self.unwrap(key_id, wrapped, context), context)
+        key = self._unwrap(key_id, wrapped, None if context is None else _binding(context))
+        return self._wrap(key, wrapped[_BINDING])
 
 
 def internal_context(name: str) -> tuple[str | int, ...]:
@@ -295,7 +400,7 @@ def seal_config(
     context: RecordContext,
     secrets: Mapping[str, Any],
 ) -> SealedConfig:
-    """Encrypt each secret value under a fresh DEK, wrapped by the primary KEK."""
+    """Encrypt each secret value under a fresh DEK, wrapped by the active vault key."""
     dek, dek_id = new_key(), os.urandom(16).hex()
     kek_id, wrapped = ring.wrap(dek, context.wrap_context(dek_id, secrets))
     envelopes: dict[str, bytes] = {}
@@ -327,15 +432,6 @@ def fingerprints_of(
         plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
         found[pointer] = fingerprint(fingerprint_key, context.scope, pointer, plaintext)
     return found
-
-
-def rewrap_config(ring: KeyRing, context: RecordContext, sealed: SealedConfig) -> SealedConfig:
-    """Move a version's DEK to the primary KEK after proving every value still decrypts."""
-    wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
-    dek = ring.unwrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
-    _open_values(dek, context, sealed)
-    kek_id, wrapped = ring.wrap(dek, wrap_context)
-    return SealedConfig(sealed.dek_id, kek_id, wrapped, sealed.envelopes, sealed.fingerprints)
 
 
 def _open_values(

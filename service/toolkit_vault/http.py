@@ -34,9 +34,9 @@ from . import __version__
 from .access import PrincipalCache, SessionBindings
 from .asgi import RequestLog
 from .database import POOL_SIZE
-from .errors import VaultError
+from .errors import KeyProviderError, VaultError
 from .history import history, parse_time
-from .keys import KeyProvider
+from .keyadmin import key_status
 from .protocol import (
     MAX_MESSAGE_BYTES,
     ErrorCode,
@@ -47,7 +47,7 @@ from .protocol import (
     dump_message,
     parse_message,
 )
-from .rotation import key_status
+from .providers import KeyProvider
 from .service import Connection, Principal, Vault
 from .web import install_console
 
@@ -134,6 +134,9 @@ class HistoryOut(BaseModel):
 
 
 class KeysOut(BaseModel):
+    provider: dict[str, Any]
+    master_keys: list[dict[str, Any]]
+    vault_keys: list[dict[str, Any]]
     keys: list[dict[str, Any]]
 
 
@@ -304,14 +307,17 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
 
     @app.get("/v1/keys/status", response_model=KeysOut)
     async def v1_keys_status(_: Principal = Depends(as_operator)) -> KeysOut:
-        """Every master key (as `keys status --json`)."""
-        return KeysOut(keys=await in_thread(key_status, vault.store, provider))
+        """Both key layers: master keys and vault keys (as `keys status --json`)."""
+        return KeysOut(**await in_thread(key_status, vault.store, provider))
 
     @app.get("/v1/check")
     async def v1_check(_: Principal = Depends(as_operator)) -> dict[str, Any]:
         """Decrypt-verify every stored version in memory (as `check --json`): operators only,
         as it decrypts the whole store."""
-        result: dict[str, Any] = await in_thread(vault.check)
+        try:
+            result: dict[str, Any] = await in_thread(vault.check)
+        except KeyProviderError as exc:  # a vault key made elsewhere, the provider down
+            raise Refused(503, "RUNTIME_ERROR", exc.message) from None
         return result
 
     # /console: intake forms and the admin console; links signed with the vault's intake key

@@ -4,12 +4,14 @@ Someone who can write to the database but holds no master key can edit any row. 
 already bind each secret to its row; this module extends that to every row whose meaning
 matters: a config version (including "this version has no ciphertext"), a current-version
 pointer, a principal (name, role, token hash, revocation), a session's owner, an imported
-toolkit definition and a master-key record. Each carries `mac` = HMAC(state key, table ||
-its meaningful columns), and the state key is stored only wrapped by a master key.
+toolkit definition, a vault key record (which one is active, which are retired) and a
+legacy master-key record. Each carries `mac` = HMAC(state key, table || its meaningful
+columns), and the state key is stored only wrapped by a vault key.
 
 Left out on purpose: material that authenticates itself (wrapped keys and envelopes are AEAD
-with the row's context as associated data), so a rotation rewraps without touching a MAC,
-and bookkeeping with no meaning (`updated_at`, row ids).
+with the row's context as associated data; a vault key's wrap is bound to its id by the key
+provider), so either rotation rewraps without touching a MAC, and bookkeeping with no
+meaning (`updated_at`, row ids).
 
 A MAC proves the vault wrote a row, not that it is the latest row: one restored from an
 older valid state (a pointer, a principal) is found against the audit chain by `reconcile`.
@@ -33,6 +35,7 @@ __all__ = [
     "PRINCIPALS",
     "SESSIONS",
     "TABLES",
+    "VAULT_KEYS",
     "VERSIONS",
     "Row",
     "RowAuthenticator",
@@ -44,6 +47,7 @@ PRINCIPALS = "principals"
 SESSIONS = "sessions"
 IMPORTED = "imported_toolkits"
 MASTER_KEYS = "master_keys"
+VAULT_KEYS = "vault_keys"
 
 Row = Mapping[Any, Any]  # a row as read (SQLAlchemy RowMapping) or as written (a dict)
 
@@ -89,6 +93,7 @@ _COVERED: dict[str, Callable[[Row], tuple[Any, ...]]] = {
         r["created_at"],
         r["retired_at"],
     ),
+    VAULT_KEYS: lambda r: (r["key_id"], r["is_active"], r["created_at"], r["retired_at"]),
 }
 TABLES = tuple(_COVERED)
 _LENGTH = struct.Struct(">I").pack

@@ -4,6 +4,10 @@ Nothing here holds a plaintext secret: config versions carry the public half of 
 in clear, and the secret half only as envelopes, a wrapped data key and HMAC fingerprints.
 Times are Unix epoch seconds, like the wire protocol's `ts`. Rows whose meaning matters
 carry `mac` (see `integrity`): a row without a valid one is not believed.
+
+Key ids (`kek_id` columns) name a vault key (`vk-N`, `vault_keys`); before the key
+hierarchy (schema 0003) they named a master key directly (`kek-N`, `master_keys`), and
+`init` moves such rows to a vault key (`keyupgrade`).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ __all__ = [
     "MasterKey",
     "Principal",
     "Session",
+    "VaultKey",
 ]
 
-SCHEMA_REVISION = "0002"  # the Alembic head these models match (checked by the tests)
+SCHEMA_REVISION = "0003"  # the Alembic head these models match (checked by the tests)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -55,8 +60,24 @@ def _mac() -> Mapped[bytes | None]:
     return mapped_column(LargeBinary(32), nullable=True)
 
 
+class VaultKey(Base):
+    """A vault key: the middle of the key hierarchy, stored only wrapped by the key
+    provider's master key (the blob's public header names that master key). One is active:
+    new data keys are wrapped under it. Retired keys keep their record, not their key."""
+
+    __tablename__ = "vault_keys"
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    wrapped_key: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    retired_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mac: Mapped[bytes | None] = _mac()
+
+
 class MasterKey(Base):
-    """A KEK known to the store: its id and key check value, never the key."""
+    """A master key (KEK) of a vault made before the key hierarchy, when it wrapped data
+    keys itself: its id and key check value, never the key. Read by the upgrade that moves
+    its data keys to a vault key; nothing writes here any more."""
 
     __tablename__ = "master_keys"
     kek_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -68,11 +89,12 @@ class MasterKey(Base):
 
 
 class InternalKey(Base):
-    """Vault-wide keys (fingerprint, audit) stored wrapped by a KEK, rewrapped on rotation."""
+    """Vault-wide keys (fingerprint, audit, state) stored wrapped by a vault key (`kek_id`),
+    rewrapped with the data keys when the vault key rotates; their values never change."""
 
     __tablename__ = "internal_keys"
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
-    kek_id: Mapped[str] = mapped_column(ForeignKey("master_keys.kek_id"))
+    kek_id: Mapped[str] = mapped_column(String(64))
     wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
 
 
@@ -117,9 +139,7 @@ class ConfigVersion(Base):
     secret_fingerprints: Mapped[str] = mapped_column(Text)
     sealed_secrets: Mapped[str | None] = mapped_column(Text, nullable=True)
     dek_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    kek_id: Mapped[str | None] = mapped_column(
-        ForeignKey("master_keys.kek_id"), nullable=True, index=True
-    )
+    kek_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     wrapped_dek: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     mac: Mapped[bytes | None] = _mac()
 

@@ -24,7 +24,16 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, exists, or_, select
 from sqlalchemy.orm import aliased
 
-from .integrity import IMPORTED, MASTER_KEYS, POINTERS, PRINCIPALS, SESSIONS, VERSIONS, Row
+from .integrity import (
+    IMPORTED,
+    MASTER_KEYS,
+    POINTERS,
+    PRINCIPALS,
+    SESSIONS,
+    VAULT_KEYS,
+    VERSIONS,
+    Row,
+)
 from .models import (
     AuditEvent,
     ConfigVersion,
@@ -32,6 +41,7 @@ from .models import (
     ImportedToolkit,
     MasterKey,
     Principal,
+    VaultKey,
 )
 from .models import Session as SessionRow
 from .schema import schema_digest
@@ -114,6 +124,7 @@ def rules(
     latest live version among the authentic ones, which the pointers rule then expects."""
     latest: dict[tuple[str, str], int] = {}
     return {
+        VAULT_KEYS: _vault_keys,
         MASTER_KEYS: _master_keys,
         PRINCIPALS: _principals,
         SESSIONS: lambda conn: _sessions(conn, batch_size),
@@ -136,14 +147,46 @@ def _details(event: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-# -- master keys -----------------------------------------------------------------------------
+# -- vault keys and (before the key hierarchy) master keys ------------------------------------
+
+
+def _vault_keys(conn: Connection) -> Iterator[Finding]:
+    """A vault key record must have been added by an event (`vault_initialized` names the
+    first one); the last one added is the active one; retired exactly when an event says."""
+    added: list[str] = []
+    retired: set[str] = set()
+    for event in _events(conn, "vault_initialized", "vault_key_added", "vault_key_retired"):
+        key_id = _details(event).get("key_id")
+        if not isinstance(key_id, str):
+            continue  # `vault_initialized` of a vault made before the hierarchy
+        if event.action == "vault_key_retired":
+            retired.add(key_id)
+        else:
+            added.append(key_id)
+    active = added[-1] if added else None
+    rows = conn.execute(select(VaultKey).order_by(VaultKey.key_id)).all()
+    for row in rows:
+        if row.key_id not in added:
+            found: tuple[Kind, str] | None = ("unaudited", "no event added this vault key")
+        elif bool(row.is_active) != (row.key_id == active):
+            found = ("replayed", f"the audit chain makes {active} the active vault key")
+        elif (row.retired_at is not None) != (row.key_id in retired):
+            found = ("replayed", "its retirement disagrees with the audit chain (vault key)")
+        else:
+            found = None
+        yield row._mapping, row.key_id, found
+    for key_id in sorted(set(added) - {row.key_id for row in rows}):
+        yield None, key_id, ("deleted", "the audit chain added it; its record is gone")
 
 
 def _master_keys(conn: Connection) -> Iterator[Finding]:
     added: list[str] = []
     retired: set[str] = set()
     for event in _events(conn, "vault_initialized", "kek_added", "kek_retired"):
-        kek_id = str(_details(event).get("kek_id"))
+        found_id = _details(event).get("kek_id")
+        if found_id is None:
+            continue  # `vault_initialized` of a vault made with the key hierarchy
+        kek_id = str(found_id)
         if event.action == "kek_retired":
             retired.add(kek_id)
         else:

@@ -1,65 +1,113 @@
-"""Master key operations: status, rotation (rewrap), retirement, and the decrypt check.
+"""Key rotation on both layers, and the decrypt check.
 
-Rotation is a resumable state machine driven entirely by what is stored, so a killed run
-is finished by running it again and never adds a second new key:
+**Master key** (`rotate_master_key`, `keys rotate`): the provider makes a new master key
+(or new key material), then every live vault key is unwrapped and wrapped again under it,
+in one audited transaction. It touches the few vault key rows only, so it takes the same
+time at a thousand versions and at a million. Rerun after a crash: a vault key still under
+an older master key than the provider's current one is finished without rotating again.
 
-1. the provider gets the new key first (a crash here leaves an unused key, nothing else);
-2. the store records it and makes it primary, in one audited transaction; from then on
-   every writer wraps under it (writers with an older ring reload the keys);
-3. every wrapped key not under the primary is rewrapped in batches; each row is fully
-   decrypted in memory first and is written back only by compare-and-set on its old
-   wrapped key, so a row is never written unless it could be read, nor written twice.
+**Vault key** (`rotate_vault_key`, `keys rotate --vault-key`), a resumable state machine
+driven by what is stored, so a killed run is finished by running it again and never adds a
+second new key:
 
-Only wrapped keys change: envelopes, fingerprints and history keep their identity.
+1. when nothing is left to move, a new vault key is wrapped by the provider and made
+   active, in one audited transaction; from then on every writer wraps under it (writers
+   with an older ring reload the keys);
+2. the vault-wide keys, then every data key not under the active vault key, are rewrapped
+   in batches: the key only (`KeyRing.rewrap`), never a value, each row written back by
+   compare-and-set on its wrapped key as read. `check` is what proves values still open.
+
+Only wrapped keys change: envelopes, fingerprints, history and row MACs keep their identity.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from . import crypto
-from .crypto import KeyRing, RecordContext, SealedConfig, internal_context
+from .crypto import KeyRing, internal_context
 from .errors import DecryptionError, KeyProviderError, VaultError
-from .integrity import MASTER_KEYS, VERSIONS
-from .keys import KeyProvider
-from .models import ConfigVersion, InternalKey, MasterKey
+from .integrity import VERSIONS
+from .keystore import (
+    add_vault_key,
+    internal_keys,
+    next_key_id,
+    rewrap_internal_keys,
+    set_wrapped_keys,
+    vault_key_context,
+    verified_vault_keys,
+)
+from .models import ConfigVersion, InternalKey
+from .providers import KeyProvider
 from .records import AuditDraft, version_record
 from .storage import Store
 
-__all__ = ["RotationReport", "check_store", "key_status", "retire_key", "rotate_keys"]
+__all__ = [
+    "MasterRotationReport",
+    "RotationReport",
+    "check_store",
+    "pending_rewraps",
+    "rotate_master_key",
+    "rotate_vault_key",
+    "version_batches",
+    "write_rewraps",
+]
 
 Progress = Callable[[int], None]
+RingFor = Callable[..., KeyRing]  # key ids -> a ring holding them (`Vault.ring_for`)
 
 
-def key_status(store: Store, provider: KeyProvider) -> list[dict[str, Any]]:
-    """Every KEK the store knows: primary, retired, wrapped keys it protects, in provider."""
-    held = provider.load()
-    with store.read() as conn:
-        by_kek = (
-            select(ConfigVersion.kek_id, func.count())
-            .where(ConfigVersion.kek_id.is_not(None))
-            .group_by(ConfigVersion.kek_id)
-        )
-        counts: dict[str | None, int] = {k: n for k, n in conn.execute(by_kek)}
-        by_internal = select(InternalKey.kek_id, func.count()).group_by(InternalKey.kek_id)
-        internal: dict[str, int] = {k: n for k, n in conn.execute(by_internal)}
-    return [
-        {
-            "kek_id": row.kek_id,
-            "primary": row.is_primary,
-            "created_at": row.created_at,
-            "retired_at": row.retired_at,
-            "wrapped_keys": counts.get(row.kek_id, 0) + internal.get(row.kek_id, 0),
-            "in_provider": held is not None and row.kek_id in held.keys,
+@dataclass
+class MasterRotationReport:
+    master_key: str
+    previous: list[str]
+    rotated_in_provider: bool
+    vault_keys: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": "master",
+            "master_key": self.master_key,
+            "previous": self.previous,
+            "rotated_in_provider": self.rotated_in_provider,
+            "vault_keys_rewrapped": self.vault_keys,
         }
-        for row in store.master_keys()
-    ]
+
+
+def rotate_master_key(store: Store, provider: KeyProvider) -> MasterRotationReport:
+    """Rotate the master key and rewrap every live vault key under the new one."""
+    live = [r for r in verified_vault_keys(store) if r.live]
+    current = provider.status().current
+    behind = [r for r in live if r.master_key != current]
+    rotated = not behind  # all under the current key: rotate; else finish the last rotation
+    if rotated:
+        current = provider.rotate()
+    moves = []
+    for record in live:
+        assert record.wrapped_key is not None
+        context = vault_key_context(record.key_id)
+        try:
+            key = provider.unwrap(record.wrapped_key, context)
+        except DecryptionError:
+            raise KeyProviderError(
+                f"vault key {record.key_id} does not open with {provider.where}; nothing was "
+                "changed (run `toolkit-vault check`)"
+            ) from None
+        moves.append((record.key_id, record.wrapped_key, provider.wrap(key, context)))
+    previous = sorted({str(r.master_key) for r in live} - {str(current)})
+    details = {"master_key": current, "previous": previous, "vault_keys": len(moves)}
+
+    def work(conn: Connection) -> None:
+        set_wrapped_keys(conn, moves)
+        store.audit(conn, AuditDraft("operator", "master_key_rotated", details=details))
+
+    store.retrying(work)
+    return MasterRotationReport(str(current), previous, rotated, [m[0] for m in moves])
 
 
 @dataclass
@@ -73,6 +121,7 @@ class RotationReport:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "kind": "vault-key",
             "primary": self.primary,
             "previous": self.previous,
             "resumed": self.resumed,
@@ -82,132 +131,97 @@ class RotationReport:
         }
 
 
-def pending_rewraps(store: Store, primary: str) -> int:
+def _not_under(active: str) -> Any:
+    return ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != active)
+
+
+def pending_rewraps(store: Store, active: str) -> int:
+    """Wrapped keys (data keys and vault-wide keys) not under the active vault key."""
     with store.read() as conn:
-        versions = conn.execute(
-            select(func.count()).where(
-                ConfigVersion.kek_id.is_not(None), ConfigVersion.kek_id != primary
-            )
-        ).scalar_one()
+        versions = conn.execute(select(func.count()).where(_not_under(active))).scalar_one()
         internal = conn.execute(
-            select(func.count()).where(InternalKey.kek_id != primary)
+            select(func.count()).where(InternalKey.kek_id != active)
         ).scalar_one()
     return int(versions) + int(internal)
 
 
-def rotate_keys(
+def _any_pending(store: Store, active: str) -> bool:
+    with store.read() as conn:
+        found = conn.execute(select(ConfigVersion.id).where(_not_under(active)).limit(1)).first()
+        inner = conn.execute(select(InternalKey.name).where(InternalKey.kek_id != active)).first()
+    return found is not None or inner is not None
+
+
+def rotate_vault_key(
     store: Store,
     provider: KeyProvider,
+    ring: KeyRing,
     *,
     batch_size: int = 500,
     start: Callable[[int], Progress] | None = None,
 ) -> RotationReport:
-    """Make a new KEK primary and rewrap everything under it; rerun to resume."""
-    keys = provider.load()
-    if keys is None:
-        raise KeyProviderError(f"no master key found in {provider.where}")
-    known = store.master_keys()
-    live = {row.kek_id: row for row in known if row.retired_at is None}
-    db_primary = next(k for k, row in live.items() if row.is_primary)
-    resumed = True
-    if keys.primary in live and pending_rewraps(store, db_primary) == 0:
-        if provider.name == "env":
-            raise KeyProviderError(
-                "the env key provider is read-only: add a new key to the document in "
-                "TOOLKIT_VAULT_MASTER_KEYS and make it primary, then run keys rotate"
-            )
-        keys, resumed = keys.with_new_primary(taken=[row.kek_id for row in known]), False
-        provider.store(keys)
-    target = keys.primary if keys.primary not in live else db_primary
-    missing = [k for k in live if k not in keys.keys]
-    if missing:
-        raise KeyProviderError(f"master key {missing[0]} is missing from {provider.where}")
-    ring = KeyRing({k: keys.keys[k] for k in {*live, target}}, target)
-    if target not in live:
-        _make_primary(store, ring, target)
-    report = RotationReport(target, sorted(k for k in live if k != target), resumed)
-    report.internal_rewrapped = _rewrap_internal(store, ring)
-    advance = start(pending_rewraps(store, target)) if start else None
-    while True:  # another pass picks up rows that writers with an old ring added meanwhile
-        done = _rewrap_versions(store, ring, batch_size, report, advance)
-        if done == 0:
-            break
+    """Make a new vault key active and rewrap every wrapped key under it; rerun to resume.
+
+    One pass of keyset-paginated batches is enough: once the new key is active, every write
+    transaction (they are serialized) wraps under it, and rows written before it committed
+    are in the store when the pass begins (rows appended meanwhile come after, by id). A
+    writer that could not reach the provider to load the new key keeps the old one: its rows
+    are found by the next run, and `keys retire` refuses the old key until then."""
+    records = verified_vault_keys(store)
+    live = [r.key_id for r in records if r.live]
+    active = next(r.key_id for r in records if r.is_active and r.live)
+    resumed = _any_pending(store, active)
+    report = RotationReport(active, [], resumed)
+    if not resumed:
+        new_id, key = next_key_id(r.key_id for r in records), crypto.new_key()
+        wrapped = provider.wrap(key, vault_key_context(new_id))
+        ring, active = ring.with_keys({new_id: key}, new_id), new_id
+        moves = _internal_moves(store, ring)
+
+        def work(conn: Connection) -> None:  # the vault-wide keys move with the new key
+            add_vault_key(store, conn, new_id, wrapped, actor="operator")
+            rewrap_internal_keys(conn, moves)
+
+        store.retrying(work)
+        report.primary, report.internal_rewrapped = new_id, len(moves)
+    if active not in ring or ring.primary_id != active:
+        raise VaultError(f"vault key {active} is not loaded; run the rotation again")
+    report.previous = sorted(k for k in live if k != active)
+    moves = _internal_moves(store, ring)
+    if moves:
+        store.retrying(partial(rewrap_internal_keys, moves=moves))
+        report.internal_rewrapped += len(moves)
+    advance = start(pending_rewraps(store, active)) if start else None
+    _rewrap_versions(store, ring, batch_size, report, advance)
+    details = {"active": active, "rewrapped": report.rewrapped, "failed": len(report.failed)}
     store.retrying(
-        lambda conn: store.audit(
-            conn,
-            AuditDraft(
-                "operator",
-                "keys_rotated",
-                details={
-                    "primary": target,
-                    "rewrapped": report.rewrapped,
-                    "failed": len(report.failed),
-                },
-            ),
-        )
+        lambda conn: store.audit(conn, AuditDraft("operator", "vault_key_rotated", details=details))
     )
     return report
 
 
-def _make_primary(store: Store, ring: KeyRing, kek_id: str) -> None:
-    def work(conn: Connection) -> None:
-        for row in conn.execute(select(MasterKey).where(MasterKey.is_primary.is_(True))).all():
-            _update_key_record(store, conn, row, is_primary=False)
-        record = {
-            "kek_id": kek_id,
-            "check_value": ring.check_value(kek_id),
-            "is_primary": True,
-            "created_at": time.time(),
-            "retired_at": None,
-        }
-        conn.execute(insert(MasterKey).values(**record, mac=store.mac(MASTER_KEYS, record)))
-        store.audit(conn, AuditDraft("operator", "kek_added", details={"kek_id": kek_id}))
-
-    store.retrying(work)
+def _internal_moves(store: Store, ring: KeyRing) -> list[tuple[str, str, bytes, str, bytes]]:
+    """The vault-wide keys not under the active vault key, rewrapped (values unchanged)."""
+    return [
+        (name, key_id, wrapped, *ring.rewrap(key_id, wrapped, internal_context(name)))
+        for name, (key_id, wrapped) in internal_keys(store).items()
+        if key_id != ring.primary_id
+    ]
 
 
-def _update_key_record(store: Store, conn: Connection, row: Any, **changes: Any) -> None:
-    """Change a master-key record and sign it again; only a record as read is changed."""
-    record = {**row._mapping, **changes}
-    conn.execute(
-        update(MasterKey)
-        .where(MasterKey.kek_id == row.kek_id, MasterKey.mac == row.mac)
-        .values(**changes, mac=store.mac(MASTER_KEYS, record))
-    )
+_REWRAP_COLUMNS = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
 
 
-def _rewrap_internal(store: Store, ring: KeyRing) -> int:
-    """Rewrap the fingerprint and audit keys (their values never change) in one transaction."""
-    moved = []
-    for name, (kek_id, wrapped) in store.internal_keys().items():
-        if kek_id != ring.primary_id:
-            key = ring.unwrap(kek_id, wrapped, internal_context(name))
-            moved.append((name, kek_id, *ring.wrap(key, internal_context(name))))
-
-    def work(conn: Connection) -> None:
-        for name, old_kek, new_kek, new_wrapped in moved:
-            conn.execute(
-                update(InternalKey)
-                .where(InternalKey.name == name, InternalKey.kek_id == old_kek)
-                .values(kek_id=new_kek, wrapped_key=new_wrapped)
-            )
-
-    if moved:
-        store.retrying(work)
-    return len(moved)
-
-
-def _sealed(row: Any) -> tuple[RecordContext, SealedConfig]:
-    return version_record(row._mapping).sealed()
-
-
-def version_batches(store: Store, where: Any, batch_size: int) -> Iterator[list[Any]]:
-    """Keyset-paginated batches of encrypted versions: memory stays flat at any size."""
+def version_batches(
+    store: Store, where: Any, batch_size: int, columns: tuple[Any, ...] = (ConfigVersion,)
+) -> Iterator[list[Any]]:
+    """Keyset-paginated batches of versions (whole rows, or `columns`, which must start
+    with the id): memory stays flat at any size."""
     last_id = 0
     while True:
         with store.read() as conn:
             rows = conn.execute(
-                select(ConfigVersion)
+                select(*columns)
                 .where(where, ConfigVersion.id > last_id)
                 .order_by(ConfigVersion.id)
                 .limit(batch_size)
@@ -221,22 +235,18 @@ def version_batches(store: Store, where: Any, batch_size: int) -> Iterator[list[
 def _rewrap_versions(
     store: Store, ring: KeyRing, batch_size: int, report: RotationReport, advance: Progress | None
 ) -> int:
+    """One pass over the data keys not under the active vault key. A data key is read with
+    its id and wrap only: the wrap carries its record's binding, so the row is not parsed."""
     done = 0
-    failed_ids = {f["id"] for f in report.failed}
-    where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != ring.primary_id)
-    for rows in version_batches(store, where, batch_size):
+    for rows in version_batches(store, _not_under(ring.primary_id), batch_size, _REWRAP_COLUMNS):
         updates = []
-        for row in rows:
-            if row.id in failed_ids:
-                continue
+        for row_id, key_id, wrapped in rows:
             try:
-                context, sealed = _sealed(row)
-                rewrapped = crypto.rewrap_config(ring, context, sealed)
-            except DecryptionError:
-                report.failed.append(_where(row))
+                new_id, new = ring.rewrap(key_id, bytes(wrapped))
+            except (DecryptionError, TypeError):
+                report.failed.append(_where(store, row_id))
                 continue
-            old = (sealed.kek_id, sealed.wrapped_dek)  # as read: the compare-and-set's guard
-            updates.append((row.id, *old, rewrapped.kek_id, rewrapped.wrapped_dek))
+            updates.append((row_id, key_id, wrapped, new_id, new))
         if updates:
             store.retrying(partial(write_rewraps, updates=updates))
         done += len(updates)
@@ -259,7 +269,7 @@ _REWRAP = (
 )
 
 
-Rewrap = tuple[int, str, bytes, str, bytes]  # row id, old kek, old wrapped, new kek, new wrapped
+Rewrap = tuple[int, str, bytes, str, bytes]  # row id, old key, old wrapped, new key, new wrapped
 
 
 def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
@@ -274,7 +284,14 @@ def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
     )
 
 
-def _where(row: Any) -> dict[str, Any]:
+def _where(store: Store, row_id: int) -> dict[str, Any]:
+    """Which version a row id is (rotation reads ids and wraps only; a failure is rare)."""
+    with store.read() as conn:
+        row = conn.execute(select(ConfigVersion).where(ConfigVersion.id == row_id)).one()
+    return _named(row)
+
+
+def _named(row: Any) -> dict[str, Any]:
     return {
         "id": row.id,
         "session_id": row.session_id,
@@ -283,47 +300,19 @@ def _where(row: Any) -> dict[str, Any]:
     }
 
 
-def retire_key(store: Store, provider: KeyProvider, kek_id: str) -> dict[str, Any]:
-    """Retire a KEK nothing uses any more: recorded in the store, then removed from the provider."""
-    rows = {row.kek_id: row for row in store.master_keys()}
-    row = rows.get(kek_id)
-    if row is None:
-        raise VaultError(f"the store has no master key {kek_id}")
-    if row.is_primary:
-        raise VaultError(f"{kek_id} is the primary master key; rotate first")
-    in_use = next(s["wrapped_keys"] for s in key_status(store, provider) if s["kek_id"] == kek_id)
-    if in_use:
-        raise VaultError(
-            f"{kek_id} still protects {in_use} wrapped keys: run `toolkit-vault keys rotate`"
-        )
-
-    def work(conn: Connection) -> None:
-        _update_key_record(store, conn, row, retired_at=time.time())
-        store.audit(conn, AuditDraft("operator", "kek_retired", details={"kek_id": kek_id}))
-
-    if row.retired_at is None:
-        store.retrying(work)
-    keys = provider.load()
-    removed = False
-    if keys is not None and kek_id in keys.keys:
-        if provider.name == "env":
-            return {"kek_id": kek_id, "retired": True, "removed_from_provider": False}
-        provider.store(keys.without(kek_id))
-        removed = True
-    return {"kek_id": kek_id, "retired": True, "removed_from_provider": removed}
-
-
 def check_store(
-    store: Store, ring: KeyRing, start: Callable[[int], Progress] | None = None
+    store: Store, ring_for: RingFor, start: Callable[[int], Progress] | None = None
 ) -> dict[str, Any]:
     """Decrypt-verify every stored version in memory (MAC, commitment, AAD, JSON); reveal
-    nothing. A version whose row fails its MAC counts as failed without being opened."""
+    nothing. A version whose row fails its MAC counts as failed without being opened. Each
+    batch asks `ring_for` the key ids it names, so a ring rotated elsewhere is reloaded."""
     counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
     failed: list[dict[str, Any]] = []
     with store.read() as conn:
         total = conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one()
     advance = start(int(total)) if start else None
     for rows in version_batches(store, ConfigVersion.id > 0, 1000):
+        ring = ring_for(*{row.kek_id for row in rows if isinstance(row.kek_id, str)})
         for row in rows:
             reason = None
             if not store.authentic(VERSIONS, row._mapping):
@@ -333,7 +322,7 @@ def check_store(
                 continue
             else:
                 try:
-                    context, sealed = _sealed(row)
+                    context, sealed = version_record(row._mapping).sealed()
                     crypto.open_config(ring, context, sealed)
                 except DecryptionError:
                     reason = "does not decrypt"
@@ -342,7 +331,7 @@ def check_store(
                 continue
             counts["failed"] += 1
             if len(failed) < 100:
-                failed.append({**_where(row), "reason": reason})
+                failed.append({**_named(row), "reason": reason})
         if advance:
             advance(len(rows))
     return {"versions": int(total), **counts, "failed_versions": failed}

@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import crypto
@@ -85,7 +86,7 @@ class Vault:
         ring: KeyRing,
         fingerprint_key: SecretBytes,
         registry: ToolkitRegistry,
-        reload_keys: Callable[[], KeyRing] | None = None,
+        reload_keys: Callable[[KeyRing], KeyRing] | None = None,
         audit_key: SecretBytes | None = None,
         relay_key: SecretBytes | None = None,
         intake_key: SecretBytes | None = None,
@@ -105,6 +106,7 @@ class Vault:
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         self._lock = threading.Lock()
+        self._ring_lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
         self.intake: Intake | None = None  # intake links, set by the web console when mounted
 
@@ -203,9 +205,7 @@ class Vault:
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
         context, sealed = record.sealed()
-        if sealed.kek_id not in self.ring:
-            self._refresh_ring()  # rotated by another process since this one started
-        secrets = crypto.open_config(self.ring, context, sealed)
+        secrets = crypto.open_config(self.ring_for(sealed.kek_id), context, sealed)
         register_secrets(v.reveal() for v in secrets.values())
         try:
             return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
@@ -418,9 +418,8 @@ class Vault:
             nonlocal sealed
             if expect is not None:
                 expect(version)
-            if primary_kek != self.ring.primary_id:
-                self._refresh_ring()  # a rotation made another key primary meanwhile
-            if version != provisional or sealed.kek_id != self.ring.primary_id:
+            ring = self.ring_for(primary_kek)  # another process may have rotated meanwhile
+            if version != provisional or sealed.kek_id != ring.primary_id:
                 sealed = self._seal(session_id, name, version, digest, bound, secrets)
             return VersionDraft.of(
                 outcome.status,
@@ -478,11 +477,9 @@ class Vault:
 
     def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
         """`check`: every version decrypted in memory and every row's MAC, then the audit
-        chain and the state it vouches for; counts and names, never a value. The key ring
-        is reloaded first: another process may have rotated it since this one started."""
-        if self._reload_keys is not None:
-            self._refresh_ring()
-        result = check_store(self.store, self.ring, start)
+        chain and the state it vouches for; counts and names, never a value. A key the ring
+        lacks is loaded (`ring_for`), or the check stops: never a false "failed"."""
+        result = check_store(self.store, partial(self.ring_for, strict=True), start)
         for failed in result["failed_versions"]:
             failed["scope"] = scope_of(failed["session_id"])
         result["scopes"] = self.store.versions_by_scope()
@@ -496,11 +493,22 @@ class Vault:
         result["ok"] = not result["failed"] and audit.ok
         return result
 
-    def _refresh_ring(self) -> None:
-        if self._reload_keys is None:
-            raise DecryptionError
-        with self._lock:
-            self.ring = self._reload_keys()
+    def ring_for(self, *key_ids: str, strict: bool = False) -> KeyRing:
+        """The key ring, reloaded first when the store names a vault key it lacks: the one
+        way every process learns of a rotation made by another (decrypt, configure and
+        `check` all ask here). A reload that cannot reach the key provider keeps the ring
+        as it is (a version under the new key then fails alone), unless `strict`."""
+        if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:
+            return self.ring
+        with self._ring_lock:
+            if not all(key_id in self.ring for key_id in key_ids):
+                try:
+                    self.ring = self._reload_keys(self.ring)
+                except VaultError as exc:
+                    if strict:
+                        raise
+                    log.warning("key ring not reloaded: %s", exc.message)
+        return self.ring
 
     def _seal(
         self,

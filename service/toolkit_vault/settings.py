@@ -1,7 +1,9 @@
 """Settings: read once from the environment and the home's record, then frozen.
 
-`init` writes `vault.json` in the home (database URL, key provider, vault id), so every
-later command run with the same home needs no flag. The environment overrides the record.
+`init` writes `vault.json` in the home (database URL, key provider and its options, vault
+id), so every later command run with the same home needs no flag. The environment overrides
+the record. Provider options say where the master key is (a KMS key id, a PKCS#11 token);
+never a credential: each provider reads those from its own standard configuration.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import VaultError
-from .keys import ProviderName
+from .providers import provider_names
 
 __all__ = ["RECORD_NAME", "EnvSettings", "VaultSettings", "load_settings", "write_record"]
 
@@ -29,16 +33,17 @@ class EnvSettings(BaseSettings):
 
     home: Path = Path("./var")
     database_url: str | None = None
-    key_provider: ProviderName | None = None
+    key_provider: str | None = None
 
 
 @dataclass(frozen=True)
 class VaultSettings:
     home: Path
     database_url: str
-    key_provider: ProviderName
+    key_provider: str
     vault_id: str
     initialized: bool
+    key_options: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def record_path(self) -> Path:
@@ -49,11 +54,15 @@ def default_database_url(home: Path) -> str:
     return f"sqlite:///{home / 'vault.db'}"
 
 
-def load_settings(key_provider: ProviderName | None = None) -> VaultSettings:
-    """Resolve settings: flag, then environment, then the home's record, then defaults."""
+def load_settings(
+    key_provider: str | None = None, key_options: Mapping[str, str] | None = None
+) -> VaultSettings:
+    """Resolve settings: flag, then environment, then the home's record, then defaults.
+    The recorded provider options apply to the recorded provider; `key_options` (flags)
+    are added to them, and may not change one the record holds."""
     env = EnvSettings()
     home = env.home.expanduser().absolute()
-    record: dict[str, str] = {}
+    record: dict[str, Any] = {}
     path = home / RECORD_NAME
     if path.exists():
         try:
@@ -61,25 +70,38 @@ def load_settings(key_provider: ProviderName | None = None) -> VaultSettings:
         except ValueError:
             raise VaultError(f"{path} is not valid JSON; restore it or remove the home") from None
     provider = key_provider or env.key_provider or record.get("key_provider") or "keyring"
-    if provider not in ("keyring", "file", "env"):
-        raise VaultError(f"unknown key provider {provider!r}; use keyring, file or env")
+    if provider not in provider_names():
+        known = ", ".join(provider_names())
+        raise VaultError(f"unknown key provider {provider!r}; installed: {known}")
+    recorded = record.get("key_options") if provider == record.get("key_provider") else None
+    options = {str(k): str(v) for k, v in (recorded or {}).items()}
+    for name, value in (key_options or {}).items():
+        if options.get(name, value) != value:
+            raise VaultError(
+                f"{home} records {name} = {options[name]!r} for the {provider} key provider; "
+                "init cannot move the master key"
+            )
+        options[name] = value
     return VaultSettings(
         home=home,
         database_url=env.database_url or record.get("database_url") or default_database_url(home),
-        key_provider=provider,  # type: ignore[arg-type]
+        key_provider=provider,
         vault_id=record.get("vault_id") or str(uuid.uuid4()),
         initialized=bool(record),
+        key_options=options,
     )
 
 
 def write_record(settings: VaultSettings) -> None:
-    """Record the chosen database and key provider in the home (0600, atomically)."""
+    """Record the chosen database, key provider and its options in the home (0600,
+    atomically)."""
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = {
         "format": 1,
         "vault_id": settings.vault_id,
         "database_url": settings.database_url,
         "key_provider": settings.key_provider,
+        "key_options": dict(settings.key_options),
     }
     temp = settings.record_path.with_suffix(".tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

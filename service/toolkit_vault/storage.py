@@ -33,16 +33,15 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from .chain import AUDIT_FIELDS, CHAIN_START, Signer, audit_payload, head_link, links, verified_end
 from .database import BUSY_TIMEOUT_MS, read_only
 from .errors import StoreError
-from .integrity import MASTER_KEYS, POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
+from .integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
 from .integrity import Row as StoredRow
 from .models import (
     AuditEvent,
     AuditHead,
     ConfigVersion,
     CurrentConfig,
-    InternalKey,
-    MasterKey,
     Principal,
+    VaultKey,
 )
 from .models import Session as SessionRow
 from .records import AuditDraft, VersionDraft, VersionRecord, version_record
@@ -63,7 +62,7 @@ _LATEST_VERSION = select(func.coalesce(func.max(ConfigVersion.version), 0)).wher
     ConfigVersion.session_id == bindparam("session_id"),
     ConfigVersion.toolkit_name == bindparam("toolkit_name"),
 )
-_PRIMARY_KEK = select(MasterKey.kek_id).where(MasterKey.is_primary.is_(True))
+_PRIMARY_KEK = select(VaultKey.key_id).where(VaultKey.is_active.is_(True))  # the active vault key
 _INSERT_VERSION = insert(ConfigVersion)
 _VERSION_COLUMNS = (
     "session_id",
@@ -343,51 +342,6 @@ class Store:
             previous = bytes(before.mac)
         return found if links(self._sign, previous, found._mapping) else None
 
-    # -- keys ---------------------------------------------------------------------------
-
-    def master_keys(self) -> Sequence[Row[Any]]:
-        """Every master-key record as stored; `bootstrap` refuses one without a valid MAC."""
-        with self.read() as conn:
-            return conn.execute(select(MasterKey).order_by(MasterKey.created_at)).all()
-
-    def internal_keys(self) -> dict[str, tuple[str, bytes]]:
-        with self.read() as conn:
-            rows = conn.execute(
-                select(InternalKey.name, InternalKey.kek_id, InternalKey.wrapped_key)
-            )
-            return {name: (kek_id, bytes(wrapped)) for name, kek_id, wrapped in rows}
-
-    def add_internal_key(self, name: str, kek_id: str, wrapped: bytes, actor: str) -> None:
-        """A vault-wide key an older release did not make (wrapped; audited by name)."""
-
-        def work(conn: Connection) -> None:
-            conn.execute(insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped))
-            self.audit(conn, AuditDraft(actor, "internal_key_added", details={"name": name}))
-
-        self.retrying(work)
-
-    def bootstrap_keys(
-        self, kek_id: str, check_value: bytes, internal: dict[str, bytes], actor: str
-    ) -> None:
-        """Record the first KEK and the wrapped internal keys, with the first audit event."""
-
-        def work(conn: Connection) -> None:
-            record = {
-                "kek_id": kek_id,
-                "check_value": check_value,
-                "is_primary": True,
-                "created_at": time.time(),
-                "retired_at": None,
-            }
-            conn.execute(insert(MasterKey).values(**record, mac=self.mac(MASTER_KEYS, record)))
-            for name, wrapped in internal.items():
-                conn.execute(
-                    insert(InternalKey).values(name=name, kek_id=kek_id, wrapped_key=wrapped)
-                )
-            self.audit(conn, AuditDraft(actor, "vault_initialized", details={"kek_id": kek_id}))
-
-        self.retrying(work)
-
     # -- principals and sessions ------------------------------------------------------------
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
@@ -447,8 +401,8 @@ class Store:
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
-        number; it learns the store's primary KEK inside the transaction, so a writer whose
-        ring predates a rotation can rewrap under the new key before it commits.
+        number; it learns the store's active vault key inside the transaction, so a writer
+        whose ring predates a rotation can rewrap under the new key before it commits.
         """
 
         def work(conn: Connection) -> int:
@@ -457,7 +411,7 @@ class Store:
             state = conn.execute(_WRITE_STATE, {**key, **pointer}).one()
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if primary is None:
-                raise StoreError("the store has no primary master key: run `toolkit-vault init`")
+                raise StoreError("the store has no active vault key: run `toolkit-vault init`")
             version = int(latest) + 1
             draft = build(version, primary)
             now = time.time()

@@ -30,7 +30,15 @@ from . import crypto
 from .audit import verify_chain_only
 from .crypto import KeyRing, SecretBytes
 from .errors import DecryptionError, VaultError
-from .integrity import IMPORTED, MASTER_KEYS, POINTERS, PRINCIPALS, SESSIONS, VERSIONS
+from .integrity import (
+    IMPORTED,
+    MASTER_KEYS,
+    POINTERS,
+    PRINCIPALS,
+    SESSIONS,
+    VAULT_KEYS,
+    VERSIONS,
+)
 from .models import AuditEvent, Base
 from .reconcile import MAX_LISTED, rules
 from .records import AuditDraft, version_record
@@ -48,6 +56,7 @@ _KEYS = {
     SESSIONS: ("session_id",),
     IMPORTED: ("name",),
     MASTER_KEYS: ("kek_id",),
+    VAULT_KEYS: ("key_id",),
 }
 
 

@@ -24,19 +24,20 @@ from click.testing import CliRunner
 from sqlalchemy import insert, select, text, update
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
-from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.imports import import_package, remove_toolkit
 from toolkit_vault.models import (
     ConfigVersion,
     CurrentConfig,
     ImportedToolkit,
-    MasterKey,
     Principal,
+    VaultKey,
 )
 from toolkit_vault.models import Session as SessionRow
 from toolkit_vault.principals import authenticate, create_token, revoke
 from toolkit_vault.relay import CHANNEL, PgEventRelay
+from toolkit_vault.rotation import rotate_vault_key
 from toolkit_vault.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
 from toolkit_vault.service import Principal as ServicePrincipal
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -285,10 +286,21 @@ def test_a_session_given_to_another_principal_owns_nothing(
     assert_named_by_check_and_audit("sessions", "unauthenticated")
 
 
-def test_an_edited_master_key_record_stops_start_up(vault: Vault, fresh: list[Vault]) -> None:
-    sql(vault, update(MasterKey).values(retired_at=1.0))
-    with pytest.raises(Exception, match="master key record kek-1 fails its integrity check"):
+def test_an_edited_vault_key_record_stops_start_up(vault: Vault, fresh: list[Vault]) -> None:
+    sql(vault, update(VaultKey).values(retired_at=1.0))
+    with pytest.raises(Exception, match="vault key record vk-1 fails its integrity check"):
         reopen(fresh)
+
+
+def test_a_retired_vault_key_put_back_is_named(vault: Vault) -> None:
+    """A vault key record restored as it was before its retirement (its wrap too, from a
+    backup) carries a valid MAC, but the audit chain retired it."""
+    rotate_vault_key(vault.store, open_provider(load_settings()), vault.ring)
+    before = row_of(vault, VaultKey, VaultKey.key_id == "vk-1")  # inactive, signed, wrapped
+    assert CliRunner().invoke(main, ["keys", "retire", "vk-1"]).exit_code == 0
+    assert row_of(vault, VaultKey, VaultKey.key_id == "vk-1").wrapped_key is None
+    sql(vault, update(VaultKey).where(VaultKey.key_id == "vk-1").values(**before._mapping))
+    assert_named_by_check_and_audit("vault_keys", "replayed")
 
 
 # -- 5. forged and eavesdropped relay messages (PostgreSQL) ----------------------------------
@@ -360,7 +372,7 @@ def test_one_bad_row_breaks_no_one(vault: Vault, fresh: list[Vault]) -> None:
     assert code == 1 and checked["failed"] == 2, err
     code, history, err = cli("history")
     assert code == 0 and len(history["versions"]) == 2, err
-    done = CliRunner().invoke(main, ["keys", "rotate", "--json"])
+    done = CliRunner().invoke(main, ["keys", "rotate", "--vault-key", "--json"])
     assert done.exit_code == 1 and "unexpected" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["failed"] == [
         {"id": 1, "session_id": session, "toolkit_name": "secretive", "version": 1}
@@ -540,15 +552,19 @@ def test_init_makes_an_existing_home_private(home: VaultSettings, cli_env: dict[
     assert CliRunner().invoke(main, ["history"]).exit_code == 0
 
 
+@pytest.mark.key_providers("file")
 def test_the_env_key_document_is_not_inherited(
     home: VaultSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolkit_vault.keys import ENV_KEYS, EnvProvider, FileProvider
+    from toolkit_vault.providers import ProviderSettings
+    from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
+    from toolkit_vault.providers.file import FileProvider
 
-    document = FileProvider(home.home / "master-keys.json").load()
+    settings = ProviderSettings(home.home, home.vault_id)
+    document = FileProvider(settings).load()
     assert document is not None
     monkeypatch.setenv(ENV_KEYS, document.dumps())
-    assert EnvProvider().load() is not None
+    assert EnvProvider(settings).load() is not None
     assert ENV_KEYS not in os.environ
     child = subprocess.run(
         [sys.executable, "-c", f"import os; print(os.environ.get('{ENV_KEYS}', 'absent'))"],
@@ -557,4 +573,4 @@ def test_the_env_key_document_is_not_inherited(
         check=True,
     )
     assert child.stdout.strip() == "absent"
-    assert EnvProvider().load() is not None  # later loads in this process still work
+    assert EnvProvider(settings).load() is not None  # later loads in this process still work

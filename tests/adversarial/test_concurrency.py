@@ -149,6 +149,6 @@ def test_eight_processes_configure_without_losing_a_write(
     verified = CliRunner().invoke(main, ["audit", "verify", "--json"])
     assert verified.exit_code == 0, verified.output
     assert json.loads(verified.stdout)["ok"] is True
-    checked = check_store(vault.store, vault.ring)
+    checked = check_store(vault.store, vault.ring_for)
     assert checked["failed"] == 0
     assert checked["intact"] == sum(1 for row in rows if row.wrapped_dek is not None)

@@ -1,12 +1,12 @@
 """Key provider refusals end to end: each one clear line, exit 1, and no key generated.
 
-tests/test_keys.py checks each refusal of the providers in memory, and tests/test_cli.py
+tests/providers/ checks each refusal of the providers in memory, and tests/test_cli.py
 the fail and null keyrings at `init`, a missing key file, a 0644 key file at `stdio` and a
 mismatched env key. This adds, through the command line: the plaintext keyring at `init`;
 the fail, null and plaintext keyrings on a home a secure keyring initialized; and a key file
 that is group- or world-readable, a symlink, of the wrong length, not base64, or another
 key, each for the service (`stdio`) and for the commands that write keys (`keys rotate`,
-`init`). Nothing may change: key file, keyring entries, home, master keys in the store.
+`init`). Nothing may change: key file, keyring entries, home, vault keys in the store.
 Refusals do not depend on the database, so these run on SQLite only.
 """
 
@@ -27,10 +27,11 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, select
 
 from toolkit_vault.cli import main
-from toolkit_vault.models import AuditEvent, MasterKey
+from toolkit_vault.models import AuditEvent, VaultKey
 from toolkit_vault.settings import VaultSettings
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+pytestmark = pytest.mark.key_providers("file")  # the local providers' own refusals
 ERROR = "toolkit-vault: error: "
 
 
@@ -78,11 +79,11 @@ def snapshot(home: Path, database: Path) -> dict[str, Any]:
     engine = create_engine(f"sqlite:///{database}")
     with engine.connect() as db:
         keys = db.execute(
-            select(MasterKey.kek_id, MasterKey.check_value, MasterKey.is_primary)
+            select(VaultKey.key_id, VaultKey.wrapped_key, VaultKey.is_active, VaultKey.mac)
         ).all()
         events = db.execute(select(AuditEvent.seq)).all()
     engine.dispose()
-    return {"files": files, "master_keys": sorted(map(tuple, keys)), "events": len(events)}
+    return {"files": files, "vault_keys": sorted(map(tuple, keys)), "events": len(events)}
 
 
 def _doc(path: Path) -> dict[str, Any]:
@@ -118,7 +119,7 @@ KEY_FILE_CASES: dict[str, tuple[Callable[[Path], None], str]] = {
         lambda p: _rewrite(
             p, {**_doc(p), "keys": {"kek-1": base64.b64encode(os.urandom(32)).decode()}}
         ),
-        "does not match the store (key check value differs): wrong key",
+        "vault key vk-1 does not open with key file",
     ),
 }
 

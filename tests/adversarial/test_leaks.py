@@ -11,7 +11,8 @@ redaction filter. Then every byte is scanned (database files and WAL, a logical 
 every table, the log, every response and event, HTTP responses and WebSocket frames, stdout
 and stderr, exception tracebacks) for each canary raw, base64 (standard and URL-safe, at
 each alignment), hex (both cases), URL-encoded and JSON-escaped: zero hits. The master keys
-are looked for too, everywhere but in their own key file.
+are looked for too, everywhere but in their own key file, and the vault keys everywhere
+(the store holds them only wrapped).
 """
 
 from __future__ import annotations
@@ -48,9 +49,12 @@ from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.imports import import_package
 from toolkit_vault.models import Base
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, ToolkitConfigureRequest
+from toolkit_vault.registry import ToolkitRegistry
 from toolkit_vault.service import Vault
-from toolkit_vault.settings import VaultSettings
+from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.stdio import serve_stdio
+
+pytestmark = pytest.mark.key_providers("file")  # scans the key file's keys too
 
 PACKAGE = HERE.parent / "vectors" / "package" / "server-secret-env.json"
 PACKAGE_DEFAULT_SECRET = "canary-default-webhook-secret"  # an isSecret default in the package
@@ -250,6 +254,8 @@ def test_no_secret_in_any_byte_written(
     # Operators and auditors on the command line (in this process: its logs are captured).
     for args in (
         ["keys", "rotate", "--json"],
+        ["keys", "rotate", "--vault-key", "--json"],
+        ["keys", "rotate", "--vault-key", "--dry-run"],
         ["check", "--json"],
         ["check"],
         ["history", "--json"],
@@ -271,6 +277,8 @@ def test_no_secret_in_any_byte_written(
         kek_id: base64.b64decode(key) for kek_id, key in key_doc["keys"].items()
     }
     assert sorted(masters) == ["kek-1", "kek-2"]  # the rotation ran
+    masters |= vault_keys()
+    assert sorted(masters)[-2:] == ["vk-1", "vk-2"]
 
     blobs = [
         *canary.seen,
@@ -284,6 +292,15 @@ def test_no_secret_in_any_byte_written(
     assert b"sqlalchemy.engine" in debug_log.read_bytes()
     assert scan(blobs, dict(canary.values)) == []
     assert scan([b for b in blobs if not b[0].endswith("master-keys.json")], masters) == []
+
+
+def vault_keys() -> dict[str, str | bytes]:
+    """Every live vault key, unwrapped as a process at start unwraps them."""
+    opened = open_vault(load_settings(), registry=ToolkitRegistry())
+    try:
+        return {key_id: key.reveal() for key_id, key in opened.ring._keys.items()}
+    finally:
+        opened.store.engine.dispose()
 
 
 def through_a_transport(canary: Canaries, prefix: str) -> list[bytes]:
@@ -357,6 +374,7 @@ def test_no_secret_through_http_and_websocket(
     masters: dict[str, str | bytes] = {
         kek_id: base64.b64decode(key) for kek_id, key in key_doc["keys"].items()
     }
+    masters |= vault_keys()
     seen += [
         ("serve stderr", stderr.encode()),
         ("serve stdout", bytes(server.stdout)),

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 
 from toolkit_vault.cli import main
-from toolkit_vault.crypto import FORMAT_VERSION, new_key
+from toolkit_vault.crypto import FORMAT_VERSION, WRAP_FORMAT, new_key
 from toolkit_vault.errors import DecryptionError
 from toolkit_vault.models import ConfigVersion, CurrentConfig
 from toolkit_vault.rotation import check_store
@@ -214,8 +214,8 @@ def _swap_toolkits(columns: tuple[str, ...]) -> Mutation:
     return mutate
 
 
-def _downgrade(data: bytes, version: int) -> bytes:
-    assert data[0] == FORMAT_VERSION
+def _downgrade(data: bytes, version: int, current: int = FORMAT_VERSION) -> bytes:
+    assert data[0] == current
     return bytes([version]) + data[1:]
 
 
@@ -226,8 +226,9 @@ MUTATIONS: dict[str, Mutation] = {
     "wrapped one byte short": _wrapped_edit(lambda b: b[:-1]),
     "wrapped extended by a byte": _wrapped_edit(lambda b: b + b"\x00"),
     "wrapped extended by a block": _wrapped_edit(lambda b: b + bytes(16)),
-    "wrapped format 0": _wrapped_edit(lambda b: _downgrade(b, 0)),
-    "wrapped format 2": _wrapped_edit(lambda b: _downgrade(b, 2)),
+    "wrapped format 0": _wrapped_edit(lambda b: _downgrade(b, 0, WRAP_FORMAT)),
+    "wrapped format 1": _wrapped_edit(lambda b: _downgrade(b, 1, WRAP_FORMAT)),
+    "wrapped format 3": _wrapped_edit(lambda b: _downgrade(b, 3, WRAP_FORMAT)),
     "envelope truncated to nothing": _envelope_edit(lambda b: b""),
     "envelope one byte short": _envelope_edit(lambda b: b[:-1]),
     "envelope extended": _envelope_edit(lambda b: b + b"\x00"),
@@ -310,7 +311,7 @@ def test_check_reports_tampering_and_nothing_else(stored: Stored) -> None:
         stored.row(stored.session_b, "secretive"),
         **{"sealed_secrets": _sealed(_envelopes(stored.row(stored.session_a, "secretive2")))},
     )
-    result = check_store(stored.vault.store, stored.vault.ring)
+    result = check_store(stored.vault.store, stored.vault.ring_for)
     assert (result["versions"], result["intact"], result["failed"]) == (3, 1, 2)
     done = CliRunner().invoke(main, ["check", "--json"])
     assert done.exit_code == 1

@@ -1,16 +1,15 @@
-"""Fixtures for the key provider tests: real servers, started once per test process.
+"""Fixtures for the key provider tests, on the real servers of tests/conftest.py.
 
-`moto_endpoint` runs moto's KMS as an HTTP server on a free loopback port; `softhsm_conf`
-makes a SoftHSM2 token in a temporary directory and points SOFTHSM2_CONF at it before the
-PKCS#11 module is first loaded. Both are torn down at the end of the session. A component
-that cannot start fails the tests that need it (never a skip): scripts/test installs them.
+`moto_endpoint` (moto's KMS as an HTTP server on a free loopback port), `aws_env` and
+`softhsm_conf` (a SoftHSM2 token in a temporary directory, SOFTHSM2_CONF pointing at it
+before the PKCS#11 module is first loaded) live there, shared with the `home` fixture. A
+component that cannot start fails the tests that need it (never a skip): scripts/test
+installs them.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +22,7 @@ from provider_support import (
     TOKEN_LABEL,
     USER_PIN,
     MemoryKeyring,
-    MotoServer,
-    make_softhsm_token,
 )
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log")
-    try:
-        url = server.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
-        yield url
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """boto3's standard configuration for the tests: dummy credentials from the
-    environment, no ~/.aws of the developer's, no instance metadata lookups."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -65,26 +35,6 @@ def kms(moto_endpoint: str, aws_env: None) -> Any:
 def kms_key(kms: Any) -> str:
     """A fresh KMS key's ARN."""
     return str(kms.create_key(Description="tkv test")["KeyMetadata"]["Arn"])
-
-
-@pytest.fixture(scope="session")
-def softhsm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    try:
-        conf = make_softhsm_token(tmp_path_factory.mktemp("softhsm"))
-    except (RuntimeError, OSError) as exc:
-        pytest.fail(f"SoftHSM2 is required for the pkcs11 provider tests: {exc}")
-    previous = os.environ.get("SOFTHSM2_CONF")
-    os.environ["SOFTHSM2_CONF"] = str(conf)
-    try:
-        yield conf
-    finally:
-        import pkcs11
-
-        pkcs11.unload(SOFTHSM_MODULE)
-        if previous is None:
-            os.environ.pop("SOFTHSM2_CONF", None)
-        else:
-            os.environ["SOFTHSM2_CONF"] = previous
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from typing import IO, Any
 import click
 
 from .about import print_version, version_command
-from .operators import audit, check, history_command, keys, purge_command
+from .keys import keys
+from .operators import audit, check, history_command, purge_command
 from .serving import init, serve, stdio
 from .shell import ENVIRONMENT, EXIT_STATUS
 from .tokens import tokens

@@ -9,16 +9,12 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..bootstrap import open_store
 from ..errors import VaultError
 from ..history import history, parse_time
 from ..import_report import printable
-from ..keys import provider_for
 from ..principals import list_principals
-from ..rotation import key_status, retire_key, rotate_keys
 from ..settings import load_settings
 from .ids import resolve_session, session_ids, unique_prefixes
 from .shell import (
@@ -33,91 +29,18 @@ from .shell import (
 )
 from .tables import Column, Row, echo_table
 
-__all__ = ["OPERATOR", "audit", "check", "history_command", "keys", "purge_command"]
+__all__ = ["OPERATOR", "audit", "check", "history_command", "purge_command"]
 
 OPERATOR = "operator"  # the actor recorded for operator actions taken on the command line
 
 
-# -- keys and check (operators) ------------------------------------------------------------
+# -- check (operators) ------------------------------------------------------------
 
 
-@click.group()
-def keys() -> None:
-    """Master keys: status, rotation, retirement."""
-
-
-@keys.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def keys_status(as_json: bool) -> None:
-    """Every master key: primary, retired, wrapped keys it protects, held by the provider."""
-    settings = load_settings()
-    vault = open_for_operators(settings)
-    status = key_status(
-        vault.store, provider_for(settings.key_provider, settings.home, settings.vault_id)
-    )
-    if as_json:
-        emit({"keys": status})
-        return
-    table = Table("kek id", "primary", "retired", "wrapped keys", "in provider")
-    for k in status:
-        table.add_row(
-            k["kek_id"],
-            "yes" if k["primary"] else "",
-            iso_seconds(k["retired_at"]),
-            str(k["wrapped_keys"]),
-            "yes" if k["in_provider"] else "NO",
-        )
-    Console().print(table)
-
-
-@keys.command("rotate")
-@click.option("--batch-size", type=click.IntRange(1, 100_000), default=500, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output (no progress bar).")
-@guarded
-def keys_rotate(batch_size: int, as_json: bool) -> None:
-    """Make a new master key primary and rewrap every wrapped key under it.
-
-    Idempotent and resumable: a killed run is finished by running it again.
-    """
-    settings = load_settings()
-    vault = open_for_operators(settings)
-    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
-    with progress("rewrapping", not as_json) as start:
-        report = rotate_keys(vault.store, provider, batch_size=batch_size, start=start)
-    if as_json:
-        emit(report.as_json())
-    else:
-        verb = "resumed rotation to" if report.resumed else "rotated to"
-        click.echo(
-            f"{verb} {report.primary}: {report.rewrapped} versions and "
-            f"{report.internal_rewrapped} internal keys rewrapped, {len(report.failed)} failed"
-        )
-    if report.failed:
-        raise VaultError(
-            f"{len(report.failed)} versions failed to decrypt and were left as they are"
-        )
-
-
-@keys.command("retire")
-@click.argument("kek_id")
-@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
-@guarded
-def keys_retire(kek_id: str, as_json: bool) -> None:
-    """Retire a master key that no wrapped key uses any more, and remove it from the provider."""
-    settings = load_settings()
-    vault = open_for_operators(settings)
-    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
-    result = retire_key(vault.store, provider, kek_id)
-    if as_json:
-        emit(result)
-    elif result["removed_from_provider"]:
-        click.echo(f"retired {kek_id} and removed it from {provider.where}")
-    else:
-        click.echo(f"retired {kek_id}; remove it from {provider.where} yourself")
-
-
-@click.command()
+@click.command(
+    short_help="Decrypt-verify every stored version; check every row and the chain.",
+    epilog=epilog("toolkit-vault check", "toolkit-vault check --json"),
+)
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output (no progress bar).")
 @guarded
 def check(as_json: bool) -> None:

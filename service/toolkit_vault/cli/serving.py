@@ -11,17 +11,18 @@ import ipaddress
 import os
 import socket
 import sys
+from typing import Any
 
 import click
 from sqlalchemy.engine import make_url
 
-from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_vault
+from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
 from ..errors import VaultError
-from ..keys import provider_for
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
 from ..webserver import HEADER_TIMEOUT_S
+from .keyflags import key_options, provider_flags
 from .shell import KEY_ENV, epilog, guarded
 
 __all__ = ["init", "serve", "stdio"]
@@ -31,26 +32,23 @@ __all__ = ["init", "serve", "stdio"]
     short_help="Create or check the vault home; migrate the database.",
     epilog=epilog(
         "toolkit-vault init --key-provider file   # master key in a 0600 file",
+        "toolkit-vault init --key-provider aws-kms --key-id alias/toolkit-vault",
         "toolkit-vault init                       # again: checks, changes nothing",
     ),
 )
-@click.option(
-    "--key-provider",
-    type=click.Choice(["keyring", "file", "env"]),
-    default=None,
-    help="Where the master key lives (default: recorded in the home, else the OS keyring).",
-)
+@provider_flags
 @guarded
-def init(key_provider: str | None) -> None:
+def init(key_provider: str | None, **flags: Any) -> None:
     """Create or check the vault home, migrate the database, set up the master key.
 
-    Safe to run again. The first run records the database and key provider in the home
-    (vault.json), so later commands need no flag.
+    Safe to run again. The first run records the database, the key provider and its flags
+    (where the master key lives: an existing KMS key, a PKCS#11 token) in the home
+    (vault.json), so later commands need none.
     """
     recorded = load_settings()
     if recorded.initialized and key_provider and key_provider != recorded.key_provider:
         raise VaultError(f"{recorded.home} already uses the {recorded.key_provider} key provider")
-    settings = load_settings(key_provider)  # type: ignore[arg-type]
+    settings = load_settings(key_provider, key_options(flags))
     report = init_vault(settings)
     verb = "created" if report.created_key else "using"
     database = make_url(report.database_url).render_as_string(hide_password=True)
@@ -63,6 +61,13 @@ def init(key_provider: str | None) -> None:
         click.echo(f"upgraded:   {signed} rows authenticated, {left} left unsigned", err=True)
         for line in report.upgraded["left_unsigned"]:
             click.echo(f"  not believed: {line}", err=True)
+    if report.hierarchy is not None:
+        moved = report.hierarchy
+        click.echo(
+            f"upgraded:   {moved['rewrapped']} data keys moved to vault key {moved['vault_key']}"
+            + (f", {len(moved['failed'])} left (do not open)" if moved["failed"] else ""),
+            err=True,
+        )
 
 
 @click.command(
@@ -154,7 +159,7 @@ def serve(
     configure_logging("INFO", json_lines=log_format == "json")
     settings = load_settings()
     vault = open_vault(settings)
-    provider = provider_for(settings.key_provider, settings.home, settings.vault_id)
+    provider = open_provider(settings)
     if vault.store.engine.dialect.name == "postgresql":
         from ..relay import PgEventRelay
 

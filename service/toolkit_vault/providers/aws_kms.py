@@ -69,6 +69,23 @@ def quiet_wire_logs() -> None:
             logger.addFilter(_NO_DEBUG)
 
 
+_loader: Any = None
+
+
+def _botocore_session() -> Any:
+    """A fresh botocore session sharing one loader of AWS's service models per process
+    (parsing them is most of a client's start-up); credentials are still each session's."""
+    global _loader
+    import botocore.loaders
+    import botocore.session
+
+    if _loader is None:
+        _loader = botocore.loaders.create_loader()
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _loader)
+    return session
+
+
 def encryption_context(context: Context) -> dict[str, str]:
     """The KMS form of a wrap context: one entry per field, readable in CloudTrail."""
     fields = {f"tkv.{i}": str(part) for i, part in enumerate(check_context(context))}
@@ -101,6 +118,7 @@ class AwsKmsProvider(KeyProvider):
         )
         try:
             session = boto3.session.Session(
+                botocore_session=_botocore_session(),
                 profile_name=options.get("profile") or None,
                 region_name=options.get("region") or None,
             )
@@ -212,6 +230,12 @@ class AwsKmsProvider(KeyProvider):
         self.key_id = self._arn = str(meta["Arn"])
         self._describe(self.region)
         return self.key_id
+
+    def recorded_options(self) -> dict[str, str]:
+        options = dict(self.settings.options)
+        if self.key_id is not None:
+            options["key_id"] = self.key_id
+        return options
 
     def rotate(self) -> str:
         """KMS on-demand rotation: same key id, new key material for every later wrap."""

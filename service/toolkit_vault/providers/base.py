@@ -127,6 +127,11 @@ class KeyProvider(ABC):
         """Remove an old master key once nothing is wrapped under it (the caller checks)."""
         raise self.error(f"cannot remove master key {key_id} here; remove it yourself")
 
+    def recorded_options(self) -> dict[str, str]:
+        """The options `init` records in the home, so later commands find the same master
+        key without a flag (a provider that created its key adds where it is)."""
+        return dict(self.settings.options)
+
     def error(self, problem: str) -> ProviderError:
         return ProviderError(self.name, f"key provider {self.name} ({self.where}): {problem}")
 

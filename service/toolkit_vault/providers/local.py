@@ -31,7 +31,9 @@ from .document import DocumentError, KeyDocument
 __all__ = ["SCHEME", "LocalProvider"]
 
 SCHEME = "local"
-_NONE_YET = "holds no master key yet (`toolkit-vault init` creates one)"
+_NONE_YET = (
+    "holds no master key (restore it; `toolkit-vault init` creates one for a new vault only)"
+)
 
 
 class LocalProvider(KeyProvider):

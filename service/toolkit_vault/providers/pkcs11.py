@@ -141,7 +141,10 @@ class Pkcs11Provider(KeyProvider):
 
     def _current(self, keys: dict[str, Any]) -> str:
         if not keys:
-            raise self.error("holds no master key yet (`toolkit-vault init` creates one)")
+            raise self.error(
+                "holds no master key (restore it; `toolkit-vault init` creates one for a new "
+                "vault only)"
+            )
         return max(keys, key=_number)
 
     def wrap(self, key: SecretBytes, context: Context) -> bytes:

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..crypto import SecretBytes
 from ..intake import DEFAULT_TTL, Intake
-from ..keys import KeyProvider
+from ..providers import KeyProvider
 from ..service import Vault
 from .console import console_routes
 from .intake_pages import intake_routes

@@ -14,10 +14,10 @@ from starlette.responses import RedirectResponse
 
 from ..errors import VaultError
 from ..history import history
+from ..keyadmin import key_status
 from ..overview import session_overview
 from ..principals import authenticate, list_principals, revoke
 from ..registry import RegisteredToolkit
-from ..rotation import key_status
 from .forms import Field, leaves
 from .pages import WebState
 from .security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
@@ -123,8 +123,8 @@ def console_routes(state: WebState) -> APIRouter:
         user = await signed_in(request, "operator")
         if isinstance(user, Response):
             return user
-        rows = await run_in_threadpool(key_status, state.vault.store, state.provider)
-        return state.render(request, "keys.html", user=user, keys=rows)
+        status = await run_in_threadpool(key_status, state.vault.store, state.provider)
+        return state.render(request, "keys.html", user=user, **status)
 
     @router.get("/tokens")
     async def tokens(request: Request) -> Response:

@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from ..history import iso_time
 from ..intake import Intake
-from ..keys import KeyProvider
+from ..providers import KeyProvider
 from ..registry import RegisteredToolkit
 from ..service import Vault
 from .formdata import error_text
