@@ -122,6 +122,7 @@ def test_toolkits_list_shows_imported_names_whole(vault: Vault, tmp_path: Path) 
     assert "package sha256:" in row and "…" not in row and "local_mcp" in row
 
 
+@pytest.mark.key_providers("file")  # it takes the key away by moving the key file
 def test_toolkits_list_needs_no_master_key_and_says_what_it_could_not_check(
     vault: Vault, home: VaultSettings, tmp_path: Path
 ) -> None:
@@ -142,9 +143,9 @@ def test_toolkits_list_needs_no_master_key_and_says_what_it_could_not_check(
         assert done.exit_code == 0, done.output
         note = [x for x in done.stderr.splitlines() if x.startswith("toolkit-vault: note:")]
         assert note == [
-            "toolkit-vault: note: imported definitions are unverified (no master key found in "
-            f"key file {key_file}; restore it (the vault never creates a replacement for a key "
-            "its store already uses))"
+            "toolkit-vault: note: imported definitions are unverified (key provider file "
+            f"(key file {key_file}): holds no master key (restore it; `toolkit-vault init` "
+            "creates one for a new vault only))"
         ]
         lines = done.stdout.splitlines()
         for name in names:
