@@ -162,3 +162,15 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
     assert stored == list(range(1, 61))
     assert current == 60
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_refused_driver_read_is_a_store_error_and_the_next_read_works(vault: Vault) -> None:
+    """`Store.fetch` (the list path's query, on the driver directly) maps a driver error to
+    the store's own, drops that connection, and reads on; on PostgreSQL the failed
+    statement must not leave an aborted transaction behind in the pool."""
+    store, session = vault.store, _session(vault)
+    store.append_version(session, "t", lambda v, k: draft(), "configure")
+    for _ in range(3):
+        with pytest.raises(StoreError, match=r"^the database refused the read \(\w+\)$"):
+            store.fetch("SELECT nothing FROM no_such_table WHERE a IN (?, ?)", ("s1", "s2"))
+        assert store.effective_pointers(session, "principal:x") == {"t": (session, 1)}
