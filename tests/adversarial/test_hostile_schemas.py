@@ -62,7 +62,8 @@ def within(seconds: float = SECONDS) -> Iterator[None]:
 
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Record (and refuse) every attempt to open a network connection."""
+    """Record (and refuse) every attempt to open a network connection, except while
+    `network_allowed` holds (a key provider that is a network service, opening the vault)."""
     attempts: list[Any] = []
 
     def refuse(self: socket.socket, address: Any) -> None:
@@ -72,6 +73,19 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     return attempts
+
+
+@contextmanager
+def network_allowed() -> Iterator[None]:
+    refused = socket.socket.connect, socket.socket.connect_ex
+    socket.socket.connect, socket.socket.connect_ex = _CONNECT, _CONNECT_EX  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = refused  # type: ignore[method-assign]
+
+
+_CONNECT, _CONNECT_EX = socket.socket.connect, socket.socket.connect_ex
 
 
 def _factory(name: str, schema: Any) -> Any:
@@ -142,7 +156,8 @@ def test_hostile_entry_points_are_left_out_and_the_vault_opens(
     assert list(refused) == ["broken"]  # tests/plugins' own broken plugin, nothing else
     assert no_network == []
 
-    vault = open_vault(home, registry)
+    with network_allowed():  # the master key may be in AWS KMS (moto on loopback)
+        vault = open_vault(home, registry)
     try:
         channel = ConnectionChannel(vault)
         configure = {"type": "toolkit/configure/req", "toolkit_name": "hostile_slow_regex"}
@@ -157,6 +172,7 @@ def test_hostile_entry_points_are_left_out_and_the_vault_opens(
         ]
         ok = channel.exchange(line({**configure, "config": {"a": "a" * 100_000, "bbbb": "x"}}))
         assert ok[0]["status"] == "ok"
+        assert no_network == []
     finally:
         vault.store.engine.dispose()
 
