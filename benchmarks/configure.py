@@ -128,7 +128,7 @@ def _measure(ctx: Context, database: str, url: str) -> list[Result]:
         work(WARMUP)
     statements = {}
     for name in ("ours", "floor"):
-        with count_statements(engine) as counted:
+        with count_statements(vault.store) as counted:
             runs[name](1)
         statements[name] = counted[0]
     calls = ctx.scale.configure_calls

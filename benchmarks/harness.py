@@ -20,6 +20,7 @@ from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.registry import ToolkitRegistry
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.storage import Store
 
 __all__ = [
     "AGENT",
@@ -170,18 +171,27 @@ def write_connection(engine: Engine) -> Iterator[Any]:
 
 
 @contextmanager
-def count_statements(engine: Engine) -> Iterator[list[int]]:
-    """Counts every statement sent to the database (BEGIN and executemany count as one)."""
+def count_statements(store: Store) -> Iterator[list[int]]:
+    """Counts every statement sent to the database (BEGIN and executemany count as one):
+    those through SQLAlchemy by its `before_cursor_execute` event, and the store's
+    statements on the driver directly (`Store.fetch`, the list's query) by wrapping it."""
     counter = [0]
+    fetch = store.fetch
 
     def seen(*_: Any) -> None:
         counter[0] += 1
 
-    event.listen(engine, "before_cursor_execute", seen)
+    def counted(*args: Any) -> Any:
+        seen()
+        return fetch(*args)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    store.fetch = counted  # type: ignore[method-assign]
     try:
         yield counter
     finally:
-        event.remove(engine, "before_cursor_execute", seen)
+        del store.fetch
+        event.remove(store.engine, "before_cursor_execute", seen)
 
 
 def timed(work: Callable[[], Any]) -> float:

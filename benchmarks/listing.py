@@ -1,7 +1,7 @@
 """list: `toolkit/list/req` with 200 registered toolkits (10 configured in the listing
 session), in a store of 100 and of 10,000 sessions (3 configured toolkits each), through
 `Connection.handle_raw`. The baseline is the same list at 100 sessions, measured in the same
-run, interleaved; statements are counted with a `before_cursor_execute` listener.
+run, interleaved; statements are counted as `harness.count_statements` says.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
         costs: dict[int, list[float]] = {small: [], large: []}
         for sessions, (vault, conn) in setups.items():
             _list(conn)  # warm
-            with count_statements(vault.store.engine) as counted:
+            with count_statements(vault.store) as counted:
                 _list(conn)
             statements[sessions] = counted[0]
         for _ in range(ctx.scale.list_repeats):

@@ -95,8 +95,8 @@ MEANING = """\
   configured in the listing session), in a store of 10,000 sessions (3 configured toolkits
   each) against the same list in a store of 100 sessions. Ratio = cost at 10,000 / cost at
   100 (lower is better). **list statements**: SQL statements per list, counted with a
-  SQLAlchemy `before_cursor_execute` listener (on SQLite the explicit `BEGIN` is one of
-  them; psycopg opens its transaction implicitly).
+  SQLAlchemy `before_cursor_execute` listener plus the store's statements on the driver
+  directly (`Store.fetch`: a list's one `SELECT`, without SQLAlchemy's `BEGIN`).
 - **rotation master key**: `rotate_master_key` (what `keys rotate` runs): the key provider
   (the file provider: a new key in the key document, written and synced) makes a new master
   key, then every vault key is unwrapped and wrapped under it and written back in one
