@@ -235,6 +235,22 @@ def test_only_skip_and_typos_are_refused(vault: Vault) -> None:
     assert [r.name for r in imported_rows(vault)] == ["github"]
 
 
+def test_a_server_named_without_its_package_suffix_gets_the_names_to_use(vault: Vault) -> None:
+    data = (CORPUS / "registry" / "seed.json").read_bytes()
+    airtable = "io.github.domdomegg/airtable-mcp-server"
+    suffixes = ", ".join(f"{airtable}#package-{n}" for n in range(3))
+    with pytest.raises(PackageRefused) as refused:
+        import_package(
+            vault.store, vault.registry, data, "local", Selection(only=frozenset({airtable}))
+        )
+    assert str(refused.value).endswith(
+        f"--only names no server of this input: {airtable!r}; it has one per package: {suffixes}"
+    )
+    chosen = Selection(only=frozenset({f"{airtable}#package-1"}))
+    report = import_package(vault.store, vault.registry, data, "local", chosen)
+    assert len(report.toolkits) == 1
+
+
 def test_overrides_mark_fields_and_are_audited(vault: Vault) -> None:
     path = CORPUS / "clients/claude/AccelByte__ags-extend-sdk-mcp-server.json"
     chosen = Selection(secret=("accelbyte-jssdk-mcp:PORT",))

@@ -57,7 +57,11 @@ def _check_names(result: ImportResult, selection: Selection) -> None:
     ):
         unknown = sorted(set(names) - known)
         if unknown:
-            raise SelectionRefused(f"{flag} names no server of this input: {unknown[0]!r}")
+            name = unknown[0]
+            # A registry entry with several packages is one server per package: `name#package-N`
+            per_package = sorted(k for k in known if k.startswith(name + "#"))
+            hint = f"; it has one per package: {', '.join(per_package)}" if per_package else ""
+            raise SelectionRefused(f"{flag} names no server of this input: {name!r}{hint}")
     both = sorted(selection.only & selection.skip)
     if both:
         raise SelectionRefused(f"{both[0]!r} is given to both --only and --skip")
