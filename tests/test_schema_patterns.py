@@ -83,9 +83,11 @@ ANCHORS = st.sampled_from(["^", "$", "\\b", "\\B"])
 
 def level(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     """Sequences and alternatives of terms, anchors and groups of `inner`: two levels, and
-    only bounded quantifiers on groups, since the oracle backtracks and nested unbounded
-    ones exhaust its memory (10 GB, then an abort)."""
-    bounded = st.sampled_from(["", "?", "{2}", "??"])
+    only optional groups, since the oracle backtracks: nested unbounded quantifiers exhaust
+    its memory (10 GB, then an abort, which crashed a CI worker), and a counted group of a
+    counted group is where regress itself errs (`((\\S+){2}){2}` finds nothing in "0000",
+    where ECMA-262, RE2 and regress's own `(\\S+){4}` match)."""
+    bounded = st.sampled_from(["", "?", "??"])
     groups = st.tuples(st.sampled_from(["(", "(?:"]), inner, st.just(")"), bounded)
     sequence = st.lists(st.one_of(TERMS, ANCHORS, groups.map("".join)), min_size=1, max_size=3).map(
         "".join
