@@ -276,6 +276,15 @@ def cli_env(tmp_path: Path, database_url: str, key_options: dict[str, str]) -> d
 
 
 @pytest.fixture
+def fresh_env(tmp_path: Path, empty_database_url: str, cli_env: dict[str, str]) -> dict[str, str]:
+    """Environment for a home and database that `init` has not touched yet."""
+    env = {**cli_env, "TOOLKIT_VAULT_HOME": str(tmp_path / "fresh")}
+    if empty_database_url.startswith("sqlite"):
+        env["TOOLKIT_VAULT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'fresh' / 'vault.db'}"
+    return env
+
+
+@pytest.fixture
 def spec_cli_env(cli_env: dict[str, str]) -> dict[str, str]:
     """`cli_env` with the spec-shaped plugin distribution installed as well."""
     return {**cli_env, "PYTHONPATH": os.pathsep.join([str(SPEC_PLUGINS), cli_env["PYTHONPATH"]])}

@@ -23,15 +23,6 @@ def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def fresh_env(tmp_path: Path, empty_database_url: str, cli_env: dict[str, str]) -> dict[str, str]:
-    """Environment for a home and database that `init` has not touched yet."""
-    env = {**cli_env, "TOOLKIT_VAULT_HOME": str(tmp_path / "fresh")}
-    if empty_database_url.startswith("sqlite"):
-        env["TOOLKIT_VAULT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'fresh' / 'vault.db'}"
-    return env
-
-
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()

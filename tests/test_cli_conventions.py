@@ -170,15 +170,6 @@ def test_shell_completion_for_bash_zsh_and_fish(tmp_path: Path) -> None:
     assert not (tmp_path / "no-home").exists()
 
 
-@pytest.fixture
-def fresh_env(tmp_path: Path, empty_database_url: str, cli_env: dict[str, str]) -> dict[str, str]:
-    """Environment for a home and database that `init` has not touched yet."""
-    env = {**cli_env, "TOOLKIT_VAULT_HOME": str(tmp_path / "fresh")}
-    if empty_database_url.startswith("sqlite"):
-        env["TOOLKIT_VAULT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'fresh' / 'vault.db'}"
-    return env
-
-
 def test_env_key_provider_errors_show_the_document_format(fresh_env: dict[str, str]) -> None:
     unset = run(fresh_env, "init", "--key-provider", "env")
     line = one_line(unset)

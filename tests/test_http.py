@@ -279,37 +279,46 @@ def test_refuses_a_public_address_without_tls(cli_env: dict[str, str], home: obj
     assert "without TLS" in done.stderr and "--insecure" in done.stderr
 
 
-def test_push_events_cross_replicas_on_postgresql(
+@pytest.fixture
+def replicas(
     fresh_postgres_url: str, plugins_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    postgres_url = fresh_postgres_url
+) -> Iterator[tuple[Server, Server, dict[str, str]]]:
+    """Two `serve` replicas on one fresh PostgreSQL database, and their environment."""
     monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", fresh_postgres_url)
     init_vault(load_settings("file"))
     vault = open_vault(load_settings())
     env = {**os.environ, "PYTHONPATH": str(plugins_path)}
-    with (
-        running_server(env, tmp_path / "a.log") as replica_a,
-        running_server(env, tmp_path / "b.log") as replica_b,
-    ):
-        a, b = Server(replica_a, vault), Server(replica_b, vault)
-        token = a.token("agent", "scaled")
-        with b.socket(token) as ws:
-            session = ask(ws, HELLO)["session_id"]
-            time.sleep(0.5)  # the listener subscribes right after start-up
-            configure = {
-                "type": "toolkit/configure/req",
-                "toolkit_name": "filesystem",
-                "config": {"root_dir": "/tmp"},
-            }
-            assert a.post(token, configure, session).json()["status"] == "ok"
-            event = json.loads(ws.recv(timeout=30))
-            assert (event["type"], event["session_id"], event["configured"]) == (
-                "toolkit/status/event",
-                session,
-                True,
-            )
-    vault.store.engine.dispose()
+    try:
+        with (
+            running_server(env, tmp_path / "a.log") as replica_a,
+            running_server(env, tmp_path / "b.log") as replica_b,
+        ):
+            yield Server(replica_a, vault), Server(replica_b, vault), env
+    finally:
+        vault.store.engine.dispose()
+
+
+def test_push_events_cross_replicas_on_postgresql(
+    replicas: tuple[Server, Server, dict[str, str]],
+) -> None:
+    a, b, _ = replicas
+    token = a.token("agent", "scaled")
+    with b.socket(token) as ws:
+        session = ask(ws, HELLO)["session_id"]
+        time.sleep(0.5)  # the listener subscribes right after start-up
+        configure = {
+            "type": "toolkit/configure/req",
+            "toolkit_name": "filesystem",
+            "config": {"root_dir": "/tmp"},
+        }
+        assert a.post(token, configure, session).json()["status"] == "ok"
+        event = json.loads(ws.recv(timeout=30))
+        assert (event["type"], event["session_id"], event["configured"]) == (
+            "toolkit/status/event",
+            session,
+            True,
+        )
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
@@ -418,37 +427,27 @@ def test_a_revocation_by_the_cli_reaches_http_and_open_websockets_within_a_secon
 
 
 def test_a_revocation_reaches_every_replica_within_a_second_on_postgresql(
-    fresh_postgres_url: str, plugins_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    replicas: tuple[Server, Server, dict[str, str]],
 ) -> None:
-    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", fresh_postgres_url)
-    init_vault(load_settings("file"))
-    vault = open_vault(load_settings())
-    env = {**os.environ, "PYTHONPATH": str(plugins_path)}
-    with (
-        running_server(env, tmp_path / "a.log") as replica_a,
-        running_server(env, tmp_path / "b.log") as replica_b,
-    ):
-        a, b = Server(replica_a, vault), Server(replica_b, vault)
-        token = a.token("agent", "everywhere")
-        session = a.post(token, HELLO).json()["session_id"]
-        with b.socket(token) as ws:
-            ask(ws, HELLO)
-            for replica in (a, b):  # each replica remembers the token now
-                assert replica.post(token, LIST, session).status_code == 200
-            subprocess.run(
-                [CLI, "tokens", "revoke", "everywhere"], env=env, check=True, capture_output=True
+    a, b, env = replicas
+    token = a.token("agent", "everywhere")
+    session = a.post(token, HELLO).json()["session_id"]
+    with b.socket(token) as ws:
+        ask(ws, HELLO)
+        for replica in (a, b):  # each replica remembers the token now
+            assert replica.post(token, LIST, session).status_code == 200
+        subprocess.run(
+            [CLI, "tokens", "revoke", "everywhere"], env=env, check=True, capture_output=True
+        )
+        revoked_at = time.monotonic()
+        for replica in (a, b):
+            _refused_within_a_second(
+                lambda r=replica: r.post(token, LIST, session),  # type: ignore[misc]
+                revoked_at,
             )
-            revoked_at = time.monotonic()
-            for replica in (a, b):
-                _refused_within_a_second(
-                    lambda r=replica: r.post(token, LIST, session),  # type: ignore[misc]
-                    revoked_at,
-                )
-            assert ask(ws, LIST)["code"] == "UNAUTHORIZED"
-            with pytest.raises(ConnectionClosed):
-                ws.recv(timeout=10)
-    vault.store.engine.dispose()
+        assert ask(ws, LIST)["code"] == "UNAUTHORIZED"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=10)
 
 
 def _closed(sock: socket.socket) -> bool:

@@ -202,14 +202,13 @@ def test_an_older_import_put_back_is_left_out(vault: Vault, fresh: list[Vault]) 
 # -- 3. pointer rollback --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["edited", "replayed"])
-def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how: str) -> None:
-    conn, session = handshake(vault)
-    configure(conn, "secretive", secret_config("tkv-old-compromised-key"))
-    key = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
-    first = row_of(vault, CurrentConfig, *key)
-    configure(conn, "secretive", secret_config())
-    back = {"version": 1} if how == "edited" else {"version": 1, "mac": first.mac}
+def assert_rolled_back_pointer_refused(
+    vault: Vault, fresh: list[Vault], session: str, key: Any, first_mac: bytes, how: str
+) -> None:
+    """Point `key`'s pointer back at version 1, keeping its current MAC ("edited") or
+    putting back the MAC it had then ("replayed"): a resume opens nothing, and `check` and
+    `audit verify` name the row."""
+    back = {"version": 1} if how == "edited" else {"version": 1, "mac": first_mac}
     sql(vault, update(CurrentConfig).where(*key).values(**back))
     SecretiveToolkit.received.clear()
     events, configured = resume(reopen(fresh), session)
@@ -217,6 +216,16 @@ def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how:
     assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
     problem = "unauthenticated" if how == "edited" else "replayed"
     assert_named_by_check_and_audit("current_configs", problem)
+
+
+@pytest.mark.parametrize("how", ["edited", "replayed"])
+def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how: str) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config("tkv-old-compromised-key"))
+    key = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
+    first = row_of(vault, CurrentConfig, *key)
+    configure(conn, "secretive", secret_config())
+    assert_rolled_back_pointer_refused(vault, fresh, session, key, first.mac, how)
 
 
 def test_a_pointer_forged_back_after_a_removal_is_refused(vault: Vault, fresh: list[Vault]) -> None:
@@ -438,14 +447,7 @@ def test_a_rolled_back_principal_pointer_is_refused(
     key = (CurrentConfig.session_id == PRINCIPAL_SCOPE, CurrentConfig.toolkit_name == "secretive")
     first = row_of(vault, CurrentConfig, *key)
     _principal_configured(vault)
-    back = {"version": 1} if how == "edited" else {"version": 1, "mac": first.mac}
-    sql(vault, update(CurrentConfig).where(*key).values(**back))
-    SecretiveToolkit.received.clear()
-    events, configured = resume(reopen(fresh), session)
-    assert SecretiveToolkit.received == [] and configured["secretive"] is False
-    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
-    problem = "unauthenticated" if how == "edited" else "replayed"
-    assert_named_by_check_and_audit("current_configs", problem)
+    assert_rolled_back_pointer_refused(vault, fresh, session, key, first.mac, how)
 
 
 def test_a_principal_config_moved_to_another_principal_is_refused(
