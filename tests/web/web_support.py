@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -181,7 +182,9 @@ def click_through(driver: WebDriver, element: WebElement) -> None:
     """Click a control that loads a new page, and wait until the old page is gone."""
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 15).until(staleness_of(page))
+    # Mid-navigation, chromedriver may answer "Node with given id does not belong to the
+    # document" instead of "stale": ask again until the old page is gone.
+    WebDriverWait(driver, 15, ignored_exceptions=(WebDriverException,)).until(staleness_of(page))
 
 
 def labels(driver: WebDriver) -> list[str]:
