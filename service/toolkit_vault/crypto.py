@@ -34,7 +34,7 @@ import hmac
 import json
 import os
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -288,12 +288,10 @@ class KeyRing:
         """Wrap a key under the active vault key, bound to its record's `context`."""
         if not isinstance(key, SecretBytes):
             raise TypeError("only keys held in SecretBytes are wrapped")
-        return self._wrap(key.reveal(), _binding(context), nonce_source)
+        return self._wrap(key.reveal(), _binding(context), nonce_source(NONCE_BYTES))
 
-    def _wrap(
-        self, key: bytes, binding: bytes, nonce_source: Callable[[int], bytes] = os.urandom
-    ) -> tuple[str, bytes]:
-        key_id, nonce = self.primary_id, nonce_source(NONCE_BYTES)
+    def _wrap(self, key: bytes, binding: bytes, nonce: bytes) -> tuple[str, bytes]:
+        key_id = self.primary_id
         wrapper = self._wrappers[key_id]
         if len(nonce) != NONCE_BYTES or len(key) != KEY_BYTES:
             raise ValueError("a key wrap takes a 256-bit key and a 96-bit nonce")
@@ -343,7 +341,24 @@ class KeyRing:
                 raise DecryptionError
             return self.wrap(self.unwrap(key_id, wrapped, context), context)
         key = self._unwrap(key_id, wrapped, None if context is None else _binding(context))
-        return self._wrap(key, wrapped[_BINDING])
+        return self._wrap(key, wrapped[_BINDING], os.urandom(NONCE_BYTES))
+
+    def rewrap_many(
+        self, wrapped_keys: Sequence[tuple[str, bytes]]
+    ) -> list[tuple[str, bytes] | None]:
+        """`rewrap` of many keys wrapped by vault keys, None for each one that does not open:
+        a rotation's batch, with one read of the random source for all its nonces."""
+        nonces = os.urandom(NONCE_BYTES * len(wrapped_keys))
+        moved: list[tuple[str, bytes] | None] = []
+        for n, (key_id, wrapped) in enumerate(wrapped_keys):
+            try:
+                key = self._unwrap(key_id, wrapped, None)
+            except DecryptionError:
+                moved.append(None)
+                continue
+            nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]
+            moved.append(self._wrap(key, wrapped[_BINDING], nonce))
+        return moved
 
 
 def internal_context(name: str) -> tuple[str | int, ...]:

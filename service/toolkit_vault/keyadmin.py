@@ -16,7 +16,7 @@ from sqlalchemy import Connection, func, select
 
 from . import crypto
 from .crypto import KeyRing
-from .errors import DecryptionError, KeyProviderError, VaultError
+from .errors import KeyProviderError, VaultError
 from .keystore import (
     VaultKeyRecord,
     internal_keys,
@@ -209,12 +209,8 @@ def _measure_batch(store: Store, ring: KeyRing, where: Any, batch_size: int) -> 
     started = time.perf_counter()
     where = where & ConfigVersion.kek_id.is_not(None)
     batch = next(version_batches(store, where, batch_size, columns), [])
-    updates = []
-    for row_id, key_id, wrapped in batch:
-        try:
-            updates.append((row_id, key_id, wrapped, *scratch.rewrap(key_id, bytes(wrapped))))
-        except (DecryptionError, TypeError):
-            continue
+    moved = scratch.rewrap_many([(key_id, wrapped) for _, key_id, wrapped in batch])
+    updates = [(*row, *new) for row, new in zip(batch, moved, strict=True) if new is not None]
     if updates:
         with store.engine.connect().execution_options(vault_write=True) as conn:
             _rolled_back(conn, updates)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, func, select
 
 from . import crypto
 from .crypto import KeyRing, internal_context
@@ -240,13 +240,12 @@ def _rewrap_versions(
     done = 0
     for rows in version_batches(store, _not_under(ring.primary_id), batch_size, _REWRAP_COLUMNS):
         updates = []
-        for row_id, key_id, wrapped in rows:
-            try:
-                new_id, new = ring.rewrap(key_id, bytes(wrapped))
-            except (DecryptionError, TypeError):
+        moved = ring.rewrap_many([(key_id, wrapped) for _, key_id, wrapped in rows])
+        for (row_id, key_id, wrapped), new in zip(rows, moved, strict=True):
+            if new is None:
                 report.failed.append(_where(store, row_id))
-                continue
-            updates.append((row_id, key_id, wrapped, new_id, new))
+            else:
+                updates.append((row_id, key_id, wrapped, *new))
         if updates:
             store.retrying(partial(write_rewraps, updates=updates))
         done += len(updates)
@@ -256,16 +255,12 @@ def _rewrap_versions(
     return done
 
 
-# Built once and sent as one executemany per batch: building an UPDATE per row cost more
-# than the row's crypto (benchmarks/rotation.py).
+# The compare-and-set of a rewrap, sent to the driver as is (one executemany per batch):
+# through SQLAlchemy's Core, processing each row's parameters cost as much as its crypto
+# (benchmarks/rotation.py).
 _REWRAP = (
-    update(ConfigVersion)
-    .where(
-        ConfigVersion.id == bindparam("row_id"),
-        ConfigVersion.kek_id == bindparam("old_kek"),
-        ConfigVersion.wrapped_dek == bindparam("old_wrapped"),
-    )
-    .values(kek_id=bindparam("new_kek"), wrapped_dek=bindparam("new_wrapped"))
+    "UPDATE config_versions SET kek_id = ?, wrapped_dek = ? "
+    "WHERE id = ? AND kek_id = ? AND wrapped_dek = ?"
 )
 
 
@@ -273,15 +268,10 @@ Rewrap = tuple[int, str, bytes, str, bytes]  # row id, old key, old wrapped, new
 
 
 def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
-    """One executemany of the prebuilt compare-and-set `UPDATE` (benchmarks/rotation.py
-    sends the same statement for its I/O-only floor)."""
-    conn.execute(
-        _REWRAP,
-        [
-            {"row_id": i, "old_kek": ok, "old_wrapped": ow, "new_kek": nk, "new_wrapped": nw}
-            for i, ok, ow, nk, nw in updates
-        ],
-    )
+    """Each row moved only if it still holds the key id and wrapped key it was read with
+    (benchmarks/rotation.py sends the same statement for its I/O-only floor)."""
+    sql = _REWRAP if conn.dialect.paramstyle == "qmark" else _REWRAP.replace("?", "%s")
+    conn.exec_driver_sql(sql, [(nk, nw, i, ok, ow) for i, ok, ow, nk, nw in updates])
 
 
 def _where(store: Store, row_id: int) -> dict[str, Any]:
