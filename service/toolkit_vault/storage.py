@@ -56,6 +56,38 @@ _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
 _LIVE = ("ok", "partial")
 
+
+class _OnDriver:
+    """A prebuilt statement compiled once per dialect, then sent on the driver directly
+    (in the caller's transaction): through SQLAlchemy's Core every execution paid for
+    parameter processing and result set-up, more CPU than the database's own work on a
+    configure's statements (benchmarks/configure.py)."""
+
+    def __init__(self, statement: Any) -> None:
+        self.statement = statement
+        self._compiled: dict[str, tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
+
+    def _for(self, dialect: Any) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            compiled = self.statement.compile(dialect=dialect)
+            order = tuple(compiled.positiontup) if dialect.positional else None
+            fixed = {name: b.value for name, b in compiled.binds.items() if not b.required}
+            found = self._compiled[dialect.name] = (compiled.string, order, fixed)
+        return found
+
+    def __call__(self, conn: Connection, params: dict[str, Any] | list[dict[str, Any]]) -> Any:
+        sql, order, fixed = self._for(conn.dialect)
+
+        def bound(given: dict[str, Any]) -> Any:
+            merged = {**fixed, **given} if fixed else given
+            return merged if order is None else tuple(merged[name] for name in order)
+
+        if isinstance(params, list):
+            return conn.exec_driver_sql(sql, [bound(p) for p in params])
+        return conn.exec_driver_sql(sql, bound(params))
+
+
 # The statements of every configure and audit write, built once with bound parameters:
 # building them per call cost more CPU than the rest of a configure (benchmarks/).
 _LATEST_VERSION = select(func.coalesce(func.max(ConfigVersion.version), 0)).where(
@@ -63,7 +95,6 @@ _LATEST_VERSION = select(func.coalesce(func.max(ConfigVersion.version), 0)).wher
     ConfigVersion.toolkit_name == bindparam("toolkit_name"),
 )
 _PRIMARY_KEK = select(VaultKey.key_id).where(VaultKey.is_active.is_(True))  # the active vault key
-_INSERT_VERSION = insert(ConfigVersion)
 _VERSION_COLUMNS = (
     "session_id",
     "toolkit_name",
@@ -81,30 +112,38 @@ _VERSION_COLUMNS = (
     "wrapped_dek",
     "mac",
 )
+_INSERT_VERSION = _OnDriver(
+    insert(ConfigVersion).values({c: bindparam(c) for c in _VERSION_COLUMNS})
+)
 _POINTER_KEY = (  # not named like a column: an UPDATE reserves those names for its SET
     CurrentConfig.session_id == bindparam("key_session"),
     CurrentConfig.toolkit_name == bindparam("key_toolkit"),
 )
 _CURRENT_POINTER = select(CurrentConfig.version).where(*_POINTER_KEY)
-_INSERT_POINTER = insert(CurrentConfig).values(
-    session_id=bindparam("key_session"),
-    toolkit_name=bindparam("key_toolkit"),
-    version=bindparam("new_version"),
-    updated_at=bindparam("now"),
-    mac=bindparam("pointer_mac"),
+_INSERT_POINTER = _OnDriver(
+    insert(CurrentConfig).values(
+        session_id=bindparam("key_session"),
+        toolkit_name=bindparam("key_toolkit"),
+        version=bindparam("new_version"),
+        updated_at=bindparam("now"),
+        mac=bindparam("pointer_mac"),
+    )
 )
-_MOVE_POINTER = (
+_MOVE_POINTER = _OnDriver(
     update(CurrentConfig)
     .where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))
     .values(
         version=bindparam("new_version"), updated_at=bindparam("now"), mac=bindparam("pointer_mac")
     )
 )
-_INSERT_EVENT = insert(AuditEvent)
-_INSERT_HEAD = insert(AuditHead).values(
-    id=1, seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head")
+_EVENT_COLUMNS = (*AUDIT_FIELDS, "details", "mac")
+_INSERT_EVENT = _OnDriver(insert(AuditEvent).values({c: bindparam(c) for c in _EVENT_COLUMNS}))
+_INSERT_HEAD = _OnDriver(
+    insert(AuditHead).values(
+        id=1, seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head")
+    )
 )
-_MOVE_HEAD = (
+_MOVE_HEAD = _OnDriver(
     update(AuditHead)
     .where(AuditHead.id == 1)
     .values(seq=bindparam("new_seq"), mac=bindparam("new_mac"), head_mac=bindparam("new_head"))
@@ -119,12 +158,14 @@ _CHAIN_END_COLUMNS = (  # the head's columns, then the last event's
         for column in (AuditEvent.seq, AuditEvent.mac)
     ),
 )
-_CHAIN_END = select(*_CHAIN_END_COLUMNS)
-_WRITE_STATE = select(  # one round trip: latest version, primary KEK, pointer, chain end
-    _LATEST_VERSION.scalar_subquery(),
-    _PRIMARY_KEK.scalar_subquery(),
-    _CURRENT_POINTER.scalar_subquery(),
-    *_CHAIN_END_COLUMNS,
+_CHAIN_END = _OnDriver(select(*_CHAIN_END_COLUMNS))
+_WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointer, chain end
+    select(
+        _LATEST_VERSION.scalar_subquery(),
+        _PRIMARY_KEK.scalar_subquery(),
+        _CURRENT_POINTER.scalar_subquery(),
+        *_CHAIN_END_COLUMNS,
+    )
 )
 
 
@@ -182,19 +223,17 @@ def _pg_append(pointer: str | None) -> Any:
     pointer rows it wrote (1 for no pointer), which compare-and-set checks as before."""
     ctes = [
         _prefixed_insert(ConfigVersion.__table__, _VERSION_COLUMNS, "v_").cte("new_version"),
-        _prefixed_insert(AuditEvent.__table__, (*AUDIT_FIELDS, "details", "mac"), "e_").cte(
-            "new_event"
-        ),
-        _MOVE_HEAD.returning(AuditHead.id).cte("new_head"),
+        _prefixed_insert(AuditEvent.__table__, _EVENT_COLUMNS, "e_").cte("new_event"),
+        _MOVE_HEAD.statement.returning(AuditHead.id).cte("new_head"),
     ]
     if pointer is None:
         return select(literal(1)).add_cte(*ctes)
     write = _INSERT_POINTER if pointer == "insert" else _MOVE_POINTER
-    moved = write.returning(CurrentConfig.version).cte("new_pointer")
+    moved = write.statement.returning(CurrentConfig.version).cte("new_pointer")
     return select(func.count()).select_from(moved).add_cte(*ctes)
 
 
-_PG_APPEND = {pointer: _pg_append(pointer) for pointer in (None, "insert", "update")}
+_PG_APPEND = {pointer: _OnDriver(_pg_append(pointer)) for pointer in (None, "insert", "update")}
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -300,12 +339,12 @@ class Store:
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
         transaction."""
-        _write_link(conn, *self._link(draft, conn.execute(_CHAIN_END).one()))
+        _write_link(conn, *self._link(draft, _CHAIN_END(conn, {}).one()))
 
     def audit_many(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
         """Append many links at once, for bulk loads: one read of the chain end, one insert
         of all the events, one move of the head."""
-        chain_end: Sequence[Any] = conn.execute(_CHAIN_END).one()
+        chain_end: Sequence[Any] = _CHAIN_END(conn, {}).one()
         events: list[dict[str, Any]] = []
         head: dict[str, Any] = {}
         for draft in drafts:
@@ -314,8 +353,8 @@ class Store:
             seq, mac = event["seq"], event["mac"]
             chain_end = (seq, mac, head["new_head"], seq, mac)
         if events:
-            conn.execute(_INSERT_EVENT, events)
-            conn.execute(_INSERT_HEAD if events[0]["seq"] == 1 else _MOVE_HEAD, head)
+            _INSERT_EVENT(conn, events)
+            (_INSERT_HEAD if events[0]["seq"] == 1 else _MOVE_HEAD)(conn, head)
 
     def _link(
         self, draft: AuditDraft, chain_end: Sequence[Any]
@@ -428,7 +467,7 @@ class Store:
         def work(conn: Connection) -> int:
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
-            state = conn.execute(_WRITE_STATE, {**key, **pointer}).one()
+            state = _WRITE_STATE(conn, {**key, **pointer}).one()
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
@@ -452,14 +491,14 @@ class Store:
                 pointer_write = ("insert" if current is None else "update") if live else None
                 params = {f"v_{k}": v for k, v in row.items()}
                 params |= {f"e_{k}": v for k, v in event.items()}
-                if conn.execute(_PG_APPEND[pointer_write], params | head | move).scalar_one() != 1:
+                if _PG_APPEND[pointer_write](conn, params | head | move).scalar_one() != 1:
                     raise _pointer_moved()
                 return version
-            conn.execute(_INSERT_VERSION, row)
+            _INSERT_VERSION(conn, row)
             if live:
                 if current is None:
-                    conn.execute(_INSERT_POINTER, move)
-                elif conn.execute(_MOVE_POINTER, move).rowcount != 1:
+                    _INSERT_POINTER(conn, move)
+                elif _MOVE_POINTER(conn, move).rowcount != 1:
                     raise _pointer_moved()
             _write_link(conn, event, head)
             return version
@@ -553,8 +592,8 @@ class Store:
 def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -> None:
     """Append a chain link made by `Store._link` and move the head to it (the first link
     creates the head row)."""
-    conn.execute(_INSERT_EVENT, event)
-    conn.execute(_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD, head)
+    _INSERT_EVENT(conn, event)
+    (_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD)(conn, head)
 
 
 def _pointer_moved() -> IntegrityError:
