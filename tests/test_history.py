@@ -14,7 +14,8 @@ from sqlalchemy import select
 from test_cli import run
 from test_vault import CANARY, configure, handshake, listed, secret_config
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.errors import UnknownSession
+from toolkit_vault.errors import UnknownSession, VaultError
+from toolkit_vault.history import history
 from toolkit_vault.models import AuditEvent, ConfigVersion
 from toolkit_vault.protocol import Message
 from toolkit_vault.service import Vault
@@ -128,6 +129,19 @@ def test_history_filters(vault: Vault, cli_env: dict[str, str]) -> None:
     assert "cannot read 'yesterday' as a time" in error_line(
         run(cli_env, "history", "--since", "yesterday")
     )
+
+
+def test_a_filter_holding_nul_matches_nothing(vault: Vault) -> None:
+    """PostgreSQL text cannot hold NUL, and an HTTP query can carry one (schemathesis sent
+    `session=%00` to `/v1/history`): such a filter matches no row instead of failing in the
+    driver."""
+    conn, session = handshake(vault)
+    configure(conn, "filesystem", {"root_dir": "/tmp"})
+    assert history(vault.store, session="\x00") == []
+    assert history(vault.store, session=session, toolkit="filesystem\x00") == []
+    with pytest.raises(VaultError, match="no principal"):
+        history(vault.store, principal="agent\x00")
+    assert len(history(vault.store, session=session, toolkit="filesystem")) == 1
 
 
 def test_purge_shreds_a_session(vault: Vault, home: VaultSettings, cli_env: dict[str, str]) -> None:

@@ -68,6 +68,8 @@ def parse_time(text: str) -> float:
 
 def find_principal(store: Store, name_or_id: str) -> str:
     """A principal's id, by id or name (as `tokens revoke` takes it)."""
+    if "\x00" in name_or_id:  # PostgreSQL text cannot hold NUL: not even a lookup
+        raise VaultError(f"no principal named or with id {name_or_id!r}")
     with store.read() as conn:
         found = conn.execute(
             select(PrincipalRow.principal_id).where(
@@ -88,6 +90,8 @@ def history(
 ) -> list[dict[str, Any]]:
     """Every stored config version, oldest first, in the documented `--json` shape;
     `principal` (id or name) keeps that principal's: its own and its sessions'."""
+    if "\x00" in (session or "") + (toolkit or ""):
+        return []  # PostgreSQL text cannot hold NUL, so no row matches: not even a lookup
     query = (
         select(
             ConfigVersion,
