@@ -90,6 +90,13 @@ MUTANTS = [
         )
     ),
     Mutant(
+        "one nonce for a whole rotation batch",
+        CRYPTO,
+        "nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]",
+        "nonce = nonces[:NONCE_BYTES]",
+        ("tests/test_key_wrap.py",),
+    ),
+    Mutant(
         "value AAD without the data key id",
         CRYPTO,
         "return associated_data(FORMAT_VERSION, *fields, dek_id)",
@@ -142,8 +149,8 @@ MUTANTS = [
     Mutant(
         "rewrap compare-and-set",
         V + "rotation.py",
-        'ConfigVersion.wrapped_dek == bindparam("old_wrapped"),',
-        "",
+        '"WHERE id = ? AND kek_id = ? AND wrapped_dek = ?"',
+        '"WHERE id = ? AND kek_id = ? AND (wrapped_dek = ? OR 1 = 1)"',
         ("tests/test_rotation.py",),
     ),
     Mutant(

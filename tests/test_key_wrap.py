@@ -104,6 +104,30 @@ def test_rewrap_keeps_the_record_binding_and_moves_to_the_active_key() -> None:
         only_new.unwrap("vk-1", blob, CONTEXT)
 
 
+def test_a_batch_rewrap_gives_each_key_its_own_nonce_and_refuses_what_does_not_open() -> None:
+    """`rewrap_many` (a rotation's batch) reads its nonces in one call: each key still gets
+    its own (a nonce used twice under one AES-GCM key would leak both), each moved key opens
+    for its own record only, and a tampered or unknown wrap comes back None, alone."""
+    first = KeyRing({"vk-1": new_key()}, "vk-1")
+    keys = [new_key() for _ in range(50)]
+    contexts = [(*CONTEXT[:-1], f"record-{n}") for n in range(50)]
+    wrapped = [first.wrap(key, context) for key, context in zip(keys, contexts, strict=True)]
+    tampered = bytearray(wrapped[7][1])
+    tampered[-1] ^= 1
+    wrapped[7] = ("vk-1", bytes(tampered))
+    wrapped.append(("vk-9", wrapped[0][1]))
+    second = first.with_keys({"vk-2": new_key()}, "vk-2")
+    moved = second.rewrap_many(wrapped)
+    assert moved[7] is None and moved[50] is None
+    opened = [(n, m) for n, m in enumerate(moved[:50]) if m is not None]
+    assert len(opened) == 49 and all(key_id == "vk-2" for _, (key_id, _) in opened)
+    assert len({blob[33:45] for _, (_, blob) in opened}) == 49  # the nonces, all different
+    for n, (_, blob) in opened:
+        assert second.unwrap("vk-2", blob, contexts[n]).reveal() == keys[n].reveal()
+        with pytest.raises(DecryptionError):
+            second.unwrap("vk-2", blob, contexts[(n + 1) % 50])
+
+
 def test_the_ring_never_shows_or_pickles_a_key() -> None:
     canary = b"tkv-canary-vault-key-0123456789!"
     ring = KeyRing({"vk-1": SecretBytes(canary)}, "vk-1")
