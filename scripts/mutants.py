@@ -257,6 +257,21 @@ MUTANTS = [
         "if row is None:",
         ("tests/test_vault.py", "tests/test_http.py", *STATE_TESTS),
     ),
+    # -- the network path's memory (issue 13) ------------------------------------------------
+    Mutant(
+        "a list believes memory across a commit",
+        STORAGE,
+        "        return int(row[0])\n",
+        "        return 0\n",
+        ("tests/test_http_access.py", "tests/test_storage.py"),
+    ),
+    Mutant(
+        "a list believes memory after a drop",
+        V + "service.py",
+        "            self._dropped += 1",
+        "            pass",
+        ("tests/test_http_access.py",),
+    ),
     # -- authenticated state (issue 11) ------------------------------------------------------
     Mutant(
         "row MACs are believed unchecked",

@@ -10,20 +10,23 @@ replaced without failing a request.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, text, update
 from starlette.testclient import TestClient
 
 from toolkit_vault.access import PrincipalCache, SessionBindings
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.database import IDLE_PING_S, open_engine
 from toolkit_vault.http import Limits, create_app
-from toolkit_vault.principals import create_token, revoke
+from toolkit_vault.models import CurrentConfig
+from toolkit_vault.principals import authenticate, create_token, revoke
+from toolkit_vault.protocol import ToolkitListRequest, ToolkitListResponse, ToolkitStatusEvent
 from toolkit_vault.records import AuditDraft
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings
@@ -118,7 +121,11 @@ def test_session_bindings_are_bounded(vault: Vault) -> None:
     assert len(bindings) == 3 and vault._plugins == {}
 
 
-def test_a_list_on_a_bound_session_is_one_transaction(vault: Vault, home: VaultSettings) -> None:
+def test_a_list_on_a_bound_session_is_at_most_one_transaction(
+    vault: Vault, home: VaultSettings, database_url: str
+) -> None:
+    """One after the configure's commit; then, on SQLite, none while nothing is committed
+    (the store's commit mark stays put); PostgreSQL gives no mark: one per list."""
     token = create_token(vault.store, "agent", "lister")[1]
     auth = {"Authorization": f"Bearer {token}"}
     transactions, token_checks = [0], [0]
@@ -142,7 +149,77 @@ def test_a_list_on_a_bound_session_is_one_transaction(vault: Vault, home: VaultS
         finally:
             event.remove(vault.store.engine, "checkout", checkout)
             event.remove(vault.store.engine, "before_cursor_execute", statement)
-    assert transactions[0] - token_checks[0] == 10
+    assert transactions[0] - token_checks[0] == (10 if database_url.startswith("postgres") else 1)
+
+
+def names_configured(answer: dict[str, Any]) -> dict[str, bool]:
+    return {t["name"]: t["configured"] for t in answer["toolkits"]}
+
+
+def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
+    vault: Vault, replica: Vault, home: VaultSettings, database_url: str
+) -> None:
+    """A list answered without reading the store stays exact: a purge by another process
+    and a pointer rolled back in the database each show in the very next list, over HTTP (answered
+    on the event loop) and through the service API alike."""
+    token = create_token(vault.store, "agent", "watcher")[1]
+    auth = {"Authorization": f"Bearer {token}"}
+    with client_for(vault, home) as client:
+        session = client.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
+        headers = auth | {"A2E-Session": session}
+
+        def http_list() -> dict[str, bool]:
+            return names_configured(client.post("/a2e", json=LIST, headers=headers).json())
+
+        assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
+        assert http_list()["filesystem"] and http_list()["filesystem"]
+        bindings: SessionBindings = client.app.state.bindings  # type: ignore[attr-defined]
+        principal = authenticate(vault.store, token)
+        bound = bindings.bound(principal, session) if principal else None
+        assert bound is not None
+        in_memory = bound.answer_in_memory(ToolkitListRequest())
+        if database_url.startswith("postgres"):
+            assert in_memory is None  # no commit mark: every list reads
+        else:
+            assert isinstance(in_memory, ToolkitListResponse)
+            assert {t.name: t.configured for t in in_memory.toolkits}["filesystem"] is True
+
+        replica.purge("operator", session, "filesystem")  # another process
+        assert bound.answer_in_memory(ToolkitListRequest()) is None
+        assert http_list()["filesystem"] is False
+        assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
+        assert http_list()["filesystem"] is True
+
+        assert client.post("/a2e", json=configure("/var"), headers=headers).json()["status"] == "ok"
+        assert http_list()["filesystem"] is True
+        with replica.store.engine.begin() as db:  # a database writer rolls the pointer back
+            db.execute(
+                update(CurrentConfig)
+                .where(CurrentConfig.session_id == session)
+                .values(version=CurrentConfig.version - 1)
+            )
+        assert http_list()["filesystem"] is False
+
+
+def test_what_this_process_drops_is_read_again(vault: Vault) -> None:
+    """A principal's config changed (here told by an event, as the PostgreSQL relay tells
+    it, with no commit of this process's to move the mark): an HTTP session using it drops
+    its instance, and its next list reads the store again instead of believing memory."""
+    agent = Principal("local", "agent")
+    configurer, http = vault.connect(agent, lambda _: None), vault.connect(agent)
+    for conn in (configurer, http):
+        conn.handle_raw(json.dumps(HELLO))
+    answer = json.loads(configurer.handle_raw(json.dumps(configure() | {"scope": "principal"}))[0])
+    assert answer["status"] == "ok"
+
+    def listed() -> dict[str, bool]:
+        return names_configured(json.loads(http.handle_raw(json.dumps(LIST))[0]))
+
+    assert listed()["filesystem"] is True and listed()["filesystem"] is True
+    vault.deliver(
+        ToolkitStatusEvent(session_id="principal:local", toolkit_name="filesystem", configured=True)
+    )
+    assert listed()["filesystem"] is True
 
 
 def test_a_replica_that_never_saw_the_handshake_binds_and_resumes_the_session(

@@ -14,7 +14,14 @@ from sqlalchemy import func, inspect, select, update
 
 from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
-from toolkit_vault.models import SCHEMA_REVISION, AuditEvent, Base, ConfigVersion, CurrentConfig
+from toolkit_vault.models import (
+    SCHEMA_REVISION,
+    AuditEvent,
+    Base,
+    ConfigVersion,
+    CurrentConfig,
+    VaultKey,
+)
 from toolkit_vault.records import VersionDraft
 from toolkit_vault.service import Vault
 from toolkit_vault.storage import Store
@@ -174,3 +181,38 @@ def test_a_refused_driver_read_is_a_store_error_and_the_next_read_works(vault: V
         with pytest.raises(StoreError, match=r"^the database refused the read \(\w+\)$"):
             store.fetch("SELECT nothing FROM no_such_table WHERE a IN (?, ?)", ("s1", "s2"))
         assert store.effective_pointers(session, "principal:x") == {"t": (session, 1)}
+
+
+def test_the_commit_mark_moves_with_every_commit_and_only_then(
+    vault: Vault, database_url: str, tmp_path: Path
+) -> None:
+    """SQLite: a commit by any other connection (another engine is another process, as far
+    as the mark goes) moves it, a read or a rolled-back write does not. PostgreSQL gives
+    none, and asking never creates a missing SQLite file."""
+    store = vault.store
+    if database_url.startswith("postgresql"):
+        assert store.commit_mark() is None
+        return
+    other = open_engine(database_url)
+    try:
+        first = store.commit_mark()
+        assert first is not None and store.commit_mark() == first
+        with other.connect() as conn:
+            conn.execute(select(func.count()).select_from(ConfigVersion)).scalar()
+        assert store.commit_mark() == first
+        with other.begin() as conn:
+            conn.execute(update(VaultKey).values(created_at=VaultKey.created_at + 1))
+        second = store.commit_mark()
+        assert second is not None and second != first
+        with pytest.raises(RuntimeError), other.begin() as conn:
+            conn.execute(update(VaultKey).values(created_at=VaultKey.created_at + 1))
+            raise RuntimeError("rolled back")
+        assert store.commit_mark() == second
+    finally:
+        other.dispose()
+    missing = tmp_path / "gone.db"
+    engine = open_engine(f"sqlite:///{missing}")  # creates it, empty
+    missing.unlink()
+    assert Store(engine).commit_mark() is None
+    assert not missing.exists()
+    engine.dispose()

@@ -107,16 +107,22 @@ class SessionBindings:
     def connection(self, principal: Principal, session_id: str) -> Connection:
         """The principal's connection bound to `session_id`; binding it checks ownership and
         resumes the session here (raises `UnknownSession` for a session not theirs)."""
+        bound = self.bound(principal, session_id)
+        if bound is not None:
+            return bound
+        connection = self.vault.connect(principal)
+        connection.bind(session_id)
+        self.remember(connection)
+        return connection
+
+    def bound(self, principal: Principal, session_id: str) -> Connection | None:
+        """The connection bound here to the principal's `session_id`, if any (no I/O)."""
         key = (principal.principal_id, session_id)
         with self._lock:
             bound = self._bound.get(key)
             if bound is not None:
                 self._bound.move_to_end(key)
-                return bound
-        connection = self.vault.connect(principal)
-        connection.bind(session_id)
-        self.remember(connection)
-        return connection
+            return bound
 
     def remember(self, connection: Connection) -> None:
         """Keep a connection bound by a handshake (it receives no push events)."""

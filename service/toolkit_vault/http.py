@@ -42,19 +42,21 @@ from .protocol import (
     ErrorCode,
     ErrorMessage,
     HandshakeRequest,
-    InvalidMessage,
     Message,
     dump_message,
-    parse_message,
 )
 from .providers import KeyProvider
-from .service import Connection, Principal, Vault
+from .service import Connection, Principal, Vault, read_request
 from .web import install_console
 
 __all__ = ["Limits", "create_app"]
 
 log = logging.getLogger("toolkit_vault.http")
 SESSION_HEADER = "A2E-Session"
+# A message this small is parsed on the event loop (tens of microseconds), so a list that
+# needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
+# parsed in the worker, where it cannot hold up every other connection.
+PARSE_ON_LOOP = 8 * 1024
 T = TypeVar("T")
 _A2E_DOC: dict[str, Any] = {  # POST /a2e is a plain Starlette route: FastAPI cannot see it
     "summary": "One A2E message in, one out",
@@ -247,8 +249,13 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             raw += chunk
             if len(raw) > limits.message_bytes:
                 raise too_big
-        session = request.headers.get(SESSION_HEADER)
-        out = await in_thread(_handle_one, bindings, principal, bytes(raw), session, limits)
+        body, session = bytes(raw), request.headers.get(SESSION_HEADER)
+        message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
+        bound = bindings.bound(principal, session) if message and session else None
+        answer = bound.answer_in_memory(message) if bound and message else None
+        if answer is not None:
+            return Response(dump_message(answer), media_type="application/json")
+        out = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
         return Response(out, media_type="application/json")
 
     app.add_route("/a2e", a2e_post, methods=["POST"], include_in_schema=False)
@@ -328,16 +335,16 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
 def _handle_one(
     bindings: SessionBindings,
     principal: Principal,
-    raw: bytes,
+    raw: bytes | Message,
     session_id: str | None,
     limits: Limits,
 ) -> str:
-    """One HTTP A2E message: a handshake binds a new connection, anything else uses the
-    session's bound connection (bound here on its first use in this process)."""
-    try:
-        request = parse_message(raw, max_bytes=limits.message_bytes)
-    except InvalidMessage as exc:
-        return dump_message(_error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details))
+    """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
+    connection, anything else uses the session's bound connection (bound here on its first
+    use in this process)."""
+    request = read_request(raw, limits.message_bytes) if isinstance(raw, bytes) else raw
+    if isinstance(request, ErrorMessage):
+        return dump_message(request)
     if isinstance(request, HandshakeRequest) or not session_id:
         connection = bindings.vault.connect(principal)
         response = connection.handle(request)
@@ -404,7 +411,15 @@ async def _serve_socket(
                 error = _error("", "RUNTIME_ERROR", "rate limit exceeded; slow down")
                 await outbound.put(dump_message(error))
                 continue
-            lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
+            if len(raw) > PARSE_ON_LOOP:
+                lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
+            else:
+                request = read_request(raw, limits.message_bytes)
+                answer = connection.answer_in_memory(request)
+                if answer is None:
+                    lines = await in_thread(connection.respond, request)
+                else:
+                    lines = [dump_message(answer)]
             for line in lines:
                 await outbound.put(line)
     except WebSocketDisconnect:

@@ -56,7 +56,14 @@ from .storage import Source, Store
 if TYPE_CHECKING:
     from .intake import Intake
 
-__all__ = ["CAPABILITIES", "Connection", "Principal", "Vault", "VaultToolkitPlugin"]
+__all__ = [
+    "CAPABILITIES",
+    "Connection",
+    "Principal",
+    "Vault",
+    "VaultToolkitPlugin",
+    "read_request",
+]
 
 CAPABILITIES = ("toolkits", "tools")
 SESSION_ID_CHARS = 64  # sessions.session_id
@@ -105,6 +112,9 @@ class Vault:
         self._scopes: set[str] = set()  # principal scopes whose row exists
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
+        # session -> (store's commit mark, `_dropped`) when its list last read the store
+        self._read_at: dict[str, tuple[int, int]] = {}
+        self._dropped = 0  # counts changes made here to what a read had installed
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
@@ -286,7 +296,24 @@ class Vault:
     def list_toolkits(
         self, principal: Principal, session_id: str, msg: ToolkitListRequest
     ) -> ToolkitListResponse:
-        configured = self._configured(principal, session_id)
+        return self._toolkits(self._configured(principal, session_id), msg)
+
+    def answer_in_memory(self, session_id: str, msg: Message) -> Message | None:
+        """The answer to a list that needs no I/O: nothing was committed to the store since
+        this session's list last read it (`Store.commit_mark`), so this process's instances
+        are still what the store says. None: `handle` it, off the event loop."""
+        if not isinstance(msg, ToolkitListRequest | ToolListRequest):
+            return None
+        mark = self._mark()
+        with self._lock:
+            if not self._still_read(session_id, mark):
+                return None
+            configured = self._live(session_id)
+        if isinstance(msg, ToolListRequest):
+            return self._tools(session_id, configured, msg)
+        return self._toolkits(configured, msg)
+
+    def _toolkits(self, configured: set[str], msg: ToolkitListRequest) -> ToolkitListResponse:
         toolkits = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
@@ -303,7 +330,11 @@ class Vault:
     ) -> ToolListResponse:
         """The tools of every toolkit configured in the session, each naming its toolkit;
         the ones a `partial` status named unavailable are left out."""
-        configured = self._configured(principal, session_id)
+        return self._tools(session_id, self._configured(principal, session_id), msg)
+
+    def _tools(
+        self, session_id: str, configured: set[str], msg: ToolListRequest
+    ) -> ToolListResponse:
         tools = [
             ToolInfo(name=tool, toolkit=toolkit.definition.name)
             for toolkit in self.registry.all()
@@ -316,11 +347,37 @@ class Vault:
     def _configured(self, principal: Principal, session_id: str) -> set[str]:
         """Toolkits with a current config in the store (the session's or its principal's)
         and a live instance made from it in this process. What another process changed
-        since is taken up here, silently: the list itself tells the agent."""
-        self._sync(session_id, principal.principal_id)
+        since is taken up here, silently: the list itself tells the agent. The store is
+        read unless nothing was committed to it since this session's last read."""
+        mark = self._mark()  # taken before the read: what is committed during it shows next
         with self._lock:
-            names = list(self._sources.get(session_id, ()))
-            return {name for name in names if (session_id, name) in self._active}
+            unchanged = self._still_read(session_id, mark)
+        if not unchanged:
+            self._sync(session_id, principal.principal_id)
+        with self._lock:
+            if mark is not None and mark[1] == self._dropped:
+                self._read_at[session_id] = mark
+            return self._live(session_id)
+
+    def _mark(self) -> tuple[int, int] | None:
+        """What a list's read of the store stays true for: the store's commit mark and how
+        often this process dropped what a read installed; None when the store gives no
+        mark (then every list reads)."""
+        with self._lock:
+            dropped = self._dropped
+        store_mark = self.store.commit_mark()
+        return None if store_mark is None else (store_mark, dropped)
+
+    def _still_read(self, session_id: str, mark: tuple[int, int] | None) -> bool:
+        """(Lock held.) Whether the session's last read is still what the store says."""
+        return (
+            mark is not None and mark[1] == self._dropped and self._read_at.get(session_id) == mark
+        )
+
+    def _live(self, session_id: str) -> set[str]:
+        """(Lock held.) The session's toolkits with a live instance here."""
+        names = list(self._sources.get(session_id, ()))
+        return {name for name in names if (session_id, name) in self._active}
 
     def configure(
         self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
@@ -579,6 +636,7 @@ class Vault:
                 for session_id, plugins in self._plugins.items()
                 if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)
             )
+            self._dropped += 1  # a list's read before this no longer says what is live
             for session_id, sources in self._sources.items():
                 source = sources.get(toolkit_name)
                 if session_id not in connected and source is not None and source[0] == scope_id:
@@ -646,18 +704,31 @@ class Connection:
 
     def handle_raw(self, raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> list[str]:
         """One inbound message in; the response, then any events it caused, out (JSON)."""
+        return self.respond(read_request(raw, max_bytes))
+
+    def respond(self, request: Message) -> list[str]:
+        """`read_request`'s result in; the response, then any events it caused, out (JSON)."""
         self._outbox = []
         try:
-            try:
-                request = parse_message(raw, max_bytes=max_bytes)
-            except InvalidMessage as exc:
-                response: Message = _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
-            else:
-                response = self.handle(request)
+            response = request if isinstance(request, ErrorMessage) else self.handle(request)
         finally:
             with self._outbox_lock:
                 caused, self._outbox = self._outbox or [], None
         return [dump_message(m) for m in (response, *caused)]
+
+    def answer_in_memory(self, request: Message) -> Message | None:
+        """`handle`'s answer when it needs no I/O (a list, nothing committed to the store
+        since the session's last one read it), so a transport may give it on its event
+        loop; None: `handle` it in a worker thread. Never raises."""
+        try:
+            if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
+                return None
+            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
+            if needed not in self.capabilities:
+                return None
+            return self.vault.answer_in_memory(self.plugin.session_id, request)
+        except Exception:
+            return None  # `handle` answers it, with the error it deserves
 
     def handle(self, request: Message) -> Message:
         try:
@@ -709,6 +780,14 @@ class Connection:
     def close(self) -> None:
         self.unsubscribe()
         self.plugin = None
+
+
+def read_request(raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
+    """An inbound message parsed, or the `INVALID_MESSAGE` error that answers it."""
+    try:
+        return parse_message(raw, max_bytes=max_bytes)
+    except InvalidMessage as exc:
+        return _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
 
 
 def _error(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -258,6 +260,8 @@ class Store:
         # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
         self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+        self._watch: sqlite3.Connection | None = None
+        self._watch_lock = threading.Lock()
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
@@ -320,6 +324,32 @@ class Store:
             raise StoreError(f"the database refused the read ({type(exc).__name__})") from None
         finally:
             raw.close()
+
+    def commit_mark(self) -> int | None:
+        """A number that changes whenever anything is committed to the store, by any
+        connection of any process; equal marks mean nothing was committed between them.
+
+        SQLite's `data_version`, read on a connection of its own that never writes (1.5 us,
+        no transaction). None where there is no such signal (PostgreSQL, an in-memory or
+        URI database) or it cannot be read: then there is no telling, and the caller reads."""
+        url = self.engine.url
+        if (
+            url.get_backend_name() != "sqlite"
+            or url.database in (None, "", ":memory:")
+            or url.query
+        ):
+            return None
+        with self._watch_lock:
+            try:
+                if self._watch is None:  # mode=rw: never creates a missing file
+                    where = Path(url.database).resolve().as_uri() + "?mode=rw"
+                    self._watch = sqlite3.connect(
+                        where, uri=True, isolation_level=None, check_same_thread=False
+                    )
+                row = self._watch.execute("PRAGMA data_version").fetchone()
+            except sqlite3.Error:
+                return None
+        return int(row[0])
 
     def retrying(self, work: Callable[[Connection], Any]) -> Any:
         for attempt in range(_MAX_ATTEMPTS):
