@@ -15,7 +15,9 @@ from toolkit_vault import protocol
 from toolkit_vault.protocol import (
     InvalidMessage,
     ToolkitConfigureRequest,
+    ToolkitDefinition,
     ToolkitListRequest,
+    ToolkitListResponse,
     dump_message,
     parse_message,
 )
@@ -82,6 +84,41 @@ def test_size_and_depth_are_bounded() -> None:
         parse_message(deep)
     with pytest.raises(InvalidMessage):
         parse_message("[" * 100_000 + "]" * 100_000)
+
+
+@pytest.mark.parametrize("inner", ['{"a":', "["])
+def test_the_depth_bound_is_exact(inner: str) -> None:
+    """The message is level 1, its fields level 2: MAX_DEPTH levels pass, one more is
+    refused, wherever the parser's shortcut (counting brackets) stops looking."""
+    closing = "}" if inner.startswith("{") else "]"
+
+    def nested(levels: int) -> str:
+        containers = levels - 3  # the message, the config object, and the innermost 1
+        config = '{"k":' + inner * containers + "1" + closing * containers + "}"
+        return '{"type":"toolkit/configure/req","config":' + config + "}"
+
+    assert parse_message(nested(protocol.MAX_DEPTH)).type == "toolkit/configure/req"
+    with pytest.raises(InvalidMessage, match="deeper"):
+        parse_message(nested(protocol.MAX_DEPTH + 1))
+
+
+def test_a_list_with_its_toolkits_serialized_ahead_is_the_same_line() -> None:
+    """`dump_toolkit_list` splices definitions serialized once into the response: the very
+    line `dump_message` gives for the whole response, for none, one or several."""
+    definitions = [
+        ToolkitDefinition.model_validate(
+            {"name": f"t{n}", "schema": {"type": "object", "x-secret": n}, "tools": ["a"]}
+        )
+        for n in range(3)
+    ]
+    for count in range(4):
+        shown = definitions[:count]
+        whole = ToolkitListResponse(req_id="r-1", toolkits=shown)
+        empty = whole.model_copy(update={"toolkits": []})
+        spliced = protocol.dump_toolkit_list(empty, [dump_message(d) for d in shown])
+        assert spliced == dump_message(whole)
+    with pytest.raises(ValueError):
+        protocol.dump_toolkit_list(whole, [])
 
 
 def test_wrong_type_details_never_carry_the_value() -> None:

@@ -84,7 +84,8 @@ class PrincipalCache:
             self._entries.clear()
 
     def _saw_statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if _WRITES_PRINCIPALS.search(statement):
+        # the substring first: the pattern on every statement cost 3% of a configure's CPU
+        if "principals" in statement.lower() and _WRITES_PRINCIPALS.search(statement):
             conn.info[_FLAG] = True
 
     def _returned(self, _dbapi_connection: Any, record: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import time
 import uuid
@@ -51,6 +52,7 @@ __all__ = [
     "ToolkitListResponse",
     "ToolkitStatusEvent",
     "dump_message",
+    "dump_toolkit_list",
     "parse_message",
 ]
 
@@ -58,13 +60,19 @@ PROTOCOL_VERSION = "1.0"
 MAX_MESSAGE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 _SUPPORTED_VERSION = re.compile(r"1(\.\d+)*")
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant bits
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 
 ErrorCode = Literal["INVALID_MESSAGE", "RUNTIME_ERROR", "CAPABILITY_NOT_NEGOTIATED", "UNAUTHORIZED"]
 ConfigureStatus = Literal["ok", "error", "partial"]
 
 
 def _new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID from Python's generator, not the OS's: a message id names
+    a message and grants nothing (a session id does, and comes from `uuid.uuid4`), and this
+    takes a third of the time on a path that makes two per list."""
+    bits = random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET
+    return str(uuid.UUID(int=bits))
 
 
 class _Wire(BaseModel):
@@ -251,6 +259,20 @@ def _is_unicode(value: Any) -> bool:
     return True
 
 
+def _openings(raw: str | bytes) -> int:
+    """How many objects and arrays open in `raw`, at most; `_depth` is at most one more."""
+    if isinstance(raw, str):
+        return raw.count("{") + raw.count("[")
+    return raw.count(b"{") + raw.count(b"[")
+
+
+def _plain_ascii(raw: str | bytes) -> bool:
+    """ASCII with no `\\u` escape: then no string in it can hold a lone surrogate."""
+    if isinstance(raw, str):
+        return raw.isascii() and "\\u" not in raw
+    return raw.isascii() and b"\\u" not in raw
+
+
 def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -285,13 +307,13 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
         raise InvalidMessage("message is not a JSON object", details=[])
     ident = data.get("id")
     req_id: str = ident if isinstance(ident, str) and _is_unicode(ident) else ""
-    if _depth(data) > MAX_DEPTH:
+    if _openings(raw) >= MAX_DEPTH and _depth(data) > MAX_DEPTH:
         raise InvalidMessage(
             f"message nests deeper than {MAX_DEPTH} levels",
             req_id=req_id,
             details=[{"limit": "depth", "max": MAX_DEPTH}],
         )
-    if not _is_unicode(data):
+    if not _plain_ascii(raw) and not _is_unicode(data):
         raise InvalidMessage(
             "message has a string that is not valid Unicode", req_id=req_id, details=[]
         )
@@ -322,3 +344,15 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
 def dump_message(message: Message) -> str:
     """Serialize with the spec's field names and order, as one compact JSON line."""
     return message.model_dump_json(by_alias=True)
+
+
+def dump_toolkit_list(response: ToolkitListResponse, toolkits: list[str]) -> str:
+    """`dump_message` of `response` with `toolkits`, definitions serialized already (each
+    as `dump_message` would), as its last field: the same line, without serializing them
+    again (the bulk of a list's CPU)."""
+    if response.toolkits:
+        raise ValueError("the toolkits are given serialized")
+    head = dump_message(response)
+    if not head.endswith('"toolkits":[]}'):  # the spec's order puts them last
+        raise ValueError("a list response's toolkits are not its last field")
+    return head[:-2] + ",".join(toolkits) + "]}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,6 +66,17 @@ class RegisteredToolkit:
     # What the schema cannot say, checked at configure before anything is stored; raises
     # ConfigInvalid with field-level details (the built-in filesystem: root_dir exists).
     check: Callable[[Mapping[str, Any]], None] | None = None
+
+    def listed(self, configured: bool) -> tuple[ToolkitDefinition, str]:
+        """The definition as a list shows it, `configured` or not, and its JSON: made once,
+        as a list of many toolkits would otherwise copy and serialize each every time."""
+        return self._listed[configured]
+
+    @cached_property
+    def _listed(self) -> tuple[tuple[ToolkitDefinition, str], tuple[ToolkitDefinition, str]]:
+        shown = [self.definition.model_copy(update={"configured": c}) for c in (False, True)]
+        unconfigured, configured = ((d, d.model_dump_json(by_alias=True)) for d in shown)
+        return unconfigured, configured
 
 
 def coerce_definition(value: ToolkitDefinition | Mapping[str, Any]) -> ToolkitDefinition:

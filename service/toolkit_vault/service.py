@@ -38,12 +38,14 @@ from .protocol import (
     ToolInfo,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
+    ToolkitDefinition,
     ToolkitListRequest,
     ToolkitListResponse,
     ToolkitStatusEvent,
     ToolListRequest,
     ToolListResponse,
     dump_message,
+    dump_toolkit_list,
     parse_message,
 )
 from .records import AuditDraft, VersionDraft, VersionRecord
@@ -298,10 +300,11 @@ class Vault:
     ) -> ToolkitListResponse:
         return self._toolkits(self._configured(principal, session_id), msg)
 
-    def answer_in_memory(self, session_id: str, msg: Message) -> Message | None:
-        """The answer to a list that needs no I/O: nothing was committed to the store since
-        this session's list last read it (`Store.commit_mark`), so this process's instances
-        are still what the store says. None: `handle` it, off the event loop."""
+    def answer_in_memory(self, session_id: str, msg: Message) -> str | None:
+        """The answer to a list that needs no I/O, as JSON: nothing was committed to the
+        store since this session's list last read it (`Store.commit_mark`), so this
+        process's instances are still what the store says. None: `handle` it, off the event
+        loop."""
         if not isinstance(msg, ToolkitListRequest | ToolListRequest):
             return None
         mark = self._mark()
@@ -310,20 +313,27 @@ class Vault:
                 return None
             configured = self._live(session_id)
         if isinstance(msg, ToolListRequest):
-            return self._tools(session_id, configured, msg)
-        return self._toolkits(configured, msg)
+            return dump_message(self._tools(session_id, configured, msg))
+        listed = [json for _, json in self._listed(configured, msg)]
+        return dump_toolkit_list(ToolkitListResponse(req_id=msg.id), listed)
 
     def _toolkits(self, configured: set[str], msg: ToolkitListRequest) -> ToolkitListResponse:
-        toolkits = []
+        toolkits = [definition for definition, _ in self._listed(configured, msg)]
+        return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def _listed(
+        self, configured: set[str], msg: ToolkitListRequest
+    ) -> list[tuple[ToolkitDefinition, str]]:
+        """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`."""
+        shown = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
             if msg.filter_kind and definition.category != msg.filter_kind:
                 continue
             if not set(msg.filter_tags) <= set(definition.tags):
                 continue
-            is_configured = definition.name in configured
-            toolkits.append(definition.model_copy(update={"configured": is_configured}))
-        return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+            shown.append(toolkit.listed(definition.name in configured))
+        return shown
 
     def list_tools(
         self, principal: Principal, session_id: str, msg: ToolListRequest
@@ -716,10 +726,10 @@ class Connection:
                 caused, self._outbox = self._outbox or [], None
         return [dump_message(m) for m in (response, *caused)]
 
-    def answer_in_memory(self, request: Message) -> Message | None:
-        """`handle`'s answer when it needs no I/O (a list, nothing committed to the store
-        since the session's last one read it), so a transport may give it on its event
-        loop; None: `handle` it in a worker thread. Never raises."""
+    def answer_in_memory(self, request: Message) -> str | None:
+        """`handle`'s answer, as JSON, when it needs no I/O (a list, nothing committed to the
+        store since the session's last one read it), so a transport may give it on its
+        event loop; None: `handle` it in a worker thread. Never raises."""
         try:
             if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
                 return None
