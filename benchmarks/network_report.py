@@ -191,14 +191,15 @@ In this run, at 16 connections: {figures}. A durable SQLite commit (WAL,
 
 Both servers run their Python on one core at a time (the GIL), so where both are busy the
 throughput ratio is about the inverse of the CPU per request. What ours adds to the no-op's
-FastAPI and uvicorn path, for a **list**: the token check (a dictionary lookup: tokens are
-remembered for a second), the hand-over to a worker thread and back, one read (a pool
-checkout and one `SELECT` of the session's current toolkits, sent on the driver directly:
-through SQLAlchemy's Core it cost 70 us of CPU, now 10 us), parsing and validating the A2E
-message (stdlib `json` with duplicate-key and depth checks, then pydantic; each message
-gets a uuid4 id), building the answer, and the JSON request log line. The profile below
-shows the shares. The p99 at 16 connections is where GIL convoys and this shared VM's
-neighbours show: with 8 worker threads, half the connections queue at any time.
+FastAPI and uvicorn path, for a **list** on SQLite: the token check (a dictionary lookup:
+tokens are remembered for a second), the rate limit, parsing and validating the A2E message
+(stdlib `json` with duplicate-key checks, then pydantic), the store's commit mark (`PRAGMA
+data_version` on a connection of its own, about 2 us: with nothing committed since the
+session's last read, the list is answered from memory on the event loop, no worker thread,
+no read), the answer (each toolkit's definition serialized once and spliced in), and over
+HTTP the JSON request log line. After any commit (the soak's lists, every list on
+PostgreSQL) the list goes to a worker thread and reads the session's pointers: a pool
+checkout and one `SELECT`, sent on the driver directly. The profile below shows the shares.
 
 A **configure** is bounded twice. Every configure is its own durable transaction (the
 version, the pointer's compare-and-set and the audit chain link, committed with an
@@ -218,11 +219,15 @@ durable, a measurement only): HTTP configure at 16 connections went from 305-321
 490-619 req/s in alternating runs on this VM, the server then at 86-95% of a core, so
 the CPU per configure would be the next bound.
 
-A **WebSocket list** against an echo: the echo costs the server about 0.03 ms of CPU a
-message; a list needs a database read and a worker thread (about ten times that), so 0.5x
-would need the list answered from memory. It is not: whether a toolkit is configured is
-read from the store on every list, so a purge or a configure made by another process (the
-CLI, another replica) shows at once.
+A **WebSocket list** against an echo: the echo costs the server about 0.02 ms of CPU a
+message, its framework's receive and send included; a list answered from memory costs
+about three times that, 0.06 ms. About half of the difference is our own work above
+(measured in-process: 20 us a list, parse 7 us, the answer with its commit mark 9 us,
+token and rate 2 us); the rest is the per-connection send queue (a response, like a push
+event, leaves through one queue in order: sending in place measured slower, 90 against
+70 us a message, as responses then stop leaving together at the end of a loop turn) and
+Starlette's WebSocket wrappers around each receive and send. 0.5x would need the whole
+of our work in about 20 us of Python.
 
 On **PostgreSQL** every transaction costs round trips to the server (a list: the `SELECT`
 in the transaction psycopg opens, then the pool's `ROLLBACK` on return; the pool pings a

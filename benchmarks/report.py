@@ -93,7 +93,9 @@ MEANING = """\
   (SQLite's `BEGIN IMMEDIATE` counts; on PostgreSQL the vault's advisory lock does).
 - **list**: milliseconds per `toolkit/list/req` with 200 registered toolkits (10 of them
   configured in the listing session), in a store of 10,000 sessions (3 configured toolkits
-  each) against the same list in a store of 100 sessions. Ratio = cost at 10,000 / cost at
+  each) against the same list in a store of 100 sessions, each list reading the store as
+  it does after any commit (with nothing committed since the session's last list, a list on
+  SQLite reads nothing: the http scenario's list). Ratio = cost at 10,000 / cost at
   100 (lower is better). **list statements**: SQL statements per list, counted with a
   SQLAlchemy `before_cursor_execute` listener plus the store's statements on the driver
   directly (`Store.fetch`: a list's one `SELECT`, without SQLAlchemy's `BEGIN`).

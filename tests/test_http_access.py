@@ -4,8 +4,9 @@
 once in its own process, within `max_age` elsewhere) and must never remember a refusal;
 `SessionBindings` checks ownership and resumes once per session and process, attaches no
 plugin for a push that HTTP cannot deliver, and stays bounded. A list on a bound session
-is one database transaction, and a pooled PostgreSQL connection dropped while idle is
-replaced without failing a request.
+is at most one database transaction (none while nothing is committed, on SQLite), a list
+answered from memory sees every commit made anywhere, and a pooled PostgreSQL connection
+dropped while idle is replaced without failing a request.
 """
 
 from __future__ import annotations

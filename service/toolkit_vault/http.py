@@ -6,8 +6,10 @@ sees keys and runs the check, `auditor` (and operator) sees history and the audi
 Tokens are checked through `PrincipalCache` on every request and every WebSocket message,
 so a revoked token stops working within a second everywhere, its open WebSockets included.
 Each request runs the synchronous service API in a worker thread (as many as the database
-pool has connections); a WebSocket's responses and push events leave through one queue, in
-order. Every refusal is a well-formed A2E `error` body, never a bare dropped connection.
+pool has connections), except a small list the service can answer from memory
+(`Connection.answer_in_memory`), which is answered on the event loop; a WebSocket's
+responses and push events leave through one queue, in order. Every refusal is a
+well-formed A2E `error` body, never a bare dropped connection.
 """
 
 from __future__ import annotations
