@@ -197,9 +197,11 @@ tokens are remembered for a second), the rate limit, parsing and validating the 
 data_version` on a connection of its own, about 2 us: with nothing committed since the
 session's last read, the list is answered from memory on the event loop, no worker thread,
 no read), the answer (each toolkit's definition serialized once and spliced in), and over
-HTTP the JSON request log line. After any commit (the soak's lists, every list on
-PostgreSQL) the list goes to a worker thread and reads the session's pointers: a pool
-checkout and one `SELECT`, sent on the driver directly. The profile below shows the shares.
+HTTP the JSON request log line. After a commit (most of the soak's lists) the session's
+pointers are read on the loop too, on that same connection, which never waits for a lock;
+only if they moved (or on PostgreSQL, every list) does the list go to a worker thread: a
+pool checkout and one `SELECT`, sent on the driver directly, and the session's toolkits
+brought in line. The profile below shows the shares.
 
 A **configure** is bounded twice. Every configure is its own durable transaction (the
 version, the pointer's compare-and-set and the audit chain link, committed with an

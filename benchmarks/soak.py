@@ -82,8 +82,13 @@ BOUND = """\
 In this run: {figures}. Half the requests are configures, and each is one durable
 commit, taken one at a time (see the http scenario's note and its same-run commit time):
 1,000 req/s mixed needs 500 configures a second, so a commit of 2 ms or more caps the soak
-below the target whatever the CPU. The server's CPU per request (a list about half a
-millisecond, a configure well over one) and the clients, which run in one Python process
-on the same two cores, are the next bounds. A group commit (proposed in the http note)
-lifts the first.
+below the target whatever the CPU. A list is cheap here (answered on the event loop after
+a read of the session's pointers, since the other agents commit all the time); the server's
+CPU per configure (well over a millisecond) and the clients, which run in one Python
+process on the same two cores, are the bounds. The server does not reach a whole core:
+a configure holds the write lock while its thread waits for the GIL. Measured and not
+taken: fewer worker threads (2 instead of 8 gave 930-959 against 843-863 req/s on SQLite,
+but two slow toolkit initializations would then hold up every request that needs a
+worker) and a shorter GIL switch interval (1 ms, 0.2 ms: no change). A group commit
+(proposed in the http note) would shorten the lock's hold per configure.
 """

@@ -261,9 +261,16 @@ MUTANTS = [
     Mutant(
         "a list believes memory across a commit",
         STORAGE,
-        "        return int(row[0])\n",
-        "        return 0\n",
+        "return None if rows is None else int(rows[0][0])",
+        "return None if rows is None else 0",
         ("tests/test_http_access.py", "tests/test_storage.py"),
+    ),
+    Mutant(
+        "a list believes memory when its pointers moved",
+        V + "service.py",
+        "            if self.store.pointers_at_once(session_id, scope_id) != had:",
+        "            if False:",
+        ("tests/test_http_access.py",),
     ),
     Mutant(
         "a list believes memory after a drop",

@@ -23,7 +23,7 @@ from toolkit_vault.models import (
     VaultKey,
 )
 from toolkit_vault.records import VersionDraft
-from toolkit_vault.service import Vault
+from toolkit_vault.service import Principal, Vault
 from toolkit_vault.storage import Store
 
 pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
@@ -187,12 +187,24 @@ def test_the_commit_mark_moves_with_every_commit_and_only_then(
     vault: Vault, database_url: str, tmp_path: Path
 ) -> None:
     """SQLite: a commit by any other connection (another engine is another process, as far
-    as the mark goes) moves it, a read or a rolled-back write does not. PostgreSQL gives
-    none, and asking never creates a missing SQLite file."""
+    as the mark goes) moves it, a read or a rolled-back write does not; the pointers read
+    on the same connection are `effective_pointers`. PostgreSQL gives neither, and asking
+    never creates a missing SQLite file."""
     store = vault.store
+    conn = vault.connect(Principal("local", "agent"))
+    conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
+    session = conn.session_id
+    assert session is not None
+    conn.handle_raw(
+        b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/"}}'
+    )
+    pointers = store.effective_pointers(session, "principal:local")
+    assert pointers == {"filesystem": (session, 1)}
     if database_url.startswith("postgresql"):
         assert store.commit_mark() is None
+        assert store.pointers_at_once(session, "principal:local") is None
         return
+    assert store.pointers_at_once(session, "principal:local") == pointers
     other = open_engine(database_url)
     try:
         first = store.commit_mark()

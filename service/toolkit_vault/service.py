@@ -300,17 +300,30 @@ class Vault:
     ) -> ToolkitListResponse:
         return self._toolkits(self._configured(principal, session_id), msg)
 
-    def answer_in_memory(self, session_id: str, msg: Message) -> str | None:
-        """The answer to a list that needs no I/O, as JSON: nothing was committed to the
-        store since this session's list last read it (`Store.commit_mark`), so this
-        process's instances are still what the store says. None: `handle` it, off the event
-        loop."""
+    def answer_in_memory(self, principal: Principal, session_id: str, msg: Message) -> str | None:
+        """The answer to a list that needs no wait, as JSON, so a transport may give it on
+        its event loop: this process's instances are still what the store says, because
+        nothing was committed to the store since this session's list last read it
+        (`Store.commit_mark`), or because the session's pointers, read without waiting
+        (`Store.pointers_at_once`), are still the ones its instances were made from. None:
+        `handle` it in a worker thread (a toolkit to initialize again, a read that would
+        wait, PostgreSQL)."""
         if not isinstance(msg, ToolkitListRequest | ToolListRequest):
             return None
         mark = self._mark()
+        if mark is None:
+            return None
         with self._lock:
-            if not self._still_read(session_id, mark):
-                return None
+            unchanged = self._still_read(session_id, mark)
+            had = dict(self._sources.get(session_id, {}))
+        if not unchanged:
+            scope_id = principal_scope(principal.principal_id)
+            if self.store.pointers_at_once(session_id, scope_id) != had:
+                return None  # something to bring in line, or no quick read: `_sync` it
+        with self._lock:
+            if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
+                return None  # changed here meanwhile
+            self._read_at[session_id] = mark
             configured = self._live(session_id)
         if isinstance(msg, ToolListRequest):
             return dump_message(self._tools(session_id, configured, msg))
@@ -736,7 +749,7 @@ class Connection:
             needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
             if needed not in self.capabilities:
                 return None
-            return self.vault.answer_in_memory(self.plugin.session_id, request)
+            return self.vault.answer_in_memory(self.principal, self.plugin.session_id, request)
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 

@@ -238,6 +238,15 @@ def _pg_append(pointer: str | None) -> Any:
 _PG_APPEND = {pointer: _OnDriver(_pg_append(pointer)) for pointer in (None, "insert", "update")}
 
 
+def _effective(session_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Source]:
+    """Per toolkit, the session's own pointer, else its principal's (`_CURRENT_POINTERS`)."""
+    found: dict[str, Source] = {}
+    for scope, name, version in rows:
+        if scope == session_id or name not in found:
+            found[name] = (scope, version)
+    return found
+
+
 def _retryable(exc: DBAPIError) -> bool:
     if isinstance(exc, IntegrityError):
         return True
@@ -332,6 +341,19 @@ class Store:
         SQLite's `data_version`, read on a connection of its own that never writes (1.5 us,
         no transaction). None where there is no such signal (PostgreSQL, an in-memory or
         URI database) or it cannot be read: then there is no telling, and the caller reads."""
+        rows = self._on_watch("PRAGMA data_version", ())
+        return None if rows is None else int(rows[0][0])
+
+    def pointers_at_once(self, session_id: str, scope_id: str) -> dict[str, Source] | None:
+        """`effective_pointers`, read only if it needs no wait (SQLite: one `SELECT` on the
+        watching connection, which never waits for a lock), so it may run on an event loop;
+        None when it cannot be read so (PostgreSQL, a lock held, anything odd)."""
+        rows = self._on_watch(_CURRENT_POINTERS, (session_id, scope_id))
+        return None if rows is None else _effective(session_id, rows)
+
+    def _on_watch(self, sql: str, params: tuple[Any, ...]) -> list[Any] | None:
+        """One statement on the SQLite file's watching connection: never writes, never
+        waits (busy timeout 0), opened on first use; None where there is none or it fails."""
         url = self.engine.url
         if (
             url.get_backend_name() != "sqlite"
@@ -344,12 +366,11 @@ class Store:
                 if self._watch is None:  # mode=rw: never creates a missing file
                     where = Path(url.database).resolve().as_uri() + "?mode=rw"
                     self._watch = sqlite3.connect(
-                        where, uri=True, isolation_level=None, check_same_thread=False
+                        where, uri=True, timeout=0, isolation_level=None, check_same_thread=False
                     )
-                row = self._watch.execute("PRAGMA data_version").fetchone()
+                return self._watch.execute(sql, params).fetchall()
             except sqlite3.Error:
                 return None
-        return int(row[0])
 
     def retrying(self, work: Callable[[Connection], Any]) -> Any:
         for attempt in range(_MAX_ATTEMPTS):
@@ -540,12 +561,7 @@ class Store:
         """Per toolkit, where the session's config comes from: its own current version, else
         the one of `scope_id` (its principal's). Pointers as stored: `effective_versions`
         authenticates what is opened."""
-        rows = self.fetch(_CURRENT_POINTERS, (session_id, scope_id))
-        found: dict[str, Source] = {}
-        for scope, name, version in rows:
-            if scope == session_id or name not in found:
-                found[name] = (scope, version)
-        return found
+        return _effective(session_id, self.fetch(_CURRENT_POINTERS, (session_id, scope_id)))
 
     def effective_versions(self, session_id: str, scope_id: str) -> dict[str, VersionRecord]:
         """The current version each toolkit of the session resolves to (`effective_pointers`),
