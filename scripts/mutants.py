@@ -499,8 +499,8 @@ MUTANTS = [
     Mutant(
         "scope: a list ignores what other processes changed",
         V + "service.py",
-        "        self._sync(session_id, principal.principal_id)\n",
-        "",
+        "            self._sync(session_id, principal.principal_id)\n",
+        "            pass\n",
         SCOPE_TESTS,
     ),
     Mutant(
