@@ -269,6 +269,13 @@ class Store:
         # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
         self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
+        # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
+        # never creates a missing file. None: nothing to watch (PostgreSQL, in memory, URI).
+        url = engine.url
+        on_file = url.database not in (None, "", ":memory:") and not url.query
+        self._watched: str | None = None
+        if url.get_backend_name() == "sqlite" and on_file and url.database:
+            self._watched = Path(url.database).resolve().as_uri() + "?mode=rw"
         self._watch: sqlite3.Connection | None = None
         self._watch_lock = threading.Lock()
 
@@ -354,19 +361,17 @@ class Store:
     def _on_watch(self, sql: str, params: tuple[Any, ...]) -> list[Any] | None:
         """One statement on the SQLite file's watching connection: never writes, never
         waits (busy timeout 0), opened on first use; None where there is none or it fails."""
-        url = self.engine.url
-        if (
-            url.get_backend_name() != "sqlite"
-            or url.database in (None, "", ":memory:")
-            or url.query
-        ):
+        if self._watched is None:
             return None
         with self._watch_lock:
             try:
-                if self._watch is None:  # mode=rw: never creates a missing file
-                    where = Path(url.database).resolve().as_uri() + "?mode=rw"
+                if self._watch is None:
                     self._watch = sqlite3.connect(
-                        where, uri=True, timeout=0, isolation_level=None, check_same_thread=False
+                        self._watched,
+                        uri=True,
+                        timeout=0,
+                        isolation_level=None,
+                        check_same_thread=False,
                     )
                 return self._watch.execute(sql, params).fetchall()
             except sqlite3.Error:
