@@ -265,6 +265,28 @@ MUTANTS = [
         "return None if rows is None else 0",
         ("tests/test_http_access.py", "tests/test_storage.py"),
     ),
+    # -- group commit (issue 13) ----------------------------------------------------------------
+    Mutant(
+        "group commit: a failed write is not rolled back alone",
+        STORAGE,
+        'driver.execute("ROLLBACK TO attempt")',
+        "pass",
+        ("tests/test_storage.py",),
+    ),
+    Mutant(
+        "group commit: a write that gave up waiting is written later",
+        STORAGE,
+        "self._queue.remove(attempt)",
+        "pass",
+        ("tests/test_storage.py",),
+    ),
+    Mutant(
+        "group commit: a lost group reports its earlier writes stored",
+        STORAGE,
+        "                if attempt.error is None:\n                    attempt.error = exc\n",
+        "                if False:\n                    attempt.error = exc\n",
+        ("tests/test_storage.py",),
+    ),
     Mutant(
         "a list believes memory when its pointers moved",
         V + "service.py",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +12,9 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import func, inspect, select, update
+from sqlalchemy import event, func, inspect, select, update
 
+from toolkit_vault import storage
 from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
 from toolkit_vault.models import (
@@ -22,7 +25,7 @@ from toolkit_vault.models import (
     CurrentConfig,
     VaultKey,
 )
-from toolkit_vault.records import VersionDraft
+from toolkit_vault.records import AuditDraft, VersionDraft
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.storage import Store
 
@@ -169,6 +172,129 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
     assert stored == list(range(1, 61))
     assert current == 60
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def _noted(store: Store, n: int) -> Any:
+    """A write that appends the audit event `{"n": n}`."""
+    return lambda conn: store.audit(conn, AuditDraft("local", "noted", details={"n": n}))
+
+
+def _notes(vault: Vault) -> list[int]:
+    with vault.store.engine.connect() as conn:
+        rows = conn.execute(select(AuditEvent.details).where(AuditEvent.action == "noted"))
+        return sorted(json.loads(details)["n"] for details in rows.scalars())
+
+
+def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
+    vault: Vault, database_url: str
+) -> None:
+    """Group commit: on SQLite, the writes that queue while another holds the writers' lock
+    are committed after it in one transaction, in order. One of them that fails after
+    writing is rolled back alone and raises in its own caller; the others are stored and the
+    audit chain runs on through them. (On PostgreSQL each is a transaction of its own.)"""
+    store, sqlite = vault.store, database_url.startswith("sqlite")
+    begins: list[str] = []
+    outcomes: dict[int, Any] = {}
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("BEGIN"):
+            begins.append(statement)
+
+    def caller(n: int) -> None:
+        def work(conn: Any) -> int:
+            _noted(store, n)(conn)
+            if n == 3:
+                raise ValueError("refused after writing")
+            return n
+
+        try:
+            outcomes[n] = store.retrying(work)
+        except ValueError as exc:
+            outcomes[n] = exc
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        with store.write() as conn:
+            threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 10
+            while sqlite and len(store._queue) < 6 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            _noted(store, 100)(conn)
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert {n: outcomes[n] for n in (0, 1, 2, 4, 5)} == {0: 0, 1: 1, 2: 2, 4: 4, 5: 5}
+    assert isinstance(outcomes[3], ValueError)
+    assert _notes(vault) == [0, 1, 2, 4, 5, 100]
+    assert vault.verify_audit().ok
+    if sqlite:
+        assert begins == ["BEGIN IMMEDIATE"] * 2  # the holder's, then the group's
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_write_that_gave_up_waiting_is_never_written_later(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that waited too long for the writers' lock raises and leaves the queue: the
+    group committed after it does not carry it out behind its caller's back."""
+    store = vault.store
+    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 200)
+    refused: list[BaseException] = []
+
+    def impatient() -> None:
+        try:
+            store.retrying(_noted(store, 1))
+        except StoreError as exc:
+            refused.append(exc)
+
+    with store.write():
+        thread = threading.Thread(target=impatient)
+        thread.start()
+        thread.join(timeout=10)
+    store.retrying(_noted(store, 2))
+    assert [str(exc) for exc in refused] == ["the database refused the write (busy)"]
+    assert _notes(vault) == [2]
+    assert vault.verify_audit().ok
+
+
+class _Abort(BaseException):
+    """Not an `Exception`: what a group cannot recover from (as a failed commit)."""
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> None:
+    """When a group's transaction is lost, no write of it is reported stored: the ones
+    before the failure raise too, and none of them is in the store."""
+    store = vault.store
+    outcomes: dict[int, Any] = {}
+
+    def caller(n: int) -> None:
+        def work(conn: Any) -> int:
+            _noted(store, n)(conn)
+            if n == 2:
+                raise _Abort
+            return n
+
+        try:
+            outcomes[n] = store.retrying(work)
+        except _Abort as exc:
+            outcomes[n] = exc
+
+    with store.write():
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(store._queue) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join(timeout=30)
+    assert all(isinstance(outcome, _Abort) for outcome in outcomes.values()), outcomes
+    assert len(outcomes) == 4 and _notes(vault) == []
+    assert vault.verify_audit().ok
 
 
 def test_a_refused_driver_read_is_a_store_error_and_the_next_read_works(vault: Vault) -> None:

@@ -1,7 +1,8 @@
 """The store: ciphertext, wrapped keys and metadata in, the same out; no key ever.
 
-Every change and every failed attempt is one transaction that also appends its audit
-event. Config versions are append-only; the current-version pointer moves only by
+Every change and every failed attempt is one atomic write that also appends its audit
+event: a transaction of its own, or on SQLite a savepoint of its own in a group commit
+(`Store._attempt`). Config versions are append-only; the current-version pointer moves only by
 compare-and-set, and a writer that loses a race (unique version or audit sequence taken,
 pointer moved) retries from a fresh read, so concurrent writers never lose an update.
 """
@@ -54,16 +55,21 @@ __all__ = ["Source", "Store"]
 Source = tuple[str, int]  # where a session's config of a toolkit comes from: (scope id, version)
 
 log = logging.getLogger(__name__)
+_SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
 _LIVE = ("ok", "partial")
 
 
 class _OnDriver:
-    """A prebuilt statement compiled once per dialect, then sent on the driver directly
-    (in the caller's transaction): through SQLAlchemy's Core every execution paid for
-    parameter processing and result set-up, more CPU than the database's own work on a
-    configure's statements (benchmarks/configure.py)."""
+    """A prebuilt statement compiled once per dialect, then sent on the driver's own cursor
+    (in the caller's transaction): through SQLAlchemy's execution machinery, even as plain
+    driver SQL, every statement paid for an execution context and a result set-up, more
+    CPU than the database's own work on a configure's statements (benchmarks/configure.py).
+    Engine events do not see these statements (none of them writes a principal); they are
+    logged as SQLAlchemy logs its own, to its engine logger at INFO. A driver error is
+    raised as SQLAlchemy's, as `Store.write` and `retrying` expect, and a connection it
+    leaves unusable is invalidated, as SQLAlchemy would."""
 
     def __init__(self, statement: Any) -> None:
         self.statement = statement
@@ -79,15 +85,31 @@ class _OnDriver:
         return found
 
     def __call__(self, conn: Connection, params: dict[str, Any] | list[dict[str, Any]]) -> Any:
-        sql, order, fixed = self._for(conn.dialect)
+        """The driver's cursor, executed: `fetchone()`, `rowcount`."""
+        dialect = conn.dialect
+        sql, order, fixed = self._for(dialect)
 
         def bound(given: dict[str, Any]) -> Any:
             merged = {**fixed, **given} if fixed else given
             return merged if order is None else tuple(merged[name] for name in order)
 
-        if isinstance(params, list):
-            return conn.exec_driver_sql(sql, [bound(p) for p in params])
-        return conn.exec_driver_sql(sql, bound(params))
+        if _SQL_LOG.isEnabledFor(logging.INFO):
+            _SQL_LOG.info("%s\n[on the driver] %r", sql, params)
+        driver: Any = conn.connection.dbapi_connection
+        cursor = driver.cursor()
+        try:
+            if isinstance(params, list):
+                cursor.executemany(sql, [bound(p) for p in params])
+            else:
+                cursor.execute(sql, bound(params))
+        except dialect.loaded_dbapi.Error as exc:
+            lost = read_only(exc) or dialect.is_disconnect(exc, driver, cursor)
+            if lost:
+                conn.invalidate()
+            raise DBAPIError.instance(
+                sql, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=lost
+            ) from None
+        return cursor
 
 
 # The statements of every configure and audit write, built once with bound parameters:
@@ -247,6 +269,28 @@ def _effective(session_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Sour
     return found
 
 
+class _Attempt:
+    """One caller's write, queued for a group commit; its outcome is set, and read by its
+    caller, under the writers' lock (`Store._attempt`)."""
+
+    __slots__ = ("done", "error", "result", "work")
+
+    def __init__(self, work: Callable[[Connection], Any]) -> None:
+        self.work = work
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _refusal(exc: BaseException) -> BaseException:
+    """What a failed write raises: a conflict, or a connection opened read-only, as the
+    driver's error (`Store.retrying` tries again); any other refusal of the database as a
+    `StoreError`; anything else as it is."""
+    if isinstance(exc, OperationalError) and not read_only(exc.orig):
+        return StoreError(f"the database refused the write ({type(exc.orig).__name__})")
+    return exc
+
+
 def _retryable(exc: DBAPIError) -> bool:
     if isinstance(exc, IntegrityError):
         return True
@@ -268,6 +312,10 @@ class Store:
         # SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99 at
         # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
         self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
+        # ... and the writes queued behind the lock are committed together (`_attempt`).
+        self._queue: list[_Attempt] = []
+        self._queue_lock = threading.Lock()
+        self._leader: int | None = None  # the thread committing a group, while it does
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
         # never creates a missing file. None: nothing to watch (PostgreSQL, in memory, URI).
@@ -304,14 +352,11 @@ class Store:
                     # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
                     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
                 yield conn
-        except IntegrityError:
-            raise
         except OperationalError as exc:
-            if read_only(exc.orig):
-                raise  # `retrying` tries once more: the pool dropped that connection
-            raise StoreError(
-                f"the database refused the write ({type(exc.orig).__name__})"
-            ) from None
+            refusal = _refusal(exc)
+            if refusal is exc:
+                raise
+            raise refusal from None
         finally:
             if queue is not None:
                 queue.release()
@@ -380,8 +425,7 @@ class Store:
     def retrying(self, work: Callable[[Connection], Any]) -> Any:
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                with self.write() as conn:
-                    return work(conn)
+                return self._attempt(work)
             except DBAPIError as exc:
                 # A connection opened while the SQLite file was read-only stays so; with a
                 # fresh one, the write succeeds if the file is writable again.
@@ -392,15 +436,73 @@ class Store:
                     ) from None
         raise StoreError("too many concurrent writers; nothing was written, try again")
 
+    def _attempt(self, work: Callable[[Connection], Any]) -> Any:
+        """`work` in a write transaction of its own, or (SQLite) a group commit: the writer
+        that takes the lock runs every write queued behind it, in order, each under a
+        savepoint of its own, and commits them together, with one fsync. Each still stands
+        or falls alone (a failed one is rolled back to its savepoint and raises in its own
+        caller), sees the writes before it (the audit chain runs on), and is answered only
+        after the commit; if the commit fails, so does every write of the group."""
+        writers = self._writers
+        if writers is None or self._leader == threading.get_ident():
+            with self.write() as conn:  # PostgreSQL, or a write made inside a group's write
+                return work(conn)
+        attempt = _Attempt(work)
+        with self._queue_lock:
+            self._queue.append(attempt)
+        if not writers.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            with self._queue_lock:
+                if attempt in self._queue:  # no group took it: nothing was written
+                    self._queue.remove(attempt)
+                    raise StoreError("the database refused the write (busy)")
+            writers.acquire()  # a group is running it: its outcome comes with the lock
+        try:
+            if not attempt.done:
+                self._commit_group()
+        finally:
+            writers.release()
+        if attempt.error is not None:
+            raise attempt.error
+        return attempt.result
+
+    def _commit_group(self) -> None:
+        """(Writers' lock held.) Every queued write, in one transaction (`_attempt`)."""
+        with self._queue_lock:
+            group, self._queue = self._queue, []
+        self._leader = threading.get_ident()
+        try:
+            with self.write() as conn:
+                if len(group) == 1:
+                    group[0].result = group[0].work(conn)
+                else:
+                    driver: Any = conn.connection.dbapi_connection
+                    for attempt in group:
+                        driver.execute("SAVEPOINT attempt")
+                        try:
+                            attempt.result = attempt.work(conn)
+                        except Exception as exc:
+                            attempt.error = _refusal(exc)
+                            driver.execute("ROLLBACK TO attempt")
+                        driver.execute("RELEASE attempt")
+        except BaseException as exc:
+            for attempt in group:
+                if attempt.error is None:
+                    attempt.error = exc
+                    attempt.result = None
+        finally:
+            self._leader = None
+            for attempt in group:
+                attempt.done = True
+
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
         transaction."""
-        _write_link(conn, *self._link(draft, _CHAIN_END(conn, {}).one()))
+        _write_link(conn, *self._link(draft, _CHAIN_END(conn, {}).fetchone()))
 
     def audit_many(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
         """Append many links at once, for bulk loads: one read of the chain end, one insert
         of all the events, one move of the head."""
-        chain_end: Sequence[Any] = _CHAIN_END(conn, {}).one()
+        chain_end: Sequence[Any] = _CHAIN_END(conn, {}).fetchone()
         events: list[dict[str, Any]] = []
         head: dict[str, Any] = {}
         for draft in drafts:
@@ -523,7 +625,7 @@ class Store:
         def work(conn: Connection) -> int:
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
-            state = _WRITE_STATE(conn, {**key, **pointer}).one()
+            state = _WRITE_STATE(conn, {**key, **pointer}).fetchone()
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
@@ -547,7 +649,7 @@ class Store:
                 pointer_write = ("insert" if current is None else "update") if live else None
                 params = {f"v_{k}": v for k, v in row.items()}
                 params |= {f"e_{k}": v for k, v in event.items()}
-                if _PG_APPEND[pointer_write](conn, params | head | move).scalar_one() != 1:
+                if _PG_APPEND[pointer_write](conn, params | head | move).fetchone()[0] != 1:
                     raise _pointer_moved()
                 return version
             _INSERT_VERSION(conn, row)
