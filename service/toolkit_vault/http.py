@@ -7,7 +7,7 @@ Tokens are checked through `PrincipalCache` on every request and every WebSocket
 so a revoked token stops working within a second everywhere, its open WebSockets included.
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
-(`Connection.answer_in_memory`), which is answered on the event loop; a WebSocket's
+(`Connection.answer_at_once`), which is answered on the event loop; a WebSocket's
 responses and push events leave through one queue, in order. Every refusal is a
 well-formed A2E `error` body, never a bare dropped connection.
 """
@@ -254,7 +254,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         body, session = bytes(raw), request.headers.get(SESSION_HEADER)
         message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
         bound = bindings.bound(principal, session) if message and session else None
-        answer = bound.answer_in_memory(message) if bound and message else None
+        answer = bound.answer_at_once(message) if bound and message else None
         if answer is not None:
             return Response(answer, media_type="application/json")
         out = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
@@ -432,7 +432,7 @@ async def _serve_socket(
                 lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
             else:
                 request = read_request(raw, limits.message_bytes)
-                answer = connection.answer_in_memory(request)
+                answer = connection.answer_at_once(request)
                 if answer is None:
                     lines = await in_thread(connection.respond, request)
                 else:

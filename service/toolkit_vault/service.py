@@ -300,7 +300,7 @@ class Vault:
     ) -> ToolkitListResponse:
         return self._toolkits(self._configured(principal, session_id), msg)
 
-    def answer_in_memory(self, principal: Principal, session_id: str, msg: Message) -> str | None:
+    def answer_at_once(self, principal: Principal, session_id: str, msg: Message) -> str | None:
         """The answer to a list that needs no wait, as JSON, so a transport may give it on
         its event loop: this process's instances are still what the store says, because
         nothing was committed to the store since this session's list last read it
@@ -739,17 +739,18 @@ class Connection:
                 caused, self._outbox = self._outbox or [], None
         return [dump_message(m) for m in (response, *caused)]
 
-    def answer_in_memory(self, request: Message) -> str | None:
-        """`handle`'s answer, as JSON, when it needs no I/O (a list, nothing committed to the
-        store since the session's last one read it), so a transport may give it on its
-        event loop; None: `handle` it in a worker thread. Never raises."""
+    def answer_at_once(self, request: Message) -> str | None:
+        """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
+        from memory, after at most a read that never waits: `Vault.answer_at_once`), so a
+        transport may give it on its event loop; None: `handle` it in a worker thread.
+        Never raises."""
         try:
             if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
                 return None
             needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
             if needed not in self.capabilities:
                 return None
-            return self.vault.answer_in_memory(self.principal, self.plugin.session_id, request)
+            return self.vault.answer_at_once(self.principal, self.plugin.session_id, request)
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 
