@@ -203,23 +203,23 @@ only if they moved (or on PostgreSQL, every list) does the list go to a worker t
 pool checkout and one `SELECT`, sent on the driver directly, and the session's toolkits
 brought in line. The profile below shows the shares.
 
-A **configure** is bounded twice. Every configure is its own durable transaction (the
-version, the pointer's compare-and-set and the audit chain link, committed with an
-fsync), and the writers are one sequence (the audit chain): on SQLite, one commit at a
-time, in turn (they queue in the process on a lock, not in SQLite's busy handler, which
-sleeps up to 100 ms between tries). So configures per second cannot exceed one over the
-commit time above, whatever the CPU. Then the CPU: validation, the split and sealing,
-the row MACs and chain link, and the transaction itself (the statements are compiled once
-and sent on the driver; through SQLAlchemy's Core they cost 0.09 ms more a configure on
-SQLite and 0.14 ms on PostgreSQL) come to well over a millisecond over HTTP. Proposed
-(storage, not done here): a group commit, where the writer holding the lock takes every
-configure queued behind it into the same transaction (each still its own version, pointer
-compare-and-set and audit event, in chain order; each caller answered only after the one
-commit), so one fsync serves several configures. Its
-ceiling was measured on this branch with the fsync taken out (`synchronous=NORMAL`, not
-durable, a measurement only): HTTP configure at 16 connections went from 305-321 to
-490-619 req/s in alternating runs on this VM, the server then at 86-95% of a core, so
-the CPU per configure would be the next bound.
+A **configure** on SQLite is one write in a **group commit**: the writers are one sequence
+(the audit chain), so they queue in the process on a lock (not in SQLite's busy handler,
+which sleeps up to 100 ms between tries), and the writer that takes the lock runs every
+configure queued behind it in one transaction, each under a savepoint of its own (its
+version, its pointer's compare-and-set and its audit event, in chain order; one that fails
+is rolled back alone), then commits them together with one fsync; each caller is answered
+only after that commit. The commit time above is therefore paid once per group, not per
+configure, and the CPU is the bound: validation, the split and sealing, the row MACs and
+chain link, and the statements (compiled once and sent on the driver's own cursor: through
+SQLAlchemy's execution machinery, even as plain driver SQL, each cost more CPU than
+SQLite's own work on it) come to well over a millisecond over HTTP, against the no-op's
+0.1. Measured on this branch in alternating runs on one VM (a slower day than this run's,
+if the no-op's figures differ): HTTP configure at 16 connections went from 224-262 to
+334-370 req/s (server CPU a request 3.5-4.0 against 2.7-2.9 ms) with the group commit and
+the driver's cursor; with the fsync taken out instead (`synchronous=NORMAL`, not durable,
+a measurement only), an earlier run had gone from 305-321 to 490-619. On PostgreSQL every
+configure is still its own transaction, queued on an advisory lock.
 
 A **WebSocket list** against an echo: the echo costs the server about 0.02 ms of CPU a
 message, its framework's receive and send included; a list answered from memory costs
