@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
+from toolkit_vault import storage
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.registry import ToolkitRegistry
 from toolkit_vault.service import Principal, Vault
@@ -175,10 +176,11 @@ def write_connection(engine: Engine) -> Iterator[Any]:
 @contextmanager
 def count_statements(store: Store) -> Iterator[list[int]]:
     """Counts every statement sent to the database (BEGIN and executemany count as one):
-    those through SQLAlchemy by its `before_cursor_execute` event, and the store's
-    statements on the driver directly (`Store.fetch`, the list's query) by wrapping it."""
+    those through SQLAlchemy by its `before_cursor_execute` event, and those the store
+    sends on the driver directly (`Store.fetch`, the list's query; a write's prebuilt
+    statements, `storage._OnDriver`) by wrapping them."""
     counter = [0]
-    fetch = store.fetch
+    fetch, on_driver = store.fetch, storage._OnDriver.__call__
 
     def seen(*_: Any) -> None:
         counter[0] += 1
@@ -187,12 +189,18 @@ def count_statements(store: Store) -> Iterator[list[int]]:
         seen()
         return fetch(*args)
 
+    def counted_on_driver(statement: Any, *args: Any) -> Any:
+        seen()
+        return on_driver(statement, *args)
+
     event.listen(store.engine, "before_cursor_execute", seen)
     store.fetch = counted  # type: ignore[method-assign]
+    storage._OnDriver.__call__ = counted_on_driver  # type: ignore[method-assign]
     try:
         yield counter
     finally:
         del store.fetch
+        storage._OnDriver.__call__ = on_driver  # type: ignore[method-assign]
         event.remove(store.engine, "before_cursor_execute", seen)
 
 

@@ -98,7 +98,8 @@ MEANING = """\
   SQLite reads nothing: the http scenario's list). Ratio = cost at 10,000 / cost at
   100 (lower is better). **list statements**: SQL statements per list, counted with a
   SQLAlchemy `before_cursor_execute` listener plus the store's statements on the driver
-  directly (`Store.fetch`: a list's one `SELECT`, without SQLAlchemy's `BEGIN`).
+  directly (`Store.fetch`: a list's one `SELECT`, without SQLAlchemy's `BEGIN`; a write's
+  prebuilt statements, sent on the driver's cursor).
 - **rotation master key**: `rotate_master_key` (what `keys rotate` runs): the key provider
   (the file provider: a new key in the key document, written and synced) makes a new master
   key, then every vault key is unwrapped and wrapped under it and written back in one
