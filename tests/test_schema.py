@@ -257,7 +257,7 @@ def test_format_is_asserted(dialect: str | None, fmt: str, good: str, bad: str) 
 
 def test_unique_items_is_linear_and_uses_json_equality() -> None:
     schema = compile_schema(obj(list={"type": "array", "uniqueItems": True}))
-    with within(1.0):
+    with within(5.0):  # linear: 0.3-1.6 s on loaded 2-core VMs; pairwise: minutes
         schema.validate({"list": [{"n": i, "tags": [i]} for i in range(20_000)]})
     schema.validate({"list": [1, True, "1", [1], {"a": 1}]})
     for duplicated in (
