@@ -179,6 +179,13 @@ def _noted(store: Store, n: int) -> Any:
     return lambda conn: store.audit(conn, AuditDraft("local", "noted", details={"n": n}))
 
 
+def _until_queued(store: Store, writes: int) -> None:
+    """Wait (up to 10 s) until `writes` writes queue behind the writers' lock (SQLite)."""
+    deadline = time.monotonic() + 10
+    while len(store._queue) < writes and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _notes(vault: Vault) -> list[int]:
     with vault.store.engine.connect() as conn:
         rows = conn.execute(select(AuditEvent.details).where(AuditEvent.action == "noted"))
@@ -218,9 +225,8 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
             threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
             for thread in threads:
                 thread.start()
-            deadline = time.monotonic() + 10
-            while sqlite and len(store._queue) < 6 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            if sqlite:
+                _until_queued(store, 6)
             _noted(store, 100)(conn)
         for thread in threads:
             thread.join(timeout=30)
@@ -287,9 +293,7 @@ def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> Non
         threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
         for thread in threads:
             thread.start()
-        deadline = time.monotonic() + 10
-        while len(store._queue) < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _until_queued(store, 4)
     for thread in threads:
         thread.join(timeout=30)
     assert all(isinstance(outcome, _Abort) for outcome in outcomes.values()), outcomes
