@@ -15,8 +15,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import rfc8785
-
+from .canonical import canonical_json
 from .errors import StoreError
 
 __all__ = [
@@ -45,7 +44,7 @@ def audit_payload(fields: Mapping[str, Any]) -> bytes:
     if isinstance(details, str):
         details = json.loads(details)
     event = {name: fields[name] for name in AUDIT_FIELDS}
-    return bytes(rfc8785.dumps({**event, "details": details}))
+    return canonical_json({**event, "details": details})
 
 
 def links(sign: Signer, previous: bytes, event: Mapping[Any, Any]) -> bool:

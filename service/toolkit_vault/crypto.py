@@ -38,12 +38,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import rfc8785
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .canonical import canonical_json
 from .errors import DecryptionError, KeyProviderError
 
 __all__ = [
@@ -406,7 +406,7 @@ class SealedConfig:
 
 def public_digest(public: Any) -> str:
     """SHA-256 of the public half's canonical JSON (RFC 8785), for `RecordContext`."""
-    return hashlib.sha256(rfc8785.dumps(public)).hexdigest()
+    return hashlib.sha256(canonical_json(public)).hexdigest()
 
 
 def seal_config(
@@ -421,7 +421,7 @@ def seal_config(
     envelopes: dict[str, bytes] = {}
     fingerprints: dict[str, str] = {}
     for pointer, value in secrets.items():
-        plaintext = rfc8785.dumps(value)
+        plaintext = canonical_json(value)
         envelopes[pointer] = seal(dek, plaintext, context.value_aad(dek_id, pointer))
         fingerprints[pointer] = fingerprint(fingerprint_key, context.scope, pointer, plaintext)
     return SealedConfig(dek_id, kek_id, wrapped, envelopes, fingerprints)

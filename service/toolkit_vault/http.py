@@ -15,15 +15,13 @@ well-formed A2E `error` body, never a bare dropped connection.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response, WebSocket
 from fastapi.exceptions import RequestValidationError
@@ -50,6 +48,7 @@ from .protocol import (
 from .providers import KeyProvider
 from .service import Connection, Principal, Vault, read_request
 from .web import install_console
+from .workers import Workers
 
 __all__ = ["Limits", "create_app"]
 
@@ -59,7 +58,6 @@ SESSION_HEADER = "A2E-Session"
 # needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
 # parsed in the worker, where it cannot hold up every other connection.
 PARSE_ON_LOOP = 8 * 1024
-T = TypeVar("T")
 _A2E_DOC: dict[str, Any] = {  # POST /a2e is a plain Starlette route: FastAPI cannot see it
     "summary": "One A2E message in, one out",
     "description": "The session is named by the `A2E-Session` header (not for a handshake).",
@@ -159,16 +157,10 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     rate = _RateLimiter(limits.requests_per_second, limits.burst)
     access = PrincipalCache(vault.store)
     bindings = SessionBindings(vault)
-    # As many workers as pooled connections; a plain executor hands work over in half the
-    # CPU of anyio's `to_thread` (measured: 17 against 44 us a call at 16 concurrent).
-    workers = ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="toolkit-vault")
+    workers = Workers(POOL_SIZE, "toolkit-vault")  # as many as pooled connections
+    in_thread = workers.run
     open_sockets: dict[str, int] = {}
     app.state.access, app.state.bindings = access, bindings
-
-    async def in_thread(work: Callable[..., T], *args: Any) -> T:
-        context = contextvars.copy_context()  # the request id reaches the worker's log lines
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(workers, partial(context.run, work, *args))
 
     async def principal_for(token: str | None) -> Principal:
         principal = None

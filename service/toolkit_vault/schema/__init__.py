@@ -9,9 +9,10 @@
 - `values`: bounds, I-JSON and canonical JSON of untrusted values.
 """
 
+from ..canonical import canonical_json
 from .compiled import CompiledSchema, compile_schema
 from .split import MAX_SECRETS, check_sealable, merge_secrets
-from .values import canonical_json, schema_digest
+from .values import schema_digest
 
 __all__ = [
     "MAX_SECRETS",

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import referencing.jsonschema
-import rfc8785
 from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
+from ..canonical import canonical_json
 from .formats import format_checker
 from .patterns import compile_pattern
 
@@ -160,7 +160,7 @@ def _identity(value: Any) -> bytes:
     """JSON equality as bytes (1 == 1.0, true != 1). Numbers JCS refuses fall back to repr,
     which may miss a duplicate but never invents one."""
     try:
-        encoded: bytes = rfc8785.dumps(value)
+        encoded = canonical_json(value)
     except (ValueError, TypeError):
         return repr(value).encode()
     return encoded

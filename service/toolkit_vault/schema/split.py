@@ -13,9 +13,10 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..canonical import canonical_json
 from ..errors import ConfigInvalid
 from .patterns import compile_pattern
-from .values import canonical_json, escape
+from .values import escape
 
 __all__ = ["INVALID", "MAX_SECRETS", "SecretSplit", "check_sealable", "merge_secrets"]
 

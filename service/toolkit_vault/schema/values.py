@@ -13,12 +13,10 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import rfc8785
-
+from ..canonical import canonical_json
 from ..errors import SchemaRefused
 
 __all__ = [
-    "canonical_json",
     "canonical_schema",
     "check_bounds",
     "escape",
@@ -155,12 +153,6 @@ def check_bounds(schema: Mapping[str, Any]) -> None:
             raise SchemaRefused(f"schema declares more than {MAX_PROPERTIES} properties")
         if objects > MAX_OBJECTS:
             raise SchemaRefused(f"schema has more than {MAX_OBJECTS} JSON objects")
-
-
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 canonical JSON; raises rfc8785.CanonicalizationError (a ValueError)."""
-    encoded: bytes = rfc8785.dumps(value)
-    return encoded
 
 
 def schema_digest(schema: Mapping[str, Any]) -> str:
