@@ -316,6 +316,22 @@ MUTANTS = [
         ("tests/test_workers.py",),
     ),
     Mutant(
+        "the a2e route skips the request log",
+        V + "http.py",
+        "    app.a2e_route = RequestLog(RememberOrigin(a2e_front))",
+        "    app.a2e_route = RememberOrigin(a2e_front)",
+        ("tests/test_http_app.py",),
+        "request_log",
+    ),
+    Mutant(
+        "the a2e route forgets the request's origin",
+        V + "http.py",
+        "    app.a2e_route = RequestLog(RememberOrigin(a2e_front))",
+        "    app.a2e_route = RequestLog(a2e_front)",
+        ("tests/test_http_app.py",),
+        "request_log",
+    ),
+    Mutant(
         "a list believes memory when its pointers moved",
         V + "service.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",

@@ -155,3 +155,32 @@ def test_invalid_parameters_never_echo_the_input(vault: Vault, home: VaultSettin
     assert response.status_code == 422
     assert response.json()["code"] == "INVALID_MESSAGE"
     assert "tkv-canary-query" not in response.text
+
+
+def test_the_a2e_route_keeps_its_request_log_and_its_origin(
+    vault: Vault, home: VaultSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """POST /a2e is answered before FastAPI's stack (`_VaultApp`): it still answers with
+    and logs a request id, and an intake link made while it runs has the request's origin."""
+    token = create_token(vault.store, "agent", "logged")[1]
+    auth = {"Authorization": f"Bearer {token}", "Host": "vault.example:8443"}
+    caplog.set_level("INFO", logger="toolkit_vault.http")
+    with TestClient(create_app(vault, open_provider(home))) as client:
+        hello = client.post("/a2e", json=HELLO, headers=auth | {"X-Request-ID": "given-7"})
+        assert hello.headers["X-Request-ID"] == "given-7"
+        session = {"A2E-Session": hello.json()["session_id"]}
+        configure = {"type": "toolkit/configure/req", "toolkit_name": "secretive"}
+        answer = client.post(
+            "/a2e", json=configure | {"config": {"endpoint": "e"}}, headers=auth | session
+        )
+        refused = client.post("/a2e", json=HELLO)
+    assert answer.json()["intake_url"].startswith("http://vault.example:8443/console/intake?link=")
+    assert len(answer.headers["X-Request-ID"]) == 16
+    assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
+    lines = [vars(r) for r in caplog.records if r.getMessage() == "request"]
+    assert [(line["path"], line["status"]) for line in lines] == [
+        ("/a2e", 200),
+        ("/a2e", 200),
+        ("/a2e", 401),
+    ]
+    assert lines[0]["principal"] is not None

@@ -26,7 +26,7 @@ from .intake_pages import intake_routes
 from .pages import STATIC, WebState
 from .security import Csrf, SecurityHeaders
 
-__all__ = ["MOUNT", "create_console", "install_console"]
+__all__ = ["MOUNT", "RememberOrigin", "create_console", "install_console"]
 
 MOUNT = "/console"
 _ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("tkv_request_origin", default="")
@@ -44,7 +44,7 @@ def _origin(scope: Scope) -> str:
     return f"{scheme}://{host}"
 
 
-class _RememberOrigin:
+class RememberOrigin:
     """ASGI middleware: the request's origin, for intake links made while it runs."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -96,4 +96,4 @@ def create_console(
 def install_console(app: FastAPI, vault: Vault, provider: KeyProvider, **options: Any) -> None:
     """Mount the console under `/console` of the A2E app, and remember request origins."""
     app.mount(MOUNT, create_console(vault, provider, **options))
-    app.add_middleware(_RememberOrigin)
+    app.add_middleware(RememberOrigin)
