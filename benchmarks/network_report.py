@@ -201,7 +201,11 @@ HTTP the JSON request log line. After a commit (most of the soak's lists) the se
 pointers are read on the loop too, on that same connection, which never waits for a lock;
 only if they moved (or on PostgreSQL, every list) does the list go to a worker thread: a
 pool checkout and one `SELECT`, sent on the driver directly, and the session's toolkits
-brought in line. The profile below shows the shares.
+brought in line. The profile below shows the shares. `POST /a2e` is served before
+FastAPI's middleware stack and router (its request log, request id, intake origin and
+refusals kept): on this machine a no-op endpoint answered about 9,800 requests a second as
+plain ASGI against 3,700 through FastAPI, so the no-op baseline here pays a framework cost
+our hot route no longer does (HTTP list +17% in paired A/B runs).
 
 A **configure** on SQLite is one write in a **group commit**: the writers are one sequence
 (the audit chain), so they queue in the process on a lock (not in SQLite's busy handler,
@@ -219,7 +223,12 @@ if the no-op's figures differ): HTTP configure at 16 connections went from 224-2
 334-370 req/s (server CPU a request 3.5-4.0 against 2.7-2.9 ms) with the group commit and
 the driver's cursor; with the fsync taken out instead (`synchronous=NORMAL`, not durable,
 a measurement only), an earlier run had gone from 305-321 to 490-619. On PostgreSQL every
-configure is still its own transaction, queued on an advisory lock.
+configure is still its own transaction, queued on an advisory lock. A configure reaches a
+worker thread by one queue put and comes back by one `call_soon_threadsafe`
+(`workers.py`): `run_in_executor` chains a `concurrent.futures.Future` to an asyncio one,
+and on a no-op endpoint that hop alone cost 0.35 ms of CPU a request against 0.24-0.33;
+paired A/B runs on one machine: HTTP configure +14%, WebSocket configure +11%, then +12%
+more for HTTP configure from the route served before FastAPI.
 
 A **WebSocket list** against an echo: the echo costs the server about 0.02 ms of CPU a
 message, its framework's receive and send included; a list answered from memory costs
