@@ -43,7 +43,7 @@ def _outcome(encode: Any, value: Any) -> bytes | type[BaseException]:
         return type(exc)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_JSON)
 @example({"\U00010000": 1, "\uffff": 2})  # UTF-16 order differs from code point order
 @example({"ts": 1796107434.695888, "details": {"changed": ["/a"], "status": "configured"}})
