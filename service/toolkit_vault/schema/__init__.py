@@ -6,7 +6,8 @@
 - `patterns`, `charsets`: ECMA-262 regexes translated for RE2 (linear time);
 - `formats`: the formats the vault asserts, each really checked;
 - `split`: a valid config's public half and secret values, and the inverse;
-- `values`: bounds, I-JSON and canonical JSON of untrusted values.
+- `values`: bounds, I-JSON and digests of untrusted values (canonical JSON itself is
+  `toolkit_vault.canonical`, re-exported here).
 """
 
 from ..canonical import canonical_json

@@ -160,10 +160,9 @@ def _identity(value: Any) -> bytes:
     """JSON equality as bytes (1 == 1.0, true != 1). Numbers JCS refuses fall back to repr,
     which may miss a duplicate but never invents one."""
     try:
-        encoded = canonical_json(value)
+        return canonical_json(value)
     except (ValueError, TypeError):
         return repr(value).encode()
-    return encoded
 
 
 class Dialect(NamedTuple):
