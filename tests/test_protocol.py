@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,36 @@ def test_invalid_message_echoes_a_readable_id() -> None:
     with pytest.raises(InvalidMessage) as caught:
         parse_message('{"type":"toolkit/nope","id":"keep-me"}')
     assert caught.value.req_id == "keep-me"
+
+
+def test_an_id_no_response_could_carry_is_not_echoed() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message('{"type":"toolkit/nope","id":"x\\ud800"}')
+    assert caught.value.req_id == ""
+
+
+def test_message_ids_are_canonical_version_4_uuids() -> None:
+    for _ in range(2000):
+        ident = protocol._new_id()
+        parsed = uuid.UUID(ident)
+        assert str(parsed) == ident
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le", "utf-16-be", "utf-32-le"])
+def test_bytes_are_read_in_every_json_encoding(encoding: str) -> None:
+    """As `json.loads` reads bytes (RFC 8259 allows only UTF-8 on the wire; a peer sending
+    UTF-16 gets the same answer as before the parser kept its decoder)."""
+    raw = '{"type":"toolkit/list/req","id":"é-1"}'.encode(encoding)
+    assert parse_message(raw).id == "é-1"
+
+
+@pytest.mark.parametrize(
+    "raw", ['\ufeff{"type":"toolkit/list/req"}', b'{"type":"toolkit/list/req"']
+)
+def test_a_byte_order_mark_or_a_cut_message_is_refused(raw: str | bytes) -> None:
+    with pytest.raises(InvalidMessage, match="not valid JSON"):
+        parse_message(raw)
 
 
 def test_size_and_depth_are_bounded() -> None:

@@ -15,8 +15,8 @@ import json
 import math
 import random
 import re
+import threading
 import time
-import uuid
 from typing import Any, Literal, NoReturn
 
 from pydantic import (
@@ -70,9 +70,10 @@ ConfigureStatus = Literal["ok", "error", "partial"]
 def _new_id() -> str:
     """A random (version 4) UUID from Python's generator, not the OS's: a message id names
     a message and grants nothing (a session id does, and comes from `uuid.uuid4`), and this
-    takes a third of the time on a path that makes two per list."""
-    bits = random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET
-    return str(uuid.UUID(int=bits))
+    takes a third of the time on a path that makes two per list. Formatted here as `str`
+    of a `uuid.UUID` would, in 40% of its time."""
+    digits = "%032x" % (random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 class _Wire(BaseModel):
@@ -285,6 +286,28 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+class _Decoders(threading.local):
+    """One strict decoder per thread: `json.loads` with hooks builds a decoder per call,
+    a quarter of a small message's parse."""
+
+    def __init__(self) -> None:
+        self.strict = json.JSONDecoder(
+            object_pairs_hook=_refuse_duplicates,
+            parse_constant=_refuse_constant,
+            parse_float=_finite,
+        )
+
+
+_DECODERS = _Decoders()
+
+
+def _loads(raw: str | bytes) -> Any:
+    """`json.loads(raw, ...)` with the hooks above (bytes in UTF-8, -16 or -32)."""
+    if isinstance(raw, bytes):
+        raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    return _DECODERS.strict.decode(raw)
+
+
 def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Request:
     """Parse one untrusted inbound message or raise `InvalidMessage`."""
     size = len(raw.encode() if isinstance(raw, str) else raw)
@@ -294,26 +317,22 @@ def parse_message(raw: str | bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> Re
             details=[{"limit": "message_bytes", "max": max_bytes}],
         )
     try:
-        data = json.loads(
-            raw,
-            object_pairs_hook=_refuse_duplicates,
-            parse_constant=_refuse_constant,
-            parse_float=_finite,
-        )
+        data = _loads(raw)
     except (ValueError, RecursionError) as exc:
         reason = "duplicate object key" if "duplicate" in str(exc) else "not valid JSON"
         raise InvalidMessage(f"message is {reason}", details=[]) from None
     if not isinstance(data, dict):
         raise InvalidMessage("message is not a JSON object", details=[])
+    plain = _plain_ascii(raw)
     ident = data.get("id")
-    req_id: str = ident if isinstance(ident, str) and _is_unicode(ident) else ""
+    req_id: str = ident if isinstance(ident, str) and (plain or _is_unicode(ident)) else ""
     if _openings(raw) >= MAX_DEPTH and _depth(data) > MAX_DEPTH:
         raise InvalidMessage(
             f"message nests deeper than {MAX_DEPTH} levels",
             req_id=req_id,
             details=[{"limit": "depth", "max": MAX_DEPTH}],
         )
-    if not _plain_ascii(raw) and not _is_unicode(data):
+    if not plain and not _is_unicode(data):
         raise InvalidMessage(
             "message has a string that is not valid Unicode", req_id=req_id, details=[]
         )
