@@ -332,6 +332,21 @@ MUTANTS = [
         "request_log",
     ),
     Mutant(
+        "an open WebSocket believes a revoked token",
+        V + "access.py",
+        "            return remembered is principal or remembered == principal",
+        "            return True",
+        ("tests/test_http_app.py",),
+        "revoked",
+    ),
+    Mutant(
+        "an id with a lone surrogate is echoed",
+        V + "protocol.py",
+        "(plain or _is_unicode(ident))",
+        "True",
+        ("tests/test_protocol.py",),
+    ),
+    Mutant(
         "a list believes memory when its pointers moved",
         V + "service.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",

@@ -23,6 +23,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import event
@@ -50,7 +51,20 @@ class PrincipalCache:
 
     def recall(self, token: str) -> Principal | None:
         """The principal remembered for `token` while still believed; None means ask."""
+        return self._recall(_key(token))
+
+    def believes(self, token: str, principal: Principal) -> Callable[[], bool]:
+        """For a long-lived connection: a check that `token` is still believed to be
+        `principal`, as `recall` says, with the token's hash taken once, not per message."""
         key = _key(token)
+
+        def believed() -> bool:
+            remembered = self._recall(key)
+            return remembered is principal or remembered == principal
+
+        return believed
+
+    def _recall(self, key: bytes) -> Principal | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry[1] != self._generation:

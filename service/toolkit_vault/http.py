@@ -312,7 +312,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
                 websocket,
                 vault.connect,
                 principal,
-                lambda: _same(access.recall(token), principal),
+                access.believes(token, principal),
                 partial(_still_valid, principal_for, token, principal),
                 in_thread,
                 rate,
@@ -395,10 +395,6 @@ def _error(
     req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None
 ) -> ErrorMessage:
     return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])
-
-
-def _same(remembered: Principal | None, principal: Principal) -> bool:
-    return remembered is principal or remembered == principal
 
 
 async def _still_valid(
