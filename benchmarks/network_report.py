@@ -194,9 +194,9 @@ throughput ratio is about the inverse of the CPU per request. What ours adds to 
 FastAPI and uvicorn path, for a **list** on SQLite: the token check (a dictionary lookup:
 tokens are remembered for a second), the rate limit, parsing and validating the A2E message
 (stdlib `json` with duplicate-key checks, then pydantic), the store's commit mark (`PRAGMA
-data_version` on a connection of its own, about 2 us: with nothing committed since the
-session's last read, the list is answered from memory on the event loop, no worker thread,
-no read), the answer (each toolkit's definition serialized once and spliced in), and over
+data_version` on a connection of its own: with nothing committed since the session's last
+read, the list is answered from memory on the event loop, no worker thread, no read), the
+answer (each toolkit's definition serialized once and spliced in), and over
 HTTP the JSON request log line. After a commit (most of the soak's lists) the session's
 pointers are read on the loop too, on that same connection, which never waits for a lock;
 only if they moved (or on PostgreSQL, every list) does the list go to a worker thread: a
@@ -230,15 +230,23 @@ and on a no-op endpoint that hop alone cost 0.35 ms of CPU a request against 0.2
 paired A/B runs on one machine: HTTP configure +14%, WebSocket configure +11%, then +12%
 more for HTTP configure from the route served before FastAPI.
 
-A **WebSocket list** against an echo: the echo costs the server about 0.02 ms of CPU a
-message, its framework's receive and send included; a list answered from memory costs
-about three times that, 0.06 ms. About half of the difference is our own work above
-(measured in-process: 20 us a list, parse 7 us, the answer with its commit mark 9 us,
-token and rate 2 us); the rest is the per-connection send queue (a response, like a push
-event, leaves through one queue in order: sending in place measured slower, 90 against
-70 us a message, as responses then stop leaving together at the end of a loop turn) and
-Starlette's WebSocket wrappers around each receive and send. 0.5x would need the whole
-of our work in about 20 us of Python.
+A **WebSocket list** against an echo: at 16 connections the echo cost the server about
+0.08 ms of CPU a message (its framework's receive and send included), a list answered from
+memory 0.22 ms before this round's changes. Taken apart by removing one piece at a time in
+paired runs: the same loop answering a constant over the same framework costs 0.06 ms, the
+send queue 0.01 ms more (a response, like a push event, leaves through one queue in order;
+sending in place measured 4% slower again), the token check, rate limit and parse about
+0.06 ms, the answer about 0.08 ms, of which 0.04 ms was the commit mark's one `PRAGMA
+data_version`. In-process the same work takes a third of that (parse 11-14 us, the answer
+with its mark 45 us, the `PRAGMA` alone 5 us); in the server, between two messages, the
+network stack and the framework push it out of the CPU's caches, so what counts is how
+much code a message runs. Hence, each measured in paired runs on one machine: one strict
+JSON decoder per thread instead of one built per message and message ids formatted
+without `uuid.UUID` (parse 24 -> 14 us in-process; WebSocket list +7%), the token's hash
+taken once per WebSocket instead of per message (+7%), and the lists waiting on the event
+loop sharing one read of the commit mark (`access.SharedMarks`: it runs after every list
+it serves arrived, so each still sees every commit acknowledged before it was sent;
+WebSocket list +16%, HTTP list +4%): 0.22 -> 0.17 ms a message.
 
 On **PostgreSQL** every transaction costs round trips to the server (a list: the `SELECT`
 in the transaction psycopg opens, then the pool's `ROLLBACK` on return; the pool pings a

@@ -347,6 +347,22 @@ MUTANTS = [
         ("tests/test_protocol.py",),
     ),
     Mutant(
+        "a list's shared mark read before it arrived",
+        V + "http.py",
+        "            answer = bound.answer_at_once(message, await marks.read())",
+        "            answer = bound.answer_at_once(message, (0, 0))",
+        ("tests/test_http_access.py",),
+        "sees_every_commit",
+    ),
+    Mutant(
+        "a caller that left stops the shared mark reaching the others",
+        V + "access.py",
+        "            if not waiter.done():  # a cancelled caller (its client left)",
+        "            if True:",
+        ("tests/test_http_access.py",),
+        "caller_that_left",
+    ),
+    Mutant(
         "a list believes memory when its pointers moved",
         V + "service.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",

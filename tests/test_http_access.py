@@ -11,6 +11,7 @@ dropped while idle is replaced without failing a request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -21,7 +22,7 @@ import pytest
 from sqlalchemy import create_engine, event, text, update
 from starlette.testclient import TestClient
 
-from toolkit_vault.access import PrincipalCache, SessionBindings
+from toolkit_vault.access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.database import IDLE_PING_S, open_engine
 from toolkit_vault.http import Limits, create_app
@@ -207,6 +208,46 @@ def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
                 .values(version=CurrentConfig.version - 1)
             )
         assert http_list()["filesystem"] is False
+
+
+def test_lists_waiting_together_share_one_mark_read_after_the_last_arrived() -> None:
+    """A mark read before a list arrived could miss a commit acknowledged before it was
+    sent: the shared read runs after every caller it serves, and a caller arriving later
+    gets a read of its own."""
+    log: list[str] = []
+
+    def read() -> int:
+        log.append("read")
+        return log.count("read")
+
+    marks = SharedMarks(read)
+
+    async def arrive() -> int | None:
+        log.append("arrived")
+        return await marks.read()
+
+    async def main() -> tuple[list[int | None], int | None]:
+        together = await asyncio.gather(*(arrive() for _ in range(5)))
+        return together, await arrive()
+
+    together, later = asyncio.run(main())
+    assert together == [1] * 5 and later == 2
+    assert log == ["arrived"] * 5 + ["read", "arrived", "read"]
+
+
+def test_a_caller_that_left_or_a_failed_read_keeps_the_others_answered() -> None:
+    def fails() -> int:
+        raise RuntimeError("the watching connection is gone")
+
+    async def main(marks: SharedMarks[int]) -> int | None:
+        leaving = asyncio.ensure_future(marks.read())
+        staying = asyncio.ensure_future(marks.read())
+        await asyncio.sleep(0)  # both wait for the same read
+        leaving.cancel()
+        return await asyncio.wait_for(staying, 5)
+
+    assert asyncio.run(main(SharedMarks(lambda: 7))) == 7
+    assert asyncio.run(main(SharedMarks(fails))) is None  # None: read the store
 
 
 def test_what_this_process_drops_is_read_again(vault: Vault) -> None:

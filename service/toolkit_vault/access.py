@@ -10,6 +10,9 @@ pool, that is after its commit. A refusal is never remembered, so a token is ref
 exactly as long as the store refuses it. The cache keys on the token's SHA-256, never the
 token, and holds at most `size` entries.
 
+`SharedMarks` lets the lists that arrived together on the event loop share one read of the
+store's commit mark, the one read such a list makes.
+
 `SessionBindings` keeps one bound `Connection` per (principal, session) an HTTP caller
 has used in this process: the ownership check and the resume (initializing the session's
 configured toolkits from the store) happen once, on the handshake or on the first request
@@ -18,13 +21,14 @@ naming the session here, instead of on every request.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import event
 
@@ -32,12 +36,13 @@ from .principals import authenticate
 from .service import Connection, Principal, Vault
 from .storage import Store
 
-__all__ = ["PrincipalCache", "SessionBindings"]
+__all__ = ["PrincipalCache", "SessionBindings", "SharedMarks"]
 
 _WRITES_PRINCIPALS = re.compile(
     r"\b(insert\s+(or\s+\w+\s+)?into|update|delete\s+from)\s+\"?principals\b", re.IGNORECASE
 )
 _FLAG = "toolkit_vault_principals_written"
+T = TypeVar("T")
 
 
 class PrincipalCache:
@@ -109,6 +114,40 @@ class PrincipalCache:
 
 def _key(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+class SharedMarks(Generic[T]):
+    """`read()` (`Vault.mark`) once for every caller waiting on the event loop.
+
+    A list answered from memory is exact when its mark is read after the list arrived:
+    every commit acknowledged before the agent sent it then shows. All callers waiting
+    for the pending read arrived before it runs (it runs on the loop, after them), so one
+    read serves them all: one `PRAGMA data_version` per turn of the loop instead of one per
+    list (measured: that statement took a fifth of a WebSocket list's CPU at 16
+    connections). A caller arriving after the read began waits for the next one. The value
+    is None when `read` fails (a mark of None means: read the store)."""
+
+    def __init__(self, read: Callable[[], T | None]) -> None:
+        self._read = read
+        self._waiting: list[asyncio.Future[T | None]] = []
+
+    async def read(self) -> T | None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[T | None] = loop.create_future()
+        if not self._waiting:
+            loop.call_soon(self._settle)
+        self._waiting.append(waiter)
+        return await waiter
+
+    def _settle(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        try:
+            value = self._read()
+        except Exception:
+            value = None
+        for waiter in waiting:
+            if not waiter.done():  # a cancelled caller (its client left)
+                waiter.set_result(value)
 
 
 class SessionBindings:

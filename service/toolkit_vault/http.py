@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from . import __version__
-from .access import PrincipalCache, SessionBindings
+from .access import PrincipalCache, SessionBindings, SharedMarks
 from .asgi import RequestLog
 from .database import POOL_SIZE
 from .errors import KeyProviderError, VaultError
@@ -44,6 +44,8 @@ from .protocol import (
     ErrorMessage,
     HandshakeRequest,
     Message,
+    ToolkitListRequest,
+    ToolListRequest,
     dump_message,
 )
 from .providers import KeyProvider
@@ -55,6 +57,7 @@ __all__ = ["Limits", "create_app"]
 
 log = logging.getLogger("toolkit_vault.http")
 SESSION_HEADER = "A2E-Session"
+_LISTS = (ToolkitListRequest, ToolListRequest)  # what may be answered on the event loop
 # A message this small is parsed on the event loop (tens of microseconds), so a list that
 # needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
 # parsed in the worker, where it cannot hold up every other connection.
@@ -180,6 +183,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     rate = _RateLimiter(limits.requests_per_second, limits.burst)
     access = PrincipalCache(vault.store)
     bindings = SessionBindings(vault)
+    marks = SharedMarks(vault.mark)
     workers = Workers(POOL_SIZE, "toolkit-vault")  # as many as pooled connections
     in_thread = workers.run
     open_sockets: dict[str, int] = {}
@@ -270,7 +274,9 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         body, session = bytes(raw), request.headers.get(SESSION_HEADER)
         message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
         bound = bindings.bound(principal, session) if message and session else None
-        answer = bound.answer_at_once(message) if bound and message else None
+        answer = None
+        if bound and isinstance(message, _LISTS):
+            answer = bound.answer_at_once(message, await marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
         out = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
@@ -315,6 +321,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
                 access.believes(token, principal),
                 partial(_still_valid, principal_for, token, principal),
                 in_thread,
+                marks,
                 rate,
                 limits,
             )
@@ -413,6 +420,7 @@ async def _serve_socket(
     believed: Callable[[], bool],
     recheck: Callable[[], Awaitable[bool]],
     in_thread: Callable[..., Any],
+    marks: SharedMarks[tuple[int, int]],
     rate: _RateLimiter,
     limits: Limits,
 ) -> None:
@@ -452,7 +460,9 @@ async def _serve_socket(
                 lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
             else:
                 request = read_request(raw, limits.message_bytes)
-                answer = connection.answer_at_once(request)
+                answer = None
+                if isinstance(request, _LISTS):
+                    answer = connection.answer_at_once(request, await marks.read())
                 if answer is None:
                     lines = await in_thread(connection.respond, request)
                 else:

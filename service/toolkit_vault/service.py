@@ -300,17 +300,25 @@ class Vault:
     ) -> ToolkitListResponse:
         return self._toolkits(self._configured(principal, session_id), msg)
 
-    def answer_at_once(self, principal: Principal, session_id: str, msg: Message) -> str | None:
+    def answer_at_once(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: Message,
+        mark: tuple[int, int] | None = None,
+    ) -> str | None:
         """The answer to a list that needs no wait, as JSON, so a transport may give it on
         its event loop: this process's instances are still what the store says, because
         nothing was committed to the store since this session's list last read it
         (`Store.commit_mark`), or because the session's pointers, read without waiting
         (`Store.pointers_at_once`), are still the ones its instances were made from. None:
         `handle` it in a worker thread (a toolkit to initialize again, a read that would
-        wait, PostgreSQL)."""
+        wait, PostgreSQL). `mark`: a `mark()` taken after the message arrived (a transport
+        shares one among the lists that arrived together: `access.SharedMarks`); None:
+        taken here."""
         if not isinstance(msg, ToolkitListRequest | ToolListRequest):
             return None
-        mark = self._mark()
+        mark = mark or self.mark()
         if mark is None:
             return None
         with self._lock:
@@ -372,7 +380,7 @@ class Vault:
         and a live instance made from it in this process. What another process changed
         since is taken up here, silently: the list itself tells the agent. The store is
         read unless nothing was committed to it since this session's last read."""
-        mark = self._mark()  # taken before the read: what is committed during it shows next
+        mark = self.mark()  # taken before the read: what is committed during it shows next
         with self._lock:
             unchanged = self._still_read(session_id, mark)
         if not unchanged:
@@ -382,10 +390,10 @@ class Vault:
                 self._read_at[session_id] = mark
             return self._live(session_id)
 
-    def _mark(self) -> tuple[int, int] | None:
+    def mark(self) -> tuple[int, int] | None:
         """What a list's read of the store stays true for: the store's commit mark and how
         often this process dropped what a read installed; None when the store gives no
-        mark (then every list reads)."""
+        mark (then every list reads). Never raises."""
         with self._lock:
             dropped = self._dropped
         store_mark = self.store.commit_mark()
@@ -739,18 +747,19 @@ class Connection:
                 caused, self._outbox = self._outbox or [], None
         return [dump_message(m) for m in (response, *caused)]
 
-    def answer_at_once(self, request: Message) -> str | None:
+    def answer_at_once(self, request: Message, mark: tuple[int, int] | None = None) -> str | None:
         """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
-        from memory, after at most a read that never waits: `Vault.answer_at_once`), so a
-        transport may give it on its event loop; None: `handle` it in a worker thread.
-        Never raises."""
+        from memory, after at most a read that never waits: `Vault.answer_at_once`, which
+        says what `mark` is), so a transport may give it on its event loop; None: `handle`
+        it in a worker thread. Never raises."""
         try:
             if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
                 return None
             needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
             if needed not in self.capabilities:
                 return None
-            return self.vault.answer_at_once(self.principal, self.plugin.session_id, request)
+            session_id = self.plugin.session_id
+            return self.vault.answer_at_once(self.principal, session_id, request, mark)
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 
