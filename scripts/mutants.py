@@ -363,6 +363,14 @@ MUTANTS = [
         "caller_that_left",
     ),
     Mutant(
+        "a list's request id written unescaped",
+        V + "protocol.py",
+        "        _json_string(req_id),",
+        "        f'\"{req_id}\"',",
+        ("tests/test_protocol.py",),
+        "same_line",
+    ),
+    Mutant(
         "a list believes memory when its pointers moved",
         V + "service.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",

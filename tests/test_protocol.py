@@ -133,23 +133,28 @@ def test_the_depth_bound_is_exact(inner: str) -> None:
         parse_message(nested(protocol.MAX_DEPTH + 1))
 
 
-def test_a_list_with_its_toolkits_serialized_ahead_is_the_same_line() -> None:
-    """`dump_toolkit_list` splices definitions serialized once into the response: the very
-    line `dump_message` gives for the whole response, for none, one or several."""
+@given(
+    req_id=st.text(st.characters(exclude_categories=["Cs"])),
+    ts=st.floats(min_value=0.001, max_value=2**33),  # a millisecond after 1970, to 2242
+)
+def test_a_list_with_its_toolkits_serialized_ahead_is_the_same_line(req_id: str, ts: float) -> None:
+    """`dump_toolkit_list` writes the response around definitions serialized once: the
+    very line `dump_message` gives for the whole response, for none, one or several, any
+    request id (escapes, non-ASCII, astral) and any time (below a millisecond after 1970
+    the two would write a float's exponent differently)."""
     definitions = [
         ToolkitDefinition.model_validate(
             {"name": f"t{n}", "schema": {"type": "object", "x-secret": n}, "tools": ["a"]}
         )
         for n in range(3)
     ]
+    ident = protocol._new_id()
     for count in range(4):
         shown = definitions[:count]
-        whole = ToolkitListResponse(req_id="r-1", toolkits=shown)
-        empty = whole.model_copy(update={"toolkits": []})
-        spliced = protocol.dump_toolkit_list(empty, [dump_message(d) for d in shown])
-        assert spliced == dump_message(whole)
-    with pytest.raises(ValueError):
-        protocol.dump_toolkit_list(whole, [])
+        whole = ToolkitListResponse(id=ident, ts=ts, req_id=req_id, toolkits=shown)
+        line = protocol.dump_toolkit_list(req_id, [dump_message(d) for d in shown], ident, ts)
+        assert line == dump_message(whole)
+    assert json.loads(protocol.dump_toolkit_list(req_id, []))["id"] != ident
 
 
 def test_wrong_type_details_never_carry_the_value() -> None:

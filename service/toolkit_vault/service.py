@@ -336,7 +336,7 @@ class Vault:
         if isinstance(msg, ToolListRequest):
             return dump_message(self._tools(session_id, configured, msg))
         listed = [json for _, json in self._listed(configured, msg)]
-        return dump_toolkit_list(ToolkitListResponse(req_id=msg.id), listed)
+        return dump_toolkit_list(msg.id, listed)
 
     def _toolkits(self, configured: set[str], msg: ToolkitListRequest) -> ToolkitListResponse:
         toolkits = [definition for definition, _ in self._listed(configured, msg)]
