@@ -196,7 +196,7 @@ tokens are remembered for a second), the rate limit, parsing and validating the 
 (stdlib `json` with duplicate-key checks, then pydantic), the store's commit mark (`PRAGMA
 data_version` on a connection of its own: with nothing committed since the session's last
 read, the list is answered from memory on the event loop, no worker thread, no read), the
-answer (each toolkit's definition serialized once and spliced in), and over
+answer (its line written around each toolkit's definition, serialized once), and over
 HTTP the JSON request log line. After a commit (most of the soak's lists) the session's
 pointers are read on the loop too, on that same connection, which never waits for a lock;
 only if they moved (or on PostgreSQL, every list) does the list go to a worker thread: a
@@ -246,7 +246,8 @@ without `uuid.UUID` (parse 24 -> 14 us in-process; WebSocket list +7%), the toke
 taken once per WebSocket instead of per message (+7%), and the lists waiting on the event
 loop sharing one read of the commit mark (`access.SharedMarks`: it runs after every list
 it serves arrived, so each still sees every commit acknowledged before it was sent;
-WebSocket list +16%, HTTP list +4%): 0.22 -> 0.17 ms a message.
+WebSocket list +16%, HTTP list +4%), and the list's response line written around its
+toolkits without building the response model (byte for byte the model's line; +8%).
 
 On **PostgreSQL** every transaction costs round trips to the server (a list: the `SELECT`
 in the transaction psycopg opens, then the pool's `ROLLBACK` on return; the pool pings a
