@@ -44,12 +44,10 @@ from .protocol import (
     ErrorMessage,
     HandshakeRequest,
     Message,
-    ToolkitListRequest,
-    ToolListRequest,
     dump_message,
 )
 from .providers import KeyProvider
-from .service import Connection, Principal, Vault, read_request
+from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Vault, read_request
 from .web import RememberOrigin, install_console
 from .workers import Workers
 
@@ -57,7 +55,6 @@ __all__ = ["Limits", "create_app"]
 
 log = logging.getLogger("toolkit_vault.http")
 SESSION_HEADER = "A2E-Session"
-_LISTS = (ToolkitListRequest, ToolListRequest)  # what may be answered on the event loop
 # A message this small is parsed on the event loop (tens of microseconds), so a list that
 # needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
 # parsed in the worker, where it cannot hold up every other connection.
@@ -275,7 +272,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
         bound = bindings.bound(principal, session) if message and session else None
         answer = None
-        if bound and isinstance(message, _LISTS):
+        if bound and isinstance(message, ANSWERED_AT_ONCE):
             answer = bound.answer_at_once(message, await marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
@@ -420,7 +417,7 @@ async def _serve_socket(
     believed: Callable[[], bool],
     recheck: Callable[[], Awaitable[bool]],
     in_thread: Callable[..., Any],
-    marks: SharedMarks[tuple[int, int]],
+    marks: SharedMarks[Mark],
     rate: _RateLimiter,
     limits: Limits,
 ) -> None:
@@ -461,7 +458,7 @@ async def _serve_socket(
             else:
                 request = read_request(raw, limits.message_bytes)
                 answer = None
-                if isinstance(request, _LISTS):
+                if isinstance(request, ANSWERED_AT_ONCE):
                     answer = connection.answer_at_once(request, await marks.read())
                 if answer is None:
                     lines = await in_thread(connection.respond, request)

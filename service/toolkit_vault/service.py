@@ -59,8 +59,10 @@ if TYPE_CHECKING:
     from .intake import Intake
 
 __all__ = [
+    "ANSWERED_AT_ONCE",
     "CAPABILITIES",
     "Connection",
+    "Mark",
     "Principal",
     "Vault",
     "VaultToolkitPlugin",
@@ -68,6 +70,8 @@ __all__ = [
 ]
 
 CAPABILITIES = ("toolkits", "tools")
+ANSWERED_AT_ONCE = (ToolkitListRequest, ToolListRequest)  # what `answer_at_once` may answer
+Mark = tuple[int, int]  # `Vault.mark`: the store's commit mark, this process's drops
 SESSION_ID_CHARS = 64  # sessions.session_id
 # What a stored config that fails its MAC, its pointer check or decryption reports (one
 # message: which layer caught an edit is the operator's business, `check` names it).
@@ -115,7 +119,7 @@ class Vault:
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
         # session -> (store's commit mark, `_dropped`) when its list last read the store
-        self._read_at: dict[str, tuple[int, int]] = {}
+        self._read_at: dict[str, Mark] = {}
         self._dropped = 0  # counts changes made here to what a read had installed
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
@@ -305,7 +309,7 @@ class Vault:
         principal: Principal,
         session_id: str,
         msg: Message,
-        mark: tuple[int, int] | None = None,
+        mark: Mark | None = None,
     ) -> str | None:
         """The answer to a list that needs no wait, as JSON, so a transport may give it on
         its event loop: this process's instances are still what the store says, because
@@ -316,7 +320,7 @@ class Vault:
         wait, PostgreSQL). `mark`: a `mark()` taken after the message arrived (a transport
         shares one among the lists that arrived together: `access.SharedMarks`); None:
         taken here."""
-        if not isinstance(msg, ToolkitListRequest | ToolListRequest):
+        if not isinstance(msg, ANSWERED_AT_ONCE):
             return None
         mark = mark or self.mark()
         if mark is None:
@@ -390,7 +394,7 @@ class Vault:
                 self._read_at[session_id] = mark
             return self._live(session_id)
 
-    def mark(self) -> tuple[int, int] | None:
+    def mark(self) -> Mark | None:
         """What a list's read of the store stays true for: the store's commit mark and how
         often this process dropped what a read installed; None when the store gives no
         mark (then every list reads). Never raises."""
@@ -399,7 +403,7 @@ class Vault:
         store_mark = self.store.commit_mark()
         return None if store_mark is None else (store_mark, dropped)
 
-    def _still_read(self, session_id: str, mark: tuple[int, int] | None) -> bool:
+    def _still_read(self, session_id: str, mark: Mark | None) -> bool:
         """(Lock held.) Whether the session's last read is still what the store says."""
         return (
             mark is not None and mark[1] == self._dropped and self._read_at.get(session_id) == mark
@@ -747,7 +751,7 @@ class Connection:
                 caused, self._outbox = self._outbox or [], None
         return [dump_message(m) for m in (response, *caused)]
 
-    def answer_at_once(self, request: Message, mark: tuple[int, int] | None = None) -> str | None:
+    def answer_at_once(self, request: Message, mark: Mark | None = None) -> str | None:
         """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
         from memory, after at most a read that never waits: `Vault.answer_at_once`, which
         says what `mark` is), so a transport may give it on its event loop; None: `handle`
