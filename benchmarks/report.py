@@ -176,6 +176,7 @@ def markdown(
         "scripts/bench --quick    # quick run (~5 min): prints the table only",
         "scripts/bench --only rotation --databases sqlite   # one scenario, one database",
         "scripts/bench --only http --databases sqlite       # the network path only",
+        ".venv/bin/python -m benchmarks.ab --base main      # a change, paired against main",
         "```",
         "",
         "`scripts/bench` sets up `.venv` with the `bench` and `dev` extras (sqlalchemy-utils "
@@ -184,6 +185,11 @@ def markdown(
         "`tkv_bench_<random>`, created and dropped, on the server of "
         "`TOOLKIT_VAULT_BENCH_POSTGRES_URL`, else `TOOLKIT_VAULT_TEST_POSTGRES_URL`, else "
         "`postgresql+psycopg://postgres@127.0.0.1:5432/test`).",
+        "",
+        "This machine's speed drifts by 15-65% from one hour to the next, so two runs cannot "
+        "show a 5% change; `benchmarks.ab` can: the working tree and a revision serve at "
+        "once, short runs of the network cases (or the soak) alternate between them, and "
+        "the median of the per-pair ratios is the change.",
         "",
         f"Scale of this run: configure {scale.configure_calls} calls x "
         f"{scale.configure_repeats} repeats; list {scale.list_calls} lists x "

@@ -84,15 +84,26 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def vault_server(home: Path, url: str, plugins: Path, log: Path) -> Iterator[Running]:
+def vault_server(
+    home: Path,
+    url: str,
+    plugins: Path,
+    log: Path,
+    source: Path | None = None,
+    extra: dict[str, str] | None = None,
+) -> Iterator[Running]:
     """`toolkit-vault serve` on the vault home, with the bench toolkit's entry point
-    installed, the rate limit out of the way and JSON request logs (as deployed)."""
+    installed, the rate limit out of the way and JSON request logs (as deployed); the
+    service imported from `source` when given (another build), `extra` added to its
+    environment."""
+    paths = [str(source)] if source else []
     env = _env(
         {
             "TOOLKIT_VAULT_HOME": str(home),
             "TOOLKIT_VAULT_DATABASE_URL": url,
-            "PYTHONPATH": os.pathsep.join([str(plugins), str(ROOT)]),
+            "PYTHONPATH": os.pathsep.join([*paths, str(plugins), str(ROOT)]),
         }
+        | (extra or {})
     )
     argv = [*BIN_ARGV, "serve", "--rate", "1000000"]
     argv += ["--connections-per-principal", "256", "--log-format", "json"]

@@ -363,6 +363,14 @@ MUTANTS = [
         "caller_that_left",
     ),
     Mutant(
+        "a WebSocket's sender fails on a client that left",
+        V + "http.py",
+        "        with contextlib.suppress(OSError):  # the client left: the loop hears its",
+        "        with contextlib.suppress(ValueError):  # the client left: the loop hears its",
+        ("tests/test_http_app.py",),
+        "gone_before",
+    ),
+    Mutant(
         "a list's request id written unescaped",
         V + "protocol.py",
         "        _json_string(req_id),",

@@ -3,7 +3,10 @@ WebSocket, who may read the docs and run the check, and schemathesis against the
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
@@ -96,6 +99,42 @@ def test_a_revoked_token_is_refused_and_its_open_websocket_closed(
             ws.receive_json()
         assert closed.value.code == 1008
     assert [v["public_config"]["root_dir"] for v in history(vault.store, session)] == ["/tmp"]
+
+
+def test_a_websocket_client_gone_before_its_answer_ends_the_socket_quietly(
+    vault: Vault, home: VaultSettings
+) -> None:
+    """uvicorn raises `ClientDisconnected` (an `OSError`) on a send to a client that left;
+    the socket's sender stops there and the socket ends on the disconnect that follows,
+    with no error for the server to log."""
+    token = create_token(vault.store, "agent", "leaves-early")[1]
+    app = app_for(vault, home)
+    inbound = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.receive", "text": json.dumps(HELLO)},
+        {"type": "websocket.receive", "text": json.dumps(LIST)},
+        {"type": "websocket.disconnect", "code": 1006},
+    ]
+    sent: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.01)  # the answers are sent meanwhile
+        return inbound.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"])
+        if message["type"] == "websocket.send":
+            raise OSError("client disconnected")
+
+    scope = {
+        "type": "websocket",
+        "path": "/a2e",
+        "headers": [(b"authorization", f"Bearer {token}".encode())],
+        "query_string": b"",
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sent == ["websocket.accept", "websocket.send"]  # nothing after the client left
+    assert not inbound
 
 
 def test_docs_need_a_token_and_the_check_is_for_operators(

@@ -15,6 +15,7 @@ well-formed A2E `error` body, never a bare dropped connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -29,7 +30,6 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocketDisconnect
 
 from . import __version__
 from .access import PrincipalCache, SessionBindings, SharedMarks
@@ -149,23 +149,26 @@ class Health(BaseModel):
 
 
 class _VaultApp(FastAPI):
-    """FastAPI, but `POST /a2e`, the hot route, is answered before FastAPI's middleware
-    stack and router: they cost more CPU than a whole list (a no-op endpoint answered
-    9,800 requests a second as plain ASGI, 3,700 through FastAPI, on one core). The
-    route keeps what the stack gave it: the request log and id, the origin for intake
-    links, and the A2E error body of a refusal; an unexpected error reaches uvicorn, which
-    answers 500 and logs it, as Starlette's error middleware would."""
+    """FastAPI, but `/a2e`, the hot route (`POST` and the WebSocket), is answered before
+    FastAPI's middleware stack and router: they cost more CPU than a whole list (a no-op
+    endpoint answered 9,800 requests a second as plain ASGI, 3,700 through FastAPI, on one
+    core), and on a WebSocket they wrap every message sent. The routes keep what the stack
+    gave them: the request log and id, the origin for intake links, and the A2E error body
+    of a refusal; an unexpected error reaches uvicorn, which answers 500 (or closes the
+    WebSocket) and logs it, as Starlette's error middleware would."""
 
-    a2e_route: ASGIApp | None = None
+    a2e_post: ASGIApp | None = None
+    a2e_socket: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            self.a2e_route is not None
-            and scope["type"] == "http"
-            and scope["path"] == "/a2e"
-            and scope["method"] == "POST"
-        ):
-            await self.a2e_route(scope, receive, send)
+        route = None
+        if scope.get("path") == "/a2e":
+            if scope["type"] == "websocket":
+                route = self.a2e_socket
+            elif scope["type"] == "http" and scope["method"] == "POST":
+                route = self.a2e_post
+        if route is not None:
+            await route(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
 
@@ -287,10 +290,10 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             response = await refused(request, exc)
         await response(scope, receive, send)
 
-    app.a2e_route = RequestLog(RememberOrigin(a2e_front))
+    app.a2e_post = RequestLog(RememberOrigin(a2e_front))
 
-    @app.websocket("/a2e")
-    async def a2e_socket(websocket: WebSocket) -> None:
+    async def a2e_socket(scope: Scope, receive: Receive, send: Send) -> None:
+        websocket = WebSocket(scope, receive, send)
         await websocket.accept()
         header = websocket.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -312,7 +315,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         open_sockets[principal.principal_id] = count + 1
         try:
             await _serve_socket(
-                websocket,
+                receive,
+                send,
                 vault.connect,
                 principal,
                 access.believes(token, principal),
@@ -326,6 +330,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             open_sockets[principal.principal_id] -= 1
             if not open_sockets[principal.principal_id]:
                 del open_sockets[principal.principal_id]
+
+    app.a2e_socket = a2e_socket
 
     @app.get("/v1/history", response_model=HistoryOut)
     async def v1_history(
@@ -411,7 +417,8 @@ async def _still_valid(
 
 
 async def _serve_socket(
-    websocket: WebSocket,
+    receive: Receive,
+    send: Send,
     connect: Callable[..., Connection],
     principal: Principal,
     believed: Callable[[], bool],
@@ -421,10 +428,12 @@ async def _serve_socket(
     rate: _RateLimiter,
     limits: Limits,
 ) -> None:
-    """Serve one WebSocket; every message first re-checks its token (`believed` from the
-    cache, else `recheck` on the store; a revoked one gets an `UNAUTHORIZED` error and close
-    code 1008) and the principal's rate. Answers and push events leave through one queue,
-    in order, sent by a task of their own (measured: cheaper than sending in place)."""
+    """Serve one accepted WebSocket, on its ASGI `receive` and `send` (Starlette's
+    `WebSocket` adds two calls a message and nothing this loop needs); every message first
+    re-checks its token (`believed` from the cache, else `recheck` on the store; a revoked
+    one gets an `UNAUTHORIZED` error and close code 1008) and the principal's rate. Answers
+    and push events leave through one queue, in order, sent by a task of their own
+    (measured: cheaper than sending in place)."""
     loop = asyncio.get_running_loop()
     outbound: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -432,17 +441,18 @@ async def _serve_socket(
         loop.call_soon_threadsafe(outbound.put_nowait, dump_message(event))
 
     async def sender() -> None:
-        while (text := await outbound.get()) is not None:
-            await websocket.send_text(text)
+        with contextlib.suppress(OSError):  # the client left: the loop hears its disconnect
+            while (text := await outbound.get()) is not None:
+                await send({"type": "websocket.send", "text": text})
 
     connection = connect(principal, push)
     sending = asyncio.create_task(sender())
     revoked = False
     try:
         while True:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                break
+            message = await receive()
+            if message["type"] != "websocket.receive":
+                break  # websocket.disconnect
             raw = message["text"] if message.get("text") is not None else message.get("bytes", b"")
             if not (believed() or await recheck()):
                 revoked = True
@@ -466,11 +476,11 @@ async def _serve_socket(
                     lines = [answer]
             for line in lines:
                 outbound.put_nowait(line)
-    except WebSocketDisconnect:
-        pass
     finally:
         await in_thread(connection.close)
         await outbound.put(None)
         await sending
     if revoked:
-        await websocket.close(code=1008, reason="the token is no longer valid")
+        reason = "the token is no longer valid"
+        with contextlib.suppress(OSError):
+            await send({"type": "websocket.close", "code": 1008, "reason": reason})

@@ -1,0 +1,141 @@
+"""`python -m benchmarks.ab [--base REV]`: this working tree against a revision, paired.
+
+This VM's speed drifts by 15-65% from one hour to the next, so two separate bench runs
+cannot show a 5% change. Here both builds serve at once (each its own `serve` process and
+SQLite home, the base build exported with `git archive`), and short runs alternate between
+them: each pair sees the same machine, and the median of the per-pair ratios is the change.
+Cases are those of the `http` scenario at 16 connections, and `soak` (`scripts/soak.py`
+against each build in turn). `--env NAME=VALUE` sets a variable for the candidate only, to
+compare a setting. The base must share the working tree's database schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from .harness import SCALES, Context, median, postgres_admin_url
+from .loadgen import build_wsload
+from .network import CASES, Case, Setup, _drive, _sessions, _tokens
+from .servers import ROOT, vault_server
+from .toolkit import install_entry_point
+
+SOAK = "soak"
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The revision's `service/` tree (and the migrations beside it), as `git archive`
+    has them."""
+    archive = into / "base.tar"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "-o", str(archive), rev, "service", "migrations"],
+        check=True,
+    )
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "service"
+
+
+@contextmanager
+def _build(ctx: Context, name: str, source: Path | None, env: dict[str, str]) -> Iterator[Setup]:
+    directory = ctx.work / name
+    plugins = install_entry_point(ctx.work / "plugins")
+    with ctx.database("sqlite", directory) as url:
+        home = directory / "home"
+        tokens = _tokens(home, url)
+        log = directory / "serve.log"
+        with vault_server(home, url, plugins, log, source=source, extra=env) as server:
+            yield Setup(server, tokens, _sessions(server, tokens), directory)
+
+
+def _soak(source: Path | None, env: dict[str, str], seconds: float) -> tuple[float, float]:
+    """One `scripts/soak.py` run on a build: its throughput and server CPU ms a request."""
+    paths = [str(source)] if source else []
+    run_env = os.environ | env | {"PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "service")])}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "soak.py"), "--json", "--duration", str(seconds)],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise RuntimeError(f"the soak failed: {done.stdout}{done.stderr[-2000:]}")
+    summary = json.loads(done.stdout)
+    return float(summary["throughput"]), float(summary["server_cpu_ms"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__)
+    parser.add_argument("--base", default="HEAD", help="git revision to compare with")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE, candidate only")
+    names = [c.name for c in CASES] + [SOAK]
+    parser.add_argument("--cases", default="WebSocket list,HTTP configure", help=",".join(names))
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    args = parser.parse_args(argv)
+    chosen = [n.strip() for n in args.cases.split(",")]
+    if unknown := set(chosen) - set(names):
+        parser.error(f"unknown cases {sorted(unknown)}")
+    env = dict(item.split("=", 1) for item in args.env)
+    with tempfile.TemporaryDirectory(prefix="tkv-ab-") as tmp:
+        work = Path(tmp)
+        base_source = _export(args.base, work)
+        ctx = Context(SCALES["quick"], work, ("sqlite",), postgres_admin_url(), log=print)
+        wsload = build_wsload(work)
+        cases = [c for c in CASES if c.name in chosen]
+        with ExitStack() as stack:
+            builds = {}
+            if cases:
+                builds = {
+                    "base": stack.enter_context(_build(ctx, "base", base_source, {})),
+                    "this": stack.enter_context(_build(ctx, "this", None, env)),
+                }
+            for case in cases:
+                _pairs(case, builds, wsload, args.pairs, args.seconds)
+        if SOAK in chosen:
+            rates = []
+            for n in range(args.pairs):
+                base = _soak(base_source, {}, args.seconds)
+                this = _soak(None, env, args.seconds)
+                rates.append(this[0] / base[0])
+                print(
+                    f"soak pair {n}: base {base[0]:.0f} req/s {base[1]:.2f} ms CPU, "
+                    f"this {this[0]:.0f} req/s {this[1]:.2f} ms CPU, {rates[-1]:.3f}x"
+                )
+            print(f"soak: median {median(rates):.3f}x over {len(rates)} pairs")
+    return 0
+
+
+def _pairs(case: Case, builds: dict[str, Setup], wsload: Path, pairs: int, seconds: float) -> None:
+    rates, cpus = [], []
+    for n in range(pairs):
+        order = ("base", "this") if n % 2 == 0 else ("this", "base")
+        got = {}
+        for name in order:
+            setup = builds[name]
+            got[name] = _drive(case, setup, setup.server, True, wsload, 16, seconds)
+        (base, base_cpu), (this, this_cpu) = got["base"], got["this"]
+        rates.append(this.rate / base.rate)
+        cpus.append(this_cpu / base_cpu)
+        print(
+            f"{case.name} pair {n}: base {base.rate:.0f} req/s p99 {base.p99_ms:.1f} ms "
+            f"{base_cpu * 1000:.3f} ms CPU, this {this.rate:.0f} req/s p99 {this.p99_ms:.1f} "
+            f"ms {this_cpu * 1000:.3f} ms CPU, {rates[-1]:.3f}x"
+        )
+    print(
+        f"{case.name}: median {median(rates):.3f}x req/s, {median(cpus):.3f}x CPU a request "
+        f"over {pairs} pairs (min {min(rates):.3f}, max {max(rates):.3f})"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
