@@ -176,7 +176,8 @@ def write_connection(engine: Engine) -> Iterator[Any]:
 @contextmanager
 def count_statements(store: Store) -> Iterator[list[int]]:
     """Counts every statement sent to the database (BEGIN and executemany count as one):
-    those through SQLAlchemy by its `before_cursor_execute` event, and those the store
+    those through SQLAlchemy by its `before_cursor_execute` event, SQLite's BEGIN (sent on
+    the driver, `database._sqlite_on_begin`) by the `begin` event, and those the store
     sends on the driver directly (`Store.fetch`, the list's query; a write's prebuilt
     statements, `storage._OnDriver`) by wrapping them."""
     counter = [0]
@@ -194,6 +195,9 @@ def count_statements(store: Store) -> Iterator[list[int]]:
         return on_driver(statement, *args)
 
     event.listen(store.engine, "before_cursor_execute", seen)
+    sqlite = store.engine.dialect.name == "sqlite"
+    if sqlite:
+        event.listen(store.engine, "begin", seen)
     store.fetch = counted  # type: ignore[method-assign]
     storage._OnDriver.__call__ = counted_on_driver  # type: ignore[method-assign]
     try:
@@ -202,6 +206,8 @@ def count_statements(store: Store) -> Iterator[list[int]]:
         del store.fetch
         storage._OnDriver.__call__ = on_driver  # type: ignore[method-assign]
         event.remove(store.engine, "before_cursor_execute", seen)
+        if sqlite:
+            event.remove(store.engine, "begin", seen)
 
 
 def timed(work: Callable[[], Any]) -> float:

@@ -371,6 +371,14 @@ MUTANTS = [
         "gone_before",
     ),
     Mutant(
+        "SQLite's BEGIN refused, raised as the driver's error",
+        V + "database.py",
+        "        raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from None",
+        "        raise",
+        ("tests/adversarial/test_db_faults.py",),
+        "lock_held_past",
+    ),
+    Mutant(
         "a list's request id written unescaped",
         V + "protocol.py",
         "        _json_string(req_id),",

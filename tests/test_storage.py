@@ -203,9 +203,9 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
     begins: list[str] = []
     outcomes: dict[int, Any] = {}
 
-    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("BEGIN"):
-            begins.append(statement)
+    def seen(conn: Any) -> None:  # each transaction (SQLite's BEGIN goes to the driver)
+        immediate = conn.get_execution_options().get("vault_write", False)
+        begins.append("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     def caller(n: int) -> None:
         def work(conn: Any) -> int:
@@ -219,7 +219,7 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
         except ValueError as exc:
             outcomes[n] = exc
 
-    event.listen(store.engine, "before_cursor_execute", seen)
+    event.listen(store.engine, "begin", seen)
     try:
         with store.write() as conn:
             threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
@@ -231,7 +231,7 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
         for thread in threads:
             thread.join(timeout=30)
     finally:
-        event.remove(store.engine, "before_cursor_execute", seen)
+        event.remove(store.engine, "begin", seen)
     assert {n: outcomes[n] for n in (0, 1, 2, 4, 5)} == {0: 0, 1: 1, 2: 2, 4: 4, 5: 5}
     assert isinstance(outcomes[3], ValueError)
     assert _notes(vault) == [0, 1, 2, 4, 5, 100]
