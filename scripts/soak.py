@@ -4,6 +4,10 @@ Starts its own vault (a temporary home, SQLite unless --database-url) and its ow
 `toolkit-vault serve` on a free loopback port, runs the clients for a bounded time, then
 checks that every accepted configure is stored exactly once and the audit chain verifies.
 Prints latency percentiles and throughput; exits non-zero on any error or lost write.
+
+The agents speak through aiohttp (C-accelerated HTTP and WebSocket parsing), one keep-alive
+connection each: the same soak through httpx and websockets spent 0.77 of a core on this
+2-core machine against 0.29 (the server 0.84 against 1.0), so it measured the clients.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
-from websockets.asyncio.client import connect
 
 BIN = Path(sys.executable).parent
 HELLO = json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]})
@@ -51,35 +55,40 @@ class Tally:
             self.accepted[session] += 1
 
 
-async def websocket_agent(url: str, token: str, deadline: float, tally: Tally) -> None:
+async def websocket_agent(
+    http: aiohttp.ClientSession, url: str, token: str, deadline: float, tally: Tally
+) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    async with connect(url, additional_headers=headers, max_size=2**22) as ws:
-        await ws.send(HELLO)
-        session = json.loads(await ws.recv())["session_id"]
+    async with http.ws_connect(url, headers=headers, max_msg_size=2**22) as ws:
+        await ws.send_str(HELLO)
+        session = json.loads(await ws.receive_str())["session_id"]
         n = 0
         while time.monotonic() < deadline:
             n += 1
             kind, message = ("configure", configure()) if n % 2 else ("list", LIST)
             started = time.perf_counter()
-            await ws.send(message)
-            reply = json.loads(await ws.recv())
+            await ws.send_str(message)
+            reply = json.loads(await ws.receive_str())
             tally.record(kind, started, reply, session)
             if kind == "configure" and reply.get("type") == "toolkit/configure/resp":
-                await ws.recv()  # its status event
+                await ws.receive_str()  # its status event
 
 
-async def http_agent(base: str, token: str, deadline: float, tally: Tally) -> None:
+async def http_agent(
+    http: aiohttp.ClientSession, base: str, token: str, deadline: float, tally: Tally
+) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
-        session = (await client.post("/a2e", content=HELLO)).json()["session_id"]
-        headers = {"A2E-Session": session}
-        n = 0
-        while time.monotonic() < deadline:
-            n += 1
-            kind, message = ("configure", configure()) if n % 2 else ("list", LIST)
-            started = time.perf_counter()
-            response = await client.post("/a2e", content=message, headers=headers)
-            tally.record(kind, started, response.json(), session)
+    async with http.post(base + "/a2e", data=HELLO, headers=headers) as response:
+        session = (await response.json())["session_id"]
+    headers = headers | {"A2E-Session": session}
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        kind, message = ("configure", configure()) if n % 2 else ("list", LIST)
+        started = time.perf_counter()
+        async with http.post(base + "/a2e", data=message, headers=headers) as response:
+            reply = json.loads(await response.read())
+        tally.record(kind, started, reply, session)
 
 
 def free_port() -> int:
@@ -118,11 +127,15 @@ async def run(base: str, tokens: list[str], duration: float, tally: Tally) -> fl
     ws_url = base.replace("http://", "ws://") + "/a2e"
     half = len(tokens) // 2
     started = time.perf_counter()
-    results = await asyncio.gather(
-        *(websocket_agent(ws_url, t, deadline, tally) for t in tokens[:half]),
-        *(http_agent(base, t, deadline, tally) for t in tokens[half:]),
-        return_exceptions=True,
-    )
+    # one connection per agent, kept alive, as each agent's own client would
+    limits = aiohttp.TCPConnector(limit=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=limits, timeout=timeout) as http:
+        results = await asyncio.gather(
+            *(websocket_agent(http, ws_url, t, deadline, tally) for t in tokens[:half]),
+            *(http_agent(http, base, t, deadline, tally) for t in tokens[half:]),
+            return_exceptions=True,
+        )
     for result in results:
         if isinstance(result, BaseException):
             tally.errors[f"client: {type(result).__name__}"] += 1

@@ -4,6 +4,7 @@ the Markdown report, including the profile of a missed target."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -115,3 +116,17 @@ def test_load_generators_refuse_a_run_with_errors(
             run_wrk(server.port, stranger, ["no-session"], list_, 2, 1, tmp_path)
         with pytest.raises(RuntimeError, match="wsload saw errors"):
             run_wsload(wsload, server.port, stranger, None, list_, 1, 2, 1, tmp_path)
+
+
+def test_a_short_soak_stores_every_accepted_configure_once() -> None:
+    """`scripts/soak` at a tiny scale: its own vault and server, agents on both transports;
+    every configure it counts as accepted is in the history, and the audit chain verifies."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    command = [sys.executable, str(ROOT / "scripts" / "soak.py"), "--json"]
+    command += ["--clients", "4", "--duration", "2"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["errors"] == {} and summary["lost"] == 0 and summary["audit_verifies"]
+    assert summary["accepted"] == summary["stored"] > 0
+    assert summary["latency"]["list"]["n"] > 0
