@@ -48,7 +48,8 @@ MEANING = """\
   connections; PostgreSQL is reported without one.
 - **soak**: `scripts/soak` as it runs by hand: its own vault home (SQLite, or a scratch
   PostgreSQL database) and `toolkit-vault serve`, then agents (half on WebSockets, half on
-  HTTP with httpx, all in one Python process) each alternating `toolkit/list/req` and a
+  HTTP, through aiohttp, one keep-alive connection each, all in one Python process) each
+  alternating `toolkit/list/req` and a
   `toolkit/configure/req` of the `filesystem` toolkit with a distinct `root_dir`, for the
   time shown; then every accepted configure must be stored exactly once (`history`) and
   the audit chain must verify. Throughput counts both kinds; the server's CPU is its
@@ -246,8 +247,15 @@ without `uuid.UUID` (parse 24 -> 14 us in-process; WebSocket list +7%), the toke
 taken once per WebSocket instead of per message (+7%), and the lists waiting on the event
 loop sharing one read of the commit mark (`access.SharedMarks`: it runs after every list
 it serves arrived, so each still sees every commit acknowledged before it was sent;
-WebSocket list +16%, HTTP list +4%), and the list's response line written around its
-toolkits without building the response model (byte for byte the model's line; +8%).
+WebSocket list +16%, HTTP list +4%), the list's response line written around its
+toolkits without building the response model (byte for byte the model's line; +8%), and
+the WebSocket route, like `POST /a2e`, served before FastAPI's stack, its messages on the
+raw ASGI `receive` and `send` (Starlette's `WebSocket` and the exception wrapper added
+three calls a message; +12.6%, CPU a message -10%).
+
+SQLite's `BEGIN` (`BEGIN IMMEDIATE` for a write) is sent on the driver's connection from
+SQLAlchemy's `begin` event rather than through `exec_driver_sql`, which cost a third of an
+empty write transaction's CPU (paired: HTTP configure +4.6%, WebSocket configure +9.4%).
 
 On **PostgreSQL** every transaction costs round trips to the server (a list: the `SELECT`
 in the transaction psycopg opens, then the pool's `ROLLBACK` on return; the pool pings a

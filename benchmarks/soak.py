@@ -85,7 +85,10 @@ transaction, each under its own savepoint (group commit, see the http scenario's
 one fsync serves several and the commit time no longer caps the rate. A list is cheap
 here (answered on the event loop after a read of the session's pointers, since the other
 agents commit all the time); the server's CPU per configure (well over a millisecond) and
-the clients, which run in one Python process on the same two cores, are the bounds.
+the clients, which run in one Python process on the same two cores, are the bounds. The
+clients speak through aiohttp: through httpx and websockets they took 0.77 of a core
+against 0.29 and left the server at 0.84 of one (paired 20 s soaks: 904 and 938 req/s
+against 1,086 and 1,225 through aiohttp, the same server).
 Measured on this branch in alternating 30 s runs (50 clients) on one VM, on a slow day:
 270-331 req/s before the group commit and the driver's cursor, 454-493 after, with 0
 errors and 0 lost writes. Measured earlier and not taken: fewer worker threads (2 instead
