@@ -379,6 +379,14 @@ MUTANTS = [
         "lock_held_past",
     ),
     Mutant(
+        "the WebSocket route forgets its origin",
+        V + "http.py",
+        "    app.a2e_socket = RememberOrigin(a2e_socket)",
+        "    app.a2e_socket = a2e_socket",
+        ("tests/test_http_app.py",),
+        "intake_link_asked",
+    ),
+    Mutant(
         "a list's request id written unescaped",
         V + "protocol.py",
         "        _json_string(req_id),",

@@ -137,6 +137,25 @@ def test_a_websocket_client_gone_before_its_answer_ends_the_socket_quietly(
     assert not inbound
 
 
+def test_an_intake_link_asked_for_over_a_websocket_has_its_origin(
+    vault: Vault, home: VaultSettings
+) -> None:
+    """The WebSocket route is served before FastAPI's stack (`_VaultApp`) too: an intake
+    link made while it runs still has the origin the client connected to."""
+    token = create_token(vault.store, "agent", "socket-intake")[1]
+    headers = {"Authorization": f"Bearer {token}", "Host": "vault.example:8443"}
+    configure = {"type": "toolkit/configure/req", "toolkit_name": "secretive"}
+    with (
+        TestClient(app_for(vault, home)) as client,
+        client.websocket_connect("/a2e", headers=headers) as ws,
+    ):
+        ws.send_json(HELLO)
+        ws.receive_json()
+        ws.send_json(configure | {"config": {"endpoint": "e"}})
+        answer = ws.receive_json()
+    assert answer["intake_url"].startswith("http://vault.example:8443/console/intake?link=")
+
+
 def test_docs_need_a_token_and_the_check_is_for_operators(
     vault: Vault, home: VaultSettings
 ) -> None:

@@ -331,7 +331,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             if not open_sockets[principal.principal_id]:
                 del open_sockets[principal.principal_id]
 
-    app.a2e_socket = a2e_socket
+    app.a2e_socket = RememberOrigin(a2e_socket)
 
     @app.get("/v1/history", response_model=HistoryOut)
     async def v1_history(
