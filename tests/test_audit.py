@@ -218,3 +218,19 @@ def test_versions_without_their_event_are_reported(vault: Vault, cli_env: dict[s
     assert [(v["version"], v["reason"]) for v in report["unaudited_versions"]] == [
         (98, "no configure event")
     ]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_verify_finds_each_versions_event_by_index_not_by_scan(vault: Vault) -> None:
+    """`audit verify` joins every config version to its configure event on (session,
+    toolkit, version): an index on those three makes it one lookup a version. Without the
+    version in it, every version scanned its session's events (quadratic: 8,000 configures
+    in 50 sessions took 13.7 s to verify, against 0.7 s)."""
+    joined = (
+        "SELECT e.seq FROM config_versions v LEFT JOIN audit_events e ON e.action = "
+        "'configure' AND e.session_id = v.session_id AND e.toolkit_name = v.toolkit_name "
+        "AND e.version = v.version"
+    )
+    with vault.store.engine.connect() as db:
+        plan = " ".join(row[-1] for row in db.exec_driver_sql(f"EXPLAIN QUERY PLAN {joined}"))
+    assert "version=?" in plan and "ix_audit_events_session" in plan, plan

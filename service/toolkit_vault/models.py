@@ -41,7 +41,7 @@ __all__ = [
     "VaultKey",
 ]
 
-SCHEMA_REVISION = "0003"  # the Alembic head these models match (checked by the tests)
+SCHEMA_REVISION = "0004"  # the Alembic head these models match (checked by the tests)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -184,7 +184,9 @@ class AuditEvent(Base):
     mac: Mapped[bytes] = mapped_column(LargeBinary(32))
 
 
-Index("ix_audit_events_session", AuditEvent.session_id, AuditEvent.toolkit_name)
+Index(  # a version's configure event, in one lookup (`audit verify` joins on it)
+    "ix_audit_events_session", AuditEvent.session_id, AuditEvent.toolkit_name, AuditEvent.version
+)
 Index("ix_audit_events_action", AuditEvent.action, AuditEvent.seq)  # one kind of event, in order
 
 
