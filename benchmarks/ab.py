@@ -18,15 +18,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 from .harness import SCALES, Context, median, postgres_admin_url
 from .loadgen import build_wsload
-from .network import CASES, Case, Setup, _drive, _sessions, _tokens
-from .servers import ROOT, vault_server
-from .toolkit import install_entry_point
+from .network import CASES, Case, Setup, _drive, _serving
+from .servers import ROOT
 
 SOAK = "soak"
 
@@ -42,18 +40,6 @@ def _export(rev: str, into: Path) -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     return into / "service"
-
-
-@contextmanager
-def _build(ctx: Context, name: str, source: Path | None, env: dict[str, str]) -> Iterator[Setup]:
-    directory = ctx.work / name
-    plugins = install_entry_point(ctx.work / "plugins")
-    with ctx.database("sqlite", directory) as url:
-        home = directory / "home"
-        tokens = _tokens(home, url)
-        log = directory / "serve.log"
-        with vault_server(home, url, plugins, log, source=source, extra=env) as server:
-            yield Setup(server, tokens, _sessions(server, tokens), directory)
 
 
 def _soak(source: Path | None, env: dict[str, str], seconds: float) -> tuple[float, float]:
@@ -96,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             builds = {}
             if cases:
                 builds = {
-                    "base": stack.enter_context(_build(ctx, "base", base_source, {})),
-                    "this": stack.enter_context(_build(ctx, "this", None, env)),
+                    "base": stack.enter_context(_serving(ctx, "sqlite", "base", base_source)),
+                    "this": stack.enter_context(_serving(ctx, "sqlite", "this", None, env)),
                 }
             for case in cases:
                 _pairs(case, builds, wsload, args.pairs, args.seconds)

@@ -115,15 +115,23 @@ def _durable_commit_ms(work: Path, commits: int = 200) -> float:
 
 
 @contextmanager
-def _serving(ctx: Context, database: str, name: str) -> Iterator[Setup]:
+def _serving(
+    ctx: Context,
+    database: str,
+    name: str,
+    source: Path | None = None,
+    extra: dict[str, str] | None = None,
+) -> Iterator[Setup]:
     """A scratch database, a vault home with 16 agent tokens, and `serve` on them, with
-    one session per token (the bench toolkit configured once in each)."""
+    one session per token (the bench toolkit configured once in each); `source` and
+    `extra` as `vault_server` takes them (another build, its environment)."""
     directory = ctx.work / f"{name}-{database}"
     plugins = install_entry_point(ctx.work / "http-plugins")
     with ctx.database(database, directory) as url:
         home = directory / "home"
         tokens = _tokens(home, url)
-        with vault_server(home, url, plugins, directory / "serve.log") as ours:
+        log = directory / "serve.log"
+        with vault_server(home, url, plugins, log, source=source, extra=extra) as ours:
             yield Setup(ours, tokens, _sessions(ours, tokens), directory)
 
 
