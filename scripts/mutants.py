@@ -365,10 +365,26 @@ MUTANTS = [
     Mutant(
         "a WebSocket's sender fails on a client that left",
         V + "http.py",
-        "        with contextlib.suppress(OSError):  # the client left: the loop hears its",
-        "        with contextlib.suppress(ValueError):  # the client left: the loop hears its",
+        "                    except OSError:  # the client left: the loop hears its disconnect",
+        "                    except ValueError:  # the client left: the loop hears its disconnect",
         ("tests/test_http_app.py",),
         "gone_before",
+    ),
+    Mutant(
+        "a WebSocket's push starts a send beside one under way",
+        V + "http.py",
+        "        if self._sending is not None:  # a push scheduled behind a send already under",
+        "        if False:  # a push scheduled behind a send already under",
+        ("tests/test_http_app.py",),
+        "one_at_a_time",
+    ),
+    Mutant(
+        "a WebSocket's answer does not wait for its turn to be sent",
+        V + "http.py",
+        "                await asyncio.shield(self._sending)",
+        "                return",
+        ("tests/test_http_app.py",),
+        "one_at_a_time",
     ),
     Mutant(
         "SQLite's BEGIN refused, raised as the driver's error",

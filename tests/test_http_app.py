@@ -18,7 +18,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.history import history
-from toolkit_vault.http import Limits, create_app
+from toolkit_vault.http import Limits, Outbox, create_app
 from toolkit_vault.principals import ROLES, create_token, revoke
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
@@ -135,6 +135,41 @@ def test_a_websocket_client_gone_before_its_answer_ends_the_socket_quietly(
     asyncio.run(app(scope, receive, send))
     assert sent == ["websocket.accept", "websocket.send"]  # nothing after the client left
     assert not inbound
+
+
+def test_a_socket_sends_answers_and_pushes_one_at_a_time_in_the_order_given() -> None:
+    """A push from a worker thread arriving while a send waits (a full transport buffer)
+    goes out after it, never beside it; an answer put behind both waits for its turn, so
+    a client that stops reading stops being read."""
+    sent: list[str] = []
+    in_flight, most_in_flight = 0, 0
+    unblock = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal in_flight, most_in_flight
+        in_flight += 1
+        most_in_flight = max(most_in_flight, in_flight)
+        if not unblock.is_set():
+            await unblock.wait()  # the socket's buffer is full
+        sent.append(message["text"])
+        in_flight -= 1
+
+    async def scenario() -> None:
+        outbox = Outbox(send)
+        answer = asyncio.create_task(outbox.put("answer-1"))  # runs on the next loop turn
+        outbox.put_nowait("event-1")  # a push: its own send is scheduled behind the answer's
+        await asyncio.sleep(0)
+        outbox.put_nowait("event-2")
+        late = asyncio.create_task(outbox.put("answer-2"))
+        await asyncio.sleep(0.01)
+        assert sent == [] and not answer.done() and not late.done()
+        unblock.set()
+        await asyncio.gather(answer, late)
+        await outbox.drained()
+
+    asyncio.run(scenario())
+    assert most_in_flight == 1
+    assert sent == ["event-1", "answer-1", "event-2", "answer-2"]
 
 
 def test_an_intake_link_asked_for_over_a_websocket_has_its_origin(

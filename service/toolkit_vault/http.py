@@ -8,7 +8,7 @@ so a revoked token stops working within a second everywhere, its open WebSockets
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
 (`Connection.answer_at_once`), which is answered on the event loop; a WebSocket's
-responses and push events leave through one queue, in order. Every refusal is a
+responses and push events leave in order, through its `Outbox`. Every refusal is a
 well-formed A2E `error` body, never a bare dropped connection.
 """
 
@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -55,6 +56,7 @@ __all__ = ["Limits", "create_app"]
 
 log = logging.getLogger("toolkit_vault.http")
 SESSION_HEADER = "A2E-Session"
+REVOKED = "the token is no longer valid"
 # A message this small is parsed on the event loop (tens of microseconds), so a list that
 # needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
 # parsed in the worker, where it cannot hold up every other connection.
@@ -416,6 +418,58 @@ async def _still_valid(
         return False
 
 
+class Outbox:
+    """A WebSocket's answers and push events, sent in the order they were given: in place
+    by whoever finds the socket idle (an answer, the common case: no queue, no task
+    switch), or behind a send still waiting (a full transport buffer, a push from a worker
+    thread), by the one already sending. An answer's sender waits for its turn, so a client
+    that stops reading stops being read. A send to a client that left (uvicorn raises
+    `ClientDisconnected`, an `OSError`) drops the rest: the loop hears the disconnect."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._line: deque[str] = deque()
+        self._sending: asyncio.Future[None] | None = None
+        self._gone = False
+        self._drains: set[asyncio.Task[None]] = set()
+
+    async def put(self, text: str) -> None:
+        self._line.append(text)
+        while self._line:  # sent in place, or by the send already under way
+            if self._sending is None:
+                await self._send_line()
+            else:
+                await asyncio.shield(self._sending)
+
+    def put_nowait(self, text: str) -> None:
+        self._line.append(text)
+        if self._sending is None:
+            task = asyncio.get_running_loop().create_task(self._send_line())
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
+
+    async def drained(self) -> None:
+        """Wait for the line to be sent (or dropped)."""
+        while self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+
+    async def _send_line(self) -> None:
+        if self._sending is not None:  # a push scheduled behind a send already under way
+            return
+        self._sending = asyncio.get_running_loop().create_future()
+        try:
+            while self._line:
+                text = self._line.popleft()
+                if not self._gone:
+                    try:
+                        await self._send({"type": "websocket.send", "text": text})
+                    except OSError:  # the client left: the loop hears its disconnect
+                        self._gone = True
+        finally:
+            self._sending.set_result(None)
+            self._sending = None
+
+
 async def _serve_socket(
     receive: Receive,
     send: Send,
@@ -432,21 +486,14 @@ async def _serve_socket(
     `WebSocket` adds two calls a message and nothing this loop needs); every message first
     re-checks its token (`believed` from the cache, else `recheck` on the store; a revoked
     one gets an `UNAUTHORIZED` error and close code 1008) and the principal's rate. Answers
-    and push events leave through one queue, in order, sent by a task of their own
-    (measured: cheaper than sending in place)."""
+    and push events leave in order through its `Outbox`."""
     loop = asyncio.get_running_loop()
-    outbound: asyncio.Queue[str | None] = asyncio.Queue()
+    outbox = Outbox(send)
 
     def push(event: Message) -> None:  # called from worker threads
-        loop.call_soon_threadsafe(outbound.put_nowait, dump_message(event))
-
-    async def sender() -> None:
-        with contextlib.suppress(OSError):  # the client left: the loop hears its disconnect
-            while (text := await outbound.get()) is not None:
-                await send({"type": "websocket.send", "text": text})
+        loop.call_soon_threadsafe(outbox.put_nowait, dump_message(event))
 
     connection = connect(principal, push)
-    sending = asyncio.create_task(sender())
     revoked = False
     try:
         while True:
@@ -456,12 +503,11 @@ async def _serve_socket(
             raw = message["text"] if message.get("text") is not None else message.get("bytes", b"")
             if not (believed() or await recheck()):
                 revoked = True
-                error = _error("", "UNAUTHORIZED", "the token is no longer valid")
-                await outbound.put(dump_message(error))
+                await outbox.put(dump_message(_error("", "UNAUTHORIZED", REVOKED)))
                 break
             if not rate.allow(principal.principal_id):
                 error = _error("", "RUNTIME_ERROR", "rate limit exceeded; slow down")
-                await outbound.put(dump_message(error))
+                await outbox.put(dump_message(error))
                 continue
             if len(raw) > PARSE_ON_LOOP:
                 lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
@@ -475,12 +521,10 @@ async def _serve_socket(
                 else:
                     lines = [answer]
             for line in lines:
-                outbound.put_nowait(line)
+                await outbox.put(line)
     finally:
         await in_thread(connection.close)
-        await outbound.put(None)
-        await sending
+        await outbox.drained()
     if revoked:
-        reason = "the token is no longer valid"
         with contextlib.suppress(OSError):
-            await send({"type": "websocket.close", "code": 1008, "reason": reason})
+            await send({"type": "websocket.close", "code": 1008, "reason": REVOKED})
