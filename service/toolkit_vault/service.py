@@ -326,17 +326,19 @@ class Vault:
         if mark is None:
             return None
         with self._lock:
-            unchanged = self._still_read(session_id, mark)
-            had = dict(self._sources.get(session_id, {}))
-        if not unchanged:
+            if self._still_read(session_id, mark):
+                configured: set[str] | None = self._live(session_id)
+            else:
+                configured, had = None, dict(self._sources.get(session_id, {}))
+        if configured is None:
             scope_id = principal_scope(principal.principal_id)
             if self.store.pointers_at_once(session_id, scope_id) != had:
                 return None  # something to bring in line, or no quick read: `_sync` it
-        with self._lock:
-            if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
-                return None  # changed here meanwhile
-            self._read_at[session_id] = mark
-            configured = self._live(session_id)
+            with self._lock:
+                if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
+                    return None  # changed here meanwhile
+                self._read_at[session_id] = mark
+                configured = self._live(session_id)
         if isinstance(msg, ToolListRequest):
             return dump_message(self._tools(session_id, configured, msg))
         listed = [json for _, json in self._listed(configured, msg)]
@@ -355,7 +357,7 @@ class Vault:
             definition = toolkit.definition
             if msg.filter_kind and definition.category != msg.filter_kind:
                 continue
-            if not set(msg.filter_tags) <= set(definition.tags):
+            if msg.filter_tags and not set(msg.filter_tags) <= set(definition.tags):
                 continue
             shown.append(toolkit.listed(definition.name in configured))
         return shown

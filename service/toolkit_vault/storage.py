@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,18 @@ _PG_LOCK = 0x746B76  # "tkv"
 _LIVE = ("ok", "partial")
 
 
+def _as_given(params: dict[str, Any]) -> dict[str, Any]:
+    return params
+
+
+def _in_order(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A dict's values as a tuple, in `names` order (`itemgetter` of one name gives the
+    value alone, of none fails)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    return lambda params: tuple(params[name] for name in names)
+
+
 class _OnDriver:
     """A prebuilt statement compiled once per dialect, then sent on the driver's own cursor
     (in the caller's transaction): through SQLAlchemy's execution machinery, even as plain
@@ -73,25 +86,26 @@ class _OnDriver:
 
     def __init__(self, statement: Any) -> None:
         self.statement = statement
-        self._compiled: dict[str, tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
+        self._compiled: dict[str, tuple[str, Callable[[dict[str, Any]], Any], dict[str, Any]]] = {}
 
-    def _for(self, dialect: Any) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
+    def _for(self, dialect: Any) -> tuple[str, Callable[[dict[str, Any]], Any], dict[str, Any]]:
+        """The SQL, what picks its parameters out of a dict (named: the dict itself;
+        positional: a tuple in order), and the parameters the statement fixes."""
         found = self._compiled.get(dialect.name)
         if found is None:
             compiled = self.statement.compile(dialect=dialect)
-            order = tuple(compiled.positiontup) if dialect.positional else None
+            pick = _in_order(tuple(compiled.positiontup)) if dialect.positional else _as_given
             fixed = {name: b.value for name, b in compiled.binds.items() if not b.required}
-            found = self._compiled[dialect.name] = (compiled.string, order, fixed)
+            found = self._compiled[dialect.name] = (compiled.string, pick, fixed)
         return found
 
     def __call__(self, conn: Connection, params: dict[str, Any] | list[dict[str, Any]]) -> Any:
         """The driver's cursor, executed: `fetchone()`, `rowcount`."""
         dialect = conn.dialect
-        sql, order, fixed = self._for(dialect)
+        sql, pick, fixed = self._for(dialect)
 
         def bound(given: dict[str, Any]) -> Any:
-            merged = {**fixed, **given} if fixed else given
-            return merged if order is None else tuple(merged[name] for name in order)
+            return pick({**fixed, **given} if fixed else given)
 
         if _SQL_LOG.isEnabledFor(logging.INFO):
             _SQL_LOG.info("%s\n[on the driver] %r", sql, params)
