@@ -268,7 +268,8 @@ stay where they are, while the CPU a request grew by 4-21% (granian's Rust threa
 the second core). uvicorn stays: granian's embedded server is marked experimental, and
 the header-read deadline and WebSocket size limit would have to be rebuilt on its
 settings. orjson writes the log lines (0.8 against 11 us); the protocol's decoder stays
-`json` with hooks, because neither orjson nor msgspec can refuse a duplicate key, and a
+`json` with hooks, because neither orjson (3.13) nor msgspec (0.23, even decoding to a
+Struct) can refuse a duplicate key (both keep the last), and a
 message whose two `config` keys two parsers would read differently is refused here.
 
 SQLite's `BEGIN` (`BEGIN IMMEDIATE` for a write) is sent on the driver's connection from
