@@ -269,8 +269,8 @@ the second core). uvicorn stays: granian's embedded server is marked experimenta
 the header-read deadline and WebSocket size limit would have to be rebuilt on its
 settings. orjson writes the log lines (0.8 against 11 us); the protocol's decoder stays
 `json` with hooks, because neither orjson (3.13) nor msgspec (0.23, even decoding to a
-Struct) can refuse a duplicate key (both keep the last), and a
-message whose two `config` keys two parsers would read differently is refused here.
+Struct) can refuse a duplicate key (both keep the last), and a message whose two `config`
+keys two parsers would read differently is refused here.
 
 SQLite's `BEGIN` (`BEGIN IMMEDIATE` for a write) is sent on the driver's connection from
 SQLAlchemy's `begin` event rather than through `exec_driver_sql`, which cost a third of an
