@@ -228,6 +228,13 @@ MUTANTS = [
         ("tests/test_schema.py", "tests/test_vault.py"),
     ),
     Mutant(
+        "RE2's \\B left to match inside a character",
+        V + "schema/patterns.py",
+        'if "\\\\B" in translated:',
+        "if False:",
+        ("tests/test_schema_patterns.py",),
+    ),
+    Mutant(
         "a config value echoed in the error",
         V + "schema/compiled.py",
         "            raise ConfigInvalid(INVALID, details=details)\n\n    def split",

@@ -100,6 +100,8 @@ PATTERNS = level(level(TERMS))
 
 @settings(max_examples=400, deadline=None)
 @given(PATTERNS, st.lists(st.text(alphabet=TRICKY, max_size=6), min_size=1, max_size=4))
+@example("\\B", ["0\u00850", "a\u00e9b", "\u00e9", "\U0001f432a"])  # RE2: inside a character
+@example("(a|\\B)$", ["\u00e9"])
 def test_the_vault_matches_where_ecma_262_matches(pattern: str, texts: list[str]) -> None:
     regex = compile_pattern(pattern)
     reference = ecma(pattern)

@@ -274,6 +274,10 @@ def _compile(pattern: str) -> Any:
             ecma=True,
         )
     translated = translate(pattern)
+    if "\\B" in translated:
+        # RE2 searches byte by byte, and its `\B` holds between two bytes of one UTF-8
+        # character: starting each match at a character keeps ECMA-262's meaning.
+        translated = f"\\A(?s:.)*?(?:{translated})"
     try:
         return re2.compile(translated, RE2_OPTIONS)
     except re2.error:
