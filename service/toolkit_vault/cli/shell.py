@@ -15,9 +15,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from ..bootstrap import open_vault
 from ..errors import VaultError
@@ -29,7 +26,6 @@ __all__ = [
     "EXIT_STATUS",
     "emit",
     "epilog",
-    "folding_table",
     "guarded",
     "iso_seconds",
     "open_for_operators",
@@ -76,14 +72,6 @@ def emit(payload: dict[str, Any]) -> None:
     click.echo(json.dumps(payload, indent=2))
 
 
-def folding_table(*columns: str) -> Table:
-    """A table that folds long cells (ids, times) instead of cutting them off."""
-    table = Table()
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
 @contextlib.contextmanager
 def progress(label: str, enabled: bool) -> Iterator[Callable[[int], Callable[[int], None]] | None]:
     """A rich progress bar on stderr; `start(total)` returns the advance function. Only on
@@ -91,6 +79,15 @@ def progress(label: str, enabled: bool) -> Iterator[Callable[[int], Callable[[in
     if not enabled or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console  # only here: every other command starts faster
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     with Progress(
         TextColumn(label),
         BarColumn(),

@@ -22,11 +22,9 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-import email_validator
 import idna
 import jsonpointer
 import rfc3339_validator
-import rfc3986_validator
 from jsonschema import FormatChecker
 
 from .patterns import is_regex
@@ -141,6 +139,8 @@ def _email(value: str) -> bool:
 def _idn_email(value: str, smtputf8: bool = True) -> bool:
     if len(value) > _MAX_EMAIL:
         return False
+    import email_validator  # here, not at the top: every CLI command would pay its import
+
     email_validator.validate_email(  # RFC 5321 syntax only: no DNS, no network
         value,
         allow_smtputf8=smtputf8,
@@ -169,6 +169,8 @@ def _literal_hosts(value: str) -> bool:
 
 
 def _uri(value: str, rule: str = "URI") -> bool:
+    import rfc3986_validator  # here, not at the top: every CLI command would pay its import
+
     value = value.replace("[V", "[v")  # IPvFuture's "v" is case-insensitive, as ABNF is
     if "\n" in value or not rfc3986_validator.validate_rfc3986(value, rule=rule):
         return False
