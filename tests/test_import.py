@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select
 
+from cli_support import run_cli
 from test_vault import configure, handshake, listed, request
 from toolkit_package.selection import Selection
 from toolkit_vault import imports
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.imports import PackageRefused, PackageToolkit, import_package
 from toolkit_vault.models import AuditEvent, ConfigVersion, ImportedToolkit
+from toolkit_vault.schema import compiled
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
 
@@ -80,7 +82,7 @@ def run(
 def vault_cli(
     env: dict[str, str], *args: str, stdin: bytes = b""
 ) -> subprocess.CompletedProcess[str]:
-    return run("toolkit-vault", env, *args, stdin=stdin)
+    return run_cli(args, env, input=stdin)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -358,6 +360,29 @@ def test_a_stored_toolkit_never_displaces_a_registered_one(
     try:
         assert restarted.registry.get("filesystem").source == "built-in"
         assert restarted.registry.get(row.name).source == f"package {row.package_digest}"
+    finally:
+        restarted.store.engine.dispose()
+
+
+def test_a_stored_schema_a_later_release_refuses_is_refused_where_it_is_needed(
+    vault: Vault, home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a vault compiles no imported schema (a registry's worth would cost seconds in
+    every process); the configure that needs one this release no longer accepts (here: a
+    lower size bound) is refused, naming why, and stores nothing."""
+    name, config, _, _ = CASES[ENV]
+    import_package(vault.store, vault.registry, (VECTORS / ENV).read_bytes(), "local")
+    restarted = open_vault(home)
+    try:
+        assert "schema" not in vars(restarted.registry.get(name))  # not compiled yet
+        monkeypatch.setattr(compiled, "MAX_SCHEMA_BYTES", 64)
+        conn, _ = handshake(restarted)
+        assert listed(conn)[name] is False
+        (refused,) = configure(conn, name, config)
+        assert refused["type"] == "error" and "schema is larger than 64 bytes" in refused["message"]
+        assert SECRET not in json.dumps(refused)
+        with restarted.store.engine.connect() as db:
+            assert db.execute(select(ConfigVersion)).all() == []
     finally:
         restarted.store.engine.dispose()
 

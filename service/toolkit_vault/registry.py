@@ -5,9 +5,11 @@ Sources: the built-in reference toolkit `filesystem`, Python entry points in the
 called with no arguments; what it returns has one of two shapes: a single toolkit
 (`definition` and `initialize(config)`) or the spec's `ToolkitPlugin` serving many toolkits
 (`_list_toolkits` gives their definitions; each is run through `plugin.SpecToolkit`).
-Schemas are checked and compiled at registration, so a hostile schema never reaches a
-request. A factory is called once per session initialization, so sessions never share
-toolkit state.
+An entry point's schema is checked and compiled at registration, so a hostile schema
+never reaches a request; an imported toolkit's was checked when it was imported, and its
+row is authenticated each time it is loaded, so it compiles when a request first needs it
+(a vault of a registry's 472 toolkits would otherwise compile them all in every process).
+A factory is called once per session initialization, so sessions never share toolkit state.
 """
 
 from __future__ import annotations
@@ -60,12 +62,16 @@ ToolkitFactory = Callable[[], Toolkit]
 @dataclass(frozen=True)
 class RegisteredToolkit:
     definition: ToolkitDefinition
-    schema: CompiledSchema
     factory: ToolkitFactory
     source: str
     # What the schema cannot say, checked at configure before anything is stored; raises
     # ConfigInvalid with field-level details (the built-in filesystem: root_dir exists).
     check: Callable[[Mapping[str, Any]], None] | None = None
+
+    @cached_property
+    def schema(self) -> CompiledSchema:
+        """The checked, compiled schema (raises SchemaRefused): made once, when first needed."""
+        return compile_schema(self.definition.config_schema)
 
     def listed(self, configured: bool) -> tuple[ToolkitDefinition, str]:
         """The definition as a list shows it, `configured` or not, and its JSON: made once,
@@ -131,11 +137,14 @@ class ToolkitRegistry:
         factory: ToolkitFactory,
         source: str,
         check: Callable[[Mapping[str, Any]], None] | None = None,
+        *,
+        compile_now: bool = True,
     ) -> RegisteredToolkit:
         if definition.name in self._toolkits:
             raise VaultError(f"toolkit {definition.name!r} is registered twice ({source})")
-        schema = compile_schema(definition.config_schema)
-        registered = RegisteredToolkit(definition, schema, factory, source, check)
+        registered = RegisteredToolkit(definition, factory, source, check)
+        if compile_now:
+            registered.schema  # noqa: B018 (raises SchemaRefused: then it is not registered)
         self._toolkits[definition.name] = registered
         return registered
 
@@ -166,8 +175,9 @@ class ToolkitRegistry:
 
     def load_imported(self, store: Store) -> None:
         """(Re)register the toolkit packages imported into the store. Built-in and entry-point
-        toolkits keep their names: a stored one that clashes or no longer compiles is logged
-        and left out (fail closed)."""
+        toolkits keep their names: a stored one that clashes is logged and left out (fail
+        closed). One unchanged since the last load keeps its compiled schema; one this release
+        no longer compiles is refused, naming why, by the first request that needs it."""
         from .imports import PACKAGE_SOURCE, stored_toolkits  # imports builds on this module
 
         fresh = ToolkitRegistry()
@@ -176,7 +186,12 @@ class ToolkitRegistry:
         }
         for factory, source in stored_toolkits(store):
             try:
-                fresh.register(factory, source)
+                definition = coerce_definition(factory().definition)
+                known = self._toolkits.get(definition.name)
+                if known is not None and (known.source, known.definition) == (source, definition):
+                    fresh._toolkits[definition.name] = known
+                    continue
+                fresh._add(definition, factory, source, compile_now=False)
             except VaultError as exc:
                 log.warning("imported toolkit refused (%s): %s", source, exc.message)
         self._toolkits = fresh._toolkits
