@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import run_cli
 from toolkit_vault.providers.document import KeyDocument
 from toolkit_vault.providers.env import ENV_KEYS
 
@@ -18,9 +19,7 @@ pytestmark = pytest.mark.key_providers("file")  # the local providers' files and
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, *args], capture_output=True, text=True, env=env, timeout=60, input=""
-    )
+    return run_cli(args, env, timeout=60)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:

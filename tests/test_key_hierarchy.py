@@ -24,6 +24,7 @@ from provider_support import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, MotoServer, 
 from sqlalchemy import select
 from websockets.sync.client import connect
 
+from cli_support import run_cli
 from test_http import running_server
 from toolkit_vault.bootstrap import init_vault, open_provider, open_vault
 from toolkit_vault.errors import KeyProviderError
@@ -39,9 +40,7 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 
 def run(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, *args], capture_output=True, text=True, env=env, timeout=120, input=stdin
-    )
+    return run_cli(args, env, input=stdin)
 
 
 def json_of(done: subprocess.CompletedProcess[str]) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
+from cli_support import run_cli
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.crypto import RecordContext
@@ -41,9 +42,7 @@ CANARY = "tkv-canary-rotation"
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, *args], capture_output=True, text=True, env=env, timeout=300, input=""
-    )
+    return run_cli(args, env, timeout=300)
 
 
 def fill(vault: Vault, count: int, session: str = "bulk") -> None:

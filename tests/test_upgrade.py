@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, func, select, update
 from sqlalchemy.exc import DBAPIError
 
+from cli_support import run_cli
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
@@ -92,14 +93,16 @@ def legacy(
         monkeypatch.setenv(name, env[name])
 
     def run(*args: str, stdin: str = "", code: str = "") -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", code or "from toolkit_vault.cli import main; main()", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            input=stdin,
-            timeout=120,
-        )
+        if not code:  # that release's CLI, forked from a server that imported it
+            done = run_cli(args, env, input=stdin)
+        else:
+            done = subprocess.run(
+                [sys.executable, "-c", code, *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
         assert done.returncode == 0, done.stderr
         return done
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from cli_support import run_cli
 from toolkit_vault import package_sources
 from toolkit_vault.imports import PackageRefused
 from toolkit_vault.package_sources import fetch_listing
@@ -82,9 +83,7 @@ def registry() -> Iterator[str]:
 
 
 def vault_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "toolkit-vault"), *args], capture_output=True, env=env, timeout=120, text=True
-    )
+    return run_cli(args, env, input=None)
 
 
 def test_a_registry_url_imports_every_page(
