@@ -30,7 +30,7 @@ CLI = str(Path(sys.executable).parent / "toolkit-vault")
 # environment, directory and three file descriptors, forks the command, sends its pid,
 # then its exit status. The command ends as any process does (SystemExit, atexit, flush).
 _SERVER = r"""
-import json, os, signal, socket, sys
+import json, os, select, signal, socket, sys
 from toolkit_vault.cli import main
 
 listener = socket.socket(socket.AF_UNIX)
@@ -39,6 +39,8 @@ listener.listen(64)
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
 print("ready", flush=True)
 while True:
+    if 0 in select.select([listener, 0], [], [])[0]:
+        break  # stdin closed: the test worker is gone, so is this server
     conn, _ = listener.accept()
     if os.fork():
         conn.close()
@@ -61,7 +63,10 @@ while True:
         sys.exit(0)
     conn.sendall(b"%d\n" % pid)
     _, status = os.waitpid(pid, 0)
-    conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+    try:
+        conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+    except OSError:
+        pass  # the test stopped waiting (a timeout) and killed the command
     os._exit(0)
 """
 
@@ -78,7 +83,7 @@ def _server(env: Mapping[str, str]) -> str:
     proc = subprocess.Popen(
         [sys.executable, "-c", _SERVER, path],
         env=dict(env),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
