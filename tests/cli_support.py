@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -131,7 +132,7 @@ def run_cli(
         try:
             returncode = int(replies.readline())
         except TimeoutError:
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
             raise subprocess.TimeoutExpired(argv, timeout) from None
         stdout.seek(0)
         stderr.seek(0)

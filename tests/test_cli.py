@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from cli_support import run_cli
 from toolkit_vault.providers.document import KeyDocument
 from toolkit_vault.providers.env import ENV_KEYS
 
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 pytestmark = pytest.mark.key_providers("file")  # the local providers' files and variables
 
 

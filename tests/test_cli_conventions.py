@@ -18,7 +18,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from test_cli import CLI, run
+from cli_support import CLI
+from test_cli import run
 from toolkit_vault.cli import main
 from toolkit_vault.models import SCHEMA_REVISION
 from toolkit_vault.protocol import PROTOCOL_VERSION

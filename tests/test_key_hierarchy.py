@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,6 @@ from toolkit_vault.settings import VaultSettings, load_settings
 
 EACH_PROVIDER = pytest.mark.key_providers("file", "aws-kms", "pkcs11")
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-hierarchy"
 PLUGINS = Path(__file__).parent / "plugins"
 

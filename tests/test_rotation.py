@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from cli_support import run_cli
+from cli_support import CLI, run_cli
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.crypto import RecordContext
@@ -37,7 +36,6 @@ from toolkit_vault.settings import load_settings
 EACH_PROVIDER = pytest.mark.key_providers("file", "aws-kms", "pkcs11")
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CANARY = "tkv-canary-rotation"
 
 

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, func, select, update
 from sqlalchemy.exc import DBAPIError
 
-from cli_support import run_cli
+from cli_support import CLI, run_cli
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
@@ -45,7 +45,6 @@ RELEASES = {
 }
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "tests" / "vectors" / "package" / "server-remote-secret-header.json"
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
 pytestmark = pytest.mark.key_providers("file")  # the providers those releases had
 
@@ -101,6 +100,7 @@ def legacy(
                 capture_output=True,
                 text=True,
                 env=env,
+                input=stdin,
                 timeout=120,
             )
         assert done.returncode == 0, done.stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -25,7 +24,6 @@ from toolkit_vault.imports import PackageRefused
 from toolkit_vault.package_sources import fetch_listing
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures/mcp/registry/seed_2025_05_16.json"
-BIN = Path(sys.executable).parent
 PAGE = 100
 
 
