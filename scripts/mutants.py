@@ -97,6 +97,13 @@ MUTANTS = [
         ("tests/test_key_wrap.py",),
     ),
     Mutant(
+        "a sealed config's values reuse the key wrap's nonce",
+        CRYPTO,
+        "envelopes[pointer] = seal(dek, plaintext, aad, nonce_source=draw.read)",
+        "envelopes[pointer] = seal(dek, plaintext, aad, nonce_source=lambda n: wrapped[33:45])",
+        ("tests/test_crypto.py",),
+    ),
+    Mutant(
         "value AAD without the data key id",
         CRYPTO,
         "return associated_data(FORMAT_VERSION, *fields, dek_id)",

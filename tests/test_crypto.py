@@ -13,10 +13,12 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import os
 import pickle
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -376,6 +378,28 @@ def test_each_config_version_gets_its_own_dek(ring: KeyRing, fp_key: SecretBytes
     assert first.dek_id != second.dek_id
     assert first.wrapped_dek != second.wrapped_dek
     assert first.fingerprints == second.fingerprints
+
+
+def test_a_sealed_config_draws_its_key_and_every_nonce_fresh_from_one_read(
+    ring: KeyRing, fp_key: SecretBytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`seal_config` slices the DEK, its id and the nonces out of one read of the random
+    source (each read costs a busy server a GIL hand-over): no slice may serve twice."""
+    reads: list[bytes] = []
+
+    def urandom(size: int) -> bytes:
+        reads.append(os.urandom(size))
+        return reads[-1]
+
+    monkeypatch.setattr(crypto, "os", SimpleNamespace(urandom=urandom))
+    sealed = seal_config(ring, fp_key, CONTEXT, SECRETS)
+    nonces = [sealed.wrapped_dek[33:45], *(e[1:13] for e in sealed.envelopes.values())]
+    assert len(reads) == 1
+    assert len(set(nonces)) == len(nonces) == 1 + len(SECRETS)
+    assert all(nonce in reads[0] for nonce in nonces)
+    assert bytes.fromhex(sealed.dek_id) in reads[0]
+    assert not any(bytes.fromhex(sealed.dek_id).find(nonce) >= 0 for nonce in nonces)
+    assert open_config(ring, CONTEXT, sealed).keys() == SECRETS.keys()
 
 
 def test_wire_layout_of_wrapped_dek_and_values(sealed: SealedConfig) -> None:
