@@ -154,11 +154,11 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer) for _ in range(6)]
+    threads = [threading.Thread(target=writer, daemon=True) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=60)
     assert errors == []
     assert sorted(results) == list(range(1, 61))
     with vault.store.engine.connect() as conn:
@@ -222,7 +222,7 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
     event.listen(store.engine, "begin", seen)
     try:
         with store.write() as conn:
-            threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
+            threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(6)]
             for thread in threads:
                 thread.start()
             if sqlite:
@@ -257,12 +257,88 @@ def test_a_write_that_gave_up_waiting_is_never_written_later(
             refused.append(exc)
 
     with store.write():
-        thread = threading.Thread(target=impatient)
+        thread = threading.Thread(target=impatient, daemon=True)
         thread.start()
         thread.join(timeout=10)
     store.retrying(_noted(store, 2))
     assert [str(exc) for exc in refused] == ["the database refused the write (busy)"]
     assert _notes(vault) == [2]
+    assert vault.verify_audit().ok
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_writes_that_queue_while_a_group_commits_are_led_by_one_of_them(vault: Vault) -> None:
+    """The writes that queue while a group is being written form the next group at once,
+    led by the first of them (woken to lead): none waits out the busy timeout. And every
+    write of the first group is answered as soon as it commits, not after the second."""
+    store = vault.store
+    outcomes: dict[int, Any] = {}
+    answered = threading.Event()  # the first group's follower has its answer
+
+    def caller(n: int) -> None:
+        def work(conn: Any) -> int:
+            _noted(store, n)(conn)
+            if n == 0:
+                _until_queued(store, 2)  # the second group queues meanwhile
+            elif n >= 2 and not answered.wait(10):
+                raise RuntimeError("the first group's writes wait for the second")
+            return n
+
+        try:
+            outcomes[n] = store.retrying(work)
+        except (StoreError, RuntimeError) as exc:
+            outcomes[n] = exc
+        if n == 1:
+            answered.set()
+
+    def start(*writes: int) -> list[threading.Thread]:
+        threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in writes]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    with store.write():
+        threads = start(0, 1)
+        _until_queued(store, 2)
+    deadline = time.monotonic() + 10
+    while store._leader is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # the first group is being written: what comes now waits for it
+    threads += start(2, 3)
+    for thread in threads:
+        thread.join(timeout=30)
+    assert outcomes == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert _notes(vault) == [0, 1, 2, 3]
+    assert not store._leading and not store._queue
+    assert vault.verify_audit().ok
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_writes_that_gave_up_waiting_behind_a_leader_are_never_written_later(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several writes queue behind a lock held past the busy timeout: the leader and the
+    writes waiting for its group all raise and leave the queue, and the next write leads
+    a group of its own (the lead was not lost with them)."""
+    store = vault.store
+    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 300)
+    refused: list[str] = []
+
+    def impatient(n: int) -> None:
+        try:
+            store.retrying(_noted(store, n))
+        except StoreError as exc:
+            refused.append(str(exc))
+
+    with store.write():
+        threads = [threading.Thread(target=impatient, args=(n,), daemon=True) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+    store.retrying(_noted(store, 9))
+    assert refused == ["the database refused the write (busy)"] * 3
+    assert _notes(vault) == [9]
+    assert not store._leading and not store._queue
     assert vault.verify_audit().ok
 
 
@@ -290,7 +366,7 @@ def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> Non
             outcomes[n] = exc
 
     with store.write():
-        threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+        threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(4)]
         for thread in threads:
             thread.start()
         _until_queued(store, 4)
