@@ -284,18 +284,16 @@ def _effective(session_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Sour
 
 
 class _Attempt:
-    """One caller's write, queued for a group commit (`Store._attempt`). Its caller sleeps
-    on `turn` until the group that ran it is committed (`done`, with its outcome) or it is
-    made the next group's leader (`leads`)."""
+    """One caller's write, queued for a group commit; its outcome is set, and read by its
+    caller, under the writers' lock (`Store._attempt`)."""
 
-    __slots__ = ("done", "error", "leads", "result", "turn", "work")
+    __slots__ = ("done", "error", "result", "work")
 
     def __init__(self, work: Callable[[Connection], Any]) -> None:
         self.work = work
-        self.done = self.leads = False
+        self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
-        self.turn = threading.Event()
 
 
 def _refusal(exc: BaseException) -> BaseException:
@@ -324,14 +322,13 @@ class Store:
         self.engine = engine
         self._sign = sign
         self._rows = rows
-        # SQLite: this process's writers queue here, instead of on SQLite's busy handler,
-        # which sleeps up to 100 ms between tries (configure p99 at 16 concurrent writers:
-        # 1-2 s without it). Other processes still queue on the file.
+        # SQLite: this process's writers queue on a lock, woken in turn, instead of on
+        # SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99 at
+        # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
         self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
-        # ... and the writes queued meanwhile are committed together (`_attempt`).
+        # ... and the writes queued behind the lock are committed together (`_attempt`).
         self._queue: list[_Attempt] = []
         self._queue_lock = threading.Lock()
-        self._leading = False  # a caller is leading (or about to lead) the next group
         self._leader: int | None = None  # the thread committing a group, while it does
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
@@ -456,17 +453,12 @@ class Store:
         raise StoreError("too many concurrent writers; nothing was written, try again")
 
     def _attempt(self, work: Callable[[Connection], Any]) -> Any:
-        """`work` in a write transaction of its own, or (SQLite) a group commit: every write
-        queues, and the caller that finds no group forming leads the next one: it takes the
-        writers' lock and runs every write queued by then, in order, each under a savepoint
-        of its own, and commits them together, with one fsync. Each still stands or falls
-        alone (a failed one is rolled back to its savepoint and raises in its own caller),
-        sees the writes before it (the audit chain runs on), and is answered only after the
-        commit; if the commit fails, so does every write of the group.
-
-        Each caller sleeps on its own event and is woken once: when its group has committed,
-        or to lead the next group. (Waiting on the writers' lock instead woke them one at a
-        time, and a group's writers could queue again behind the next group's fsync.)"""
+        """`work` in a write transaction of its own, or (SQLite) a group commit: the writer
+        that takes the lock runs every write queued behind it, in order, each under a
+        savepoint of its own, and commits them together, with one fsync. Each still stands
+        or falls alone (a failed one is rolled back to its savepoint and raises in its own
+        caller), sees the writes before it (the audit chain runs on), and is answered only
+        after the commit; if the commit fails, so does every write of the group."""
         writers = self._writers
         if writers is None or self._leader == threading.get_ident():
             with self.write() as conn:  # PostgreSQL, or a write made inside a group's write
@@ -474,47 +466,25 @@ class Store:
         attempt = _Attempt(work)
         with self._queue_lock:
             self._queue.append(attempt)
-            attempt.leads = not self._leading
-            self._leading = True
-        timeout = BUSY_TIMEOUT_MS / 1000
-        if not attempt.leads and not attempt.turn.wait(timeout):
-            with self._queue_lock:  # unless a group took it, or it was made the leader
-                gave_up = attempt in self._queue and not attempt.leads
-                if gave_up:
+        if not writers.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            with self._queue_lock:
+                if attempt in self._queue:  # no group took it: nothing was written
                     self._queue.remove(attempt)
-            if gave_up:
-                raise StoreError("the database refused the write (busy)")
-            attempt.turn.wait()
-        if not attempt.done:  # it leads
-            if not writers.acquire(timeout=timeout):
-                with self._queue_lock:
-                    self._queue.remove(attempt)
-                self._pass_the_lead()
-                raise StoreError("the database refused the write (busy)")
-            try:
-                with self._queue_lock:
-                    group, self._queue = self._queue, []
-                self._commit_group(group)
-            finally:
-                writers.release()
-                self._pass_the_lead()
+                    raise StoreError("the database refused the write (busy)")
+            writers.acquire()  # a group is running it: its outcome comes with the lock
+        try:
+            if not attempt.done:
+                self._commit_group()
+        finally:
+            writers.release()
         if attempt.error is not None:
             raise attempt.error
         return attempt.result
 
-    def _pass_the_lead(self) -> None:
-        """To the first write queued, if any (it is woken to lead), else to the next comer."""
+    def _commit_group(self) -> None:
+        """(Writers' lock held.) Every queued write, in one transaction (`_attempt`)."""
         with self._queue_lock:
-            if not self._queue:
-                self._leading = False
-                return
-            following = self._queue[0]
-            following.leads = True
-        following.turn.set()
-
-    def _commit_group(self, group: list[_Attempt]) -> None:
-        """(Writers' lock held.) The queued writes, in one transaction (`_attempt`); each
-        caller is woken once its outcome is set."""
+            group, self._queue = self._queue, []
         self._leader = threading.get_ident()
         try:
             with self.write() as conn:
@@ -539,7 +509,6 @@ class Store:
             self._leader = None
             for attempt in group:
                 attempt.done = True
-                attempt.turn.set()
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
