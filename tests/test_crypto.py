@@ -397,8 +397,9 @@ def test_a_sealed_config_draws_its_key_and_every_nonce_fresh_from_one_read(
     assert len(reads) == 1
     assert len(set(nonces)) == len(nonces) == 1 + len(SECRETS)
     assert all(nonce in reads[0] for nonce in nonces)
-    assert bytes.fromhex(sealed.dek_id) in reads[0]
-    assert not any(bytes.fromhex(sealed.dek_id).find(nonce) >= 0 for nonce in nonces)
+    dek_id = bytes.fromhex(sealed.dek_id)
+    assert dek_id in reads[0]
+    assert not any(nonce in dek_id for nonce in nonces)
     assert open_config(ring, CONTEXT, sealed).keys() == SECRETS.keys()
 
 
