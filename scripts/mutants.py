@@ -46,7 +46,7 @@ class Mutant:
 
 V = "toolkit_vault/"
 CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
-STORAGE, RECONCILE = V + "storage.py", V + "reconcile.py"
+STORAGE, RECONCILE, WRITER = V + "storage.py", V + "reconcile.py", V + "writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
@@ -289,17 +289,46 @@ MUTANTS = [
     ),
     Mutant(
         "group commit: a write that gave up waiting is written later",
-        STORAGE,
-        "self._queue.remove(attempt)",
-        "pass",
+        WRITER,
+        "group, self.queue = self.queue, []\n                for write in group:",
+        "group: list[Write] = []\n                for write in group:",
         ("tests/test_storage.py",),
     ),
     Mutant(
         "group commit: a lost group reports its earlier writes stored",
         STORAGE,
-        "                if attempt.error is None:\n                    attempt.error = exc\n",
-        "                if False:\n                    attempt.error = exc\n",
+        "                if write.error is None:\n                    write.error = exc\n",
+        "                if False:\n                    write.error = exc\n",
         ("tests/test_storage.py",),
+    ),
+    Mutant(
+        "group commit: a write that lost a race is not tried again",
+        WRITER,
+        "again = [w for w in group if w.error is not None and self._again(w)]",
+        "again: list[Write] = []",
+        ("tests/test_storage.py",),
+    ),
+    Mutant(
+        "group commit: a write's caller hears before it is live",
+        WRITER,
+        "            write.settle()\n",
+        "            pass\n",
+        ("tests/test_storage.py",),
+        also=((WRITER, "in writes:\n", "in writes:\n            write.settle()\n"),),
+    ),
+    Mutant(
+        "group commit: a worker waits out the commit of a write it could leave",
+        WRITER,
+        "left = _LEFT.get() if then is not None else None",
+        "left = None",
+        ("tests/test_storage.py", "tests/test_vault.py"),
+    ),
+    Mutant(
+        "a configure whose write failed after it left is answered as stored",
+        V + "service.py",
+        "            if write.error is not None:\n                line = dump_message",
+        "            if False:\n                line = dump_message",
+        ("tests/test_vault.py",),
     ),
     Mutant(
         "canonical JSON: a float like 2.0 written as Python writes it",

@@ -14,7 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, func, inspect, select, update
 
-from toolkit_vault import storage
+from toolkit_vault import storage, writer
 from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.errors import StoreError
 from toolkit_vault.models import (
@@ -28,6 +28,7 @@ from toolkit_vault.models import (
 from toolkit_vault.records import AuditDraft, VersionDraft
 from toolkit_vault.service import Principal, Vault
 from toolkit_vault.storage import Store
+from toolkit_vault.writer import Write, deferring
 
 pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
 
@@ -182,7 +183,7 @@ def _noted(store: Store, n: int) -> Any:
 def _until_queued(store: Store, writes: int) -> None:
     """Wait (up to 10 s) until `writes` writes queue behind the writers' lock (SQLite)."""
     deadline = time.monotonic() + 10
-    while len(store._queue) < writes and time.monotonic() < deadline:
+    while store._writer and len(store._writer.queue) < writes and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -299,6 +300,100 @@ def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> Non
     assert all(isinstance(outcome, _Abort) for outcome in outcomes.values()), outcomes
     assert len(outcomes) == 4 and _notes(vault) == []
     assert vault.verify_audit().ok
+
+
+def _settled(write: Write, timeout: float = 10) -> None:
+    done = threading.Event()
+    write.when_settled(done.set)
+    assert done.wait(timeout), "the write was never settled"
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_write_left_to_commit_returns_at_once_and_is_live_before_it_is_settled(
+    vault: Vault,
+) -> None:
+    """Inside `deferring`, a write given a `then` is queued and its caller goes on at once
+    (a server's worker thread is free while the writer commits it); `then` runs once it is
+    committed, before anyone hears it is settled, so its answer never outruns it."""
+    store = vault.store
+    seen: list[Any] = []
+    with store.write():  # nothing commits while this is held
+        with deferring() as left:
+            assert store.retrying(_noted(store, 1), lambda result: seen.append("then")) is None
+        assert len(left) == 1 and not left[0].settled and seen == []
+        left[0].when_settled(lambda: seen.append(("settled", list(seen))))
+    _settled(left[0])
+    assert seen == ["then", ("settled", ["then"])]
+    assert left[0].error is None and _notes(vault) == [1]
+    assert vault.verify_audit().ok
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_write_left_to_commit_that_fails_is_settled_with_its_error_alone(vault: Vault) -> None:
+    """A left write that fails is rolled back and settled with its error; its `then` never
+    runs; the write queued beside it in the same group is stored all the same."""
+    store = vault.store
+    ran: list[int] = []
+
+    def refused(conn: Any) -> None:
+        _noted(store, 1)(conn)
+        raise ValueError("refused after writing")
+
+    with store.write(), deferring() as left:
+        store.retrying(refused, ran.append)
+        store.retrying(_noted(store, 2), ran.append)
+        _until_queued(store, 2)
+    for write in left:
+        _settled(write)
+    assert isinstance(left[0].error, ValueError) and left[1].error is None
+    assert ran == [None] and _notes(vault) == [2]  # `_noted` returns None
+    assert vault.verify_audit().ok
+
+
+def test_a_write_that_lost_a_race_is_tried_again(vault: Vault, database_url: str) -> None:
+    """A conflict (here the compare-and-set's own) is tried again from a fresh transaction,
+    waited for or left to commit, and only its last try is stored."""
+    store = vault.store
+    tries: list[int] = []
+
+    def racy(n: int) -> Any:
+        def work(conn: Any) -> int:
+            tries.append(n)
+            _noted(store, n)(conn)
+            if tries.count(n) == 1:
+                raise storage._pointer_moved()
+            return n
+
+        return work
+
+    assert store.retrying(racy(1)) == 1
+    with deferring() as left:
+        store.retrying(racy(2), lambda result: None)
+    for write in left:
+        _settled(write)
+        assert write.error is None and write.result == 2
+    assert tries == [1, 1, 2, 2] and _notes(vault) == [1, 2]
+    assert vault.verify_audit().ok
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_writer_thread_ends_when_idle_and_starts_with_the_next_write(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "IDLE_S", 0.05)
+    store = vault.store
+
+    def writers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "toolkit-vault-writer"]
+
+    before = len(writers())
+    for n in range(2):
+        store.retrying(_noted(store, n))
+        deadline = time.monotonic() + 10
+        while len(writers()) > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(writers()) == before
+    assert _notes(vault) == [0, 1]
 
 
 def test_a_refused_driver_read_is_a_store_error_and_the_next_read_works(vault: Vault) -> None:

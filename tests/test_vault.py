@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select, update
 
+from toolkit_vault import storage
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
 from toolkit_vault.protocol import Message
-from toolkit_vault.service import Connection, Principal, Vault
+from toolkit_vault.service import Connection, Principal, Reply, Vault, read_request
 from toolkit_vault.settings import VaultSettings
 
 from tkv_test_plugins import SecretiveToolkit
@@ -347,3 +349,48 @@ def test_status_event_reaches_other_connections_of_the_session(vault: Vault) -> 
     watcher.close()
     configure(conn, "filesystem", {"root_dir": "/var"})
     assert len(pushed) == 1
+
+
+def _settle(reply: Reply) -> list[dict[str, Any]]:
+    for write in reply.writes:
+        done = threading.Event()
+        write.when_settled(done.set)
+        assert done.wait(10), "the write was never settled"
+    return [json.loads(line) for line in reply.lines()]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_configure_left_committing_is_answered_once_it_is_stored_and_live(
+    vault: Vault,
+) -> None:
+    """`Connection.start` (a server's transports, in a worker thread) returns while the
+    configure's write still waits for SQLite's writer; the toolkit is live, and its answer
+    and status event said, only once it is stored."""
+    conn, session = handshake(vault)
+    other, _ = handshake(vault, session)  # a connection answers one message at a time
+    message = {"type": "toolkit/configure/req", "toolkit_name": "filesystem"}
+    with vault.store.write():  # nothing commits while this is held
+        reply = conn.start(read_request(json.dumps(message | {"config": {"root_dir": "/tmp"}})))
+        assert [w.settled for w in reply.writes] == [False]
+        assert listed(other)["filesystem"] is False and versions(vault) == []
+    answer, event = _settle(reply)
+    assert answer["status"] == "ok" and event["configured"] is True
+    assert listed(other)["filesystem"] is True and len(versions(vault)) == 1
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_configure_whose_write_fails_after_it_left_is_answered_with_the_error(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write of a configure left committing is refused (the database stays locked past
+    the busy timeout): the answer is that error, no event says configured, nothing is live
+    and nothing is stored."""
+    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 200)
+    conn, _ = handshake(vault)
+    message = {"type": "toolkit/configure/req", "toolkit_name": "filesystem"}
+    with vault.store.write():  # past the busy timeout
+        reply = conn.start(read_request(json.dumps(message | {"config": {"root_dir": "/tmp"}})))
+        answer = _settle(reply)
+    assert [(m["type"], m.get("code")) for m in answer] == [("error", "RUNTIME_ERROR")]
+    assert answer[0]["message"] == "the database refused the write (busy)"
+    assert listed(conn)["filesystem"] is False and versions(vault) == []

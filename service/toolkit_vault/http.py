@@ -48,9 +48,9 @@ from .protocol import (
     dump_message,
 )
 from .providers import KeyProvider
-from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Vault, read_request
+from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Reply, Vault, read_request
 from .web import RememberOrigin, install_console
-from .workers import Workers
+from .workers import Workers, settled
 
 __all__ = ["Limits", "create_app"]
 
@@ -281,8 +281,9 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             answer = bound.answer_at_once(message, await marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        out = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
-        return Response(out, media_type="application/json")
+        reply = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
+        await settled(reply.writes)
+        return Response(reply.lines()[0], media_type="application/json")
 
     async def a2e_front(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -384,23 +385,23 @@ def _handle_one(
     raw: bytes | Message,
     session_id: str | None,
     limits: Limits,
-) -> str:
+) -> Reply:
     """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
     connection, anything else uses the session's bound connection (bound here on its first
-    use in this process)."""
+    use in this process), and its write may be left committing (`Connection.start`)."""
     request = read_request(raw, limits.message_bytes) if isinstance(raw, bytes) else raw
     if isinstance(request, ErrorMessage):
-        return dump_message(request)
+        return Reply.of(request, request)
     if isinstance(request, HandshakeRequest) or not session_id:
         connection = bindings.vault.connect(principal)
         response = connection.handle(request)
         bindings.remember(connection)  # bound by its handshake, if that succeeded
-        return dump_message(response)
+        return Reply.of(request, response)
     try:
         connection = bindings.connection(principal, session_id)
     except VaultError as exc:
-        return dump_message(_error(request.id, "RUNTIME_ERROR", exc.message))
-    return dump_message(connection.handle(request))
+        return Reply.of(request, _error(request.id, "RUNTIME_ERROR", exc.message))
+    return connection.start(request, events=False)
 
 
 def _error(
@@ -517,7 +518,9 @@ async def _serve_socket(
                 if isinstance(request, ANSWERED_AT_ONCE):
                     answer = connection.answer_at_once(request, await marks.read())
                 if answer is None:
-                    lines = await in_thread(connection.respond, request)
+                    reply = await in_thread(connection.start, request)
+                    await settled(reply.writes)
+                    lines = reply.lines()
                 else:
                     lines = [answer]
             for line in lines:

@@ -54,6 +54,7 @@ from .rotation import check_store
 from .schema import check_sealable, merge_secrets
 from .scopes import principal_of, principal_scope, scope_of
 from .storage import Source, Store
+from .writer import Write, deferring
 
 if TYPE_CHECKING:
     from .intake import Intake
@@ -64,6 +65,7 @@ __all__ = [
     "Connection",
     "Mark",
     "Principal",
+    "Reply",
     "Vault",
     "VaultToolkitPlugin",
     "read_request",
@@ -525,16 +527,22 @@ class Vault:
                 keep_ciphertext=outcome.status != "error",  # a rejected credential is not kept
             )
 
-        version = self.store.append_version(session_id, name, build, "configure")
-        self._next_version[(session_id, name)] = version + 1
-        if principal_of(session_id) is not None:
-            if outcome.status != "error":  # else nothing changed: the previous one stays
-                self.publish(self._event(session_id, name, True, outcome))
-            return outcome
-        if instance is not None:
-            self._activate((session_id, name), instance, version, outcome)
-        configured = (session_id, name) in self._active
-        self.publish(self._event(session_id, name, configured, outcome))
+        def committed(version: int) -> None:
+            """Stored: live here, and said (on the store's writer thread if left to it)."""
+            self._next_version[(session_id, name)] = version + 1
+            if principal_of(session_id) is not None:
+                if outcome.status != "error":  # else nothing changed: the previous one stays
+                    self.publish(self._event(session_id, name, True, outcome))
+                return
+            if instance is not None:
+                self._activate((session_id, name), instance, version, outcome)
+            configured = (session_id, name) in self._active
+            self.publish(self._event(session_id, name, configured, outcome))
+
+        if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
+            self.store.append_version(session_id, name, build, "configure", committed)
+        else:  # `configure` resolves the asking session from it next
+            committed(self.store.append_version(session_id, name, build, "configure"))
         return outcome
 
     # -- operators and auditors ------------------------------------------------------------
@@ -745,13 +753,30 @@ class Connection:
 
     def respond(self, request: Message) -> list[str]:
         """`read_request`'s result in; the response, then any events it caused, out (JSON)."""
-        self._outbox = []
+        return self.start(request, leave_writes=False).lines()
+
+    def start(self, request: Message, *, events: bool = True, leave_writes: bool = True) -> Reply:
+        """`respond`, for a transport on an event loop, called in a worker thread: the write
+        the message makes may be left committing (`Reply.writes`; SQLite's writer thread
+        commits it with others), so that no worker thread sits out the commit; once those
+        are settled, `Reply.lines` is what to send. `events=False` (HTTP, which has nowhere
+        to push) leaves out the events it causes and the connection's outbox alone."""
+        if events:
+            self._outbox = []
         try:
-            response = request if isinstance(request, ErrorMessage) else self.handle(request)
-        finally:
-            with self._outbox_lock:
-                caused, self._outbox = self._outbox or [], None
-        return [dump_message(m) for m in (response, *caused)]
+            with deferring(leave_writes) as left:
+                response = request if isinstance(request, ErrorMessage) else self.handle(request)
+        except BaseException:
+            if events:
+                self._caused()
+            raise
+        return Reply(request, dump_message(response), left, self if events else None)
+
+    def _caused(self) -> list[Message]:
+        """Close the outbox `start` opened; the events it collected."""
+        with self._outbox_lock:
+            caused, self._outbox = self._outbox or [], None
+        return caused
 
     def answer_at_once(self, request: Message, mark: Mark | None = None) -> str | None:
         """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
@@ -781,11 +806,8 @@ class Connection:
             if isinstance(request, ToolListRequest):
                 return self.vault.list_tools(self.principal, self.plugin.session_id, request)
             return self.plugin.handle(request)
-        except VaultError as exc:
-            return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
-        except Exception as exc:  # a bug must neither end the connection nor echo a value
-            log.error("unexpected %s while handling %s", type(exc).__name__, request.type)
-            return _error(request.id, "RUNTIME_ERROR", "internal error")
+        except Exception as exc:
+            return _failed(request, exc)
 
     def _handshake(self, request: HandshakeRequest) -> Message:
         if self.plugin is not None:
@@ -819,6 +841,43 @@ class Connection:
     def close(self) -> None:
         self.unsubscribe()
         self.plugin = None
+
+
+class Reply:
+    """What `Connection.start` answers: the response (as JSON), the writes it made that may
+    still be committing, and (`connection`) where the events it caused are collected."""
+
+    __slots__ = ("_connection", "_line", "_request", "writes")
+
+    def __init__(
+        self, request: Message, line: str, writes: list[Write], connection: Connection | None
+    ) -> None:
+        self._request, self._line, self.writes, self._connection = request, line, writes, connection
+
+    @classmethod
+    def of(cls, request: Message, response: Message) -> Reply:
+        """A reply with no write pending and no events to collect."""
+        return cls(request, dump_message(response), [], None)
+
+    def lines(self) -> list[str]:
+        """(Once `writes` are settled.) The response, or the error a write of it ended in,
+        then the events it caused."""
+        line = self._line
+        for write in self.writes:
+            if write.error is not None:
+                line = dump_message(_failed(self._request, write.error))
+                break
+        caused = self._connection._caused() if self._connection is not None else []
+        return [line, *(dump_message(m) for m in caused)]
+
+
+def _failed(request: Message, exc: BaseException) -> ErrorMessage:
+    """The error that answers `request` when handling it raised `exc`."""
+    if isinstance(exc, VaultError):
+        return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
+    # a bug must neither end the connection nor echo a value
+    log.error("unexpected %s while handling %s", type(exc).__name__, request.type)
+    return _error(request.id, "RUNTIME_ERROR", "internal error")
 
 
 def read_request(raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:

@@ -2,7 +2,7 @@
 
 Every change and every failed attempt is one atomic write that also appends its audit
 event: a transaction of its own, or on SQLite a savepoint of its own in a group commit
-(`Store._attempt`). Config versions are append-only; the current-version pointer moves only by
+(`writer`). Config versions are append-only; the current-version pointer moves only by
 compare-and-set, and a writer that loses a race (unique version or audit sequence taken,
 pointer moved) retries from a fresh read, so concurrent writers never lose an update.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import (
     Connection,
@@ -50,6 +50,7 @@ from .models import (
 from .models import Session as SessionRow
 from .records import AuditDraft, VersionDraft, VersionRecord, version_record
 from .scopes import PREFIX, principal_of
+from .writer import Write, Writer
 
 __all__ = ["Source", "Store"]
 
@@ -283,19 +284,6 @@ def _effective(session_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Sour
     return found
 
 
-class _Attempt:
-    """One caller's write, queued for a group commit; its outcome is set, and read by its
-    caller, under the writers' lock (`Store._attempt`)."""
-
-    __slots__ = ("done", "error", "result", "work")
-
-    def __init__(self, work: Callable[[Connection], Any]) -> None:
-        self.work = work
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
 def _refusal(exc: BaseException) -> BaseException:
     """What a failed write raises: a conflict, or a connection opened read-only, as the
     driver's error (`Store.retrying` tries again); any other refusal of the database as a
@@ -303,6 +291,10 @@ def _refusal(exc: BaseException) -> BaseException:
     if isinstance(exc, OperationalError) and not read_only(exc.orig):
         return StoreError(f"the database refused the write ({type(exc.orig).__name__})")
     return exc
+
+
+def _busy_s() -> float:
+    return BUSY_TIMEOUT_MS / 1000
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -322,14 +314,15 @@ class Store:
         self.engine = engine
         self._sign = sign
         self._rows = rows
-        # SQLite: this process's writers queue on a lock, woken in turn, instead of on
-        # SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99 at
-        # 16 concurrent writers: 1-2 s without it). Other processes still queue on the file.
-        self._writers = threading.RLock() if engine.dialect.name == "sqlite" else None
-        # ... and the writes queued behind the lock are committed together (`_attempt`).
-        self._queue: list[_Attempt] = []
-        self._queue_lock = threading.Lock()
-        self._leader: int | None = None  # the thread committing a group, while it does
+        # SQLite: this process's writes queue for its writer thread, which commits them in
+        # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
+        # of on SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99
+        # at 16 concurrent writers: 1-2 s without it). Other processes queue on the file.
+        self._writers: threading.RLock | None = None
+        self._writer: Writer | None = None
+        if engine.dialect.name == "sqlite":
+            self._writers = threading.RLock()
+            self._writer = Writer(self._commit_group, self._again, self._writers, _busy_s)
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
         # never creates a missing file. None: nothing to watch (PostgreSQL, in memory, URI).
@@ -438,77 +431,72 @@ class Store:
             except sqlite3.Error:
                 return None
 
-    def retrying(self, work: Callable[[Connection], Any]) -> Any:
-        for attempt in range(_MAX_ATTEMPTS):
+    def retrying(
+        self, work: Callable[[Connection], Any], then: Callable[[Any], None] | None = None
+    ) -> Any:
+        """`work` in a write transaction, tried again from a fresh read when it lost a race
+        (`_again`); on SQLite, by the writer thread, in a group commit (`writer`). `then`
+        runs with its result once it is committed; given one, inside `writer.deferring`,
+        the write is left to commit and this returns None at once."""
+        writer = self._writer
+        if writer is not None and not writer.on_writer_thread():
+            return writer.submit(work, then)
+        write = Write(work, None)  # PostgreSQL (or a write made by the writer thread)
+        while True:
             try:
-                return self._attempt(work)
+                with self.write() as conn:
+                    write.result = work(conn)
+                break
             except DBAPIError as exc:
-                # A connection opened while the SQLite file was read-only stays so; with a
-                # fresh one, the write succeeds if the file is writable again.
-                fresh = attempt == 0 and read_only(exc.orig)
-                if not (fresh or _retryable(exc)):
-                    raise StoreError(
-                        f"the database refused the write ({type(exc.orig).__name__})"
-                    ) from None
-        raise StoreError("too many concurrent writers; nothing was written, try again")
+                write.error = exc
+                if not self._again(write):
+                    raise write.error from None
+        if then is not None:
+            then(write.result)
+        return write.result
 
-    def _attempt(self, work: Callable[[Connection], Any]) -> Any:
-        """`work` in a write transaction of its own, or (SQLite) a group commit: the writer
-        that takes the lock runs every write queued behind it, in order, each under a
-        savepoint of its own, and commits them together, with one fsync. Each still stands
-        or falls alone (a failed one is rolled back to its savepoint and raises in its own
-        caller), sees the writes before it (the audit chain runs on), and is answered only
-        after the commit; if the commit fails, so does every write of the group."""
-        writers = self._writers
-        if writers is None or self._leader == threading.get_ident():
-            with self.write() as conn:  # PostgreSQL, or a write made inside a group's write
-                return work(conn)
-        attempt = _Attempt(work)
-        with self._queue_lock:
-            self._queue.append(attempt)
-        if not writers.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
-            with self._queue_lock:
-                if attempt in self._queue:  # no group took it: nothing was written
-                    self._queue.remove(attempt)
-                    raise StoreError("the database refused the write (busy)")
-            writers.acquire()  # a group is running it: its outcome comes with the lock
-        try:
-            if not attempt.done:
-                self._commit_group()
-        finally:
-            writers.release()
-        if attempt.error is not None:
-            raise attempt.error
-        return attempt.result
+    def _again(self, write: Write) -> bool:
+        """Whether a write that failed is tried again: it lost a race (version or audit
+        sequence taken, pointer moved, a serialization failure), or its first connection was
+        opened while the SQLite file was read-only (which that connection stays; a fresh one
+        writes if the file is writable again). Else its `error` is made final."""
+        exc = write.error
+        if not isinstance(exc, DBAPIError):
+            return False
+        write.tries += 1
+        fresh = write.tries == 1 and read_only(exc.orig)
+        if not (fresh or _retryable(exc)):
+            write.error = StoreError(f"the database refused the write ({type(exc.orig).__name__})")
+        elif write.tries >= _MAX_ATTEMPTS:
+            write.error = StoreError("too many concurrent writers; nothing was written, try again")
+        else:
+            write.error = None
+            return True
+        return False
 
-    def _commit_group(self) -> None:
-        """(Writers' lock held.) Every queued write, in one transaction (`_attempt`)."""
-        with self._queue_lock:
-            group, self._queue = self._queue, []
-        self._leader = threading.get_ident()
+    def _commit_group(self, group: list[Write]) -> None:
+        """(The writer thread, writers' lock held.) `group` in one transaction, each write
+        under a savepoint of its own (`writer`). Never raises: a group that cannot commit
+        fails every write in it."""
         try:
             with self.write() as conn:
                 if len(group) == 1:
                     group[0].result = group[0].work(conn)
                 else:
                     driver: Any = conn.connection.dbapi_connection
-                    for attempt in group:
+                    for write in group:
                         driver.execute("SAVEPOINT attempt")
                         try:
-                            attempt.result = attempt.work(conn)
+                            write.result = write.work(conn)
                         except Exception as exc:
-                            attempt.error = _refusal(exc)
+                            write.error = _refusal(exc)
                             driver.execute("ROLLBACK TO attempt")
                         driver.execute("RELEASE attempt")
         except BaseException as exc:
-            for attempt in group:
-                if attempt.error is None:
-                    attempt.error = exc
-                    attempt.result = None
-        finally:
-            self._leader = None
-            for attempt in group:
-                attempt.done = True
+            for write in group:
+                if write.error is None:
+                    write.error = exc
+                    write.result = None
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
@@ -623,14 +611,36 @@ class Store:
 
     # -- config versions ----------------------------------------------------------------------
 
+    @overload
     def append_version(
         self,
         session_id: str,
         toolkit_name: str,
         build: Callable[[int, str], VersionDraft],
         audit_action: str,
-    ) -> int:
-        """Append the next version (built for its number) and, if live, make it current.
+    ) -> int: ...
+
+    @overload
+    def append_version(
+        self,
+        session_id: str,
+        toolkit_name: str,
+        build: Callable[[int, str], VersionDraft],
+        audit_action: str,
+        then: Callable[[int], None],
+    ) -> int | None: ...
+
+    def append_version(
+        self,
+        session_id: str,
+        toolkit_name: str,
+        build: Callable[[int, str], VersionDraft],
+        audit_action: str,
+        then: Callable[[int], None] | None = None,
+    ) -> int | None:
+        """Append the next version (built for its number) and, if live, make it current;
+        `then(version)` once it is committed (and the write may be left to commit:
+        `retrying`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -677,7 +687,7 @@ class Store:
             _write_link(conn, event, head)
             return version
 
-        result: int = self.retrying(work)
+        result: int | None = self.retrying(work, then)
         return result
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:

@@ -20,9 +20,12 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
-__all__ = ["Workers"]
+from .writer import Write
+
+__all__ = ["Workers", "settled"]
 
 T = TypeVar("T")
 _Job = tuple[
@@ -60,6 +63,23 @@ class Workers:
                 name = f"{self._name}_{n}"
                 threading.Thread(target=_serve, args=(self._jobs,), name=name, daemon=True).start()
             self._started = True
+
+
+async def settled(writes: list[Write]) -> None:
+    """Wait, on the event loop, until every write of `writes` (committing on the store's
+    writer thread, `writer`) is settled; a cancelled wait leaves them to it."""
+    loop = asyncio.get_running_loop()
+    for write in writes:
+        if write.settled:
+            continue
+        done: asyncio.Future[None] = loop.create_future()
+        write.when_settled(partial(loop.call_soon_threadsafe, _wake, done))
+        await done
+
+
+def _wake(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
