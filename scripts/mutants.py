@@ -259,10 +259,16 @@ MUTANTS = [
     Mutant(
         "revocation",
         V + "principals.py",
-        "if row is None or row.revoked_at is not None:",
-        "if row is None:",
+        'if row["revoked_at"] is not None:',
+        "if False:",
         ("tests/test_tokens.py", "tests/test_http.py"),
-        also=((V + "principals.py", "if _revoked_in_chain(conn, row.principal_id):", "if False:"),),
+        also=(
+            (
+                V + "principals.py",
+                "if any(_names(details, principal_id) for",
+                "if False and any(_names(details, principal_id) for",
+            ),
+        ),
     ),
     Mutant(
         "session ownership",
@@ -499,15 +505,15 @@ MUTANTS = [
     Mutant(
         "principal MAC",
         V + "principals.py",
-        "if not store.authentic(PRINCIPALS, row._mapping):",
+        "if not store.authentic(PRINCIPALS, row):",
         "if False:",
         STATE_TESTS,
     ),
     Mutant(
         "a put-back principal meets its revocation",
         V + "principals.py",
-        "if _revoked_in_chain(conn, row.principal_id):",
-        "if False:",
+        "if any(_names(details, principal_id) for",
+        "if False and any(_names(details, principal_id) for",
         STATE_TESTS,
     ),
     Mutant(
