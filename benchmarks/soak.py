@@ -80,7 +80,7 @@ def bound(results: list[Result]) -> str:
 
 BOUND = """\
 In this run: {figures}. Half the requests are configures, each a durable write; on SQLite
-the configures that queue behind the writer holding the lock are committed with it in one
+the store's writer thread commits the configures that queued while it was busy in one
 transaction, each under its own savepoint (group commit, see the http scenario's note), so
 one fsync serves several and the commit time no longer caps the rate. A list is cheap
 here (answered on the event loop after a read of the session's pointers, since the other
