@@ -73,8 +73,13 @@ async def settled(writes: list[Write]) -> None:
         if write.settled:
             continue
         done: asyncio.Future[None] = loop.create_future()
-        write.when_settled(partial(loop.call_soon_threadsafe, _wake, done))
+        write.when_settled(partial(_wake_from_thread, loop, done))
         await done
+
+
+def _wake_from_thread(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
+        loop.call_soon_threadsafe(_wake, done)
 
 
 def _wake(done: asyncio.Future[None]) -> None:

@@ -92,7 +92,10 @@ class Write:
             callbacks, self._callbacks = self._callbacks or [], None
         self._settled.release()
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception as exc:  # the writer thread goes on: others wait on it
+                log.error("unexpected %s telling a write's caller", type(exc).__name__)
 
 
 class Writer:
