@@ -330,6 +330,13 @@ MUTANTS = [
         ("tests/test_storage.py", "tests/test_vault.py"),
     ),
     Mutant(
+        "group commit: a sequential writer hands every write to the writer thread",
+        WRITER,
+        "if left is None and self._lock.acquire(blocking=False):",
+        "if False:",
+        ("tests/test_storage.py",),
+    ),
+    Mutant(
         "a configure whose write failed after it left is answered as stored",
         V + "service.py",
         "            if write.error is not None:\n                line = dump_message",

@@ -377,7 +377,7 @@ def test_a_write_that_lost_a_race_is_tried_again(vault: Vault, database_url: str
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_the_writer_thread_ends_when_idle_and_starts_with_the_next_write(
+def test_the_writer_thread_ends_when_idle_and_starts_with_the_next_left_write(
     vault: Vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer, "IDLE_S", 0.05)
@@ -388,12 +388,32 @@ def test_the_writer_thread_ends_when_idle_and_starts_with_the_next_write(
 
     before = len(writers())
     for n in range(2):
-        store.retrying(_noted(store, n))
+        with deferring() as left:
+            store.retrying(_noted(store, n), lambda result: None)  # left: the writer writes it
+        _settled(left[0])
         deadline = time.monotonic() + 10
         while len(writers()) > before and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(writers()) == before
     assert _notes(vault) == [0, 1]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_caller_that_finds_no_group_being_written_writes_its_own(vault: Vault) -> None:
+    """A sequential writer (a CLI command, stdio) writes on its own thread: no hand-over to
+    the writer thread, which a write left to commit starts."""
+    store = vault.store
+    threads: list[str] = []
+
+    def work(conn: Any) -> None:
+        threads.append(threading.current_thread().name)
+
+    store.retrying(work)
+    with deferring() as left:
+        store.retrying(work, lambda result: None)
+    _settled(left[0])
+    assert left[0].error is None
+    assert threads == [threading.current_thread().name, "toolkit-vault-writer"]
 
 
 def test_a_refused_driver_read_is_a_store_error_and_the_next_read_works(vault: Vault) -> None:

@@ -435,7 +435,7 @@ class Store:
         self, work: Callable[[Connection], Any], then: Callable[[Any], None] | None = None
     ) -> Any:
         """`work` in a write transaction, tried again from a fresh read when it lost a race
-        (`_again`); on SQLite, by the writer thread, in a group commit (`writer`). `then`
+        (`_again`); on SQLite, in a group commit (`writer`). `then`
         runs with its result once it is committed; given one, inside `writer.deferring`,
         the write is left to commit and this returns None at once."""
         writer = self._writer
