@@ -274,6 +274,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             if len(raw) > limits.message_bytes:
                 raise too_big
         body, session = bytes(raw), request.headers.get(SESSION_HEADER)
+        if session is not None:  # whitespace around a field value is not part of it (RFC 9110)
+            session = session.strip(" \t")
         message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
         bound = bindings.bound(principal, session) if message and session else None
         answer = None
