@@ -143,6 +143,23 @@ def softhsm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture
+def softhsm_token(
+    softhsm_conf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """A SoftHSM2 token of this test's own. SoftHSM2 rewrites its token file in place on
+    every login, so a test that SIGKILLs a process mid-login can leave that file empty: on a
+    token shared by the session, every later PKCS#11 test of the worker would then fail.
+    The module is unloaded on both sides, so its next load reads the SOFTHSM2_CONF in force."""
+    import pkcs11
+
+    conf = make_softhsm_token(tmp_path / "softhsm")
+    pkcs11.unload(SOFTHSM_MODULE)
+    monkeypatch.setenv("SOFTHSM2_CONF", str(conf))
+    yield conf
+    pkcs11.unload(SOFTHSM_MODULE)
+
+
+@pytest.fixture
 def key_options(
     key_provider: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> dict[str, str]:
@@ -154,7 +171,7 @@ def key_options(
         request.getfixturevalue("aws_env")
         return {"endpoint_url": endpoint}
     if key_provider == "pkcs11":
-        request.getfixturevalue("softhsm_conf")
+        request.getfixturevalue("softhsm_token")
         pin = tmp_path / "pkcs11-pin"
         pin.write_text(USER_PIN + "\n")
         pin.chmod(stat.S_IRUSR | stat.S_IWUSR)
