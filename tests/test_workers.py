@@ -12,6 +12,7 @@ import time
 import pytest
 
 from toolkit_vault.workers import Workers
+from toolkit_vault.writer import Write
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
@@ -57,6 +58,39 @@ def test_a_request_that_went_away_gets_nothing_and_the_workers_go_on() -> None:
 
     assert asyncio.run(main()) == 7
     assert problems == []
+
+
+class _Done:
+    def __init__(self, writes: list[Write]) -> None:
+        self.writes = writes
+
+
+def test_work_with_writes_left_committing_is_answered_once_every_write_is_settled() -> None:
+    """`run_settled`: the result comes back only after the last of its writes settles
+    (from other threads), not when the work returns nor when the first one settles."""
+    writes = [Write(lambda conn: None, None) for _ in range(3)]
+    writes[1].settle()  # settled before the work returns: not waited for
+    heard: list[str] = []
+
+    async def main() -> list[str]:
+        waiting = asyncio.ensure_future(Workers(1, "test-workers").run_settled(_Done, writes))
+        for write in (writes[0], writes[2]):
+            await asyncio.sleep(0.05)
+            assert not waiting.done()
+            heard.append(f"settling {writes.index(write)}")
+            threading.Thread(target=write.settle).start()
+        done = await waiting
+        assert done.writes is writes and all(w.settled for w in writes)
+        return heard
+
+    assert asyncio.run(main()) == ["settling 0", "settling 2"]
+
+
+def test_work_with_no_write_left_is_answered_at_once() -> None:
+    async def main() -> _Done:
+        return await Workers(1, "test-workers").run_settled(_Done, [])
+
+    assert asyncio.run(main()).writes == []
 
 
 def test_the_threads_end_once_the_pool_is_collected() -> None:

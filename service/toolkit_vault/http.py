@@ -50,7 +50,7 @@ from .protocol import (
 from .providers import KeyProvider
 from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Reply, Vault, read_request
 from .web import RememberOrigin, install_console
-from .workers import Workers, settled
+from .workers import Workers
 
 __all__ = ["Limits", "create_app"]
 
@@ -283,8 +283,9 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             answer = bound.answer_at_once(message, await marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        reply = await in_thread(_handle_one, bindings, principal, message or body, session, limits)
-        await settled(reply.writes)
+        reply = await workers.run_settled(
+            _handle_one, bindings, principal, message or body, session, limits
+        )
         return Response(reply.lines()[0], media_type="application/json")
 
     async def a2e_front(scope: Scope, receive: Receive, send: Send) -> None:
@@ -326,7 +327,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
                 principal,
                 access.believes(token, principal),
                 partial(_still_valid, principal_for, token, principal),
-                in_thread,
+                workers,
                 marks,
                 rate,
                 limits,
@@ -480,7 +481,7 @@ async def _serve_socket(
     principal: Principal,
     believed: Callable[[], bool],
     recheck: Callable[[], Awaitable[bool]],
-    in_thread: Callable[..., Any],
+    workers: Workers,
     marks: SharedMarks[Mark],
     rate: _RateLimiter,
     limits: Limits,
@@ -513,22 +514,21 @@ async def _serve_socket(
                 await outbox.put(dump_message(error))
                 continue
             if len(raw) > PARSE_ON_LOOP:
-                lines = await in_thread(connection.handle_raw, raw, limits.message_bytes)
+                lines = await workers.run(connection.handle_raw, raw, limits.message_bytes)
             else:
                 request = read_request(raw, limits.message_bytes)
                 answer = None
                 if isinstance(request, ANSWERED_AT_ONCE):
                     answer = connection.answer_at_once(request, await marks.read())
                 if answer is None:
-                    reply = await in_thread(connection.start, request)
-                    await settled(reply.writes)
+                    reply = await workers.run_settled(connection.start, request)
                     lines = reply.lines()
                 else:
                     lines = [answer]
             for line in lines:
                 await outbox.put(line)
     finally:
-        await in_thread(connection.close)
+        await workers.run(connection.close)
         await outbox.drained()
     if revoked:
         with contextlib.suppress(OSError):

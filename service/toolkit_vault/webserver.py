@@ -15,11 +15,25 @@ The benchmarks' no-op endpoint runs through `run` too, so both are served the sa
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
-__all__ = ["HEADER_TIMEOUT_S", "header_deadline", "run"]
+__all__ = ["GC_THRESHOLDS", "HEADER_TIMEOUT_S", "header_deadline", "run", "settle_the_heap"]
 
 HEADER_TIMEOUT_S = 10.0
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def settle_the_heap() -> None:
+    """Tune the cycle collector for a long-lived server. What start-up built (modules, the
+    app, the registry) is frozen, out of every later collection's walk, and the youngest
+    generation is collected every 20,000 allocations, not 700: a request allocates
+    thousands of objects, and collecting each few hundred, then walking the survivors again
+    and again, cost a configure about 3% of its CPU, and its p99 at 16 connections 45 ms
+    instead of 80 (paired runs, `benchmarks.ab`). Reference counting frees all but cycles."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def header_deadline(timeout: float) -> type[asyncio.Protocol]:
@@ -76,6 +90,7 @@ def run(
     """Serve `app` until interrupted; logging stays with the caller's configuration."""
     import uvicorn
 
+    settle_the_heap()
     uvicorn.run(
         app,
         host=host,

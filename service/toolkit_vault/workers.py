@@ -21,11 +21,11 @@ import threading
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .writer import Write
 
-__all__ = ["Workers", "settled"]
+__all__ = ["Workers"]
 
 T = TypeVar("T")
 _Job = tuple[
@@ -34,7 +34,15 @@ _Job = tuple[
     contextvars.Context,
     Callable[..., Any],
     tuple[Any, ...],
+    bool,
 ]
+
+
+class HasWrites(Protocol):
+    writes: list[Write]
+
+
+R = TypeVar("R", bound=HasWrites)
 
 
 class Workers:
@@ -48,12 +56,26 @@ class Workers:
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` in a worker thread, in a copy of the caller's context (the
         request id reaches the worker's log lines); its result or its exception."""
+        result: T = await self._submit(work, args, False)
+        return result
+
+    async def run_settled(self, work: Callable[..., R], *args: Any) -> R:
+        """`run`, for work that leaves writes committing (`result.writes`, see `writer`):
+        its result once each of them is settled too. The worker hands its result back only
+        then, from the thread that settles the last write: one wake of the event loop a
+        request, not one for the result and one more for the writes."""
+        result: R = await self._submit(work, args, True)
+        return result
+
+    def _submit(
+        self, work: Callable[..., Any], args: tuple[Any, ...], writes: bool
+    ) -> asyncio.Future[Any]:
         if not self._started:
             self._start()
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, done, contextvars.copy_context(), work, args))
-        return await done
+        done: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((loop, done, contextvars.copy_context(), work, args, writes))
+        return done
 
     def _start(self) -> None:
         with self._lock:
@@ -63,28 +85,6 @@ class Workers:
                 name = f"{self._name}_{n}"
                 threading.Thread(target=_serve, args=(self._jobs,), name=name, daemon=True).start()
             self._started = True
-
-
-async def settled(writes: list[Write]) -> None:
-    """Wait, on the event loop, until every write of `writes` (committing on the store's
-    writer thread, `writer`) is settled; a cancelled wait leaves them to it."""
-    loop = asyncio.get_running_loop()
-    for write in writes:
-        if write.settled:
-            continue
-        done: asyncio.Future[None] = loop.create_future()
-        write.when_settled(partial(_wake_from_thread, loop, done))
-        await done
-
-
-def _wake_from_thread(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
-        loop.call_soon_threadsafe(_wake, done)
-
-
-def _wake(done: asyncio.Future[None]) -> None:
-    if not done.done():
-        done.set_result(None)
 
 
 def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
@@ -99,13 +99,27 @@ def _run(
     context: contextvars.Context,
     work: Callable[..., Any],
     args: tuple[Any, ...],
+    writes: bool,
 ) -> None:
     try:
         result = context.run(work, *args)
     except BaseException as exc:  # the awaiting request gets it, as from any await
         _settle(loop, done, None, exc)
     else:
-        _settle(loop, done, result, None)
+        if writes:
+            _when_all_settled(result.writes, partial(_settle, loop, done, result, None))
+        else:
+            _settle(loop, done, result, None)
+
+
+def _when_all_settled(writes: list[Write], then: Callable[[], None], start: int = 0) -> None:
+    """`then()` once every write of `writes` is settled, on the thread that settles the
+    last (here, if all are)."""
+    for n in range(start, len(writes)):
+        if not writes[n].settled:
+            writes[n].when_settled(partial(_when_all_settled, writes, then, n + 1))
+            return
+    then()
 
 
 def _settle(
