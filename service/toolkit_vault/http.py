@@ -61,7 +61,7 @@ REVOKED = "the token is no longer valid"
 # needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
 # parsed in the worker, where it cannot hold up every other connection.
 PARSE_ON_LOOP = 8 * 1024
-A2E_SQLITE_WORKERS = 2  # see create_app
+A2E_GROUPED_WORKERS = 2  # see create_app
 _A2E_DOC: dict[str, Any] = {  # POST /a2e is answered before FastAPI, which cannot see it
     "summary": "One A2E message in, one out",
     "description": "The session is named by the `A2E-Session` header (not for a handshake).",
@@ -189,13 +189,13 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
     marks = SharedMarks(vault.mark)
     workers = Workers(POOL_SIZE, "toolkit-vault")  # as many as pooled connections
     in_thread = workers.run
-    # A2E messages take threads of their own. On SQLite a message's work is Python under
-    # the GIL (its write commits on the store's writer thread), so two threads do it all,
-    # and queued messages run back to back instead of each waking a thread of eight: 0.91-0.96x
-    # the CPU a request, 1.03-1.09x the configures and lists a second (paired runs). On
+    # A2E messages take threads of their own where the store commits on its writer thread
+    # (SQLite): a message's work is then Python under the GIL, so two threads do it all, and
+    # queued messages run back to back instead of each waking one of eight: 0.91-0.96x the
+    # CPU a request, 1.03-1.09x the configures and lists a second (paired runs). On
     # PostgreSQL a message waits on round trips, and the pool's size in threads overlaps them.
-    sqlite = vault.store.engine.dialect.name == "sqlite"
-    a2e = Workers(A2E_SQLITE_WORKERS, "toolkit-vault-a2e") if sqlite else workers
+    grouped = vault.store.commits_in_groups
+    a2e = Workers(A2E_GROUPED_WORKERS, "toolkit-vault-a2e") if grouped else workers
     open_sockets: dict[str, int] = {}
     app.state.access, app.state.bindings = access, bindings
 

@@ -334,6 +334,12 @@ class Store:
         self._watch: sqlite3.Connection | None = None
         self._watch_lock = threading.Lock()
 
+    @property
+    def commits_in_groups(self) -> bool:
+        """Whether this process's writes commit on the store's writer thread (SQLite), so
+        a caller's thread leaves its write there instead of waiting on the database."""
+        return self._writer is not None
+
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
 

@@ -18,13 +18,13 @@ import asyncio
 import gc
 from typing import Any
 
-__all__ = ["GC_THRESHOLDS", "HEADER_TIMEOUT_S", "header_deadline", "run", "settle_the_heap"]
+__all__ = ["HEADER_TIMEOUT_S", "header_deadline", "run"]
 
 HEADER_TIMEOUT_S = 10.0
-GC_THRESHOLDS = (20_000, 20, 20)
+_GC_THRESHOLDS = (20_000, 20, 20)
 
 
-def settle_the_heap() -> None:
+def _settle_the_heap() -> None:
     """Tune the cycle collector for a long-lived server. What start-up built (modules, the
     app, the registry) is frozen, out of every later collection's walk, and the youngest
     generation is collected every 20,000 allocations, not 700: a request allocates
@@ -33,7 +33,7 @@ def settle_the_heap() -> None:
     instead of 80 (paired runs, `benchmarks.ab`). Reference counting frees all but cycles."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 def header_deadline(timeout: float) -> type[asyncio.Protocol]:
@@ -90,7 +90,7 @@ def run(
     """Serve `app` until interrupted; logging stays with the caller's configuration."""
     import uvicorn
 
-    settle_the_heap()
+    _settle_the_heap()
     uvicorn.run(
         app,
         host=host,

@@ -105,11 +105,8 @@ def _run(
         result = context.run(work, *args)
     except BaseException as exc:  # the awaiting request gets it, as from any await
         _settle(loop, done, None, exc)
-    else:
-        if writes:
-            _when_all_settled(result.writes, partial(_settle, loop, done, result, None))
-        else:
-            _settle(loop, done, result, None)
+        return
+    _when_all_settled(result.writes if writes else [], partial(_settle, loop, done, result, None))
 
 
 def _when_all_settled(writes: list[Write], then: Callable[[], None], start: int = 0) -> None:
