@@ -451,6 +451,14 @@ MUTANTS = [
         "lock_held_past",
     ),
     Mutant(
+        "the SQLite pool rotates through its connections (each page cache gone stale)",
+        V + "database.py",
+        '_SQLITE_POOL = {**_POOL, "pool_use_lifo": True}',
+        "_SQLITE_POOL = _POOL",
+        ("tests/test_storage.py",),
+        "returned_last",
+    ),
+    Mutant(
         "the WebSocket route forgets its origin",
         V + "http.py",
         "    app.a2e_socket = RememberOrigin(a2e_socket)",

@@ -79,6 +79,21 @@ def test_sqlite_connection_settings(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_sqlite_hands_out_the_connection_returned_last(tmp_path: Path) -> None:
+    """A connection's page cache stays valid only while no other connection writes: the
+    pool gives back the connection returned last (the writer thread's, which wrote last),
+    instead of rotating through its idle ones, each with a cache gone stale."""
+    engine = open_engine(f"sqlite:///{tmp_path / 'v.db'}")
+    held = [engine.connect() for _ in range(3)]
+    drivers = [conn.connection.dbapi_connection for conn in held]
+    for conn in held:
+        conn.close()  # back to the pool in this order: the last one is returned last
+    for _ in range(3):
+        with engine.connect() as conn:
+            assert conn.connection.dbapi_connection is drivers[-1]
+    engine.dispose()
+
+
 def _session(vault: Vault) -> str:
     vault.store.create_session("s-1", "local")
     return "s-1"
