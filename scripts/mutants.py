@@ -255,6 +255,30 @@ MUTANTS = [
         "pass",
         ("tests/adversarial/test_leaks.py", "tests/test_logs.py", "tests/test_http.py"),
     ),
+    Mutant(
+        "the request line skips logging with another handler in its way",
+        V + "logs.py",
+        "    return reached == [handler] and len(handler.filters) == 1",
+        "    return True",
+        ("tests/test_logs.py",),
+        "every_handler",
+    ),
+    Mutant(
+        "a record goes out before the request lines that came first",
+        V + "logs.py",
+        "        self._write_pending()  # (`handle` holds the lock) what came first goes out first",
+        "        pass",
+        ("tests/test_logs.py",),
+        "request_lines",
+    ),
+    Mutant(
+        "request lines wait for the next record, however long",
+        V + "logs.py",
+        "            self._due.set()",
+        "            pass",
+        ("tests/test_logs.py",),
+        "request_lines",
+    ),
     # -- principals and sessions -------------------------------------------------------------
     Mutant(
         "revocation",

@@ -5,14 +5,20 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from toolkit_vault import logs
 from toolkit_vault.logs import (
     REQUEST_ID,
     JsonFormatter,
     RedactingFilter,
+    configure_logging,
+    log_request,
     redact,
     register_secrets,
 )
@@ -102,3 +108,126 @@ def test_a_line_utf8_cannot_carry_is_still_one_json_line() -> None:
     odd_line.encode()  # writable as UTF-8: the surrogate is escaped
     assert json.loads(odd_line)["message"] == odd
     assert '"plain ünïcode"' in plain_line  # non-ASCII kept as it is
+
+
+REQUEST = {"method": "POST", "path": "/a2e", "status": 200, "duration_ms": 1.5, "principal": "p"}
+Logged = Callable[[], tuple[logging.Logger, io.StringIO]]
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def serve_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[Logged]:
+    """`configure_logging` as `serve` calls it, writing to a string, and a request logger
+    whose records reach its handler alone, made when the test asks, in its body:
+    pytest's capture attaches itself to every logger that does not propagate when the test
+    starts. The root logger is restored afterwards."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    configure_logging("INFO", json_lines=True)
+    (handler,) = root.handlers
+    root.handlers[:], root.level = saved
+
+    def made() -> tuple[logging.Logger, io.StringIO]:
+        logger = logging.getLogger(f"tkv-test-requests-{uuid.uuid4().hex}")
+        logger.handlers[:], logger.propagate = [handler], False
+        logger.setLevel(logging.INFO)
+        return logger, stream
+
+    yield made
+    handler.flush()
+    monkeypatch.setattr(logs, "_json_lines", None)
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_a_request_line_is_the_record_logging_would_write(serve_logging: Logged) -> None:
+    """`log_request` skips the logging module when its handler alone takes the line (as
+    `serve` runs), and writes what the logging module would have written."""
+    logger, stream = serve_logging()
+    token = REQUEST_ID.set("req-7")
+    try:
+        log_request(logger, dict(reversed(REQUEST.items())))  # fields shown in one order
+        assert stream.getvalue() == ""  # waiting to be written with others
+        logger.info("request", extra=REQUEST)
+    finally:
+        REQUEST_ID.reset(token)
+    direct, through_logging = _lines(stream)
+    assert list(direct) == list(through_logging)  # the same keys, in the same order
+    assert {k: v for k, v in direct.items() if k != "ts"} == {
+        k: v for k, v in through_logging.items() if k != "ts"
+    }
+    assert direct["request_id"] == "req-7" and direct["message"] == "request"
+
+
+def test_a_request_line_reaches_every_handler_and_filter_in_its_way(
+    serve_logging: Logged,
+) -> None:
+    """Another handler (a test's capture, an operator's own) or a filter on the way gets
+    the record, as from `logger.info`; a level that drops INFO drops the line."""
+    logger, stream = serve_logging()
+    capture = _Kept()
+    logger.addHandler(capture)
+    try:
+        log_request(logger, REQUEST)
+    finally:
+        logger.removeHandler(capture)
+    seen = [(r.getMessage(), getattr(r, "path", None)) for r in capture.records]
+    assert seen == [("request", "/a2e")]
+    assert len(_lines(stream)) == 1  # through logging: written at once
+
+    dropped: list[str] = []
+
+    def drop(record: logging.LogRecord) -> bool:
+        dropped.append(record.getMessage())
+        return False
+
+    logger.addFilter(drop)
+    try:
+        log_request(logger, REQUEST)
+    finally:
+        logger.removeFilter(drop)
+    logger.setLevel(logging.WARNING)
+    log_request(logger, REQUEST)
+    logger.handlers[0].flush()
+    assert dropped == ["request"]
+    assert len(_lines(stream)) == 1  # the first line only: filtered, then below the level
+
+
+def test_request_lines_wait_briefly_and_never_behind_a_later_record(
+    serve_logging: Logged,
+) -> None:
+    """Request lines are written together within FLUSH_S, without anything else written;
+    any other record goes out at once, after the request lines before it."""
+    logger, stream = serve_logging()
+    log_request(logger, REQUEST | {"path": "/first"})
+    assert stream.getvalue() == ""
+    deadline = time.monotonic() + 5
+    while not stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert [line["path"] for line in _lines(stream)] == ["/first"]
+    log_request(logger, REQUEST | {"path": "/second"})
+    logger.warning("after the second request")
+    assert [line.get("path", line["message"]) for line in _lines(stream)] == [
+        "/first",
+        "/second",
+        "after the second request",
+    ]
+
+
+def test_many_request_lines_waiting_are_written_at_once(serve_logging: Logged) -> None:
+    logger, stream = serve_logging()
+    for n in range(logs.MAX_PENDING):
+        log_request(logger, REQUEST | {"status": n})
+    assert len(_lines(stream)) == logs.MAX_PENDING  # without waiting for FLUSH_S

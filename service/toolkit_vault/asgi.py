@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .logs import REQUEST_ID
+from .logs import REQUEST_ID, log_request
 
 __all__ = ["RequestLog"]
 
@@ -53,9 +53,9 @@ class RequestLog:
             await self.app(scope, receive, send_with_id)
         finally:
             state: dict[str, Any] = scope.get("state") or {}
-            log.info(
-                "request",
-                extra={
+            log_request(
+                log,
+                {
                     "method": scope["method"],
                     "path": scope["path"],
                     "status": status,
