@@ -33,9 +33,7 @@ __all__ = [
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
-# First _MIN_SECRET_LENGTH characters -> the secrets that start so. A bucket is replaced, never
-# changed, so `redact` reads without a lock (one dict lookup is atomic); writers take the lock.
-_secrets: dict[str, frozenset[str]] = {}
+_secrets: dict[str, set[str]] = {}  # first _MIN_SECRET_LENGTH characters -> secrets
 _secrets_lock = threading.Lock()
 
 
@@ -54,20 +52,18 @@ def register_secrets(values: Iterable[Any]) -> None:
     if found:
         with _secrets_lock:
             for secret in found:
-                prefix = secret[:_MIN_SECRET_LENGTH]
-                bucket = _secrets.get(prefix, frozenset())
-                if secret not in bucket:
-                    _secrets[prefix] = bucket | {secret}
+                _secrets.setdefault(secret[:_MIN_SECRET_LENGTH], set()).add(secret)
 
 
 def redact(text: str) -> str:
     """`text` with every registered secret it contains replaced by `[REDACTED]`."""
     known: set[str] = set()
-    if _secrets:
-        for start in range(len(text) - _MIN_SECRET_LENGTH + 1):
-            alike = _secrets.get(text[start : start + _MIN_SECRET_LENGTH])
-            if alike:
-                known.update(s for s in alike if s in text)
+    with _secrets_lock:
+        if _secrets:
+            for start in range(len(text) - _MIN_SECRET_LENGTH + 1):
+                alike = _secrets.get(text[start : start + _MIN_SECRET_LENGTH])
+                if alike:
+                    known.update(s for s in alike if s in text)
     for secret in sorted(known, key=len, reverse=True):
         text = text.replace(secret, "[REDACTED]")
     return text
