@@ -119,6 +119,10 @@ class JsonFormatter(logging.Formatter):
             return json.dumps(entry)
 
 
+FLUSH_S = 0.05  # the longest a request line waits to be written
+MAX_PENDING = 1000  # request lines waiting that are written at once
+
+
 class JsonLinesHandler(logging.StreamHandler[TextIO]):
     """The stream `configure_logging` writes JSON lines to. Request lines (`log_request`)
     wait up to `FLUSH_S` in memory and go out together, one write for many (a write a
@@ -178,9 +182,6 @@ class JsonLinesHandler(logging.StreamHandler[TextIO]):
             self._due.clear()
             self.flush()
 
-
-FLUSH_S = 0.05
-MAX_PENDING = 1000
 
 # The handler `configure_logging` installed for JSON lines, and its formatter.
 _json_lines: tuple[JsonLinesHandler, JsonFormatter] | None = None
