@@ -264,6 +264,14 @@ MUTANTS = [
         "every_handler",
     ),
     Mutant(
+        "a request line's path is not redacted",
+        V + "logs.py",
+        '        fields = {**fields, "path": redact(path)}',
+        "        pass",
+        ("tests/test_logs.py",),
+        "request_path",
+    ),
+    Mutant(
         "a record goes out before the request lines that came first",
         V + "logs.py",
         "        self._write_pending()  # (`handle` holds the lock) what came first goes out first",

@@ -231,3 +231,16 @@ def test_many_request_lines_waiting_are_written_at_once(serve_logging: Logged) -
     for n in range(logs.MAX_PENDING):
         log_request(logger, REQUEST | {"status": n})
     assert len(_lines(stream)) == logs.MAX_PENDING  # without waiting for FLUSH_S
+
+
+def test_a_secret_in_a_request_path_is_redacted(serve_logging: Logged) -> None:
+    """The path is the client's to write (`/v1/<anything>`): a secret this process knows is
+    redacted from it on either way a request line goes out."""
+    logger, stream = serve_logging()
+    secret = "tkv-canary-in-a-path-77f3"
+    register_secrets([secret])
+    log_request(logger, REQUEST | {"path": f"/v1/{secret}/x"})  # straight to the handler
+    logger.addHandler(_Kept())  # now through logging
+    log_request(logger, REQUEST | {"path": f"/v1/{secret}"})
+    logger.handlers[0].flush()
+    assert [line["path"] for line in _lines(stream)] == ["/v1/[REDACTED]/x", "/v1/[REDACTED]"]
