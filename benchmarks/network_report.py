@@ -281,6 +281,26 @@ SQLite's `BEGIN` (`BEGIN IMMEDIATE` for a write) is sent on the driver's connect
 SQLAlchemy's `begin` event rather than through `exec_driver_sql`, which cost a third of an
 empty write transaction's CPU (paired: HTTP configure +4.6%, WebSocket configure +9.4%).
 
+Two more, each paired over 16 pairs (HTTP configure at 16 connections). SQLite's pool hands
+out the connection returned last: a connection's page cache stays valid only while no other
+connection writes, and with the pool rotating through its eight connections the writer
+thread began most groups on one whose cache had gone stale, reading its pages again
+(strace: 6.6 `pread`s a configure, 1.7 after): 1.089x req/s, 0.926x CPU a request. And the
+request log: with no request log at all the server answered 1.13-1.14x the configures
+(0.88x CPU), far more than the line's 16 us in isolation, for the logging module's record,
+filter and formatter and one `write` a line. The line now skips the logging module where
+`serve`'s JSON handler alone takes it (the same bytes) and request lines are written
+together within 50 ms: 1.071x, 0.934x CPU (against the pool change). Tried and not kept,
+no change measurable over 16 pairs: a group's configures written with one multi-row
+statement a table (5% fewer instructions a configure under callgrind; 0.98x req/s), one
+savepoint a group instead of one a write (1.01x), the status event no one listens to left
+unbuilt (1.02x). Where the rest goes: with its write taken out entirely a configure answers
+at 1.92x, with only the version's rows, MACs and chain link taken out at 1.47x: the write
+is about half a configure's CPU, in Python code that costs about twice its in-process time
+in the server. A configure's p99 also rides on the disk: this VM's fsync now and then takes
+100-270 ms (strace), and every write of that group waits for it; the full run therefore
+takes the median of three runs a case.
+
 On **PostgreSQL** every transaction costs round trips to the server (a list: the `SELECT`
 in the transaction psycopg opens, then the pool's `ROLLBACK` on return; the pool pings a
 connection only after an idle second), and configures queue on an advisory lock for the
