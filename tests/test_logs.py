@@ -244,3 +244,15 @@ def test_a_secret_in_a_request_path_is_redacted(serve_logging: Logged) -> None:
     log_request(logger, REQUEST | {"path": f"/v1/{secret}"})
     logger.handlers[0].flush()
     assert [line["path"] for line in _lines(stream)] == ["/v1/[REDACTED]/x", "/v1/[REDACTED]"]
+
+
+def test_a_message_its_arguments_do_not_fit_is_replaced(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """logging reports a record it cannot format with its arguments as they are (on
+    stderr, past every filter): the redaction renders the message first, and one that
+    cannot be rendered is replaced by a fixed text, its arguments dropped."""
+    logger, stream = captured
+    register_secrets([SECRET])
+    logger.warning("a number: %d", SECRET)
+    assert json.loads(stream.getvalue())["message"] == logs.UNFIT_MESSAGE

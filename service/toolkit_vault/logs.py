@@ -2,7 +2,9 @@
 
 Log calls never pass config values; the redaction filter is the second line of defence:
 every secret value the process decrypts is registered here, and any log record whose
-message or arguments contain one has it replaced before a handler sees it. Secrets are
+message or arguments contain one has it replaced before a handler sees it (`serve`: by a
+filter on its one handler; `stdio`, where plugins run beside a stderr anyone may read: as
+each record is made, `redact_every_record`). Secrets are
 indexed by their first characters, so redacting a line costs one lookup per character of
 the line, not one search per secret ever registered (a server that had decrypted 20,000
 secrets spent 3.8 ms on every request's log line).
@@ -31,6 +33,7 @@ __all__ = [
     "configure_logging",
     "log_request",
     "redact",
+    "redact_every_record",
     "register_secrets",
 ]
 
@@ -74,16 +77,67 @@ def redact(text: str) -> str:
     return text
 
 
+def _redact_record(record: logging.LogRecord) -> None:
+    """Render a record's message and traceback once, with every known secret replaced."""
+    try:
+        message = redact(record.getMessage())
+    except Exception:  # arguments that do not fit the message: logging's own error report
+        message = UNFIT_MESSAGE  # would print them as they are, so neither is kept
+    record.msg, record.args = message, None
+    if record.exc_info:
+        record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        record.exc_info = None
+
+
+UNFIT_MESSAGE = "(a log message whose arguments do not fit it: not shown)"
+
+
 class RedactingFilter(logging.Filter):
     """Render each record's message once, with every known secret replaced."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = redact(record.getMessage())
-        record.msg, record.args = message, None
-        if record.exc_info:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
+        _redact_record(record)
         return True
+
+
+_every_record_redacted = False
+
+
+def redact_every_record() -> None:
+    """Redact every log record this process makes, as it is made, and route warnings and a
+    thread's uncaught exception through logging, for a process whose stderr must hold no
+    secret while plugins run in it (`stdio`).
+
+    A handler's filter (`configure_logging`) sees only the records that reach that handler;
+    a plugin may log through a handler of its own on a logger that does not propagate, or
+    replace the root logger's handlers (`basicConfig(force=True)`). Every record, whichever
+    logger and handler, is made by the record factory: redacted there, none gets past.
+    `warnings.warn` and `threading.excepthook` write to stderr without logging, so they are
+    sent through it. Installed once; calling again changes nothing."""
+    global _every_record_redacted
+    if _every_record_redacted:
+        return
+    make = logging.getLogRecordFactory()
+
+    def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        _redact_record(record)
+        return record
+
+    _every_record_redacted = True
+    logging.setLogRecordFactory(redacting_factory)
+    logging.captureWarnings(True)
+    threading.excepthook = _log_thread_exception
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    """A thread's uncaught exception, logged (so redacted) instead of printed as it is."""
+    if args.exc_type is SystemExit:
+        return  # as the default hook: a thread that exits is silent
+    name = args.thread.name if args.thread is not None else "unknown"
+    logging.getLogger(__name__).error(
+        "uncaught exception in thread %s", name, exc_info=args.exc_value
+    )
 
 
 _FIELDS = ("method", "path", "status", "duration_ms", "principal", "event")  # extras shown

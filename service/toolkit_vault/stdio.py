@@ -1,7 +1,10 @@
 """A2E over JSON lines on stdin/stdout: one message per line in, one or more lines out.
 
 A thin shell over `Connection`: it reads bounded lines, writes every response and event as
-one line, and keeps going after any bad input. Nothing but protocol goes to stdout.
+one line, and keeps going after any bad input. Nothing but protocol goes to stdout. Serving
+the process's own stdin and stdout, it is the process: toolkit plugins initialize in it with
+their decrypted configs, so every log record it makes is redacted (`redact_every_record`)
+before anything reaches stderr.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import sys
 import threading
 from typing import IO
 
+from .logs import redact_every_record
 from .protocol import MAX_MESSAGE_BYTES, Message, dump_message
 from .service import Connection, Principal, Vault
 
@@ -22,6 +26,8 @@ def serve_stdio(
     stdin: IO[bytes] | None = None,
     stdout: IO[str] | None = None,
 ) -> None:
+    if stdin is None and stdout is None:  # the process's own streams: this is the process
+        redact_every_record()
     source = stdin or sys.stdin.buffer
     sink = stdout or sys.stdout
     lock = threading.Lock()

@@ -21,6 +21,7 @@ import base64
 import io
 import json
 import logging
+import os
 import sys
 import traceback
 import urllib.parse
@@ -405,3 +406,52 @@ def test_the_scan_finds_every_spelling() -> None:
     for n, data in enumerate(spelled):
         assert scan([(f"blob {n}", b"<" + data + b">")], {"s": secret}), data
     assert scan([("clean", b"tkv-canary scan/9c+1e=5b&2e")], {"s": secret}) == []
+
+
+LEAKY_PLUGINS = HERE / "leaky_plugins"
+# What the leaky plugin writes, each with its key redacted (see tkv_leaky_plugins).
+LEAKY_LINES = (
+    "plugin logger: connecting with [REDACTED]",
+    "f-string: '[REDACTED]'",
+    "root logger: [REDACTED]",
+    "(a log message whose arguments do not fit it: not shown)",
+    "log.exception: login failed",
+    "RuntimeError: login refused for [REDACTED]",
+    "own handler: [REDACTED]",
+    "UserWarning: warnings.warn: [REDACTED]",
+    "uncaught exception in thread leaky",
+    "ValueError: thread dies holding [REDACTED]",
+    "after basicConfig(force=True): [REDACTED]",
+)
+
+
+def test_a_plugin_logging_its_key_under_stdio_shows_none(
+    home: VaultSettings, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A real `toolkit-vault stdio`, as an operator runs it (no debug logging), with a plugin
+    that sends its decrypted key to stderr every way it can: its own logger, the root logger,
+    the key in the message itself, arguments that do not fit the message, `log.exception`
+    with the key in the exception, a handler of its own on a logger that does not propagate,
+    `warnings.warn`, a thread that dies with it, and the root logger's handlers replaced
+    (`basicConfig(force=True)`). Configured, then resumed in a second process (initialized
+    again from the store): each line is there, redacted; stdout is protocol only; the key
+    appears in no spelling on either."""
+    canary = Canaries()
+    env = {**cli_env, "PYTHONPATH": os.pathsep.join([str(LEAKY_PLUGINS), cli_env["PYTHONPATH"]])}
+    config = {"api_key": canary("stdio-plugin-logs")}
+    seen: list[tuple[str, bytes]] = []
+    session = None
+    for run in ("configure", "resume"):
+        with (tmp_path / f"{run}.stderr").open("wb") as sink:
+            process = StdioChannel(env, session, stderr=sink)
+            session = process.session_id
+            if run == "configure":
+                (answer, event) = process.exchange(configure("leaky-logger", config))
+                assert (answer["status"], event["configured"]) == ("ok", True)
+            process.close()
+        stderr = (tmp_path / f"{run}.stderr").read_text()
+        for expected in LEAKY_LINES:
+            assert stderr.count(expected) == 1, (run, expected, stderr)
+        assert all(json.loads(out) for out in process.raw_stdout.splitlines())
+        seen += [(f"{run} stderr", stderr.encode()), (f"{run} stdout", bytes(process.raw_stdout))]
+    assert scan(seen, dict(canary.values)) == []
