@@ -28,13 +28,14 @@ from .chain import CHAIN_START, Signer, head_link, links
 from .crypto import SecretBytes
 from .errors import StoreError
 from .integrity import VERSIONS, Row
+from .ledger import behind
 from .models import AuditEvent, AuditHead
 from .reconcile import StateProblem, reconcile
 from .storage import Store
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
 
-Problem = Literal["edited", "deleted", "inserted", "truncated", "unaudited", "state"]
+Problem = Literal["edited", "deleted", "inserted", "truncated", "behind", "unaudited", "state"]
 BATCH_SIZE = 1000
 
 
@@ -113,6 +114,8 @@ def _verify(
         verified, last_mac, broken = _walk(conn, sign, trusted_head, batch_size)
         if broken is None:
             broken = _check_head(head, head_ok, verified, last_mac)
+        if broken is None:
+            broken = _check_witness(store, conn, verified)
         state = reconcile(conn, authentic, batch_size)
     unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
     count = len(unaudited)
@@ -212,6 +215,24 @@ def _classify(
         if links(sign, previous, {**following, "seq": seq}):
             return "inserted"  # the next event is the original of this seq, renumbered
     return "edited"
+
+
+def _check_witness(store: Store, conn: Connection, last_seq: int) -> _Break | None:
+    """The chain must reach the head the vault home witnessed, through the same link."""
+    try:
+        witnessed = store.witnessed()
+    except StoreError as exc:
+        return _Break(last_seq + 1, "behind", exc.message)
+    if witnessed is None:
+        return None
+    seq, mac = witnessed
+    if last_seq < seq:
+        return _Break(last_seq + 1, "behind", behind(seq, last_seq))
+    stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+    if stored is None or not hmac.compare_digest(bytes(stored), mac):
+        what = f"event {seq} differs from the one the vault home witnessed: another database"
+        return _Break(seq, "behind", what)
+    return None
 
 
 def _check_head(head: Any, head_ok: bool, last_seq: int, last_mac: bytes) -> _Break | None:

@@ -28,6 +28,7 @@ from .service import Principal, Vault
 from .settings import VaultSettings, write_record
 from .storage import Store
 from .upgrade import authenticate_state
+from .witness import WITNESS_NAME, Witness
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -68,7 +69,7 @@ def init_vault(settings: VaultSettings) -> InitReport:
     created, upgraded, hierarchy = False, None, None
     try:
         migrate(engine)
-        store = Store(engine)
+        store = Store(engine, witness=Witness(settings.home / WITNESS_NAME))
         legacy = legacy_keys(store, provider) if legacy_pending(store) else None
         if read_vault_keys(store):
             ring, internal = VaultKeys(store, provider).open(legacy)
@@ -125,12 +126,18 @@ def open_store(settings: VaultSettings) -> Store:
     _check_home(settings.home)
     engine = open_engine(settings.database_url)
     require_current(engine)
-    return Store(engine)
+    return Store(engine, witness=Witness(settings.home / WITNESS_NAME))
 
 
-def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None) -> Vault:
+def open_vault(
+    settings: VaultSettings, registry: ToolkitRegistry | None = None, *, current: bool = True
+) -> Vault:
     """Open an initialized vault, or refuse with one clear reason. The key provider is
-    asked once per live vault key, here, and never again while nothing rotates."""
+    asked once per live vault key, here, and never again while nothing rotates.
+
+    `current`: also refuse a store whose state cannot be believed (its audit chain breaks,
+    or it is behind the home's witness), so a server never starts on it; operators' commands
+    (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
     store = open_store(settings)
     if legacy_pending(store):
         raise VaultError(
@@ -142,6 +149,8 @@ def open_vault(settings: VaultSettings, registry: ToolkitRegistry | None = None)
     if registry is None:
         registry = ToolkitRegistry.default()
         registry.load_imported(store)  # `toolkits import`: shared by every process via the store
+    if current and (failure := store.state_failure()) is not None:
+        raise VaultError(failure)
     return Vault(
         store,
         ring,

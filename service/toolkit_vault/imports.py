@@ -36,6 +36,7 @@ from toolkit_package.toolkit import property_names, to_toolkit_definition
 from .errors import ToolkitNotFound, VaultError
 from .import_report import ArgvWarning, FieldMark, ImportedEntry, ImportReport, Outcome
 from .integrity import IMPORTED
+from .ledger import ChainState, StateUnknown
 from .models import CurrentConfig
 from .models import ImportedToolkit as ImportedRow
 from .protocol import ToolkitDefinition
@@ -302,15 +303,23 @@ def stored_toolkits(store: Store, *, unverified: bool = False) -> list[tuple[Too
     """(factory, registry source) of every imported toolkit the vault can believe.
 
     A row is left out (and logged) unless its MAC holds and it is the definition the
-    latest verified import event names: an edited definition (a secret field made public)
-    or an older one put back (before a re-import marked more fields secret) would make the
-    next configure store a credential in clear. `unverified=True` skips that check, for a
-    listing made without the master key (`toolkits list`), which must say so; never for
-    a registry that configures.
+    verified audit chain last imported under that name (`ledger`): an edited definition (a
+    secret field made public) or an older one put back (before a re-import marked more
+    fields secret) would make the next configure store a credential in clear. When the
+    chain cannot be believed, none is. `unverified=True` skips that check, for a listing
+    made without the master key (`toolkits list`), which must say so; never for a
+    registry that configures.
     """
     with store.read() as conn:
         rows = conn.execute(select(ImportedRow).order_by(ImportedRow.name)).all()
-        believed = [row for row in rows if unverified or _believed(store, conn, row._mapping)]
+        state = None
+        if not unverified:
+            try:
+                state = store.chain_state(conn)
+            except StateUnknown as exc:
+                log.error("imported toolkits are not believed: %s", exc)
+                return []
+    believed = [row for row in rows if state is None or _believed(store, state, row._mapping)]
     found: list[tuple[ToolkitFactory, str]] = []
     for name, text, digest in ((r.name, r.definition, r.package_digest) for r in believed):
         try:
@@ -325,14 +334,13 @@ def stored_toolkits(store: Store, *, unverified: bool = False) -> list[tuple[Too
     return found
 
 
-def _believed(store: Store, conn: Connection, row: Any) -> bool:
+def _believed(store: Store, state: ChainState, row: Any) -> bool:
     if not store.authentic(IMPORTED, row):
         log.warning("imported toolkit %r fails its integrity check and is left out", row["name"])
         return False
-    event = store.latest_event(conn, (AUDIT_ACTION, REMOVE_ACTION), row["name"])
-    if event is None or not imported_as_audited(row, event):
+    if not imported_as_audited(row, state.imported.get(row["name"])):
         log.warning(
-            "imported toolkit %r is not the one its latest import event names; left out",
+            "imported toolkit %r is not the one the audit chain last imported; left out",
             row["name"],
         )
         return False

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from .crypto import SecretBytes
 from .errors import ConfigInvalid, ToolkitNotFound, VaultError
-from .history import history
+from .ledger import StateUnknown
 from .protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
 from .records import AuditDraft, VersionDraft
 from .registry import RegisteredToolkit
@@ -249,13 +249,17 @@ class Intake:
             raise IntakeRefused("changed") from None
         if toolkit.schema.digest != claim.schema_digest:
             raise IntakeRefused("changed")
-        versions = history(self.vault.store, claim.session_id, claim.toolkit_name)
-        latest = versions[-1] if versions else None
-        if latest is None or latest["version"] != claim.version - 1:
-            raise IntakeRefused("used")
-        if latest["status"] != INTAKE_STATUS:
+        try:
+            pending = self.vault.store.version_if_latest(
+                claim.session_id, claim.toolkit_name, claim.version - 1
+            )
+        except StateUnknown:
+            raise IntakeRefused("changed") from None
+        if pending is None:
+            raise IntakeRefused("used")  # or its row no longer holds what the vault wrote
+        if pending.status != INTAKE_STATUS:
             raise IntakeRefused("changed")  # purged since
-        return IntakeView(claim, toolkit, latest["public_config"])
+        return IntakeView(claim, toolkit, pending.public_config)
 
     def complete(self, link: str, config: dict[str, Any]) -> Outcome:
         """Validate, seal, store and initialize a person's config, exactly once per link.

@@ -10,7 +10,6 @@ event names the principal, never the token.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import secrets
@@ -23,6 +22,7 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from .errors import VaultError
 from .integrity import PRINCIPALS
+from .ledger import StateUnknown
 from .models import Principal as PrincipalRow
 from .records import AuditDraft
 from .service import Principal
@@ -158,15 +158,12 @@ def revoke(store: Store, name_or_id: str, *, actor: str = "operator") -> tuple[P
     return result
 
 
-# The principal a token's hash names, once per `token_revoked` event that may name it (a
-# superset: the pattern is built from the stored id, whose wildcards only widen it; each is
-# checked exactly below). One statement on the driver: through SQLAlchemy's expression
-# language the two lookups it replaces cost 0.9 ms a token (a server re-checks each token
-# every second, `access.PrincipalCache`: on the soak's 50 agents, 12% of its CPU).
+# The principal a token's hash names: one statement on the driver (through SQLAlchemy's
+# expression language it cost most of a token check, and a server re-checks each token every
+# second, `access.PrincipalCache`).
 _PRINCIPAL_BY_HASH = (
-    "SELECT p.principal_id, p.name, p.role, p.token_hash, p.created_at, p.revoked_at, p.mac,"
-    " e.details FROM principals p LEFT JOIN audit_events e ON e.action = 'token_revoked'"
-    " AND e.details LIKE ? || p.principal_id || ? WHERE p.token_hash = ?"
+    "SELECT principal_id, name, role, token_hash, created_at, revoked_at, mac"
+    " FROM principals WHERE token_hash = ?"
 )
 _ROW = ("principal_id", "name", "role", "token_hash", "created_at", "revoked_at", "mac")
 
@@ -174,33 +171,30 @@ _ROW = ("principal_id", "name", "role", "token_hash", "created_at", "revoked_at"
 def authenticate(store: Store, token: str) -> Principal | None:
     """The principal a bearer token belongs to, or None (unknown, malformed or revoked).
 
-    A row is believed only with its MAC: an edited role, an un-revoked token or a row
-    inserted by hand (a minted token) is refused like an unknown token, and logged. A row
-    restored from before its revocation keeps a valid MAC, but its `token_revoked` event
-    stays in the chain (deleting it breaks the chain, which `audit verify` finds): that
-    refuses it too.
+    A row is believed only with its MAC and only as the verified audit chain has it now
+    (`ledger`): an edited role, an un-revoked token or a row inserted by hand (a minted
+    token) fails its MAC; a row put back from before its revocation, or one whose
+    `token_created` event was never written, disagrees with the chain. Each is refused like
+    an unknown token, and logged.
     """
     if not _TOKEN.fullmatch(token):
         return None
-    found = store.fetch(_PRINCIPAL_BY_HASH, ("%", "%", _hash(token)))
+    found = store.fetch(_PRINCIPAL_BY_HASH, (_hash(token),))
     if not found:
         return None
-    row = dict(zip(_ROW, found[0], strict=False))
+    row = dict(zip(_ROW, found[0], strict=True))
     if row["revoked_at"] is not None:
         return None
     principal_id = row["principal_id"]
     if not store.authentic(PRINCIPALS, row):
         log.warning("principal %s fails its integrity check; token refused", principal_id)
         return None
-    if any(_names(details, principal_id) for *_, details in found):
-        log.warning("principal %s was revoked; its row was put back; refused", principal_id)
+    try:
+        want = store.chain_state().principals.get(principal_id)
+    except StateUnknown as exc:
+        log.error("principal %s refused: %s", principal_id, exc)
+        return None
+    if want is None or want.revoked or (want.name, want.role) != (row["name"], row["role"]):
+        log.warning("principal %s is not current in the audit chain; refused", principal_id)
         return None
     return Principal(principal_id, row["role"])
-
-
-def _names(details: str | None, principal_id: str) -> bool:
-    """Whether a `token_revoked` event's details name the principal."""
-    try:
-        return details is not None and json.loads(details).get("principal_id") == principal_id
-    except (TypeError, ValueError, AttributeError):
-        return False

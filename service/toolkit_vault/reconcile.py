@@ -34,6 +34,7 @@ from .integrity import (
     VERSIONS,
     Row,
 )
+from .ledger import ChainState
 from .models import (
     AuditEvent,
     ConfigVersion,
@@ -120,18 +121,35 @@ def reconcile(
 def rules(
     batch_size: int, authentic: Callable[[str, Row], bool]
 ) -> dict[str, Callable[[Connection], Iterator[Finding]]]:
-    """One rule per authenticated table, in order: the versions rule notes each toolkit's
-    latest live version among the authentic ones, which the pointers rule then expects."""
-    latest: dict[tuple[str, str], int] = {}
+    """One rule per authenticated table. Versions and pointers are held to the state the
+    chain's events make (`ledger.ChainState`, the definition the hot path uses too), built
+    once, on first use, from the events as stored (trusted once the walk verified them)."""
+    chain: list[ChainState] = []
+
+    def state(conn: Connection) -> ChainState:
+        if not chain:
+            chain.append(chain_state(conn, batch_size))
+        return chain[0]
+
     return {
         VAULT_KEYS: _vault_keys,
         MASTER_KEYS: _master_keys,
         PRINCIPALS: _principals,
         SESSIONS: lambda conn: _sessions(conn, batch_size),
-        VERSIONS: lambda conn: _versions(conn, batch_size, authentic, latest),
-        POINTERS: lambda conn: _pointers(conn, latest),
+        VERSIONS: lambda conn: _versions(conn, batch_size, state(conn)),
+        POINTERS: lambda conn: _pointers(conn, state(conn)),
         IMPORTED: _imported,
     }
+
+
+def chain_state(conn: Connection, batch_size: int) -> ChainState:
+    """The state every stored event makes, in seq order."""
+    made = ChainState()
+    query = select(AuditEvent).order_by(AuditEvent.seq).execution_options(yield_per=batch_size)
+    with closing(conn.execute(query)) as result:
+        for event in result:
+            made.apply(event._mapping)
+    return made
 
 
 def _events(conn: Connection, *actions: str) -> Sequence[Any]:
@@ -264,14 +282,10 @@ def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
 # -- config versions and pointers -------------------------------------------------------------
 
 
-def _versions(
-    conn: Connection,
-    batch_size: int,
-    authentic: Callable[[str, Row], bool],
-    latest: dict[tuple[str, str], int],
-) -> Iterator[Finding]:
+def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[Finding]:
     """Versions whose `configure` event is missing or disagrees (actor, status), purged
-    versions with no `purge` event, and `configure` events whose version is gone."""
+    versions with no `purge` event, versions the chain purged that hold a live row again,
+    and `configure` events whose version is gone."""
     configure = and_(
         AuditEvent.action == "configure",
         AuditEvent.session_id == ConfigVersion.session_id,
@@ -284,11 +298,9 @@ def _versions(
         purge.session_id == ConfigVersion.session_id,
         or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
     )
-    removed = {e.toolkit_name: e.seq for e in _events(conn, "toolkit_removed")}
     query = (
         select(
             ConfigVersion,
-            AuditEvent.seq.label("event_seq"),
             AuditEvent.actor.label("event_actor"),
             AuditEvent.details.label("event_details"),
             purged_audited.label("purge_audited"),
@@ -301,17 +313,14 @@ def _versions(
         for _, group in itertools.groupby(result, key=lambda row: row.id):
             rows = list(group)
             reasons = [_disagreement(row) for row in rows]
-            found = None if not all(reasons) else ("unaudited", str(reasons[0]))
+            found: tuple[Kind, str] | None = None
+            if all(reasons):
+                found = ("unaudited", str(reasons[0]))
             first = rows[0]
-            key = (first.session_id, first.toolkit_name)
-            if (
-                first.status in _LIVE
-                and found is None
-                and first.event_seq > removed.get(first.toolkit_name, 0)  # not since removed
-                and authentic(VERSIONS, first._mapping)
-            ):
-                latest[key] = max(latest.get(key, 0), first.version)
-            yield first._mapping, _version_name(first), found  # type: ignore[misc]
+            purged = chain.was_purged(first.session_id, first.toolkit_name, first.version)
+            if found is None and purged and first.status != "purged":
+                found = ("replayed", "the audit chain purged this version; its row was put back")
+            yield first._mapping, _version_name(first), found
     gone = (
         select(AuditEvent.session_id, AuditEvent.toolkit_name, AuditEvent.version)
         .outerjoin(ConfigVersion, configure)
@@ -341,10 +350,10 @@ def _disagreement(row: Any) -> str | None:
     return None if status == row.status else "status differs from its configure event"
 
 
-def _pointers(conn: Connection, latest: dict[tuple[str, str], int]) -> Iterator[Finding]:
-    """A pointer must name the latest live version of its toolkit (among the versions the
-    rule before found believable); a live version with no pointer means it was deleted."""
-    live = dict(latest)
+def _pointers(conn: Connection, chain: ChainState) -> Iterator[Finding]:
+    """A pointer must name the version the chain makes current; a current version with no
+    pointer means it was deleted."""
+    live = {(s, t): v for s, pointers in chain.pointers.items() for t, v in pointers.items()}
     rows = conn.execute(
         select(CurrentConfig).order_by(CurrentConfig.session_id, CurrentConfig.toolkit_name)
     ).all()
@@ -379,7 +388,7 @@ def _imported(conn: Connection) -> Iterator[Finding]:
             found = ("unaudited", "no toolkit_imported event names it")
         elif event.action == "toolkit_removed":
             found = ("replayed", "the audit chain removed this toolkit")
-        elif not imported_as_audited(row._mapping, event):
+        elif not imported_as_audited(row._mapping, _imported_by(event)):
             found = ("replayed", "it is not the definition last imported")
         yield row._mapping, row.name, found
     for name, event in sorted(latest.items()):
@@ -387,14 +396,19 @@ def _imported(conn: Connection) -> Iterator[Finding]:
             yield None, name, ("deleted", "the audit chain imported it; its row is gone")
 
 
-def imported_as_audited(row: Row, event: Any) -> bool:
-    """Whether an imported definition is the one `event` (its latest import) names: same
-    package digest and same schema digest (a re-import may change only the secret marks)."""
-    if event.action != "toolkit_imported":
+def _imported_by(event: Any) -> tuple[Any, Any]:
+    details = _details(event)
+    return details.get("digest"), details.get("schema_digest")
+
+
+def imported_as_audited(row: Row, imported: tuple[Any, Any] | None) -> bool:
+    """Whether an imported definition is the one the chain last imported under its name
+    (`ChainState.imported`: package digest and schema digest; a re-import may change only
+    the secret marks); None (removed, or never imported) matches nothing."""
+    if imported is None:
         return False
     try:
         digest = schema_digest(json.loads(row["definition"])["schema"])
     except (TypeError, ValueError, KeyError):
         return False
-    details = _details(event)
-    return (details.get("digest"), details.get("schema_digest")) == (row["package_digest"], digest)
+    return imported == (row["package_digest"], digest)

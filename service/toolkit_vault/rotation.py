@@ -42,6 +42,7 @@ from .keystore import (
     vault_key_context,
     verified_vault_keys,
 )
+from .ledger import ChainState, StateUnknown
 from .models import ConfigVersion, InternalKey
 from .providers import KeyProvider
 from .records import AuditDraft, version_record
@@ -298,6 +299,10 @@ def check_store(
     batch asks `ring_for` the key ids it names, so a ring rotated elsewhere is reloaded."""
     counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
     failed: list[dict[str, Any]] = []
+    try:
+        chain: ChainState | None = store.chain_state()
+    except StateUnknown:
+        chain = None  # the audit part of `check` says why
     with store.read() as conn:
         total = conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one()
     advance = start(int(total)) if start else None
@@ -307,6 +312,12 @@ def check_store(
             reason = None
             if not store.authentic(VERSIONS, row._mapping):
                 reason = "fails its integrity check"
+            elif (
+                chain is not None
+                and row.status != "purged"
+                and chain.was_purged(row.session_id, row.toolkit_name, row.version)
+            ):
+                reason = "was purged (the audit chain says so); its row was put back"
             elif row.wrapped_dek is None:
                 counts["no_ciphertext"] += 1
                 continue

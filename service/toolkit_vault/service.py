@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from . import crypto
 from .audit import AuditReport, verify_audit_chain
 from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
-from .errors import ConfigInvalid, DecryptionError, ToolkitNotFound, UnknownSession, VaultError
+from .errors import (
+    ConfigInvalid,
+    DecryptionError,
+    StoreError,
+    ToolkitNotFound,
+    UnknownSession,
+    VaultError,
+)
 from .events import EventGate
 from .history import PurgeReport, purge, purge_principal
 from .logs import register_secrets
@@ -576,6 +583,27 @@ class Vault:
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         return verify_audit_chain(self.store, self._audit_key)
+
+    def accept_restore(self, actor: str) -> dict[str, Any]:
+        """An operator's deliberate restore of an older copy: the database's chain must
+        verify on its own; then its head becomes the witness again, and the step is an
+        audit event naming both heads. Running processes that followed the newer chain
+        keep refusing until they restart (they saw the events that are gone)."""
+        store = self.store
+        try:
+            found = store.witness.read() if store.witness is not None else None
+        except StoreError:
+            found = None
+        with store.accepting_restore():
+            report = self.verify_audit()
+            if report.problem in ("edited", "deleted", "inserted", "truncated"):
+                raise VaultError(f"the database's own audit chain is broken: {report.message}")
+            details = {
+                "witness_seq": None if found is None else found[0],
+                "database_seq": report.head_seq,
+            }
+            store.record_attempt(AuditDraft(actor, "restore_accepted", details=details))
+        return {**details, "accepted": True}
 
     def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
         """`check`: every version decrypted in memory and every row's MAC, then the audit

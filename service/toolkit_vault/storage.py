@@ -9,6 +9,7 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import sqlite3
@@ -39,6 +40,7 @@ from .database import BUSY_TIMEOUT_MS, read_only
 from .errors import StoreError
 from .integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
 from .integrity import Row as StoredRow
+from .ledger import ChainState, Ledger, StateUnknown, behind
 from .models import (
     AuditEvent,
     AuditHead,
@@ -50,6 +52,7 @@ from .models import (
 from .models import Session as SessionRow
 from .records import AuditDraft, VersionDraft, VersionRecord, version_record
 from .scopes import PREFIX, principal_of
+from .witness import Witness
 from .writer import Write, Writer
 
 __all__ = ["Source", "Store"]
@@ -250,6 +253,17 @@ _CURRENT_POINTERS = (
 )
 
 
+# The events a process has not followed yet, with the chain head in every row (one
+# statement, one snapshot; a head with no later event is one row of NULL events).
+_FOLLOW = (
+    "SELECT h.seq, e.seq, e.ts, e.actor, e.action, e.session_id, e.toolkit_name, e.version,"
+    " e.details, e.mac FROM audit_head h LEFT JOIN audit_events e ON e.seq > ?"
+    " WHERE h.id = 1 ORDER BY e.seq"
+)
+_FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
+_HEAD_WRITTEN = "tkv_head_written"  # conn.info: the head a transaction's last event moved to
+
+
 def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
     return insert(table).values(
         {name: bindparam(prefix + name, type_=table.c[name].type) for name in columns}
@@ -309,11 +323,19 @@ class Store:
     authenticated rows; both hold keys the database only has wrapped (see `integrity`)."""
 
     def __init__(
-        self, engine: Engine, sign: Signer | None = None, rows: RowAuthenticator | None = None
+        self,
+        engine: Engine,
+        sign: Signer | None = None,
+        rows: RowAuthenticator | None = None,
+        witness: Witness | None = None,
     ) -> None:
         self.engine = engine
         self._sign = sign
         self._rows = rows
+        self.witness = witness
+        self._ledger: Ledger | None = None if sign is None else Ledger(sign)
+        self._followed_mark: int | None = None
+        self._accepting_restore = False
         # SQLite: this process's writes queue for its writer thread, which commits them in
         # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
         # of on SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99
@@ -342,6 +364,90 @@ class Store:
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
+        self._ledger, self._followed_mark = Ledger(sign), None
+
+    # -- freshness: the verified chain's word, followed (see `ledger`) ----------------------
+
+    def chain_state(self, conn: Connection | None = None, *, force: bool = False) -> ChainState:
+        """What the verified chain says is current, followed up to now (in `conn`'s
+        snapshot, if given). Raises StateUnknown when nothing can be believed: the chain
+        breaks, went back, or the database is behind the home's witness.
+
+        On SQLite it reads only when something was committed since the last time (`PRAGMA
+        data_version`, as lists do); elsewhere, one statement."""
+        ledger = self._ledger
+        if ledger is None:
+            raise StoreError("the audit key is not loaded")
+        with ledger.lock:
+            if ledger.failure is None:
+                mark = self.commit_mark()
+                if force or mark is None or mark != self._followed_mark:
+                    witness = self._witnessed()
+                    if conn is None:
+                        with self.read() as own:
+                            self._take(ledger, own, witness)
+                    else:
+                        self._take(ledger, conn, witness)
+                    self._followed_mark = mark
+        return ledger.require()
+
+    def _take(self, ledger: Ledger, conn: Connection, witness: tuple[int, bytes] | None) -> None:
+        sql = _FOLLOW if self._placeholder == "?" else _FOLLOW.replace("?", self._placeholder)
+        first = ledger.seq == 0
+        rows = conn.exec_driver_sql(sql, (ledger.seq,)).all()
+        head = rows[0][0] if rows else None
+        events = (
+            {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
+            for row in rows
+            if row[1] is not None
+        )
+        ledger.take(witness, head, events)
+        if first and witness is None and self.witness is not None and ledger.failure is None:
+            self._advance_witness(ledger.seq, ledger.mac)  # a home with no witness yet
+
+    def _witnessed(self) -> tuple[int, bytes] | None:
+        """The witness's (seq, link), once its keyed head MAC holds; None without one."""
+        if self.witness is None or self._accepting_restore:
+            return None
+        found = self.witness.read()
+        if found is None:
+            return None
+        seq, mac, head_mac = found
+        sign = self._sign
+        if sign is None or not hmac.compare_digest(head_link(sign, seq, mac), head_mac):
+            raise StoreError(
+                f"the audit witness {self.witness.path} fails its MAC: it was not written by "
+                "this vault; restore it, or run `toolkit-vault audit accept-restore`"
+            )
+        return seq, mac
+
+    def witnessed(self) -> tuple[int, bytes] | None:
+        """The home's witness (seq, link) once its MAC holds (StoreError otherwise)."""
+        return self._witnessed()
+
+    def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
+        if self.witness is not None and self._sign is not None and seq > 0:
+            self.witness.advance(seq, mac, head_link(self._sign, seq, mac), force=force)
+
+    def state_failure(self) -> str | None:
+        """Why stored state is not believed (None: it is), after following the chain."""
+        try:
+            self.chain_state()
+        except StateUnknown as exc:
+            return str(exc)
+        return None
+
+    @contextmanager
+    def accepting_restore(self) -> Iterator[None]:
+        """The operator's deliberate restore: the witness is not consulted, and the head
+        this write leaves becomes the witness even when it is older (`audit accept-restore`)."""
+        self._accepting_restore = True
+        try:
+            yield
+        finally:
+            self._accepting_restore = False
+            if self._ledger is not None and self._sign is not None:
+                self._ledger, self._followed_mark = Ledger(self._sign), None
 
     def mac(self, table: str, row: StoredRow) -> bytes:
         """The MAC a row of `table` is written with (`integrity` says what it covers)."""
@@ -359,12 +465,21 @@ class Store:
         if queue is not None and not queue.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise StoreError("the database refused the write (busy)")
         try:
-            with self.engine.connect().execution_options(vault_write=True) as conn, conn.begin():
-                if conn.dialect.name == "postgresql":
-                    # The audit chain is one sequence: writers queue here, as SQLite's
-                    # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK})
-                yield conn
+            with self.engine.connect().execution_options(vault_write=True) as conn:
+                try:
+                    with conn.begin():
+                        if conn.dialect.name == "postgresql":
+                            # The audit chain is one sequence: writers queue here, as SQLite's
+                            # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
+                            conn.execute(
+                                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK}
+                            )
+                        yield conn
+                    written = conn.info.get(_HEAD_WRITTEN)
+                finally:
+                    conn.info.pop(_HEAD_WRITTEN, None)
+            if written is not None:  # committed: the witness may move to it
+                self._advance_witness(*written, force=self._accepting_restore)
         except OperationalError as exc:
             refusal = _refusal(exc)
             if refusal is exc:
@@ -492,11 +607,13 @@ class Store:
                     driver: Any = conn.connection.dbapi_connection
                     for write in group:
                         driver.execute("SAVEPOINT attempt")
+                        before = conn.info.get(_HEAD_WRITTEN)
                         try:
                             write.result = write.work(conn)
                         except Exception as exc:
                             write.error = _refusal(exc)
                             driver.execute("ROLLBACK TO attempt")
+                            conn.info[_HEAD_WRITTEN] = before  # its event is gone too
                         driver.execute("RELEASE attempt")
         except BaseException as exc:
             for write in group:
@@ -507,7 +624,8 @@ class Store:
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
         transaction."""
-        _write_link(conn, *self._link(draft, _CHAIN_END(conn, {}).fetchone()))
+        event, head = self._link(draft, _CHAIN_END(conn, {}).fetchone())
+        _write_link(conn, event, head)
 
     def audit_many(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
         """Append many links at once, for bulk loads: one read of the chain end, one insert
@@ -523,6 +641,7 @@ class Store:
         if events:
             _INSERT_EVENT(conn, events)
             (_INSERT_HEAD if events[0]["seq"] == 1 else _MOVE_HEAD)(conn, head)
+            _wrote(conn, head)
 
     def _link(
         self, draft: AuditDraft, chain_end: Sequence[Any]
@@ -534,6 +653,7 @@ class Store:
         if self._sign is None:
             raise StoreError("the audit key is not loaded")
         last_seq, previous = verified_end(chain_end, self._sign)
+        self._require_current(last_seq)
         seq = last_seq + 1
         event: dict[str, Any] = {
             "seq": seq,
@@ -548,6 +668,15 @@ class Store:
         mac = self._sign(previous, audit_payload(event))
         head = {"new_seq": seq, "new_mac": mac, "new_head": head_link(self._sign, seq, mac)}
         return {**event, "mac": mac}, head
+
+    def _require_current(self, last_seq: int) -> None:
+        """Writes extend only a chain that is at least what the witness saw, and that this
+        process has not found broken (a write never launders a rolled-back database)."""
+        if self._ledger is not None and self._ledger.failure is not None:
+            raise StoreError(self._ledger.failure)
+        witness = self._witnessed()
+        if witness is not None and last_seq < witness[0]:
+            raise StoreError(behind(witness[0], last_seq))
 
     def latest_event(
         self, conn: Connection, actions: Sequence[str], toolkit_name: str
@@ -683,6 +812,7 @@ class Store:
                 params |= {f"e_{k}": v for k, v in event.items()}
                 if _PG_APPEND[pointer_write](conn, params | head | move).fetchone()[0] != 1:
                     raise _pointer_moved()
+                _wrote(conn, head)
                 return version
             _INSERT_VERSION(conn, row)
             if live:
@@ -714,32 +844,65 @@ class Store:
     def current_versions(self, *scope_ids: str) -> list[VersionRecord]:
         """The current version of every toolkit configured in these scopes (sessions or
         principal scopes), each marked `authentic` only when its row and its pointer carry
-        valid MACs and the pointer names the latest live version (a pointer rolled back to
-        an older one is not believed)."""
-        with self.read() as conn:
-            rows = conn.execute(_CURRENT_VERSIONS, {"scopes": list(scope_ids)}).all()
-        records = []
-        for row in rows:
-            mapping = row._mapping
-            pointer = {
-                "session_id": row.session_id,
-                "toolkit_name": row.toolkit_name,
-                "version": row.pointer_version,
-                "mac": row.pointer_mac,
-            }
-            authentic = (
-                row.latest_live == row.version
-                and self.authentic(VERSIONS, mapping)
-                and self.authentic(POINTERS, pointer)
-            )
-            if not authentic:
+        valid MACs and the pointer names the version the verified audit chain makes
+        current (a pointer put back from an older copy, after a purge or a newer version,
+        is not believed; see `ledger`)."""
+        for attempt in (1, 2):
+            with self.read() as conn:
+                try:
+                    state: ChainState | None = self.chain_state(conn, force=attempt == 2)
+                except StateUnknown as exc:
+                    log.error("stored configs are not believed: %s", exc)
+                    state = None
+                rows = conn.execute(_CURRENT_VERSIONS, {"scopes": list(scope_ids)}).all()
+            records = [self._checked(row, state) for row in rows]
+            if state is None or all(r.authentic for r in records):
+                break  # else once more, after following the chain in the rows' snapshot
+        for record in records:
+            if not record.authentic:
                 log.warning(
-                    "%s of scope %s fails its integrity check; not initialized",
-                    row.toolkit_name,
-                    row.session_id,
+                    "%s of scope %s fails its integrity or freshness check; not initialized",
+                    record.toolkit_name,
+                    record.session_id,
                 )
-            records.append(version_record(mapping, authentic=authentic))
         return records
+
+    def _checked(self, row: Any, state: ChainState | None) -> VersionRecord:
+        mapping = row._mapping
+        pointer = {
+            "session_id": row.session_id,
+            "toolkit_name": row.toolkit_name,
+            "version": row.pointer_version,
+            "mac": row.pointer_mac,
+        }
+        authentic = (
+            state is not None
+            and state.pointer(row.session_id, row.toolkit_name) == row.version
+            and row.latest_live == row.version
+            and self.authentic(VERSIONS, mapping)
+            and self.authentic(POINTERS, pointer)
+        )
+        return version_record(mapping, authentic=authentic)
+
+    def version_if_latest(self, scope: str, toolkit: str, version: int) -> VersionRecord | None:
+        """A version, only if it is authentic and the last one the verified chain wrote
+        for (scope, toolkit) (an intake link's pending version: one edited, deleted or
+        followed by another is refused)."""
+        with self.read() as conn:
+            state = self.chain_state(conn)
+            row = conn.execute(
+                select(ConfigVersion).where(
+                    ConfigVersion.session_id == scope,
+                    ConfigVersion.toolkit_name == toolkit,
+                    ConfigVersion.version == version,
+                )
+            ).first()
+        if state.last_version(scope, toolkit) != version or row is None:
+            return None
+        if not self.authentic(VERSIONS, row._mapping):
+            log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)
+            return None
+        return version_record(row._mapping)
 
     def ensure_scope(self, scope_id: str, principal_id: str) -> None:
         """The `sessions` row of a principal scope, made (and audited like a session) on its
@@ -779,6 +942,12 @@ def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -
     creates the head row)."""
     _INSERT_EVENT(conn, event)
     (_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD)(conn, head)
+    _wrote(conn, head)
+
+
+def _wrote(conn: Connection, head: dict[str, Any]) -> None:
+    """Note the head a transaction moved to, for the witness once it commits."""
+    conn.info[_HEAD_WRITTEN] = (head["new_seq"], head["new_mac"])
 
 
 def _pointer_moved() -> IntegrityError:

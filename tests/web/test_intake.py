@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.history import history
 from toolkit_vault.intake import Claim, Intake, IntakeRefused, LinkSigner
-from toolkit_vault.models import AuditEvent
+from toolkit_vault.models import AuditEvent, ConfigVersion
 from toolkit_vault.protocol import Message
 from toolkit_vault.registry import ToolkitRegistry
 from toolkit_vault.service import Connection, Principal, Vault
@@ -320,3 +320,34 @@ def test_the_intake_service_refuses_weak_settings(vault: Vault) -> None:
         Intake(vault, SecretBytes(b"short"), str)
     with pytest.raises(ValueError, match="between"):
         Intake(vault, KEY, str, ttl=0)
+
+
+def test_an_edited_pending_row_never_steers_the_form(
+    vault: Vault, session: Session, intake: Intake
+) -> None:
+    """Issue 35, attack 4: the public half a form prefills comes only from the pending row
+    as the vault wrote it; an endpoint edited into it by SQL voids the link."""
+    SecretiveToolkit.received.clear()
+    link = link_of(session.configure("secretive", {"endpoint": "https://x.test"}))
+    evil = json.dumps({"endpoint": "https://attacker.test"})
+    with vault.store.engine.begin() as db:
+        db.execute(update(ConfigVersion).values(public_config=evil))
+    for attempt in (intake.open, lambda link: intake.complete(link, {"api_key": CANARY})):
+        with pytest.raises(IntakeRefused):
+            attempt(link)
+    assert SecretiveToolkit.received == []
+
+
+def test_a_used_link_whose_version_was_deleted_stays_used(
+    vault: Vault, session: Session, intake: Intake
+) -> None:
+    link = link_of(session.configure("secretive", {"endpoint": "https://x.test"}))
+    full = {"endpoint": "https://x.test", "api_key": CANARY}
+    assert intake.complete(link, full).status == "ok"
+    with vault.store.engine.begin() as db:
+        db.execute(delete(ConfigVersion).where(ConfigVersion.status == "ok"))
+    for attempt in (intake.open, lambda link: intake.complete(link, full)):
+        with pytest.raises(IntakeRefused) as refused:
+            attempt(link)
+        assert refused.value.reason == "used"
+    assert statuses(vault, session) == ["intake"]

@@ -193,6 +193,37 @@ def audit_verify(as_json: bool) -> None:
         raise VaultError(report.message)
 
 
+@audit.command(
+    "accept-restore",
+    short_help="Accept a database restored on purpose (audited).",
+    epilog=epilog("toolkit-vault audit accept-restore --yes"),
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def audit_accept_restore(yes: bool, as_json: bool) -> None:
+    """Accept the database as it is now after restoring an older copy on purpose.
+
+    The vault home keeps a witness of the newest audit head it saw; a database behind it
+    (or another one) is refused, since that is also what a replay looks like. This makes
+    the database's own head the witness again, once its chain verifies, and records the
+    step (both heads) as an audit event. Stop every server first; restart them after.
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            raise VaultError("confirm the restore with --yes (stdin is not a tty)")
+        if not click.confirm("Accept the database's older audit head as current?", err=True):
+            raise VaultError("cancelled; nothing was changed")
+    result = open_for_operators(load_settings()).accept_restore(OPERATOR)
+    if as_json:
+        emit(result)
+    else:
+        click.echo(
+            f"accepted: the witness moved from event {result['witness_seq']} to "
+            f"{result['database_seq']} (audited)"
+        )
+
+
 @click.command(
     "purge",
     short_help="Crypto-shred a session's or a principal's stored configs.",

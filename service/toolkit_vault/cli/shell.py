@@ -64,7 +64,7 @@ def guarded(fn: F) -> F:
 def open_for_operators(settings: VaultSettings) -> Vault:
     """The vault without toolkits: key, audit, purge and token commands never load plugins
     or compile schemas, so a broken plugin cannot stop an operator."""
-    return open_vault(settings, registry=ToolkitRegistry())
+    return open_vault(settings, registry=ToolkitRegistry(), current=False)
 
 
 def emit(payload: dict[str, Any]) -> None:

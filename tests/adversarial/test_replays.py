@@ -1,0 +1,309 @@
+"""A database writer without the master key replays rows: each is refused because it is not
+current, however authentic (issue 35's numbered attacks).
+
+Row MACs make every *edit* fail; these tests put rows back exactly as the vault once wrote
+them, MACs and all, from a copy taken earlier (a backup, or on PostgreSQL the dead tuples a
+purge leaves, read through a snapshot opened before it). The places that must notice: the
+running process, a fresh one (a restarted server), `check` and `audit verify`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection as SqlConnection
+from sqlalchemy import delete, insert, select, update
+from test_authenticated_state import (
+    SERVER,
+    cli,
+    new_session,
+    reopen,
+    resume,
+    row_of,
+    sql,
+    state_problems,
+)
+
+from test_vault import CANARY, configure, handshake, request, secret_config
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.errors import VaultError
+from toolkit_vault.imports import import_package
+from toolkit_vault.models import (
+    AuditEvent,
+    AuditHead,
+    ConfigVersion,
+    CurrentConfig,
+    ImportedToolkit,
+    Principal,
+)
+from toolkit_vault.principals import authenticate, create_token, revoke
+from toolkit_vault.service import Vault
+from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.witness import WITNESS_NAME
+
+from tkv_test_plugins import SecretiveToolkit
+
+pytestmark = pytest.mark.key_providers("file")
+OLD_KEY = "tkv-old-compromised-key-41f0"
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+
+
+@pytest.fixture
+def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
+    opened: list[Vault] = []
+    yield opened
+    for vault in opened:
+        vault.store.engine.dispose()
+
+
+def rows(db: SqlConnection, table: Any, *where: Any) -> list[dict[str, Any]]:
+    return [dict(r._mapping) for r in db.execute(select(table).where(*where))]
+
+
+def copy_of(vault: Vault, session: str) -> dict[str, list[dict[str, Any]]]:
+    """A backup of one scope's versions and pointers, as stored."""
+    with vault.store.engine.connect() as db:
+        return {
+            "versions": rows(db, ConfigVersion, ConfigVersion.session_id == session),
+            "pointers": rows(db, CurrentConfig, CurrentConfig.session_id == session),
+        }
+
+
+def put_back(vault: Vault, session: str, copy: dict[str, list[dict[str, Any]]]) -> None:
+    with vault.store.engine.begin() as db:
+        db.execute(delete(CurrentConfig).where(CurrentConfig.session_id == session))
+        db.execute(delete(ConfigVersion).where(ConfigVersion.session_id == session))
+        db.execute(insert(ConfigVersion), copy["versions"])
+        db.execute(insert(CurrentConfig), copy["pointers"])
+
+
+def assert_never_initialized(vault: Vault, fresh: list[Vault], session: str) -> None:
+    """Neither the running process nor a fresh one gives the config to the plugin."""
+    for process in (vault, reopen(fresh)):
+        SecretiveToolkit.received.clear()
+        _, configured = resume(process, session)
+        assert SecretiveToolkit.received == [], "a replayed config reached the plugin"
+        assert configured["secretive"] is False
+
+
+def assert_named(*expected: tuple[str, str]) -> None:
+    for command in (("check",), ("audit", "verify")):
+        code, report, err = cli(*command)
+        assert code == 1, (command, report, err)
+        found = state_problems(report)
+        assert set(expected) <= found, (command, found)
+        assert CANARY not in json.dumps(report) + err
+
+
+# -- 1. a purge undone --------------------------------------------------------------------------
+
+
+def test_an_undone_purge_never_reaches_a_plugin(vault: Vault, fresh: list[Vault]) -> None:
+    conn, session = handshake(vault)
+    assert configure(conn, "secretive", secret_config())[0]["status"] == "ok"
+    backup = copy_of(vault, session)
+    vault.purge("operator", session)
+    put_back(vault, session, backup)
+    assert_never_initialized(vault, fresh, session)
+    assert_named(("config_versions", "replayed"), ("current_configs", "replayed"))
+    _, checked, _ = cli("check")
+    assert "was purged" in json.dumps(checked["failed_versions"])
+
+
+def test_an_undone_principal_purge_reaches_no_new_session(vault: Vault, fresh: list[Vault]) -> None:
+    conn, _ = handshake(vault)
+    given = {"type": "toolkit/configure/req", "toolkit_name": "secretive", "scope": "principal"}
+    assert request(conn, {**given, "config": secret_config()})[0]["status"] == "ok"
+    scope = row_of(vault, CurrentConfig, CurrentConfig.toolkit_name == "secretive").session_id
+    backup = copy_of(vault, scope)
+    vault.purge_principal("operator", "local")
+    put_back(vault, scope, backup)
+    for process in (vault, reopen(fresh)):
+        SecretiveToolkit.received.clear()
+        _, configured = new_session(process)
+        assert SecretiveToolkit.received == [] and configured["secretive"] is False
+    assert_named(("current_configs", "replayed"))
+
+
+@POSTGRES_ONLY
+def test_a_purge_undone_from_dead_tuples_is_refused(vault: Vault, fresh: list[Vault]) -> None:
+    """PostgreSQL keeps a purged row's old version as a dead tuple; a snapshot opened before
+    the purge reads it after the purge has committed, as an attacker with SQL access can."""
+    conn, session = handshake(vault)
+    assert configure(conn, "secretive", secret_config())[0]["status"] == "ok"
+    with vault.store.engine.connect() as snapshot:
+        snapshot = snapshot.execution_options(isolation_level="REPEATABLE READ")
+        with snapshot.begin():
+            snapshot.execute(select(ConfigVersion.id)).all()  # the snapshot starts here
+            vault.purge("operator", session)
+            dead = {
+                "versions": rows(snapshot, ConfigVersion, ConfigVersion.session_id == session),
+                "pointers": rows(snapshot, CurrentConfig, CurrentConfig.session_id == session),
+            }
+    assert dead["versions"][0]["wrapped_dek"] is not None  # the shredded key, read back
+    put_back(vault, session, dead)
+    assert_never_initialized(vault, fresh, session)
+    assert_named(("config_versions", "replayed"), ("current_configs", "replayed"))
+
+
+# -- 2. a credential rolled back ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "status edited"])
+def test_a_rolled_back_credential_is_refused(vault: Vault, fresh: list[Vault], how: str) -> None:
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config(OLD_KEY))
+    backup = copy_of(vault, session)
+    configure(conn, "secretive", secret_config())
+    latest = (ConfigVersion.session_id == session, ConfigVersion.version == 2)
+    if how == "deleted":
+        sql(vault, delete(ConfigVersion).where(*latest))
+    else:
+        sql(vault, update(ConfigVersion).where(*latest).values(status="error"))
+    sql(vault, delete(CurrentConfig).where(CurrentConfig.session_id == session))
+    sql(vault, insert(CurrentConfig).values(backup["pointers"]))
+    for process in (vault, reopen(fresh)):
+        SecretiveToolkit.received.clear()
+        _, configured = resume(process, session)
+        assert OLD_KEY not in json.dumps(SecretiveToolkit.received)
+        assert configured["secretive"] is False
+    assert_named(("current_configs", "replayed"))
+
+
+@POSTGRES_ONLY
+def test_a_rolled_back_credential_is_refused_on_postgres(vault: Vault, fresh: list[Vault]) -> None:
+    test_a_rolled_back_credential_is_refused(vault, fresh, "deleted")
+
+
+# -- 3. an import declassified ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_declassified_import_with_its_event_deleted_is_refused(
+    vault: Vault, fresh: list[Vault], where: str
+) -> None:
+    """An older definition put back and the later import event deleted: deleting the last
+    event needs the head put back too (the witness outside the database remembers it);
+    deleting one in the middle breaks the chain. Either way no process believes the store."""
+    (entry,) = import_package(vault.store, vault.registry, SERVER.read_bytes(), "local").toolkits
+    name = entry.name
+    old = row_of(vault, ImportedToolkit, ImportedToolkit.name == name)
+    head = row_of(vault, AuditHead, AuditHead.id == 1)
+    changed = SERVER.read_bytes().replace(b"ACME API key", b"ACME API key (rotated)")
+    import_package(vault.store, vault.registry, changed, "local")
+    if where == "middle":
+        handshake(vault)  # a later event
+    values = {c: getattr(old, c) for c in ("definition", "package_digest", "imported_at", "mac")}
+    sql(vault, update(ImportedToolkit).where(ImportedToolkit.name == name).values(**values))
+    with vault.store.engine.begin() as db:
+        (later,) = db.execute(
+            select(AuditEvent.seq).where(
+                AuditEvent.action == "toolkit_imported", AuditEvent.seq > head.seq
+            )
+        ).scalars()
+        db.execute(delete(AuditEvent).where(AuditEvent.seq == later))
+        if where == "last":
+            db.execute(update(AuditHead).values(seq=head.seq, mac=head.mac, head_mac=head.head_mac))
+    with pytest.raises(VaultError, match=r"behind its witness|does not verify"):
+        reopen(fresh)
+    code, verified, _ = cli("audit", "verify")
+    assert code == 1 and verified["problem"] in ("behind", "deleted")
+
+
+# -- 4. an intake steered: see tests/web/test_intake.py -----------------------------------------
+# -- 5. a token un-revoked with three rows ------------------------------------------------------
+
+
+def test_a_token_unrevoked_with_three_rows_stays_refused(vault: Vault, fresh: list[Vault]) -> None:
+    _, token = create_token(vault.store, "agent", "mallory")
+    assert authenticate(vault.store, token) is not None
+    principal = row_of(vault, Principal, Principal.name == "mallory")
+    head = row_of(vault, AuditHead, AuditHead.id == 1)
+    revoke(vault.store, "mallory")
+    with vault.store.engine.begin() as db:  # the three rows
+        db.execute(delete(AuditEvent).where(AuditEvent.action == "token_revoked"))
+        db.execute(update(AuditHead).values(seq=head.seq, mac=head.mac, head_mac=head.head_mac))
+        db.execute(
+            update(Principal)
+            .where(Principal.name == "mallory")
+            .values(revoked_at=None, mac=principal.mac)
+        )
+    assert authenticate(vault.store, token) is None  # the running process
+    with pytest.raises(VaultError, match="behind its witness"):
+        reopen(fresh)  # a restarted server refuses to start, saying why
+    code, verified, _ = cli("audit", "verify")
+    assert code == 1 and verified["problem"] == "behind"
+    code, _, err = cli("tokens", "create", "--role", "agent", "--name", "another")
+    assert code != 0 and "behind its witness" in err  # no write extends the older copy
+
+
+# -- the witness ---------------------------------------------------------------------------------
+
+
+def test_a_whole_database_put_back_needs_the_operator(
+    vault: Vault, fresh: list[Vault], home: VaultSettings, tmp_path: Path
+) -> None:
+    """A copy of the whole SQLite file, restored after a purge, is what an attacker's replay
+    and an operator's restore both look like: refused until `audit accept-restore` (audited),
+    and then the restored database is believed again."""
+    if not load_settings().database_url.startswith("sqlite"):
+        pytest.skip("a file copy: SQLite")
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    database = load_settings().database_url.removeprefix("sqlite:///")
+    backup = str(tmp_path / "backup.db")
+    with closing(sqlite3.connect(database)) as live, closing(sqlite3.connect(backup)) as out:
+        live.backup(out)  # an online backup, as `sqlite3 .backup` takes it
+    vault.purge("operator", session)
+    with closing(sqlite3.connect(backup)) as source, closing(sqlite3.connect(database)) as live:
+        source.backup(live)  # the whole database put back
+    with pytest.raises(VaultError, match="behind its witness"):
+        reopen(fresh)
+    code, verified, _ = cli("audit", "verify")
+    assert code == 1 and verified["problem"] == "behind"
+    witness = json.loads((home.home / WITNESS_NAME).read_text())
+    code, accepted, err = cli("audit", "accept-restore", "--yes")
+    assert code == 0, err
+    assert accepted["witness_seq"] == witness["seq"] > accepted["database_seq"]
+    restored = open_vault(load_settings())
+    fresh.append(restored)
+    SecretiveToolkit.received.clear()
+    _, configured = resume(restored, session)
+    assert configured["secretive"] is True  # the operator chose this copy
+    code, verified, _ = cli("audit", "verify")
+    assert code == 0, verified
+    with restored.store.engine.connect() as db:
+        (event,) = db.execute(
+            select(AuditEvent).where(AuditEvent.action == "restore_accepted")
+        ).all()
+    assert event.actor == "operator"
+
+
+def test_the_witness_is_private_and_moves_with_every_write(
+    vault: Vault, home: VaultSettings
+) -> None:
+    path = home.home / WITNESS_NAME
+    handshake(vault)
+    first = json.loads(path.read_text())
+    handshake(vault)
+    second = json.loads(path.read_text())
+    head = row_of(vault, AuditHead, AuditHead.id == 1)
+    assert second["seq"] == head.seq > first["seq"] and bytes.fromhex(second["mac"]) == head.mac
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_forged_witness_is_refused(vault: Vault, fresh: list[Vault], home: VaultSettings) -> None:
+    handshake(vault)
+    path = home.home / WITNESS_NAME
+    witness = json.loads(path.read_text())
+    path.write_text(json.dumps({**witness, "seq": witness["seq"] + 5}))
+    with pytest.raises(VaultError, match=r"witness .* fails its MAC"):
+        reopen(fresh)
