@@ -172,11 +172,12 @@ def test_a_socket_sends_answers_and_pushes_one_at_a_time_in_the_order_given() ->
     assert sent == ["event-1", "answer-1", "event-2", "answer-2"]
 
 
-def test_an_intake_link_asked_for_over_a_websocket_has_its_origin(
+def test_an_intake_link_asked_for_over_a_websocket_names_the_server(
     vault: Vault, home: VaultSettings
 ) -> None:
     """The WebSocket route is served before FastAPI's stack (`_VaultApp`) too: an intake
-    link made while it runs still has the origin the client connected to."""
+    link made while it runs names the address the server took the connection on, not the
+    one its `Host` header gives."""
     token = create_token(vault.store, "agent", "socket-intake")[1]
     headers = {"Authorization": f"Bearer {token}", "Host": "vault.example:8443"}
     configure = {"type": "toolkit/configure/req", "toolkit_name": "secretive"}
@@ -188,7 +189,7 @@ def test_an_intake_link_asked_for_over_a_websocket_has_its_origin(
         ws.receive_json()
         ws.send_json(configure | {"config": {"endpoint": "e"}})
         answer = ws.receive_json()
-    assert answer["intake_url"].startswith("http://vault.example:8443/console/intake?link=")
+    assert answer["intake_url"].startswith("http://testserver/console/intake?link=")
 
 
 def test_docs_need_a_token_and_the_check_is_for_operators(
@@ -250,11 +251,12 @@ def test_invalid_parameters_never_echo_the_input(vault: Vault, home: VaultSettin
     assert "tkv-canary-query" not in response.text
 
 
-def test_the_a2e_route_keeps_its_request_log_and_its_origin(
+def test_the_a2e_route_keeps_its_request_log_and_names_the_server(
     vault: Vault, home: VaultSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     """POST /a2e is answered before FastAPI's stack (`_VaultApp`): it still answers with
-    and logs a request id, and an intake link made while it runs has the request's origin."""
+    and logs a request id, and an intake link made while it runs names the server's address
+    (never the request's `Host` header)."""
     token = create_token(vault.store, "agent", "logged")[1]
     auth = {"Authorization": f"Bearer {token}", "Host": "vault.example:8443"}
     caplog.set_level("INFO", logger="toolkit_vault.http")
@@ -267,7 +269,7 @@ def test_the_a2e_route_keeps_its_request_log_and_its_origin(
             "/a2e", json=configure | {"config": {"endpoint": "e"}}, headers=auth | session
         )
         refused = client.post("/a2e", json=HELLO)
-    assert answer.json()["intake_url"].startswith("http://vault.example:8443/console/intake?link=")
+    assert answer.json()["intake_url"].startswith("http://testserver/console/intake?link=")
     assert len(answer.headers["X-Request-ID"]) == 16
     assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
     lines = [vars(r) for r in caplog.records if r.getMessage() == "request"]

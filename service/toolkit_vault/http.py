@@ -30,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
@@ -176,7 +177,14 @@ class _VaultApp(FastAPI):
             await super().__call__(scope, receive, send)
 
 
-def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None) -> FastAPI:
+def create_app(
+    vault: Vault,
+    provider: KeyProvider,
+    limits: Limits | None = None,
+    public_url: str | None = None,
+) -> FastAPI:
+    """The app `serve` runs. Intake links name `public_url`, else the server's own address
+    (`web._origin`), never one a request header gives."""
     limits = limits or Limits()
     app = _VaultApp(
         title="toolkit-vault", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
@@ -302,6 +310,8 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
             response = await a2e_post(request)
         except Refused as exc:
             response = await refused(request, exc)
+        except ClientDisconnect:  # gone, or its body too slow (`webserver`): logged as 408
+            response = Response(status_code=408)
         await response(scope, receive, send)
 
     app.a2e_post = RequestLog(RememberOrigin(a2e_front))
@@ -386,7 +396,7 @@ def create_app(vault: Vault, provider: KeyProvider, limits: Limits | None = None
         return result
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
-    install_console(app, vault, provider, intake_key=vault.intake_key)
+    install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
     return app
 
 
@@ -436,17 +446,26 @@ class Outbox:
     switch), or behind a send still waiting (a full transport buffer, a push from a worker
     thread), by the one already sending. An answer's sender waits for its turn, so a client
     that stops reading stops being read. A send to a client that left (uvicorn raises
-    `ClientDisconnected`, an `OSError`) drops the rest: the loop hears the disconnect."""
+    `ClientDisconnected`, an `OSError`) drops the rest: the loop hears the disconnect.
 
-    def __init__(self, send: Send) -> None:
+    An answer follows a message whose token was just checked; a push follows nothing the
+    client sent, so each one is checked when its turn comes (`still_valid`: the token as
+    the message loop checks it, from the one-second cache or the store). A push whose
+    token is no longer valid is not sent: the socket gets the `UNAUTHORIZED` error and
+    close code 1008 instead (`refuse`), and nothing after them."""
+
+    def __init__(
+        self, send: Send, still_valid: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
         self._send = send
-        self._line: deque[str] = deque()
+        self._still_valid = still_valid
+        self._line: deque[tuple[str, bool]] = deque()  # (text, is a push)
         self._sending: asyncio.Future[None] | None = None
         self._gone = False
         self._drains: set[asyncio.Task[None]] = set()
 
     async def put(self, text: str) -> None:
-        self._line.append(text)
+        self._line.append((text, False))
         while self._line:  # sent in place, or by the send already under way
             if self._sending is None:
                 await self._send_line()
@@ -454,7 +473,8 @@ class Outbox:
                 await asyncio.shield(self._sending)
 
     def put_nowait(self, text: str) -> None:
-        self._line.append(text)
+        """A push event, sent in its turn if its token still holds then."""
+        self._line.append((text, True))
         if self._sending is None:
             task = asyncio.get_running_loop().create_task(self._send_line())
             self._drains.add(task)
@@ -465,18 +485,40 @@ class Outbox:
         while self._drains:
             await asyncio.gather(*self._drains, return_exceptions=True)
 
+    async def refuse(self) -> None:
+        """Send the `UNAUTHORIZED` error and close with 1008, once the send under way is
+        done; whatever is still in line is dropped."""
+        self._line.clear()
+        while self._sending is not None:
+            await asyncio.shield(self._sending)
+        await self._refuse()
+
+    async def _refuse(self) -> None:
+        self._line.clear()
+        if self._gone:
+            return
+        self._gone = True
+        with contextlib.suppress(OSError):
+            error = dump_message(_error("", "UNAUTHORIZED", REVOKED))
+            await self._send({"type": "websocket.send", "text": error})
+            await self._send({"type": "websocket.close", "code": 1008, "reason": REVOKED})
+
     async def _send_line(self) -> None:
         if self._sending is not None:  # a push scheduled behind a send already under way
             return
         self._sending = asyncio.get_running_loop().create_future()
         try:
             while self._line:
-                text = self._line.popleft()
-                if not self._gone:
-                    try:
-                        await self._send({"type": "websocket.send", "text": text})
-                    except OSError:  # the client left: the loop hears its disconnect
-                        self._gone = True
+                text, push = self._line.popleft()
+                if self._gone:
+                    continue
+                if push and self._still_valid is not None and not await self._still_valid():
+                    await self._refuse()
+                    break
+                try:
+                    await self._send({"type": "websocket.send", "text": text})
+                except OSError:  # the client left: the loop hears its disconnect
+                    self._gone = True
         finally:
             self._sending.set_result(None)
             self._sending = None
@@ -498,24 +540,28 @@ async def _serve_socket(
     `WebSocket` adds two calls a message and nothing this loop needs); every message first
     re-checks its token (`believed` from the cache, else `recheck` on the store; a revoked
     one gets an `UNAUTHORIZED` error and close code 1008) and the principal's rate. Answers
-    and push events leave in order through its `Outbox`."""
+    and push events leave in order through its `Outbox`, which checks the token again
+    before each push, so a revoked token hears nothing more even while its client is
+    silent."""
     loop = asyncio.get_running_loop()
-    outbox = Outbox(send)
+
+    async def still_valid() -> bool:
+        return believed() or await recheck()
+
+    outbox = Outbox(send, still_valid)
 
     def push(event: Message) -> None:  # called from worker threads
         loop.call_soon_threadsafe(outbox.put_nowait, dump_message(event))
 
     connection = connect(principal, push)
-    revoked = False
     try:
         while True:
             message = await receive()
             if message["type"] != "websocket.receive":
                 break  # websocket.disconnect
             raw = message["text"] if message.get("text") is not None else message.get("bytes", b"")
-            if not (believed() or await recheck()):
-                revoked = True
-                await outbox.put(dump_message(_error("", "UNAUTHORIZED", REVOKED)))
+            if not await still_valid():
+                await outbox.refuse()
                 break
             if not rate.allow(principal.principal_id):
                 error = _error("", "RUNTIME_ERROR", "rate limit exceeded; slow down")
@@ -538,6 +584,3 @@ async def _serve_socket(
     finally:
         await workers.run(connection.close)
         await outbox.drained()
-    if revoked:
-        with contextlib.suppress(OSError):
-            await send({"type": "websocket.close", "code": 1008, "reason": REVOKED})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import re
 import socket
 import sys
 from typing import Any
@@ -21,11 +22,15 @@ from ..errors import VaultError
 from ..logs import configure_logging
 from ..settings import load_settings
 from ..stdio import serve_stdio
-from ..webserver import HEADER_TIMEOUT_S
+from ..webserver import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, SLOW_CONNECTIONS_PER_IP
 from .keyflags import key_options, provider_flags
 from .shell import KEY_ENV, epilog, guarded
 
 __all__ = ["init", "serve", "stdio"]
+
+_PUBLIC_URL = re.compile(
+    r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?(/[\w.~%/-]*)?", re.A
+)
 
 
 @click.command(
@@ -128,6 +133,27 @@ def stdio() -> None:
     help="Seconds a client has to send a request's line and headers.",
 )
 @click.option(
+    "--body-timeout",
+    type=click.FloatRange(0.1, 300),
+    default=BODY_TIMEOUT_S,
+    show_default=True,
+    help="Seconds a client has to send a request's body, once its headers are in (then 408).",
+)
+@click.option(
+    "--slow-connections-per-ip",
+    type=click.IntRange(1),
+    default=SLOW_CONNECTIONS_PER_IP,
+    show_default=True,
+    help="Connections one client address may have still sending a request; more are closed.",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The origin intake links name (https://vault.example.com); default: the address "
+    "served (--host, --port, TLS).",
+)
+@click.option(
     "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
 )
 @guarded
@@ -141,6 +167,9 @@ def serve(
     connections_per_principal: int,
     rate: float,
     header_timeout: float,
+    body_timeout: float,
+    slow_connections_per_ip: int,
+    public_url: str | None,
     log_format: str,
 ) -> None:
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
@@ -155,6 +184,8 @@ def serve(
         raise VaultError(
             f"refusing to serve {host} without TLS: give --tls-cert/--tls-key or --insecure"
         )
+    scheme = "https" if tls_cert else "http"
+    origin = _public_origin(public_url) if public_url else _served_origin(scheme, host, port)
     _check_port(host, port)
     configure_logging("INFO", json_lines=log_format == "json")
     settings = load_settings()
@@ -165,7 +196,6 @@ def serve(
 
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
     limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))
-    scheme = "https" if tls_cert else "http"
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
         f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json, with a token).\n"
@@ -173,14 +203,33 @@ def serve(
         err=True,
     )
     run(
-        create_app(vault, provider, limits),
+        create_app(vault, provider, limits, origin),
         host,
         port,
         tls_cert=tls_cert,
         tls_key=tls_key,
         ws_max_size=max_message_bytes * 4,
         header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        slow_connections_per_ip=slow_connections_per_ip,
     )
+
+
+def _public_origin(url: str) -> str:
+    """`--public-url` as intake links use it: http(s), a host, an optional port and path;
+    nothing else (no credentials, query or fragment); a trailing slash dropped."""
+    if not _PUBLIC_URL.fullmatch(url):
+        raise VaultError("--public-url must look like https://vault.example.com[:port][/path]")
+    return url.rstrip("/")
+
+
+def _served_origin(scheme: str, host: str, port: int) -> str | None:
+    """The origin of the address `serve` binds, for intake links without --public-url. None
+    for a wildcard address or port 0 (no one origin): each link then names the local address
+    of the socket its request came in on, never a request header."""
+    if port == 0 or host in ("", "0.0.0.0", "::"):  # noqa: S104 (compared, not bound)
+        return None
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def _check_port(host: str, port: int) -> None:

@@ -2,15 +2,16 @@
 
 Server-rendered HTML (Jinja2 templates beside this package), no script at all, a strict
 Content-Security-Policy. Every route calls the service API, never the store directly.
-`install_console(app, vault, provider)` mounts it under `/console` and lets intake links
-name the origin the agent reached this server on (or `public_url`, when given).
+`install_console(app, vault, provider)` mounts it under `/console`. An intake link names
+`public_url` (`serve --public-url`, else the address `serve` was told to bind) or, without
+one, the local address and scheme of the socket the request came in on: never a request
+header, so a client sending `Host: evil.example` cannot send a person's secret there.
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
-import re
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,36 +30,36 @@ from .security import Csrf, SecurityHeaders
 __all__ = ["MOUNT", "RememberOrigin", "create_console", "install_console"]
 
 MOUNT = "/console"
-_ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("tkv_request_origin", default="")
-_HOST = re.compile(r"[A-Za-z0-9.\-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+_REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+    "tkv_request_scope", default=None
+)
 _SCHEMES = {"http": "http", "ws": "http", "https": "https", "wss": "https"}
 
 
-def _origin(scope: Scope) -> str:
-    """scheme://host[:port] the client used (a Host header that is not one: the socket's)."""
+def _origin(scope: Scope | None) -> str:
+    """scheme://host:port of the socket `scope` came in on, as the server sees it (its local
+    address and whether it speaks TLS); no header is read."""
+    scope = scope or {}
     scheme = _SCHEMES.get(scope.get("scheme", "http"), "http")
-    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-    if not _HOST.fullmatch(host):
-        server = scope.get("server") or ("127.0.0.1", 80)
-        host = f"{server[0]}:{server[1]}"
-    return f"{scheme}://{host}"
+    host, port = scope.get("server") or ("localhost", None)
+    if ":" in host:
+        host = f"[{host}]"
+    default = port is None or (scheme, port) in (("http", 80), ("https", 443))
+    return f"{scheme}://{host}" + ("" if default else f":{port}")
 
 
 class RememberOrigin:
-    """ASGI middleware: the request's origin, for intake links made while it runs."""
+    """ASGI middleware: the request's scope, for intake links made while it runs."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        token = _ORIGIN.set(_origin(scope))
+        token = _REQUEST.set(scope)
         try:
             await self.app(scope, receive, send)
         finally:
-            _ORIGIN.reset(token)
+            _REQUEST.reset(token)
 
 
 def create_console(
@@ -78,7 +79,7 @@ def create_console(
     """
 
     def url_for(link: str) -> str:
-        base = (public_url or _ORIGIN.get()).rstrip("/")
+        base = (public_url or _origin(_REQUEST.get())).rstrip("/")
         return f"{base}{MOUNT}/intake?link={link}"
 
     key = intake_key or SecretBytes(os.urandom(32))
