@@ -48,6 +48,8 @@ V = "toolkit_vault/"
 CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
 STORAGE, RECONCILE, WRITER = V + "storage.py", V + "reconcile.py", V + "writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
+REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
+INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
 
@@ -297,8 +299,8 @@ MUTANTS = [
         also=(
             (
                 V + "principals.py",
-                "if any(_names(details, principal_id) for",
-                "if False and any(_names(details, principal_id) for",
+                "if want is None or want.revoked or",
+                "if want is None or",
             ),
         ),
     ),
@@ -543,13 +545,6 @@ MUTANTS = [
         STATE_TESTS,
     ),
     Mutant(
-        "pointer names the latest live version",
-        STORAGE,
-        "row.latest_live == row.version",
-        "True",
-        STATE_TESTS,
-    ),
-    Mutant(
         "principal MAC",
         V + "principals.py",
         "if not store.authentic(PRINCIPALS, row):",
@@ -559,9 +554,88 @@ MUTANTS = [
     Mutant(
         "a put-back principal meets its revocation",
         V + "principals.py",
-        "if any(_names(details, principal_id) for",
-        "if False and any(_names(details, principal_id) for",
+        "if want is None or want.revoked or",
+        "if want is None or",
         STATE_TESTS,
+    ),
+    # -- freshness: the verified chain's word (issue 35) --------------------------------------
+    Mutant(
+        "freshness: a pointer names the chain's current version",
+        STORAGE,
+        "and state.pointer(row.session_id, row.toolkit_name) == row.version",
+        "and True",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "freshness: a principal as the chain has it",
+        V + "principals.py",
+        'if want is None or want.revoked or (want.name, want.role) != (row["name"], row["role"]):',
+        "if False:",
+        STATE_TESTS,
+    ),
+    Mutant(
+        "freshness: every link verified while following",
+        V + "ledger.py",
+        "if seq != self.seq + 1 or not links(self._sign, self.mac, event):",
+        "if False:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "freshness: an intake link's version is the chain's last",
+        STORAGE,
+        "if state.last_version(scope, toolkit) != version or row is None:",
+        "if row is None:",
+        INTAKE_TESTS,
+    ),
+    Mutant(
+        "freshness: an intake link's pending row is authentic",
+        STORAGE,
+        'log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)\n'
+        "            return None",
+        'log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)',
+        INTAKE_TESTS,
+    ),
+    Mutant(
+        "witness: a database behind it is not believed",
+        V + "ledger.py",
+        "elif witness is not None and self.seq < witness[0]:",
+        "elif False:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "witness: no write extends a database behind it",
+        STORAGE,
+        "if witness is not None and last_seq < witness[0]:",
+        "if False:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "witness: its MAC",
+        STORAGE,
+        "if sign is None or not hmac.compare_digest(head_link(sign, seq, mac), head_mac):",
+        "if sign is None:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "witness: audit verify compares it",
+        AUDIT,
+        "            broken = _check_witness(store, conn, verified)",
+        "            broken = None",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "reconcile: a purged version put back",
+        RECONCILE,
+        'if found is None and purged and first.status != "purged":',
+        "if False:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "check: a purged version put back",
+        V + "rotation.py",
+        "and chain.was_purged(row.session_id, row.toolkit_name, row.version)",
+        "and False",
+        REPLAY_TESTS,
     ),
     Mutant(
         "session MAC",
@@ -580,7 +654,7 @@ MUTANTS = [
     Mutant(
         "imported definition is the latest import",
         V + "imports.py",
-        "if event is None or not imported_as_audited(row, event):",
+        'if not imported_as_audited(row, state.imported.get(row["name"])):',
         "if False:",
         STATE_TESTS,
     ),
@@ -645,7 +719,7 @@ MUTANTS = [
     Mutant(
         "reconcile: an older import put back",
         RECONCILE,
-        "elif not imported_as_audited(row._mapping, event):",
+        "elif not imported_as_audited(row._mapping, _imported_by(event)):",
         "elif False:",
         STATE_TESTS,
     ),

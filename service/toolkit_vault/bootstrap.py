@@ -70,6 +70,7 @@ def init_vault(settings: VaultSettings) -> InitReport:
     try:
         migrate(engine)
         store = Store(engine, witness=Witness(settings.home / WITNESS_NAME))
+        store.makes_witness = True  # a vault made before the witness gets one here
         legacy = legacy_keys(store, provider) if legacy_pending(store) else None
         if read_vault_keys(store):
             ring, internal = VaultKeys(store, provider).open(legacy)
@@ -84,6 +85,8 @@ def init_vault(settings: VaultSettings) -> InitReport:
         if legacy is not None:
             hierarchy = finish_upgrade(store, ring, legacy).as_json()
         VaultKeys(store, provider).open()  # every live key opens, every record is signed
+        if (failure := store.state_failure()) is not None:
+            raise VaultError(failure)  # a chain that breaks or is behind its witness
     finally:
         engine.dispose()
     recorded = dataclasses.replace(settings, key_options=provider.recorded_options())

@@ -59,7 +59,6 @@ __all__ = [
 Kind = Literal["unauthenticated", "replayed", "deleted", "unaudited"]
 LOCAL_PRINCIPAL_ID = "local"  # the tokenless principal `init` makes; it has no token event
 MAX_LISTED = 100
-_LIVE = ("ok", "partial")
 VersionKey = tuple[str, str, int]  # (session, toolkit, version)
 Finding = tuple[Row | None, str | VersionKey, tuple[Kind, str] | None]
 

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, overload
@@ -40,7 +41,7 @@ from .database import BUSY_TIMEOUT_MS, read_only
 from .errors import StoreError
 from .integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
 from .integrity import Row as StoredRow
-from .ledger import ChainState, Ledger, StateUnknown, behind
+from .ledger import LIVE, ChainState, Ledger, StateUnknown, behind
 from .models import (
     AuditEvent,
     AuditHead,
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 _SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
-_LIVE = ("ok", "partial")
 
 
 def _as_given(params: dict[str, Any]) -> dict[str, Any]:
@@ -222,20 +222,11 @@ _LATEST_EVENT = (  # a toolkit's (not a session's) latest event of some actions
     .limit(1)
 )
 _EVENT_MAC = select(AuditEvent.mac).where(AuditEvent.seq == bindparam("seq"))
-_LATER = ConfigVersion.__table__.alias("later")
-_CURRENT_VERSIONS = (  # a session's current versions, their pointers and latest live versions
+_CURRENT_VERSIONS = (  # a session's current versions and their pointers
     select(
         ConfigVersion,
         CurrentConfig.version.label("pointer_version"),
         CurrentConfig.mac.label("pointer_mac"),
-        select(func.max(_LATER.c.version))
-        .where(
-            _LATER.c.session_id == ConfigVersion.session_id,
-            _LATER.c.toolkit_name == ConfigVersion.toolkit_name,
-            _LATER.c.status.in_(_LIVE),
-        )
-        .scalar_subquery()
-        .label("latest_live"),
     )
     .join(
         CurrentConfig,
@@ -253,12 +244,12 @@ _CURRENT_POINTERS = (
 )
 
 
-# The events a process has not followed yet, with the chain head in every row (one
-# statement, one snapshot; a head with no later event is one row of NULL events).
+# The chain head, then the events a process has not followed yet: one statement, so one
+# snapshot on either database (the first row is the head's, with NULL event columns).
 _FOLLOW = (
-    "SELECT h.seq, e.seq, e.ts, e.actor, e.action, e.session_id, e.toolkit_name, e.version,"
-    " e.details, e.mac FROM audit_head h LEFT JOIN audit_events e ON e.seq > ?"
-    " WHERE h.id = 1 ORDER BY e.seq"
+    "SELECT 0, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM audit_head"
+    " WHERE id = 1 UNION ALL SELECT 1, seq, ts, actor, action, session_id, toolkit_name,"
+    " version, details, mac FROM audit_events WHERE seq > ? ORDER BY 1, 2"
 )
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _HEAD_WRITTEN = "tkv_head_written"  # conn.info: the head a transaction's last event moved to
@@ -336,6 +327,7 @@ class Store:
         self._ledger: Ledger | None = None if sign is None else Ledger(sign)
         self._followed_mark: int | None = None
         self._accepting_restore = False
+        self.makes_witness = False  # `init`: a home without a witness gets one
         # SQLite: this process's writes queue for its writer thread, which commits them in
         # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
         # of on SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99
@@ -395,15 +387,18 @@ class Store:
         sql = _FOLLOW if self._placeholder == "?" else _FOLLOW.replace("?", self._placeholder)
         first = ledger.seq == 0
         rows = conn.exec_driver_sql(sql, (ledger.seq,)).all()
-        head = rows[0][0] if rows else None
+        head = rows[0][1] if rows and rows[0][0] == 0 else None
         events = (
             {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
             for row in rows
-            if row[1] is not None
+            if row[0] == 1
         )
         ledger.take(witness, head, events)
         if first and witness is None and self.witness is not None and ledger.failure is None:
-            self._advance_witness(ledger.seq, ledger.mac)  # a home with no witness yet
+            if self.makes_witness or ledger.seq == 0:
+                self._advance_witness(ledger.seq, ledger.mac)  # `init` on an older vault
+            else:
+                ledger.failure = self._missing_witness()
 
     def _witnessed(self) -> tuple[int, bytes] | None:
         """The witness's (seq, link), once its keyed head MAC holds; None without one."""
@@ -677,6 +672,16 @@ class Store:
         witness = self._witnessed()
         if witness is not None and last_seq < witness[0]:
             raise StoreError(behind(witness[0], last_seq))
+        missing = witness is None and self.witness is not None and last_seq > 0
+        if missing and not (self.makes_witness or self._accepting_restore):
+            raise StoreError(self._missing_witness())
+
+    def _missing_witness(self) -> str:
+        return (
+            f"the audit witness {self.witness.path if self.witness else ''} is missing: "
+            "nothing stored is believed; if this database is the latest, run "
+            "`toolkit-vault init` to witness it again"
+        )
 
     def latest_event(
         self, conn: Connection, actions: Sequence[str], toolkit_name: str
@@ -805,7 +810,7 @@ class Store:
             target = {"session_id": session_id, "toolkit_name": toolkit_name, "version": version}
             move = {**pointer, "expected": current, "new_version": version, "now": now}
             move["pointer_mac"] = self.mac(POINTERS, target)
-            live = draft.status in _LIVE
+            live = draft.status in LIVE
             if conn.dialect.name == "postgresql" and head["new_seq"] > 1:
                 pointer_write = ("insert" if current is None else "update") if live else None
                 params = {f"v_{k}": v for k, v in row.items()}
@@ -839,6 +844,14 @@ class Store:
         for record in self.current_versions(session_id, scope_id):
             if record.session_id == session_id or record.toolkit_name not in found:
                 found[record.toolkit_name] = record
+        chain = self._ledger.state if self._ledger is not None else None
+        for name, record in found.items():
+            own = chain is not None and chain.pointer(session_id, name) is not None
+            if record.session_id != session_id and own:
+                # The chain says the session has its own config: its pointer was deleted,
+                # and the principal's must not stand in for it.
+                log.warning("%s of session %s: its own pointer is gone; refused", name, session_id)
+                found[name] = replace(record, authentic=False)
         return found
 
     def current_versions(self, *scope_ids: str) -> list[VersionRecord]:
@@ -878,7 +891,6 @@ class Store:
         authentic = (
             state is not None
             and state.pointer(row.session_id, row.toolkit_name) == row.version
-            and row.latest_live == row.version
             and self.authentic(VERSIONS, mapping)
             and self.authentic(POINTERS, pointer)
         )

@@ -39,6 +39,7 @@ from .integrity import (
     VAULT_KEYS,
     VERSIONS,
 )
+from .ledger import LIVE
 from .models import AuditEvent, Base
 from .reconcile import MAX_LISTED, rules
 from .records import AuditDraft, version_record
@@ -48,7 +49,6 @@ __all__ = ["DONE_ACTION", "UpgradeReport", "authenticate_state", "state_authenti
 
 DONE_ACTION = "state_authenticated"
 BATCH_SIZE = 500
-_LIVE = ("ok", "partial")
 _KEYS = {
     VERSIONS: ("id",),
     POINTERS: ("session_id", "toolkit_name"),
@@ -138,7 +138,7 @@ def _changes(
     if row["status"] == "purged":  # purge now keeps nothing of the config but its skeleton
         return {"public_config": "{}", "secret_fingerprints": "{}", "message": None}
     if record.wrapped_dek is None:
-        if row["status"] in _LIVE:
+        if row["status"] in LIVE:
             return None  # a live version always has a wrapped key: this one was downgraded
         try:  # kept without values: with the fingerprint key, each was a guessing oracle
             paths = dict.fromkeys(json.loads(row["secret_fingerprints"]))

@@ -496,21 +496,24 @@ def test_a_principal_scope_given_to_another_principal_gives_nothing(
     assert_named_by_check_and_audit("sessions", "unauthenticated")
 
 
-def test_a_deleted_session_pointer_falls_back_to_the_principal_and_is_reported(
+def test_a_deleted_session_pointer_does_not_fall_back_to_the_principal(
     vault: Vault, fresh: list[Vault]
 ) -> None:
-    """Not refused on the hot path (a missing row has no MAC to fail): the session then
-    uses its principal's own config; `check` and `audit verify` name the deleted pointer."""
+    """The chain says the session has its own config: with its pointer deleted, the
+    principal's does not stand in (issue 35); `check` and `audit verify` name it."""
     session = _principal_configured(vault)
     conn, _ = handshake(vault, session)
     configure(conn, "secretive", secret_config("tkv-canary-session-own-key"))
     mine = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
     with vault.store.engine.begin() as db:
         db.execute(CurrentConfig.__table__.delete().where(*mine))
-    SecretiveToolkit.received.clear()
-    _, configured = resume(reopen(fresh), session)
-    assert configured["secretive"] is True
-    assert [c["api_key"] for c in SecretiveToolkit.received] == [CANARY]
+    for process in (vault, reopen(fresh)):
+        SecretiveToolkit.received.clear()
+        events, configured = resume(process, session)
+        assert configured["secretive"] is False and SecretiveToolkit.received == []
+        assert [(e["toolkit_name"], e["message"]) for e in events] == [
+            ("secretive", INTEGRITY_FAILED)
+        ]
     assert_named_by_check_and_audit("current_configs", "deleted")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import Connection as SqlConnection
 from sqlalchemy import delete, insert, select, update
 from test_authenticated_state import (
@@ -32,6 +33,7 @@ from test_authenticated_state import (
 
 from test_vault import CANARY, configure, handshake, request, secret_config
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.cli import main
 from toolkit_vault.errors import VaultError
 from toolkit_vault.imports import import_package
 from toolkit_vault.models import (
@@ -307,3 +309,21 @@ def test_a_forged_witness_is_refused(vault: Vault, fresh: list[Vault], home: Vau
     path.write_text(json.dumps({**witness, "seq": witness["seq"] + 5}))
     with pytest.raises(VaultError, match=r"witness .* fails its MAC"):
         reopen(fresh)
+
+
+def test_a_missing_witness_is_refused_until_init(
+    vault: Vault, fresh: list[Vault], home: VaultSettings
+) -> None:
+    """Deleting the witness (with the database rolled back) must not pass for a vault that
+    never had one: nothing is believed and no write lands until `init` witnesses it again."""
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    (home.home / WITNESS_NAME).unlink()
+    with pytest.raises(VaultError, match=r"witness .* is missing"):
+        reopen(fresh)
+    code, _, err = cli("tokens", "create", "--role", "agent", "--name", "another")
+    assert code != 0 and "is missing" in err
+    done = CliRunner().invoke(main, ["init"])
+    assert done.exit_code == 0, done.stderr
+    _, configured = resume(reopen(fresh), session)
+    assert configured["secretive"] is True
