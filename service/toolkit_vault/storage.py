@@ -328,6 +328,7 @@ class Store:
         self._followed_mark: int | None = None
         self._accepting_restore = False
         self.makes_witness = False  # `init`: a home without a witness gets one
+        self._witness_verified: tuple[int, bytes, bytes] | None = None
         # SQLite: this process's writes queue for its writer thread, which commits them in
         # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
         # of on SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99
@@ -408,12 +409,15 @@ class Store:
         if found is None:
             return None
         seq, mac, head_mac = found
+        if found is self._witness_verified:
+            return seq, mac
         sign = self._sign
         if sign is None or not hmac.compare_digest(head_link(sign, seq, mac), head_mac):
             raise StoreError(
                 f"the audit witness {self.witness.path} fails its MAC: it was not written by "
                 "this vault; restore it, or run `toolkit-vault audit accept-restore`"
             )
+        self._witness_verified = found  # `Witness.read` hands out the same tuple until it changes
         return seq, mac
 
     def witnessed(self) -> tuple[int, bytes] | None:
