@@ -1,15 +1,35 @@
 """The built-in reference toolkit `filesystem`: exactly the spec's example definition.
 
-Its tools are confined to `root_dir`: every path is resolved (symlinks included) and must
-stay inside the resolved root, so `..`, absolute paths and symlinks out are refused.
-`root_dir` must be an existing directory, which no JSON Schema can say: `check_config`
-refuses anything else at configure time with a field-level error, as a schema error does
-(pointer and keyword, never the path), so nothing is stored; `initialize` checks again, for
-a directory removed since.
+Root policy (`check_config`, at configure; `initialize` checks again, for a resume). A
+`root_dir` is an absolute path (`~` is the vault user's home), resolved with its symlinks
+followed, and the resolved directory must exist and be allowed. A root hands everything
+beneath it to whoever holds the toolkit, so it is refused when it is, lies in or holds:
+- a system directory: `/bin`, `/boot`, `/dev`, `/etc`, `/lib*`, `/proc`, `/root`, `/run`,
+  `/sbin`, `/sys`, `/usr`, and the system's state under `/var` (`backups`, `cache`, `lib`,
+  `log`, `mail`, `spool`); so `/` and `/var` themselves too;
+- a home directory (it is or holds one: the vault user's home, `/home` and each directory
+  directly in it; a project inside a home is fine);
+- a hidden directory, one whose name begins with `.`, anywhere on its path (`~/.ssh`,
+  `~/.aws`, `~/.gnupg`, `~/.config`, a repository's `.git`): where programs keep their
+  state and credentials, never a workspace.
+When `TOOLKIT_VAULT_FILESYSTEM_ROOTS` is set (absolute paths separated by `os.pathsep`,
+each resolved too), the root must also be one of them or lie in one: the list narrows what
+is allowed and never reopens a refused path; set but empty, it allows no root.
+
+What exists must not show through the errors: a refused root, a missing one, a file, and
+one under a directory the vault cannot search all give one error, keyword `allowed`, like a
+schema error (pointer and keyword, never the path), so nothing is stored. Only a relative
+path is told apart (`absolute`): that depends on the text alone.
+
+The tools are confined to the root: a path that climbs out of it as written (absolute, or
+`..` past the root) is refused before anything on disk is looked at, and one whose resolved
+form leaves the resolved root (a symlink out) is refused too; every failure of a tool,
+outside the root or a missing file inside it, is one `PathRefused` that names no path.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -17,7 +37,15 @@ from typing import Any, NoReturn
 from .errors import ConfigInvalid, VaultError
 from .protocol import ToolkitDefinition
 
-__all__ = ["DEFINITION", "FilesystemToolkit", "PathRefused"]
+__all__ = [
+    "DEFINITION",
+    "NOT_ALLOWED",
+    "ROOTS_ENV",
+    "UNAVAILABLE",
+    "FilesystemToolkit",
+    "PathRefused",
+    "allowed_root",
+]
 
 DEFINITION = ToolkitDefinition(
     name="filesystem",
@@ -36,13 +64,74 @@ DEFINITION = ToolkitDefinition(
     tools=["read_file", "write_file", "list_dir"],
 )
 
+ROOTS_ENV = "TOOLKIT_VAULT_FILESYSTEM_ROOTS"
+NOT_ALLOWED = "root_dir is not an allowed directory"
+UNAVAILABLE = "path is not available under root_dir"
+_SYSTEM = frozenset({"bin", "boot", "dev", "etc", "proc", "root", "run", "sbin", "sys", "usr"})
+_SYSTEM_STATE = frozenset({"backups", "cache", "lib", "log", "mail", "spool"})  # in /var
+_HOMES = Path("/home")
+
 
 class PathRefused(VaultError):
-    """A tool was asked for a path outside the configured root."""
+    """A tool's path is outside the configured root, or not there: one error for both."""
 
 
 def _refuse(message: str, keyword: str) -> NoReturn:
     raise ConfigInvalid(message, details=[{"pointer": "/root_dir", "keyword": keyword}])
+
+
+def _system(root: Path) -> bool:
+    """Whether the resolved `root` is, lies in or holds a system directory."""
+    parts = root.parts[1:]
+    if not parts:
+        return True  # `/` holds every one
+    top = parts[0]
+    if top in _SYSTEM or top.startswith("lib"):
+        return True
+    return top == "var" and (len(parts) == 1 or parts[1] in _SYSTEM_STATE)
+
+
+def _home(root: Path) -> bool:
+    """Whether the resolved `root` is or holds a home directory."""
+    homes = _HOMES.resolve()
+    if homes.is_relative_to(root) or root.parent == homes:
+        return True
+    own = Path(os.path.expanduser("~"))
+    return own.is_absolute() and own.resolve().is_relative_to(root)
+
+
+def _hidden(root: Path) -> bool:
+    """Whether a directory on the resolved `root`'s path is hidden (`.ssh`, `.git`)."""
+    return any(part.startswith(".") for part in root.parts[1:])
+
+
+def _listed(root: Path) -> bool:
+    """Whether the operator's allow-list, if there is one, holds the resolved `root`."""
+    listed = os.environ.get(ROOTS_ENV)
+    if listed is None:
+        return True
+    entries = [Path(entry) for entry in listed.split(os.pathsep)]
+    return any(e.is_absolute() and root.is_relative_to(e.resolve()) for e in entries)
+
+
+def allowed_root(root_dir: str) -> Path:
+    """`root_dir` resolved, if it is an allowed, existing directory; else `ConfigInvalid`
+    (`absolute`, or `allowed` whatever else is wrong, so the error reveals nothing)."""
+    try:
+        given = Path(root_dir).expanduser()
+    except RuntimeError:  # `~name` of no user
+        _refuse(NOT_ALLOWED, "allowed")
+    if not given.is_absolute():
+        _refuse("root_dir must be an absolute path", "absolute")
+    try:
+        root = given.resolve()
+        refused = _system(root) or _home(root) or _hidden(root) or not _listed(root)
+        usable = not refused and root.is_dir()
+    except (OSError, RuntimeError, ValueError):  # unsearchable parent, symlink loop, NUL
+        usable = False
+    if not usable:
+        _refuse(NOT_ALLOWED, "allowed")
+    return root
 
 
 class FilesystemToolkit:
@@ -53,22 +142,11 @@ class FilesystemToolkit:
 
     @staticmethod
     def check_config(config: Mapping[str, Any]) -> None:
-        """Refuse a `root_dir` that is not an absolute path to an existing directory."""
-        root = Path(config["root_dir"]).expanduser()
-        if not root.is_absolute():
-            _refuse("root_dir must be an absolute path", "absolute")
-        try:
-            exists, is_dir = root.exists(), root.is_dir()
-        except OSError:  # a parent we may not search: as good as missing, for us
-            exists = is_dir = False
-        if not exists:
-            _refuse("root_dir does not exist: create the directory first", "exists")
-        if not is_dir:
-            _refuse("root_dir is not a directory", "directory")
+        """Refuse a `root_dir` the root policy does not allow (see the module's docstring)."""
+        allowed_root(config["root_dir"])
 
     def initialize(self, config: dict[str, Any]) -> list[str] | None:
-        self.check_config(config)
-        self._root = Path(config["root_dir"]).expanduser().resolve()
+        self._root = allowed_root(config["root_dir"])
         return None
 
     @property
@@ -78,18 +156,39 @@ class FilesystemToolkit:
         return self._root
 
     def _inside(self, relative: str) -> Path:
-        candidate = (self.root / relative).resolve()
-        if candidate != self.root and not candidate.is_relative_to(self.root):
-            raise PathRefused("path is outside root_dir")
+        """The resolved path, if it stays in the root. Climbing out as written is refused
+        before the disk is looked at: resolving `../x/../root/f` would follow a symlink `x`
+        outside, and whether that succeeds would tell what is there."""
+        root = self.root
+        written = os.path.normpath(relative)
+        if os.path.isabs(written) or written.split(os.sep)[0] == os.pardir:
+            raise PathRefused(UNAVAILABLE)
+        try:
+            candidate = (root / written).resolve()
+        except (OSError, RuntimeError, ValueError):
+            raise PathRefused(UNAVAILABLE) from None
+        if not candidate.is_relative_to(root):
+            raise PathRefused(UNAVAILABLE)
         return candidate
 
     def read_file(self, path: str) -> str:
-        return self._inside(path).read_text(encoding="utf-8")
+        target = self._inside(path)
+        try:
+            return target.read_text(encoding="utf-8")
+        except OSError:
+            raise PathRefused(UNAVAILABLE) from None
 
     def write_file(self, path: str, content: str) -> None:
         target = self._inside(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+        except OSError:
+            raise PathRefused(UNAVAILABLE) from None
 
     def list_dir(self, path: str = ".") -> list[str]:
-        return sorted(entry.name for entry in self._inside(path).iterdir())
+        target = self._inside(path)
+        try:
+            return sorted(entry.name for entry in target.iterdir())
+        except OSError:
+            raise PathRefused(UNAVAILABLE) from None
