@@ -50,7 +50,7 @@ from .protocol import (
 )
 from .providers import KeyProvider
 from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Reply, Vault, read_request
-from .web import RememberOrigin, install_console
+from .web import RememberOrigin, client_left, install_console
 from .workers import Workers
 
 __all__ = ["Limits", "create_app"]
@@ -221,6 +221,8 @@ def create_app(
         body = _error_body(exc.code, exc.message, exc.req_id) | {"details": exc.details}
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
+    app.add_exception_handler(ClientDisconnect, client_left)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         details = [
@@ -310,8 +312,8 @@ def create_app(
             response = await a2e_post(request)
         except Refused as exc:
             response = await refused(request, exc)
-        except ClientDisconnect:  # gone, or its body too slow (`webserver`): logged as 408
-            response = Response(status_code=408)
+        except ClientDisconnect as exc:  # gone, or its body too slow (`webserver`)
+            response = await client_left(request, exc)
         await response(scope, receive, send)
 
     app.a2e_post = RequestLog(RememberOrigin(a2e_front))

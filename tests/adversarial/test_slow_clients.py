@@ -41,10 +41,11 @@ def serving(vault: Vault, env: dict[str, str], *argv: str) -> Iterator[ServeProc
         assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
 
 
-def _head(length: int, token: str | None = None) -> bytes:
+def _head(length: int, token: str | None = None, path: str = "/a2e") -> bytes:
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    kind = "application/json" if path == "/a2e" else "application/x-www-form-urlencoded"
     return (
-        f"POST /a2e HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: {kind}\r\n"
         f"Content-Length: {length}\r\n\r\n"
     ).encode()
 
@@ -82,9 +83,11 @@ def test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed(
 ) -> None:
     with serving(vault, cli_env, CLI, "serve", "--body-timeout", "1") as server:
         address = ("127.0.0.1", server.port)
-        socks = {name: socket.create_connection(address, timeout=5) for name in ("a", "b", "c")}
+        names = ("a", "b", "c", "form")
+        socks = {name: socket.create_connection(address, timeout=5) for name in names}
         socks["a"].sendall(_head(200, server.token) + b"{")  # read by the app: 408
         socks["b"].sendall(_head(200) + b"{")  # refused (401) before its body is read
+        socks["form"].sendall(_head(200, path="/console/intake") + b"a")  # a FastAPI route
         kept = socks["c"]  # a first request served, then a second one dripped
         kept.sendall(_head(len(HELLO), server.token) + HELLO)
         first = kept.recv(65536)
@@ -98,9 +101,9 @@ def test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed(
         closed = _drip_until_closed(socks, within=6)
         for sock in socks.values():
             sock.close()
-    assert set(closed) == {"a", "b", "c"}, f"still open after 6 s: {set(socks) - set(closed)}"
+    assert set(closed) == set(names), f"still open after 6 s: {set(names) - set(closed)}"
     assert all(0.3 < after < 2.5 for after, _ in closed.values()), closed
-    for name in ("a", "c"):
+    for name in ("a", "c", "form"):
         answer = closed[name][1]
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert b"connection: close" in answer.lower()

@@ -14,7 +14,8 @@ import contextvars
 import os
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -27,7 +28,7 @@ from .intake_pages import intake_routes
 from .pages import STATIC, WebState
 from .security import Csrf, SecurityHeaders
 
-__all__ = ["MOUNT", "RememberOrigin", "create_console", "install_console"]
+__all__ = ["MOUNT", "RememberOrigin", "client_left", "create_console", "install_console"]
 
 MOUNT = "/console"
 _REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
@@ -62,6 +63,12 @@ class RememberOrigin:
             _REQUEST.reset(token)
 
 
+async def client_left(_request: Request, _exc: Exception) -> Response:
+    """A client that left before its body was in (or was cut off by the body deadline,
+    `webserver`): nothing to answer (uvicorn drops it), logged as 408, no traceback."""
+    return Response(status_code=408)
+
+
 def create_console(
     vault: Vault,
     provider: KeyProvider,
@@ -87,6 +94,7 @@ def create_console(
     state = WebState(vault, provider, intake, Csrf(os.urandom(32)), secure_cookies)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(SecurityHeaders)
+    app.add_exception_handler(ClientDisconnect, client_left)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(console_routes(state))
     app.include_router(intake_routes(state))
