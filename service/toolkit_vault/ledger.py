@@ -112,13 +112,14 @@ class ChainState:
 class Ledger:
     """A process's verified copy of the chain's state; thread-safe.
 
-    `take` is given the witness as read first, then the events after `seq` in order and
-    the chain head as stored, all read by the store; `require()` hands out the state.
+    The store reads (the witness first, then the head and the events after `seq` in one
+    statement) without the lock and hands each read to `take` under it; `require()` hands
+    out the state.
     """
 
     def __init__(self, sign: Signer) -> None:
         self._sign = sign
-        self.lock = threading.Lock()  # held by the store around a read and its `take`
+        self.lock = threading.Lock()  # held around `take`
         self.state = ChainState()
         self.seq = 0
         self.mac = CHAIN_START
@@ -133,16 +134,21 @@ class Ledger:
     def take(
         self,
         witness: tuple[int, bytes] | None,
+        after: int,
         head: int | None,
         events: Iterable[Mapping[str, Any]],
     ) -> None:
-        """(Lock held.) Verify and apply `events` (those after `seq`, in order), then check
-        the stored head's seq (read in the same snapshot) against what has been taken, and
-        the witness, read before them (so every event it names was committed by then)."""
+        """(Lock held.) Verify and apply the events of one read: those after `after`, in
+        order, with the stored head's seq from the same snapshot, and the witness read
+        before them (so every event it names was committed by then). Events another read
+        took meanwhile are skipped; every new one must link to the last one taken."""
         if self.failure is not None:
             return
+        last = after
         for event in events:
-            seq = event["seq"]
+            seq = last = event["seq"]
+            if seq <= self.seq:
+                continue
             if seq != self.seq + 1 or not links(self._sign, self.mac, event):
                 self.failure = (
                     f"the audit chain does not verify at event {self.seq + 1}: nothing stored "
@@ -160,14 +166,14 @@ class Ledger:
                 )
                 return
         stored = 0 if head is None else int(head)
-        if stored < self.seq:
+        if stored < last:
             self.failure = (
-                f"the audit chain went back from event {self.seq} to {stored} while this "
+                f"the audit chain went back from event {last} to {stored} while this "
                 "process followed it: events were deleted (run `toolkit-vault audit verify`)"
             )
-        elif stored > self.seq:
+        elif stored > last:
             self.failure = (
-                f"the audit chain head names event {stored} but the events end at {self.seq}: "
+                f"the audit chain head names event {stored} but the events end at {last}: "
                 "events were deleted (run `toolkit-vault audit verify`)"
             )
         elif witness is not None and self.seq < witness[0]:

@@ -371,35 +371,43 @@ class Store:
         ledger = self._ledger
         if ledger is None:
             raise StoreError("the audit key is not loaded")
-        with ledger.lock:
-            if ledger.failure is None:
-                mark = self.commit_mark()
-                if force or mark is None or mark != self._followed_mark:
-                    witness = self._witnessed()
-                    if conn is None:
-                        with self.read() as own:
-                            self._take(ledger, own, witness)
-                    else:
-                        self._take(ledger, conn, witness)
-                    self._followed_mark = mark
+        mark = self.commit_mark()
+        if ledger.failure is None and (force or mark is None or mark != self._followed_mark):
+            witness = self._witnessed()
+            after = ledger.seq
+            if conn is None:
+                with self.read() as own:
+                    rows = self._unfollowed(own, after)
+            else:
+                rows = self._unfollowed(conn, after)
+            head = rows[0][1] if rows and rows[0][0] == 0 else None
+            events = (
+                {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
+                for row in rows
+                if row[0] == 1
+            )
+            with ledger.lock:
+                first = ledger.seq == 0
+                ledger.take(witness, after, head, events)
+                if first and witness is None and self.witness is not None:
+                    self._first_witness(ledger)
+                self._followed_mark = mark
         return ledger.require()
 
-    def _take(self, ledger: Ledger, conn: Connection, witness: tuple[int, bytes] | None) -> None:
+    def _unfollowed(self, conn: Connection, after: int) -> list[Any]:
+        """The chain head, then the events after `after` (`_FOLLOW`, on the driver)."""
         sql = _FOLLOW if self._placeholder == "?" else _FOLLOW.replace("?", self._placeholder)
-        first = ledger.seq == 0
-        rows = conn.exec_driver_sql(sql, (ledger.seq,)).all()
-        head = rows[0][1] if rows and rows[0][0] == 0 else None
-        events = (
-            {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
-            for row in rows
-            if row[0] == 1
-        )
-        ledger.take(witness, head, events)
-        if first and witness is None and self.witness is not None and ledger.failure is None:
-            if self.makes_witness or ledger.seq == 0:
-                self._advance_witness(ledger.seq, ledger.mac)  # `init` on an older vault
-            else:
-                ledger.failure = self._missing_witness()
+        return list(conn.exec_driver_sql(sql, (after,)).all())
+
+    def _first_witness(self, ledger: Ledger) -> None:
+        """(Ledger lock held.) A home without a witness: `init` makes one from the chain as
+        verified (an empty chain needs none yet); anyone else believes nothing."""
+        if ledger.failure is not None:
+            return
+        if self.makes_witness or ledger.seq == 0:
+            self._advance_witness(ledger.seq, ledger.mac)
+        else:
+            ledger.failure = self._missing_witness()
 
     def _witnessed(self) -> tuple[int, bytes] | None:
         """The witness's (seq, link), once its keyed head MAC holds; None without one."""
