@@ -27,7 +27,7 @@ def _populate(vault: Vault) -> list[int]:
     configure(conn, "secretive", {**secret_config(), "mode": "partial"})
     configure(conn, "filesystem", {"root_dir": "/tmp"})
     conn2, _ = handshake(vault)
-    configure(conn2, "filesystem", {"root_dir": "/var"})
+    configure(conn2, "filesystem", {"root_dir": "/srv"})
     configure(conn2, "nope", {})
     with vault.store.engine.connect() as db:
         seqs = list(db.execute(select(AuditEvent.seq).order_by(AuditEvent.seq)).scalars())

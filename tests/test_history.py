@@ -113,14 +113,14 @@ def test_history_filters(vault: Vault, cli_env: dict[str, str]) -> None:
     conn_b, session_b = handshake(vault)
     configure(conn_a, "filesystem", {"root_dir": "/tmp"})
     configure(conn_b, "secretive", secret_config())
-    configure(conn_b, "filesystem", {"root_dir": "/var"})
+    configure(conn_b, "filesystem", {"root_dir": "/srv"})
     assert [v["toolkit_name"] for v in _history(cli_env, "--session", session_b)] == [
         "secretive",
         "filesystem",
     ]
     only = _history(cli_env, "--session", session_b, "--toolkit", "filesystem")
     assert [(v["session_id"], v["public_config"]) for v in only] == [
-        (session_b, {"root_dir": "/var"})
+        (session_b, {"root_dir": "/srv"})
     ]
     assert len(_history(cli_env, "--since", "2000-01-01")) == 3
     assert _history(cli_env, "--since", "2999-01-01T00:00:00Z") == []

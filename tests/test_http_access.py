@@ -199,7 +199,7 @@ def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
         assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
         assert http_list()["filesystem"] is True
 
-        assert client.post("/a2e", json=configure("/var"), headers=headers).json()["status"] == "ok"
+        assert client.post("/a2e", json=configure("/srv"), headers=headers).json()["status"] == "ok"
         assert http_list()["filesystem"] is True
         with replica.store.engine.begin() as db:  # a database writer rolls the pointer back
             db.execute(

@@ -456,7 +456,7 @@ def test_the_commit_mark_moves_with_every_commit_and_only_then(
     session = conn.session_id
     assert session is not None
     conn.handle_raw(
-        b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/"}}'
+        b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
     )
     pointers = store.effective_pointers(session, "principal:local")
     assert pointers == {"filesystem": (session, 1)}

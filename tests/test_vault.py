@@ -347,7 +347,7 @@ def test_status_event_reaches_other_connections_of_the_session(vault: Vault) -> 
         ("toolkit/status/event", True)
     ]
     watcher.close()
-    configure(conn, "filesystem", {"root_dir": "/var"})
+    configure(conn, "filesystem", {"root_dir": "/srv"})
     assert len(pushed) == 1
 
 

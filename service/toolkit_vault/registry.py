@@ -65,7 +65,7 @@ class RegisteredToolkit:
     factory: ToolkitFactory
     source: str
     # What the schema cannot say, checked at configure before anything is stored; raises
-    # ConfigInvalid with field-level details (the built-in filesystem: root_dir exists).
+    # ConfigInvalid with field-level details (the built-in filesystem: its root policy).
     check: Callable[[Mapping[str, Any]], None] | None = None
 
     @cached_property
