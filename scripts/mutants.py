@@ -49,6 +49,11 @@ CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
 STORAGE, RECONCILE, WRITER = V + "storage.py", V + "reconcile.py", V + "writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
+SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
+ORIGIN = "tests/test_intake_origin.py::"
+LEAKS = ("tests/adversarial/test_leaks.py",)
+FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
@@ -455,8 +460,8 @@ MUTANTS = [
     Mutant(
         "a WebSocket's sender fails on a client that left",
         V + "http.py",
-        "                    except OSError:  # the client left: the loop hears its disconnect",
-        "                    except ValueError:  # the client left: the loop hears its disconnect",
+        "                except OSError:  # the client left: the loop hears its disconnect",
+        "                except ValueError:  # the client left: the loop hears its disconnect",
         ("tests/test_http_app.py",),
         "gone_before",
     ),
@@ -557,6 +562,184 @@ MUTANTS = [
         "if want is None or want.revoked or",
         "if want is None or",
         STATE_TESTS,
+    ),
+    # -- the server's edges (issue 35) ---------------------------------------------------------
+    Mutant(
+        "push after revocation",
+        V + "http.py",
+        "if push and self._still_valid is not None and not await self._still_valid():",
+        "if False:",
+        ("tests/test_push_revocation.py",),
+    ),
+    Mutant(
+        "body deadline",
+        V + "webserver.py",
+        "            self._await_body()\n",
+        "            self._end()\n",
+        BODY_TESTS,
+    ),
+    Mutant(
+        "body deadline before the head's",
+        V + "webserver.py",
+        "if self._deadline is not None and due < self._deadline.when():",
+        "if False:",
+        BODY_TESTS,
+    ),
+    Mutant(
+        "408 for a late body",
+        V + "webserver.py",
+        "                self._answer_timeout()\n",
+        "                pass\n",
+        BODY_TESTS,
+    ),
+    Mutant(
+        "slow connections per address",
+        V + "webserver.py",
+        "receiving.get(self.client[0], 0) >= slow_per_ip",
+        "False",
+        (SLOW_CLIENTS + "test_one_address_cannot_hold_every_descriptor",),
+    ),
+    Mutant(
+        "a client cut off mid-body is answered quietly",
+        V + "web/__init__.py",
+        "    app.add_exception_handler(ClientDisconnect, client_left)\n",
+        "",
+        BODY_TESTS,
+    ),
+    Mutant(
+        "intake origin from the Host header",
+        V + "web/__init__.py",
+        'host, port = scope.get("server") or ("localhost", None)',
+        'host, port = dict(scope["headers"]).get(b"host", b"localhost").decode(), None',
+        (ORIGIN + "test_in_process_the_link_names_the_server_never_a_header",),
+    ),
+    Mutant(
+        "X-Forwarded-* headers believed",
+        V + "webserver.py",
+        "proxy_headers=False,",
+        "proxy_headers=True,",
+        (ORIGIN + "test_on_port_0_the_link_names_the_socket_not_a_forwarded_header",),
+    ),
+    Mutant(
+        "serve's configured origin",
+        V + "cli/serving.py",
+        "create_app(vault, provider, limits, origin)",
+        "create_app(vault, provider, limits)",
+        (ORIGIN + "test_serve_names_its_own_address_or_its_public_url",),
+    ),
+    # -- stdio's redaction and the filesystem root policy (issue 35) ---------------------------
+    Mutant(
+        "stdio redacts no log record",
+        V + "stdio.py",
+        "        redact_every_record()",
+        "        pass",
+        LEAKS,
+        "plugin_logging_its_key and not postgres",
+    ),
+    Mutant(
+        "log records redacted only by a handler's filter",
+        V + "logs.py",
+        "    logging.setLogRecordFactory(redacting_factory)",
+        "    pass",
+        LEAKS,
+        "plugin_logging_its_key and not postgres",
+    ),
+    Mutant(
+        "warnings written past logging under stdio",
+        V + "logs.py",
+        "    logging.captureWarnings(True)",
+        "    pass",
+        LEAKS,
+        "plugin_logging_its_key and not postgres",
+    ),
+    Mutant(
+        "a thread's uncaught exception printed as it is under stdio",
+        V + "logs.py",
+        "    threading.excepthook = _log_thread_exception",
+        "    pass",
+        LEAKS,
+        "plugin_logging_its_key and not postgres",
+    ),
+    Mutant(
+        "a log message whose arguments do not fit it kept as it is",
+        V + "logs.py",
+        "        message = UNFIT_MESSAGE  # would print them as they are, so neither is kept",
+        "        return",
+        (*LEAKS, "tests/test_logs.py"),
+        "(plugin_logging_its_key or do_not_fit) and not postgres",
+    ),
+    Mutant(
+        "filesystem: system directories allowed as roots",
+        V + "filesystem.py",
+        "_system(root) or ",
+        "",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a home (or what holds one) allowed as a root",
+        V + "filesystem.py",
+        "_home(root) or ",
+        "",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a hidden directory allowed as a root",
+        V + "filesystem.py",
+        " or _hidden(root)",
+        "",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: the operator's allow-list ignored",
+        V + "filesystem.py",
+        " or not _listed(root)",
+        "",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: an empty allow-list allows every root",
+        V + "filesystem.py",
+        "    if listed is None:\n        return True",
+        "    if not listed:\n        return True",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: the root policy checks the path before resolving symlinks",
+        V + "filesystem.py",
+        "refused = _system(root) or _home(root) or _hidden(root) or not _listed(root)",
+        "refused = _system(given) or _home(given) or _hidden(given) or not _listed(given)",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a missing root_dir told apart from a refused one",
+        V + "filesystem.py",
+        "        usable = not refused and root.is_dir()",
+        "        usable = not refused and root.is_dir()\n"
+        "        if not refused and not usable:\n"
+        '            _refuse("root_dir does not exist", "exists")',
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a tool path climbing out as written is resolved first",
+        V + "filesystem.py",
+        "if os.path.isabs(written) or written.split(os.sep)[0] == os.pardir:",
+        "if os.path.isabs(written):",
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a tool's missing file raises the OS error (with its path)",
+        V + "filesystem.py",
+        '            return target.read_text(encoding="utf-8")\n        except OSError:',
+        '            return target.read_text(encoding="utf-8")\n        except ZeroDivisionError:',
+        FILESYSTEM,
+    ),
+    Mutant(
+        "filesystem: a tool path resolving outside the root (symlink out) followed",
+        V + "filesystem.py",
+        "        if not candidate.is_relative_to(root):\n"
+        "            raise PathRefused(UNAVAILABLE)",
+        "        pass",
+        FILESYSTEM,
     ),
     # -- freshness: the verified chain's word (issue 35) --------------------------------------
     Mutant(
