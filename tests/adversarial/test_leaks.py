@@ -455,3 +455,27 @@ def test_a_plugin_logging_its_key_under_stdio_shows_none(
         assert all(json.loads(out) for out in process.raw_stdout.splitlines())
         seen += [(f"{run} stderr", stderr.encode()), (f"{run} stdout", bytes(process.raw_stdout))]
     assert scan(seen, dict(canary.values)) == []
+
+
+def test_a_plugin_logging_its_key_under_serve_shows_none(
+    vault: Vault, cli_env: dict[str, str]
+) -> None:
+    """The same plugin under a real `toolkit-vault serve`: the server's redaction was a
+    filter on its own log handler, which a plugin's own handler (or the root handlers it
+    replaces) never passes through; every record is redacted as it is made there too."""
+    canary = Canaries()
+    env = {**cli_env, "PYTHONPATH": os.pathsep.join([str(LEAKY_PLUGINS), cli_env["PYTHONPATH"]])}
+    server = ServeProcess(vault, env)
+    try:
+        channel = HttpChannel(server)
+        (answer,) = channel.exchange(configure("leaky-logger", {"api_key": canary("serve-logs")}))
+        assert answer["status"] == "ok", answer
+        channel.close()
+    finally:  # not `stop()`: the plugin replaced the root handlers, uvicorn's last line too
+        server.proc.terminate()
+        server.proc.wait(timeout=30)
+        for pump in server._pumps:
+            pump.join(timeout=30)
+    assert b"own handler: [REDACTED]" in server.stderr
+    seen = [("serve stderr", bytes(server.stderr)), ("serve stdout", bytes(server.stdout))]
+    assert scan(seen, dict(canary.values)) == []

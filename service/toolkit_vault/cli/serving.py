@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
 from ..errors import VaultError
-from ..logs import configure_logging
+from ..logs import configure_logging, redact_every_record
 from ..settings import load_settings
 from ..stdio import serve_stdio
 from ..webserver import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, SLOW_CONNECTIONS_PER_IP
@@ -188,6 +188,7 @@ def serve(
     origin = _public_origin(public_url) if public_url else _served_origin(scheme, host, port)
     _check_port(host, port)
     configure_logging("INFO", json_lines=log_format == "json")
+    redact_every_record()  # a plugin's own handlers never pass the handler's filter
     settings = load_settings()
     vault = open_vault(settings)
     provider = open_provider(settings)
