@@ -6,8 +6,8 @@ checks that every accepted configure is stored exactly once and the audit chain 
 Prints latency percentiles and throughput; exits non-zero on any error or lost write.
 
 The agents speak through aiohttp (C-accelerated HTTP and WebSocket parsing), one keep-alive
-connection each: the same soak through httpx and websockets spent 0.77 of a core on this
-2-core machine against 0.29 (the server 0.84 against 1.0), so it measured the clients.
+connection each: through httpx and websockets the clients took most of a core of their own
+and left the server short of one, so the soak measured the clients (BENCHMARKS.md).
 """
 
 from __future__ import annotations

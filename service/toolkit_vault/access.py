@@ -103,7 +103,8 @@ class PrincipalCache:
             self._entries.clear()
 
     def _saw_statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        # the substring first: the pattern on every statement cost 3% of a configure's CPU
+        # the substring first: the pattern on every statement was a measurable part of a
+        # configure's CPU
         if "principals" in statement.lower() and _WRITES_PRINCIPALS.search(statement):
             conn.info[_FLAG] = True
 
@@ -123,8 +124,8 @@ class SharedMarks(Generic[T]):
     every commit acknowledged before the agent sent it then shows. All callers waiting
     for the pending read arrived before it runs (it runs on the loop, after them), so one
     read serves them all: one `PRAGMA data_version` per turn of the loop instead of one per
-    list (measured: that statement took a fifth of a WebSocket list's CPU at 16
-    connections). A caller arriving after the read began waits for the next one. The value
+    list (that statement was a large part of a WebSocket list's CPU under load;
+    BENCHMARKS.md). A caller arriving after the read began waits for the next one. The value
     is None when `read` fails (a mark of None means: read the store)."""
 
     def __init__(self, read: Callable[[], T | None]) -> None:

@@ -53,8 +53,8 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
 POOL_SIZE = 8  # the server's worker threads, one pooled connection each: more only add GIL convoys
 _POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
-# Last in, first out (see above): 1.7 page reads a configure instead of 6.6 on a busy server,
-# and 1.09x the configures a second (paired runs, `benchmarks.ab`).
+# Last in, first out (see above): the connection returned last has the writer's pages in
+# its cache, so a busy server reads fewer pages a configure (BENCHMARKS.md).
 _SQLITE_POOL = {**_POOL, "pool_use_lifo": True}
 IDLE_PING_S = 1.0
 _RETURNED = "toolkit_vault_returned_at"
@@ -147,8 +147,8 @@ def _sqlite_on_error(context: ExceptionContext) -> None:
 
 def _sqlite_on_begin(connection: Any) -> None:
     """BEGIN (IMMEDIATE for a write), sent on the driver's connection: through
-    `exec_driver_sql` it took a third of an empty write transaction's CPU (an execution
-    context and a result for a statement that returns nothing). A refusal (the database
+    `exec_driver_sql` it was a large part of an empty write transaction's CPU (an
+    execution context and a result for a statement that returns nothing). A refusal (the database
     locked past the busy timeout) is raised as SQLAlchemy's, as `Store.write` and
     `retrying` expect; a file opened read-only still begins, and its first write fails."""
     statement = "BEGIN"

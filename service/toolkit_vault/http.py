@@ -155,8 +155,8 @@ class Health(BaseModel):
 class _VaultApp(FastAPI):
     """FastAPI, but `/a2e`, the hot route (`POST` and the WebSocket), is answered before
     FastAPI's middleware stack and router: they cost more CPU than a whole list (a no-op
-    endpoint answered 9,800 requests a second as plain ASGI, 3,700 through FastAPI, on one
-    core), and on a WebSocket they wrap every message sent. The routes keep what the stack
+    endpoint answers several times the requests as plain ASGI as through FastAPI;
+    BENCHMARKS.md), and on a WebSocket they wrap every message sent. The routes keep what the stack
     gave them: the request log and id, the origin for intake links, and the A2E error body
     of a refusal; an unexpected error reaches uvicorn, which answers 500 (or closes the
     WebSocket) and logs it, as Starlette's error middleware would."""
@@ -199,8 +199,8 @@ def create_app(
     in_thread = workers.run
     # A2E messages take threads of their own where the store commits on its writer thread
     # (SQLite): a message's work is then Python under the GIL, so two threads do it all, and
-    # queued messages run back to back instead of each waking one of eight: 0.91-0.96x the
-    # CPU a request, 1.03-1.09x the configures and lists a second (paired runs). On
+    # queued messages run back to back instead of each waking one of eight: less CPU a
+    # request and more configures and lists a second (BENCHMARKS.md). On
     # PostgreSQL a message waits on round trips, and the pool's size in threads overlaps them.
     grouped = vault.store.commits_in_groups
     a2e = Workers(A2E_GROUPED_WORKERS, "toolkit-vault-a2e") if grouped else workers

@@ -2,7 +2,7 @@
 
 Nothing here holds a value. Names, scopes and reasons come from public metadata (or from the
 user's own file) and are untrusted text: the human renderings escape what a terminal would
-act on. The JSON shapes are stable (README): keys are only ever added.
+act on. The JSON shapes are stable (docs/imports.md): keys are only ever added.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class ImportReport:
     skipped: tuple[SkippedServer, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        """The stable `toolkits import --json` shape (README): names and digests only."""
+        """The stable `toolkits import --json` shape (docs/imports.md): names and digests only."""
         return {
             "format": self.format,
             "input_sha256": self.input_sha256,

@@ -6,8 +6,8 @@ message or arguments contain one has it replaced before a handler sees it (`serv
 filter on its one handler; `stdio`, where plugins run beside a stderr anyone may read: as
 each record is made, `redact_every_record`). Secrets are
 indexed by their first characters, so redacting a line costs one lookup per character of
-the line, not one search per secret ever registered (a server that had decrypted 20,000
-secrets spent 3.8 ms on every request's log line).
+the line, not one search per secret ever registered (which made every request's log line
+slower with each secret a server had decrypted).
 
 The request log's line (`log_request`), one a request, is the busy one: where `serve`'s
 JSON handler alone takes it, it skips the logging module and is written with others.
@@ -172,7 +172,7 @@ class JsonFormatter(logging.Formatter):
             "message": message,
             **fields,
         }
-        try:  # orjson: 0.8 against 11 us a line; it refuses what UTF-8 cannot carry (a lone
+        try:  # orjson: far cheaper a line; it refuses what UTF-8 cannot carry (a lone
             return orjson.dumps(entry).decode()  # surrogate), which json.dumps then escapes
         except TypeError:
             return json.dumps(entry)
@@ -185,7 +185,7 @@ MAX_PENDING = 1000  # request lines waiting that are written at once
 class JsonLinesHandler(logging.StreamHandler[TextIO]):
     """The stream `configure_logging` writes JSON lines to. Request lines (`log_request`)
     wait up to `FLUSH_S` in memory and go out together, one write for many (a write a
-    request was a twelfth of a busy server's CPU); any other record goes out at once, after
+    request was a visible share of a busy server's CPU); any other record goes out at once, after
     the request lines before it, as does everything when the handler is flushed (at exit,
     by `logging.shutdown`). A process killed outright loses at most `FLUSH_S` of request
     lines; the audit chain, not this log, is the record of what changed."""
@@ -253,11 +253,12 @@ def log_request(logger: logging.Logger, fields: dict[str, Any]) -> None:
     records (as `serve` runs: no other handler, no filter of anyone's, the level open), the
     line, the very bytes the logging module would write, is handed to that handler directly,
     which writes it with others (`JsonLinesHandler`): the logging module's record, filter
-    and formatter and a write a line cost a busy server 11% of its CPU a configure (paired
-    runs, `benchmarks.ab`). Anything else (a test capturing records, another configuration)
-    goes through logging. Either way the path, the one field a client writes freely (the
-    message is this constant), has every registered secret redacted from it here: the
-    redaction filter sees only a record's message."""
+    and formatter and a write a line were a visible share of a busy server's CPU a
+    configure (paired runs, `benchmarks.ab`; BENCHMARKS.md). Anything else (a test
+    capturing records, another configuration) goes through logging. Either way the path,
+    the one field a client writes freely (the message is this constant), has every
+    registered secret redacted from it here: the redaction filter sees only a record's
+    message."""
     path = fields.get("path")
     if isinstance(path, str):
         fields = {**fields, "path": redact(path)}
@@ -302,6 +303,6 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # Neither format shows a record's source line, thread or process: skip gathering them
-    # (the logging HOWTO's "Optimization"; a request's line cost 25 us with them).
+    # (the logging HOWTO's "Optimization": gathering them made each request's line dearer).
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False

@@ -238,7 +238,7 @@ _CURRENT_VERSIONS = (  # a session's current versions and their pointers
     .order_by(ConfigVersion.toolkit_name)
 )
 # A list's only query, run on the driver directly (`Store.fetch`): through SQLAlchemy's
-# Core it cost 70 us of CPU, most of a list; as a plain DBAPI statement 10 us (benchmarks/).
+# Core it cost most of a list's CPU, as a plain DBAPI statement a small part (BENCHMARKS.md).
 _CURRENT_POINTERS = (
     "SELECT session_id, toolkit_name, version FROM current_configs WHERE session_id IN (?, ?)"
 )
@@ -331,8 +331,8 @@ class Store:
         self._witness_verified: tuple[int, bytes, bytes] | None = None
         # SQLite: this process's writes queue for its writer thread, which commits them in
         # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
-        # of on SQLite's busy handler, which sleeps up to 100 ms between tries (configure p99
-        # at 16 concurrent writers: 1-2 s without it). Other processes queue on the file.
+        # of on SQLite's busy handler, which sleeps up to 100 ms between tries (and so gave
+        # concurrent writers a p99 of seconds: BENCHMARKS.md). Other processes queue on the file.
         self._writers: threading.RLock | None = None
         self._writer: Writer | None = None
         if engine.dialect.name == "sqlite":

@@ -50,8 +50,8 @@ def _settle_the_heap() -> None:
     app, the registry) is frozen, out of every later collection's walk, and the youngest
     generation is collected every 20,000 allocations, not 700: a request allocates
     thousands of objects, and collecting each few hundred, then walking the survivors again
-    and again, cost a configure about 3% of its CPU, and its p99 at 16 connections 45 ms
-    instead of 80 (paired runs, `benchmarks.ab`). Reference counting frees all but cycles."""
+    and again, cost a configure CPU and raised its tail latency (paired runs,
+    `benchmarks.ab`; BENCHMARKS.md). Reference counting frees all but cycles."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*_GC_THRESHOLDS)

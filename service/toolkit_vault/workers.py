@@ -2,10 +2,9 @@
 
 `loop.run_in_executor` builds a `concurrent.futures.Future` (a condition and a lock), an
 asyncio future chained to it, and a work item per call, and each hand-over costs the GIL
-that much more. Here a call is one queue put and one `call_soon_threadsafe` back: on a
-FastAPI endpoint that only parses its body, 16 connections, the hop costs about 0.1 ms of
-CPU a request less than through `ThreadPoolExecutor` (measured 0.24-0.33 against 0.35-0.36 ms
-a request, all in). The threads start on first use and end once the pool is collected.
+that much more. Here a call is one queue put and one `call_soon_threadsafe` back, a
+cheaper hop than through `ThreadPoolExecutor` (what it saves a request: BENCHMARKS.md).
+The threads start on first use and end once the pool is collected.
 They are daemon threads, as no one joins them: uvicorn's graceful shutdown waits for the
 requests that await them, and a write cut short by the process ending is one transaction
 the database rolls back.

@@ -16,7 +16,7 @@ and no worker thread of its sits out a commit (threads waiting on commits, woken
 cost the server more CPU a configure than the writes do). A left write is written by the
 store's writer thread, which starts with the first one and ends after `IDLE_S` without
 work; a caller that waits and finds no group being written writes its own group on its own
-thread (a hand-over to another thread cost a sequential writer 0.7 ms a write on this VM).
+thread (a hand-over to another thread slowed a sequential writer, a CLI command or stdio).
 `then` runs before anyone hears, so what a write makes live is live when its answer leaves.
 """
 

@@ -1,7 +1,7 @@
 """`toolkit-vault`: the operator's command line, a thin shell over the service API.
 
 Exit status 0 on success, 1 on failure, 2 on a usage error, each failure with one clear line
-on stderr. `--json` output is stable: documented in the README, keys only ever added.
+on stderr. `--json` output is stable: documented in docs/, keys only ever added.
 
 This package only builds the `main` group; the commands live in `serving` (set up and
 serve the vault), `toolkits` (list, show, import, remove), `operators` (keys, audit,
