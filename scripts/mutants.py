@@ -795,8 +795,8 @@ MUTANTS = [
     Mutant(
         "witness: its MAC",
         STORAGE,
-        "if sign is None or not hmac.compare_digest(head_link(sign, seq, mac), head_mac):",
-        "if sign is None:",
+        "if sign is not None and hmac.compare_digest(head_link(sign, seq, mac), head_mac):",
+        "if sign is not None:",
         REPLAY_TESTS,
     ),
     Mutant(

@@ -591,15 +591,15 @@ class Vault:
         keep refusing until they restart (they saw the events that are gone)."""
         store = self.store
         try:
-            found = store.witness.read() if store.witness is not None else None
+            heads = store.witness.read() if store.witness is not None else None
         except StoreError:
-            found = None
+            heads = None
         with store.accepting_restore():
             report = self.verify_audit()
             if report.problem in ("edited", "deleted", "inserted", "truncated"):
                 raise VaultError(f"the database's own audit chain is broken: {report.message}")
             details = {
-                "witness_seq": None if found is None else found[0],
+                "witness_seq": heads[0][0] if heads else None,
                 "database_seq": report.head_seq,
             }
             store.record_attempt(AuditDraft(actor, "restore_accepted", details=details))

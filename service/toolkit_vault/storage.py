@@ -410,23 +410,24 @@ class Store:
             ledger.failure = self._missing_witness()
 
     def _witnessed(self) -> tuple[int, bytes] | None:
-        """The witness's (seq, link), once its keyed head MAC holds; None without one."""
+        """The witness's newest (seq, link) whose keyed head MAC holds; None without one."""
         if self.witness is None or self._accepting_restore:
             return None
-        found = self.witness.read()
-        if found is None:
+        heads = self.witness.read()
+        if heads is None:
             return None
-        seq, mac, head_mac = found
-        if found is self._witness_verified:
-            return seq, mac
         sign = self._sign
-        if sign is None or not hmac.compare_digest(head_link(sign, seq, mac), head_mac):
-            raise StoreError(
-                f"the audit witness {self.witness.path} fails its MAC: it was not written by "
-                "this vault; restore it, or run `toolkit-vault audit accept-restore`"
-            )
-        self._witness_verified = found  # `Witness.read` hands out the same tuple until it changes
-        return seq, mac
+        for head in heads:
+            seq, mac, head_mac = head
+            if head == self._witness_verified:
+                return seq, mac
+            if sign is not None and hmac.compare_digest(head_link(sign, seq, mac), head_mac):
+                self._witness_verified = head
+                return seq, mac
+        raise StoreError(
+            f"the audit witness {self.witness.path} fails its MAC: it was not written by "
+            "this vault; restore it, or run `toolkit-vault audit accept-restore`"
+        )
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """The home's witness (seq, link) once its MAC holds (StoreError otherwise)."""
@@ -434,7 +435,7 @@ class Store:
 
     def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
         if self.witness is not None and self._sign is not None and seq > 0:
-            self.witness.advance(seq, mac, head_link(self._sign, seq, mac), force=force)
+            self.witness.advance((seq, mac, head_link(self._sign, seq, mac)), force=force)
 
     def state_failure(self) -> str | None:
         """Why stored state is not believed (None: it is), after following the chain."""

@@ -7,26 +7,43 @@ without the audit key either); a database whose chain ends before it, or differs
 an older copy and is not believed (`ledger`). Deliberately restoring one is an operator
 step (`toolkit-vault audit accept-restore`), audited like any other change.
 
-Every process that commits an event advances the witness after the commit, under an
-exclusive lock on a lock file so that it only ever moves forward, written to a temporary
-file and renamed into place (atomic, 0600). It is not fsynced: after a power loss it may
-lag the database, which only weakens the check; it never leads a committed database.
+Every process that commits an event advances the witness after the commit. The file holds
+two fixed-size slots, each a whole head (`seq link head_mac`, hex); a write replaces the
+older slot in place under an exclusive lock, so the witness only moves forward, readers
+(under a shared lock) never see half a write, and a write torn by a crash leaves the other
+slot, one head behind, which the head MAC tells apart. One small write in place, not a
+temporary file renamed over the old one: a server advances it after every group commit.
+It is not fsynced: after a power loss it may lag the database, which only weakens the
+check; it never leads a committed database.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import threading
 from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ["WITNESS_NAME", "Witness"]
+__all__ = ["WITNESS_NAME", "Head", "Witness"]
 
-WITNESS_NAME = "audit-witness.json"
-_FORMAT = 1
+WITNESS_NAME = "audit-witness"
+Head = tuple[int, bytes, bytes]  # (seq, link, head MAC)
+_SLOT = 160  # "%016x %64s %64s\n" is 147 bytes, padded with spaces
+_EMPTY = b" " * (_SLOT - 1) + b"\n"
+
+
+def _encode(head: Head) -> bytes:
+    seq, mac, head_mac = head
+    return f"{seq:016x} {mac.hex()} {head_mac.hex()}".encode().ljust(_SLOT - 1) + b"\n"
+
+
+def _decode(slot: bytes) -> Head | None:
+    try:
+        seq, mac, head_mac = slot.decode("ascii").split()
+        return int(seq, 16), bytes.fromhex(mac), bytes.fromhex(head_mac)
+    except ValueError:
+        return None  # empty, or torn by a crash: the other slot holds the head before
 
 
 class Witness:
@@ -34,63 +51,54 @@ class Witness:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock_path = path.with_name(path.name + ".lock")
         self._written = 0  # the highest seq this process wrote (no need to write it again)
-        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of what `_cached` holds
-        self._cached: tuple[int, bytes, bytes] | None = None
-        self._mutex = threading.Lock()
 
-    def read(self) -> tuple[int, bytes, bytes] | None:
-        """(seq, link, head MAC) as written last, or None when there is no witness yet.
-        Read again only when the file changed; an unreadable witness is an error."""
+    def read(self) -> list[Head] | None:
+        """The heads the slots hold, newest first (the caller takes the newest whose MAC
+        holds); None when there is no witness yet. A file that is not a witness is an
+        error, never taken for none."""
         try:
-            info = os.stat(self.path)
+            fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return None
-        stamp = (info.st_mtime_ns, info.st_size)
-        with self._mutex:
-            if stamp == self._seen:
-                return self._cached
+        except OSError:
+            raise self._unreadable() from None
         try:
-            document = json.loads(self.path.read_bytes())
-            if document.get("format") != _FORMAT:
-                raise ValueError("format")
-            value = (
-                int(document["seq"]),
-                bytes.fromhex(document["mac"]),
-                bytes.fromhex(document["head_mac"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise StoreError(
-                f"the audit witness {self.path} is unreadable; nothing is believed until it "
-                "is restored, or an operator runs `toolkit-vault audit accept-restore`"
-            ) from None
-        with self._mutex:
-            self._seen, self._cached = stamp, value
-        return value
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            data = os.pread(fd, 2 * _SLOT + 1, 0)
+        finally:
+            os.close(fd)  # and the lock with it
+        if len(data) != 2 * _SLOT:
+            raise self._unreadable()
+        heads = [h for h in (_decode(data[:_SLOT]), _decode(data[_SLOT:])) if h is not None]
+        return sorted(heads, reverse=True)
 
-    def advance(self, seq: int, mac: bytes, head_mac: bytes, *, force: bool = False) -> None:
+    def advance(self, head: Head, *, force: bool = False) -> None:
         """Record a committed head unless the witness already holds a later one (`force`:
-        the operator's deliberate restore, which may move it back)."""
-        if seq <= self._written and not force:
+        the operator's deliberate restore, which may move it back: both slots)."""
+        if head[0] <= self._written and not force:
             return
-        with open(self._lock_path, "a", opener=_private) as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                current = None if force else self.read()
-                if current is None or current[0] < seq:
-                    self._write(seq, mac, head_mac)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-        self._written = max(self._written, seq) if not force else seq
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = os.pread(fd, 2 * _SLOT, 0)
+            if len(data) != 2 * _SLOT:
+                data = _EMPTY + _EMPTY  # a new witness
+            slots = [_decode(data[:_SLOT]), _decode(data[_SLOT:])]
+            seqs = [-1 if slot is None else slot[0] for slot in slots]
+            if force:
+                os.pwrite(fd, _encode(head) * 2, 0)
+            elif head[0] > max(seqs):
+                older = 0 if seqs[0] < seqs[1] else 1
+                os.pwrite(fd, _encode(head), older * _SLOT)
+            if len(data) != 2 * _SLOT or force:
+                os.ftruncate(fd, 2 * _SLOT)
+        finally:
+            os.close(fd)
+        self._written = head[0] if force else max(self._written, head[0])
 
-    def _write(self, seq: int, mac: bytes, head_mac: bytes) -> None:
-        document = {"format": _FORMAT, "seq": seq, "mac": mac.hex(), "head_mac": head_mac.hex()}
-        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(temp, "w", opener=_private) as out:
-            json.dump(document, out)
-        os.replace(temp, self.path)
-
-
-def _private(path: str, flags: int) -> int:
-    return os.open(path, flags, 0o600)
+    def _unreadable(self) -> StoreError:
+        return StoreError(
+            f"the audit witness {self.path} is unreadable; nothing is believed until it is "
+            "restored, or an operator runs `toolkit-vault audit accept-restore`"
+        )

@@ -47,7 +47,7 @@ from toolkit_vault.models import (
 from toolkit_vault.principals import authenticate, create_token, revoke
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.witness import WITNESS_NAME
+from toolkit_vault.witness import WITNESS_NAME, Witness
 
 from tkv_test_plugins import SecretiveToolkit
 
@@ -271,10 +271,10 @@ def test_a_whole_database_put_back_needs_the_operator(
         reopen(fresh)
     code, verified, _ = cli("audit", "verify")
     assert code == 1 and verified["problem"] == "behind"
-    witness = json.loads((home.home / WITNESS_NAME).read_text())
+    witnessed = newest(home)
     code, accepted, err = cli("audit", "accept-restore", "--yes")
     assert code == 0, err
-    assert accepted["witness_seq"] == witness["seq"] > accepted["database_seq"]
+    assert accepted["witness_seq"] == witnessed[0] > accepted["database_seq"]
     restored = open_vault(load_settings())
     fresh.append(restored)
     SecretiveToolkit.received.clear()
@@ -289,26 +289,47 @@ def test_a_whole_database_put_back_needs_the_operator(
     assert event.actor == "operator"
 
 
+def newest(home: VaultSettings) -> tuple[int, bytes, bytes]:
+    heads = Witness(home.home / WITNESS_NAME).read()
+    assert heads
+    return heads[0]
+
+
 def test_the_witness_is_private_and_moves_with_every_write(
     vault: Vault, home: VaultSettings
 ) -> None:
-    path = home.home / WITNESS_NAME
     handshake(vault)
-    first = json.loads(path.read_text())
+    first = newest(home)
     handshake(vault)
-    second = json.loads(path.read_text())
+    second = newest(home)
     head = row_of(vault, AuditHead, AuditHead.id == 1)
-    assert second["seq"] == head.seq > first["seq"] and bytes.fromhex(second["mac"]) == head.mac
-    assert path.stat().st_mode & 0o777 == 0o600
+    assert second[0] == head.seq > first[0] and second[1:] == (head.mac, head.head_mac)
+    assert (home.home / WITNESS_NAME).stat().st_mode & 0o777 == 0o600
 
 
-def test_a_forged_witness_is_refused(vault: Vault, fresh: list[Vault], home: VaultSettings) -> None:
+@pytest.mark.parametrize("damage", ["forged", "torn"])
+def test_a_forged_witness_is_refused_and_a_torn_slot_falls_back(
+    vault: Vault, fresh: list[Vault], home: VaultSettings, damage: str
+) -> None:
+    """Each slot is a whole head: a witness whose heads fail their MAC (a later seq without
+    the audit key) stops everything; a slot torn by a crash mid-write leaves the other
+    slot, one head behind."""
+    handshake(vault)
     handshake(vault)
     path = home.home / WITNESS_NAME
-    witness = json.loads(path.read_text())
-    path.write_text(json.dumps({**witness, "seq": witness["seq"] + 5}))
-    with pytest.raises(VaultError, match=r"witness .* fails its MAC"):
-        reopen(fresh)
+    data = bytearray(path.read_bytes())
+    slot = 0 if int(data[:16], 16) > int(data[160:176], 16) else 160  # the newer slot
+    if damage == "forged":  # both slots: one alone is taken for torn (the other stands)
+        for start in (0, 160):
+            data[start : start + 16] = b"%016x" % (newest(home)[0] + 5)
+        path.write_bytes(bytes(data))
+        with pytest.raises(VaultError, match=r"witness .* fails its MAC"):
+            reopen(fresh)
+    else:
+        data[slot + 40 : slot + 160] = b"\0" * 120
+        path.write_bytes(bytes(data))
+        assert newest(home)[0] == row_of(vault, AuditHead, AuditHead.id == 1).seq - 1
+        reopen(fresh)  # believed: the chain is past the older head
 
 
 def test_a_missing_witness_is_refused_until_init(
