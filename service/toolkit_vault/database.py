@@ -40,16 +40,15 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 __all__ = [
-    "MIGRATIONS",
     "POOL_SIZE",
     "alembic_config",
     "migrate",
+    "migrations",
     "open_engine",
     "read_only",
     "require_current",
 ]
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 BUSY_TIMEOUT_MS = 10_000
 POOL_SIZE = 8  # the server's worker threads, one pooled connection each: more only add GIL convoys
 _POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
@@ -160,11 +159,23 @@ def _sqlite_on_begin(connection: Any) -> None:
         raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from None
 
 
+def migrations() -> Path:
+    """Alembic's directory (env.py, versions/). An installed wheel carries it inside the
+    package, as `toolkit_vault/_migrations` (pyproject.toml maps the top-level `migrations/`
+    there); a source tree (an editable install, a copy on PYTHONPATH) has it beside
+    `service/`, as DESIGN.md lays it out."""
+    from importlib.resources import files  # only init and the tests ask: not at import
+
+    package = Path(str(files("toolkit_vault")))
+    shipped = package / "_migrations"
+    return shipped if shipped.is_dir() else package.parents[1] / "migrations"
+
+
 def alembic_config(engine: Engine) -> Config:
     from alembic.config import Config  # alembic costs half a second to import: only for init
 
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(migrations()))
     config.attributes["engine"] = engine
     return config
 
