@@ -87,6 +87,7 @@ def init_vault(settings: VaultSettings) -> InitReport:
         VaultKeys(store, provider).open()  # every live key opens, every record is signed
         if (failure := store.state_failure()) is not None:
             raise VaultError(failure)  # a chain that breaks or is behind its witness
+        store.close_watch()
     finally:
         engine.dispose()
     recorded = dataclasses.replace(settings, key_options=provider.recorded_options())

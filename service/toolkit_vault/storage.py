@@ -541,6 +541,15 @@ class Store:
         rows = self._on_watch(_CURRENT_POINTERS, (session_id, scope_id))
         return None if rows is None else _effective(session_id, rows)
 
+    def close_watch(self) -> None:
+        """Close the watching connection (reopened on next use), so that disposing of the
+        engine leaves no connection open on the SQLite file: the last one to close
+        checkpoints the WAL into it (`init`, before its home is copied or backed up)."""
+        with self._watch_lock:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+
     def _on_watch(self, sql: str, params: tuple[Any, ...]) -> list[Any] | None:
         """One statement on the SQLite file's watching connection: never writes, never
         waits (busy timeout 0), opened on first use; None where there is none or it fails."""

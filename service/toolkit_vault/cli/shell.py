@@ -122,7 +122,6 @@ ENVIRONMENT = {
     "TOOLKIT_VAULT_DATABASE_URL": "the database (default SQLite in the home)",
     "TOOLKIT_VAULT_KEY_PROVIDER": "keyring, file or env (default: init's choice)",
     "TOOLKIT_VAULT_MASTER_KEYS": "the key document, for the env key provider",
-    "TOOLKIT_VAULT_FILESYSTEM_ROOTS": "roots the filesystem toolkit may use (os.pathsep-separated)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")
