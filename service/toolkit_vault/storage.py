@@ -252,7 +252,7 @@ _FOLLOW = (
     " version, details, mac FROM audit_events WHERE seq > ? ORDER BY 1, 2"
 )
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
-_HEAD_WRITTEN = "tkv_head_written"  # conn.info: the head a transaction's last event moved to
+_WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
 
 
 def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
@@ -414,6 +414,9 @@ class Store:
         if self.witness is None or self._accepting_restore:
             return None
         heads = self.witness.read()
+        own = self.witness.newest  # what this process committed: newer than the file, maybe
+        if own is not None and (not heads or own[0] >= heads[0][0]):
+            return own[0], own[1]
         if heads is None:
             return None
         sign = self._sign
@@ -435,7 +438,11 @@ class Store:
 
     def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
         if self.witness is not None and self._sign is not None and seq > 0:
-            self.witness.advance((seq, mac, head_link(self._sign, seq, mac)), force=force)
+            head = (seq, mac, head_link(self._sign, seq, mac))
+            if force:
+                self.witness.put(head)
+            else:
+                self.witness.advance(head)
 
     def state_failure(self) -> str | None:
         """Why stored state is not believed (None: it is), after following the chain."""
@@ -483,11 +490,14 @@ class Store:
                                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK}
                             )
                         yield conn
-                    written = conn.info.get(_HEAD_WRITTEN)
+                    written = conn.info.get(_WRITTEN)
                 finally:
-                    conn.info.pop(_HEAD_WRITTEN, None)
-            if written is not None:  # committed: the witness may move to it
-                self._advance_witness(*written, force=self._accepting_restore)
+                    conn.info.pop(_WRITTEN, None)
+            if written:  # committed: the witness may move to its head, the ledger take them
+                last = written[-1]
+                self._advance_witness(last["seq"], last["mac"], force=self._accepting_restore)
+                if self._ledger is not None:
+                    self._ledger.committed(written)
         except OperationalError as exc:
             refusal = _refusal(exc)
             if refusal is exc:
@@ -624,13 +634,13 @@ class Store:
                     driver: Any = conn.connection.dbapi_connection
                     for write in group:
                         driver.execute("SAVEPOINT attempt")
-                        before = conn.info.get(_HEAD_WRITTEN)
+                        before = len(conn.info.get(_WRITTEN, ()))
                         try:
                             write.result = write.work(conn)
                         except Exception as exc:
                             write.error = _refusal(exc)
                             driver.execute("ROLLBACK TO attempt")
-                            conn.info[_HEAD_WRITTEN] = before  # its event is gone too
+                            del conn.info.get(_WRITTEN, [])[before:]  # its events are gone too
                         driver.execute("RELEASE attempt")
         except BaseException as exc:
             for write in group:
@@ -658,7 +668,7 @@ class Store:
         if events:
             _INSERT_EVENT(conn, events)
             (_INSERT_HEAD if events[0]["seq"] == 1 else _MOVE_HEAD)(conn, head)
-            _wrote(conn, head)
+            _wrote(conn, *events)
 
     def _link(
         self, draft: AuditDraft, chain_end: Sequence[Any]
@@ -684,7 +694,7 @@ class Store:
         }
         mac = self._sign(previous, audit_payload(event))
         head = {"new_seq": seq, "new_mac": mac, "new_head": head_link(self._sign, seq, mac)}
-        return {**event, "mac": mac}, head
+        return {**event, "mac": mac, "previous": previous}, head
 
     def _require_current(self, last_seq: int) -> None:
         """Writes extend only a chain that is at least what the witness saw, and that this
@@ -839,7 +849,7 @@ class Store:
                 params |= {f"e_{k}": v for k, v in event.items()}
                 if _PG_APPEND[pointer_write](conn, params | head | move).fetchone()[0] != 1:
                     raise _pointer_moved()
-                _wrote(conn, head)
+                _wrote(conn, event)
                 return version
             _INSERT_VERSION(conn, row)
             if live:
@@ -976,12 +986,12 @@ def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -
     creates the head row)."""
     _INSERT_EVENT(conn, event)
     (_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD)(conn, head)
-    _wrote(conn, head)
+    _wrote(conn, event)
 
 
-def _wrote(conn: Connection, head: dict[str, Any]) -> None:
-    """Note the head a transaction moved to, for the witness once it commits."""
-    conn.info[_HEAD_WRITTEN] = (head["new_seq"], head["new_mac"])
+def _wrote(conn: Connection, *events: dict[str, Any]) -> None:
+    """Note the events a transaction wrote, for the witness and the ledger once it commits."""
+    conn.info.setdefault(_WRITTEN, []).extend(events)
 
 
 def _pointer_moved() -> IntegrityError:

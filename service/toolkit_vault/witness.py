@@ -11,21 +11,31 @@ Every process that commits an event advances the witness after the commit. The f
 two fixed-size slots, each a whole head (`seq link head_mac`, hex); a write replaces the
 older slot in place under an exclusive lock, so the witness only moves forward, readers
 (under a shared lock) never see half a write, and a write torn by a crash leaves the other
-slot, one head behind, which the head MAC tells apart. One small write in place, not a
-temporary file renamed over the old one: a server advances it after every group commit.
-It is not fsynced: after a power loss it may lag the database, which only weakens the
-check; it never leads a committed database.
+slot, one head behind, which the head MAC tells apart.
+
+A write to the file dirties its inode, and the next fsync of the database then commits that
+to the filesystem's journal too: written after every commit, the witness cost a busy server
+a sixth of its configures. So a commit only hands its head to a flusher thread, which
+writes the newest one at most every `FLUSH_S` seconds, and at once when the process exits;
+the process itself checks against the newest head it committed, in memory. Another
+process's witness may thus lag by that much; after a SIGKILL or a power loss by more (it
+is not fsynced either). A lagging witness only weakens the check: it never leads a
+committed database.
 """
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import threading
 from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ["WITNESS_NAME", "Head", "Witness"]
+__all__ = ["FLUSH_S", "WITNESS_NAME", "Head", "Witness"]
+
+FLUSH_S = 0.05
 
 WITNESS_NAME = "audit-witness"
 Head = tuple[int, bytes, bytes]  # (seq, link, head MAC)
@@ -52,15 +62,62 @@ class Witness:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._written = 0  # the highest seq this process wrote (no need to write it again)
+        self._lock = threading.Lock()
+        self._newest: Head | None = None  # the newest head this process committed
+        self._pending: Head | None = None  # ... not yet written
+        self._due = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._read: tuple[tuple[int, ...], list[Head]] | None = None  # (stat, heads) read last
+
+    @property
+    def newest(self) -> Head | None:
+        """The newest head this process committed (written or not yet)."""
+        return self._newest
+
+    def advance(self, head: Head) -> None:
+        """A committed head: the flusher writes it soon (the newest of those given)."""
+        with self._lock:
+            if self._newest is not None and head[0] <= self._newest[0]:
+                return
+            self._newest = self._pending = head
+            if self._flusher is None:
+                self._flusher = threading.Thread(
+                    target=self._flush_soon, name="tkv-witness", daemon=True
+                )
+                self._flusher.start()
+                atexit.register(self.flush)
+        self._due.set()
+
+    def flush(self) -> None:
+        """Write the pending head now (the flusher, the process's exit, or a test)."""
+        with self._lock:
+            head, self._pending = self._pending, None
+            if head is not None:
+                self._write(head)
+
+    def _flush_soon(self) -> None:
+        while True:
+            self._due.wait()
+            self._due.clear()
+            self.flush()
+            threading.Event().wait(FLUSH_S)  # the next write waits; heads meanwhile coalesce
 
     def read(self) -> list[Head] | None:
         """The heads the slots hold, newest first (the caller takes the newest whose MAC
         holds); None when there is no witness yet. A file that is not a witness is an
         error, never taken for none."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            info = os.stat(self.path)
         except FileNotFoundError:
             return None
+        except OSError:
+            raise self._unreadable() from None
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        cached = self._read
+        if cached is not None and cached[0] == stamp:
+            return cached[1]  # unchanged since (a write within the clock's tick: one behind)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
         except OSError:
             raise self._unreadable() from None
         try:
@@ -71,11 +128,20 @@ class Witness:
         if len(data) != 2 * _SLOT:
             raise self._unreadable()
         heads = [h for h in (_decode(data[:_SLOT]), _decode(data[_SLOT:])) if h is not None]
-        return sorted(heads, reverse=True)
+        heads.sort(reverse=True)
+        self._read = (stamp, heads)
+        return heads
 
-    def advance(self, head: Head, *, force: bool = False) -> None:
-        """Record a committed head unless the witness already holds a later one (`force`:
-        the operator's deliberate restore, which may move it back: both slots)."""
+    def put(self, head: Head) -> None:
+        """Write `head` now in both slots, even if older: the operator's deliberate restore."""
+        with self._lock:
+            self._pending = None
+            self._newest = head
+            self._write(head, force=True)
+
+    def _write(self, head: Head, *, force: bool = False) -> None:
+        """(Lock held.) Replace the older slot with `head` unless the file already holds a
+        later one (another process's), under an exclusive lock on the file."""
         if head[0] <= self._written and not force:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -66,6 +66,13 @@ def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
         vault.store.engine.dispose()
 
 
+def settle(vault: Vault) -> None:
+    """What a process's exit does: its pending witness head written (`Witness.flush`), as
+    another process would then read it."""
+    if vault.store.witness is not None:
+        vault.store.witness.flush()
+
+
 def rows(db: SqlConnection, table: Any, *where: Any) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in db.execute(select(table).where(*where))]
 
@@ -203,6 +210,7 @@ def test_a_declassified_import_with_its_event_deleted_is_refused(
     import_package(vault.store, vault.registry, changed, "local")
     if where == "middle":
         handshake(vault)  # a later event
+    settle(vault)
     values = {c: getattr(old, c) for c in ("definition", "package_digest", "imported_at", "mac")}
     sql(vault, update(ImportedToolkit).where(ImportedToolkit.name == name).values(**values))
     with vault.store.engine.begin() as db:
@@ -230,6 +238,7 @@ def test_a_token_unrevoked_with_three_rows_stays_refused(vault: Vault, fresh: li
     principal = row_of(vault, Principal, Principal.name == "mallory")
     head = row_of(vault, AuditHead, AuditHead.id == 1)
     revoke(vault.store, "mallory")
+    settle(vault)
     with vault.store.engine.begin() as db:  # the three rows
         db.execute(delete(AuditEvent).where(AuditEvent.action == "token_revoked"))
         db.execute(update(AuditHead).values(seq=head.seq, mac=head.mac, head_mac=head.head_mac))
@@ -265,6 +274,7 @@ def test_a_whole_database_put_back_needs_the_operator(
     with closing(sqlite3.connect(database)) as live, closing(sqlite3.connect(backup)) as out:
         live.backup(out)  # an online backup, as `sqlite3 .backup` takes it
     vault.purge("operator", session)
+    settle(vault)
     with closing(sqlite3.connect(backup)) as source, closing(sqlite3.connect(database)) as live:
         source.backup(live)  # the whole database put back
     with pytest.raises(VaultError, match="behind its witness"):
@@ -289,7 +299,10 @@ def test_a_whole_database_put_back_needs_the_operator(
     assert event.actor == "operator"
 
 
-def newest(home: VaultSettings) -> tuple[int, bytes, bytes]:
+def newest(home: VaultSettings, vault: Vault | None = None) -> tuple[int, bytes, bytes]:
+    """The newest head the witness file holds (after `vault` wrote what it has pending)."""
+    if vault is not None and vault.store.witness is not None:
+        vault.store.witness.flush()
     heads = Witness(home.home / WITNESS_NAME).read()
     assert heads
     return heads[0]
@@ -299,9 +312,9 @@ def test_the_witness_is_private_and_moves_with_every_write(
     vault: Vault, home: VaultSettings
 ) -> None:
     handshake(vault)
-    first = newest(home)
+    first = newest(home, vault)
     handshake(vault)
-    second = newest(home)
+    second = newest(home, vault)
     head = row_of(vault, AuditHead, AuditHead.id == 1)
     assert second[0] == head.seq > first[0] and second[1:] == (head.mac, head.head_mac)
     assert (home.home / WITNESS_NAME).stat().st_mode & 0o777 == 0o600
@@ -316,6 +329,7 @@ def test_a_forged_witness_is_refused_and_a_torn_slot_falls_back(
     slot, one head behind."""
     handshake(vault)
     handshake(vault)
+    settle(vault)
     path = home.home / WITNESS_NAME
     data = bytearray(path.read_bytes())
     slot = 0 if int(data[:16], 16) > int(data[160:176], 16) else 160  # the newer slot
@@ -339,6 +353,7 @@ def test_a_missing_witness_is_refused_until_init(
     never had one: nothing is believed and no write lands until `init` witnesses it again."""
     conn, session = handshake(vault)
     configure(conn, "secretive", secret_config())
+    settle(vault)
     (home.home / WITNESS_NAME).unlink()
     with pytest.raises(VaultError, match=r"witness .* is missing"):
         reopen(fresh)
