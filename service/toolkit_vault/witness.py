@@ -14,8 +14,8 @@ older slot in place under an exclusive lock, so the witness only moves forward, 
 slot, one head behind, which the head MAC tells apart.
 
 A write to the file dirties its inode, and the next fsync of the database then commits that
-to the filesystem's journal too: written after every commit, the witness cost a busy server
-a sixth of its configures. So a commit only hands its head to a flusher thread, which
+to the filesystem's journal too: written after every commit, the witness slowed every
+configure of a busy server. So a commit only hands its head to a flusher thread, which
 writes the newest one at most every `FLUSH_S` seconds, and at once when the process exits;
 the process itself checks against the newest head it committed, in memory. Another
 process's witness may thus lag by that much; after a SIGKILL or a power loss by more (it
