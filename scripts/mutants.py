@@ -759,9 +759,9 @@ MUTANTS = [
     Mutant(
         "freshness: every link verified while following",
         V + "ledger.py",
-        "if seq != self.seq + 1 or not links(self._sign, self.mac, event):",
-        "if False:",
-        REPLAY_TESTS,
+        "                holds = links(self._sign, self.mac, event)",
+        "                holds = True",
+        ("tests/test_ledger.py",),
     ),
     Mutant(
         "freshness: an intake link's version is the chain's last",
@@ -777,6 +777,20 @@ MUTANTS = [
         "            return None",
         'log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)',
         INTAKE_TESTS,
+    ),
+    Mutant(
+        "freshness: no gap while following",
+        V + "ledger.py",
+        "if seq != self.seq + 1 or not holds:",
+        "if not holds:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "freshness: an event this process committed is checked against its stored link",
+        V + "ledger.py",
+        'holds = hmac.compare_digest(bytes(event["mac"]), mine["mac"])',
+        "holds = True",
+        ("tests/test_ledger.py",),
     ),
     Mutant(
         "witness: a database behind it is not believed",

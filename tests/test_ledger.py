@@ -112,3 +112,19 @@ def test_a_removed_toolkit_ends_every_pointer_and_its_import() -> None:
         state.apply(event)
     assert state.pointer("s1", "acme") is None and state.pointer("s2", "acme") is None
     assert state.imported["acme"] is None
+
+
+def test_events_this_process_committed_are_taken_as_signed_here() -> None:
+    """Its own events need no second HMAC: the ledger takes them as written here (an edit
+    of the stored row changes nothing), and refuses a stored link that is not the one made."""
+    mine = {**EVENTS[4], "previous": EVENTS[3]["mac"]}
+    edited = {**EVENTS[4], "details": json.dumps({"status": "error"})}  # its MAC kept
+    ledger = followed(EVENTS[:4])
+    ledger.committed([mine])
+    ledger.take(None, 4, 8, [edited, *EVENTS[5:]])
+    assert ledger.require().pointer("s2", "tk") == 1
+    other = followed(EVENTS[:4])
+    other.committed([mine])
+    other.take(None, 4, 8, [{**EVENTS[4], "mac": bytes(32)}, *EVENTS[5:]])
+    with pytest.raises(StateUnknown):
+        other.require()
