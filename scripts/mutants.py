@@ -779,13 +779,6 @@ MUTANTS = [
         INTAKE_TESTS,
     ),
     Mutant(
-        "freshness: no gap while following",
-        V + "ledger.py",
-        "if seq != self.seq + 1 or not holds:",
-        "if not holds:",
-        REPLAY_TESTS,
-    ),
-    Mutant(
         "freshness: an event this process committed is checked against its stored link",
         V + "ledger.py",
         'holds = hmac.compare_digest(bytes(event["mac"]), mine["mac"])',
