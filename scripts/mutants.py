@@ -786,6 +786,23 @@ MUTANTS = [
         ("tests/test_ledger.py",),
     ),
     Mutant(
+        "freshness: a running process drops an instance the chain no longer vouches for",
+        V + "service.py",
+        "        stale = self._stale(had, chain)",
+        "        stale: set[str] = set()",
+        REPLAY_TESTS,
+    ),
+    Mutant(
+        "freshness: a list from memory checks the chain",
+        V + "service.py",
+        "            if chain is None or any(\n"
+        "                chain.pointer(scope, name) != version"
+        " for name, (scope, version) in had.items()\n"
+        "            ):",
+        "            if chain is None:",
+        REPLAY_TESTS,
+    ),
+    Mutant(
         "witness: a database behind it is not believed",
         V + "ledger.py",
         "elif witness is not None and self.seq < witness[0]:",

@@ -496,21 +496,21 @@ def test_a_list_racing_a_configure_leaves_the_newer_instance(
         "secretive", secret_config(renewed), scope="principal"
     )  # this process has not heard of it: no relay
     store = vault.store
-    real_pointers, real_versions = store.effective_pointers, store.effective_versions
+    real_sources, real_versions = store.effective_sources, store.effective_versions
     stale: dict[str, Any] = {}
 
     def pointers_then_configure(session_id: str, scope_id: str) -> Any:
-        monkeypatch.setattr(store, "effective_pointers", real_pointers)
-        stale["pointers"] = real_pointers(session_id, scope_id)
+        monkeypatch.setattr(store, "effective_sources", real_sources)
+        stale["sources"] = real_sources(session_id, scope_id)
         stale["versions"] = real_versions(session_id, scope_id)
         racer.configure("secretive", secret_config(OWN))
-        return stale["pointers"]
+        return stale["sources"]
 
     def stale_versions(session_id: str, scope_id: str) -> Any:
         monkeypatch.setattr(store, "effective_versions", real_versions)
         return stale["versions"]
 
-    monkeypatch.setattr(store, "effective_pointers", pointers_then_configure)
+    monkeypatch.setattr(store, "effective_sources", pointers_then_configure)
     monkeypatch.setattr(store, "effective_versions", stale_versions)
     keys_received()
     assert inherits.listed()["secretive"] is True

@@ -31,6 +31,7 @@ from .errors import (
 )
 from .events import EventGate
 from .history import PurgeReport, purge, purge_principal
+from .ledger import ChainState
 from .logs import register_secrets
 from .plugin import PushCallback, ToolkitPlugin
 from .protocol import (
@@ -185,11 +186,12 @@ class Vault:
         with self._lock:
             had = dict(self._sources.get(session_id, {}))
             live = {name for name in had if (session_id, name) in self._active}
-        current = self.store.effective_pointers(session_id, scope_id)
+        current, chain = self.store.effective_sources(session_id, scope_id)
+        stale = self._stale(had, chain)
         changed = sorted(
             name
             for name in current.keys() | had.keys()
-            if current.get(name) != had.get(name) or (retry and name not in live)
+            if current.get(name) != had.get(name) or name in stale or (retry and name not in live)
             if only in (None, name)
         )
         if not changed:
@@ -204,7 +206,7 @@ class Vault:
                     events.append(self._event(session_id, name, False, gone))
                 continue
             source = (record.session_id, record.version)
-            if source == had.get(name) and name in live:
+            if source == had.get(name) and name in live and record.authentic:
                 continue  # the read before was older; nothing changed after all
             instance, outcome = self._open(record, inherited=record.session_id != session_id)
             if not self._install(session_id, name, had, outcome, instance, source):
@@ -213,6 +215,17 @@ class Vault:
             if not quiet or not configured or outcome.status == "partial":
                 events.append(self._event(session_id, name, configured, outcome))
         return events
+
+    @staticmethod
+    def _stale(had: dict[str, Source], chain: ChainState | None) -> set[str]:
+        """The toolkits whose instances were made from a version the verified chain no
+        longer makes current: purged or replaced elsewhere, then its rows put back before
+        this process looked (the pointers alone read as before). None: nothing is."""
+        if chain is None:
+            return set(had)
+        return {
+            name for name, (scope, version) in had.items() if chain.pointer(scope, name) != version
+        }
 
     def _open(self, record: VersionRecord, *, inherited: bool) -> tuple[Toolkit | None, Outcome]:
         """A fresh instance initialized from a stored version; (None, why) when it fails."""
@@ -343,6 +356,11 @@ class Vault:
             scope_id = principal_scope(principal.principal_id)
             if self.store.pointers_at_once(session_id, scope_id) != had:
                 return None  # something to bring in line, or no quick read: `_sync` it
+            chain = self.store.chain_state_at_once()
+            if chain is None or any(
+                chain.pointer(scope, name) != version for name, (scope, version) in had.items()
+            ):
+                return None  # a version the chain no longer makes current, or no quick read
             with self._lock:
                 if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
                     return None  # changed here meanwhile

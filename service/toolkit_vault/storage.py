@@ -380,19 +380,48 @@ class Store:
                     rows = self._unfollowed(own, after)
             else:
                 rows = self._unfollowed(conn, after)
-            head = rows[0][1] if rows and rows[0][0] == 0 else None
-            events = (
-                {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
-                for row in rows
-                if row[0] == 1
-            )
-            with ledger.lock:
-                first = ledger.seq == 0
-                ledger.take(witness, after, head, events)
-                if first and witness is None and self.witness is not None:
-                    self._first_witness(ledger)
-                self._followed_mark = mark
+            self._take_rows(ledger, witness, after, rows, mark)
         return ledger.require()
+
+    def chain_state_at_once(self) -> ChainState | None:
+        """`chain_state`, followed only if that needs no wait (SQLite: one statement on the
+        watching connection, which never waits for a lock), so it may run on an event loop;
+        None when it cannot be read so (PostgreSQL, a lock held, a first walk, a failure)."""
+        ledger = self._ledger
+        if ledger is None or ledger.failure is not None or ledger.seq == 0:
+            return None
+        mark = self.commit_mark()
+        if mark is None:
+            return None
+        if mark != self._followed_mark:
+            witness = self._witnessed()
+            after = ledger.seq
+            rows = self._on_watch(_FOLLOW, (after,))
+            if rows is None:
+                return None
+            self._take_rows(ledger, witness, after, rows, mark)
+        return None if ledger.failure is not None else ledger.state
+
+    def _take_rows(
+        self,
+        ledger: Ledger,
+        witness: tuple[int, bytes] | None,
+        after: int,
+        rows: list[Any],
+        mark: int | None,
+    ) -> None:
+        head = rows[0][1] if rows and rows[0][0] == 0 else None
+        events = (
+            {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
+            for row in rows
+            if row[0] == 1
+        )
+        with ledger.lock:
+            first = ledger.seq == 0
+            ledger.take(witness, after, head, events)
+            if first and witness is None and self.witness is not None:
+                self._first_witness(ledger)
+            self._followed_mark = mark
 
     def _unfollowed(self, conn: Connection, after: int) -> list[Any]:
         """The chain head, then the events after `after` (`_FOLLOW`, on the driver)."""
@@ -868,6 +897,20 @@ class Store:
         the one of `scope_id` (its principal's). Pointers as stored: `effective_versions`
         authenticates what is opened."""
         return _effective(session_id, self.fetch(_CURRENT_POINTERS, (session_id, scope_id)))
+
+    def effective_sources(
+        self, session_id: str, scope_id: str
+    ) -> tuple[dict[str, Source], ChainState | None]:
+        """`effective_pointers` and the chain's state, followed in the same read (one
+        transaction); None for the state when nothing stored can be believed."""
+        sql = _CURRENT_POINTERS.replace("?", self._placeholder)
+        with self.read() as conn:
+            try:
+                state: ChainState | None = self.chain_state(conn)
+            except StateUnknown:
+                state = None
+            rows = conn.exec_driver_sql(sql, (session_id, scope_id)).all()
+        return _effective(session_id, rows), state
 
     def effective_versions(self, session_id: str, scope_id: str) -> dict[str, VersionRecord]:
         """The current version each toolkit of the session resolves to (`effective_pointers`),

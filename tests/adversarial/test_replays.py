@@ -31,7 +31,7 @@ from test_authenticated_state import (
     state_problems,
 )
 
-from test_vault import CANARY, configure, handshake, request, secret_config
+from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.errors import VaultError
@@ -45,6 +45,7 @@ from toolkit_vault.models import (
     Principal,
 )
 from toolkit_vault.principals import authenticate, create_token, revoke
+from toolkit_vault.protocol import ToolkitListRequest
 from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.witness import WITNESS_NAME, Witness
@@ -363,3 +364,26 @@ def test_a_missing_witness_is_refused_until_init(
     assert done.exit_code == 0, done.stderr
     _, configured = resume(reopen(fresh), session)
     assert configured["secretive"] is True
+
+
+def test_a_purge_elsewhere_undone_before_a_running_process_looked(
+    vault: Vault, fresh: list[Vault]
+) -> None:
+    """Purged by another process, its rows put back before this one listed again: the
+    pointers read exactly as before, but the chain says the version is gone, so the running
+    process drops the instance it made from it (the list from memory and the worker alike)."""
+    conn, session = handshake(vault)
+    assert configure(conn, "secretive", secret_config())[0]["status"] == "ok"
+    backup = copy_of(vault, session)
+    reopen(fresh).purge("operator", session)  # another process
+    put_back(vault, session, backup)
+    quick = vault.answer_at_once(AGENT, session, ToolkitListRequest())
+    assert quick is None or not listed_in(quick)["secretive"]
+    assert listed(conn)["secretive"] is False
+    SecretiveToolkit.received.clear()
+    _, configured = resume(vault, session)
+    assert configured["secretive"] is False and SecretiveToolkit.received == []
+
+
+def listed_in(answer: str) -> dict[str, bool]:
+    return {t["name"]: t["configured"] for t in json.loads(answer)["toolkits"]}
