@@ -20,6 +20,7 @@ from adversarial_support import (
 )
 
 from toolkit_vault.service import Vault
+from toolkit_vault.settings import VaultSettings
 
 TRANSPORTS = ["connection", "stdio", "http", "websocket"]
 
@@ -70,3 +71,12 @@ def open_channel(transport: str, vault: Vault, cli_env: dict[str, str]) -> Itera
 @pytest.fixture
 def channel(open_channel: OpenChannel) -> Channel:
     return open_channel()
+
+
+@pytest.fixture
+def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
+    """Vaults opened later, as another process would open them (closed at teardown)."""
+    opened: list[Vault] = []
+    yield opened
+    for vault in opened:
+        vault.store.engine.dispose()

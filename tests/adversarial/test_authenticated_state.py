@@ -15,7 +15,6 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +49,6 @@ SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 POSTGRES_ONLY = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
-
-
-@pytest.fixture
-def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
-    """Vaults opened later, as another process would open them (closed at teardown)."""
-    opened: list[Vault] = []
-    yield opened
-    for vault in opened:
-        vault.store.engine.dispose()
 
 
 def reopen(fresh: list[Vault]) -> Vault:

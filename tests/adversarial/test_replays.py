@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ from click.testing import CliRunner
 from sqlalchemy import Connection as SqlConnection
 from sqlalchemy import delete, insert, select, update
 from test_authenticated_state import (
+    POSTGRES_ONLY,
     SERVER,
+    SQLITE_ONLY,
     cli,
     new_session,
     reopen,
@@ -54,18 +55,6 @@ from tkv_test_plugins import SecretiveToolkit
 
 pytestmark = pytest.mark.key_providers("file")
 OLD_KEY = "tkv-old-compromised-key-41f0"
-SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-POSTGRES_ONLY = pytest.mark.parametrize(
-    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
-)
-
-
-@pytest.fixture
-def fresh(home: VaultSettings) -> Iterator[list[Vault]]:
-    opened: list[Vault] = []
-    yield opened
-    for vault in opened:
-        vault.store.engine.dispose()
 
 
 def settle(vault: Vault) -> None:
