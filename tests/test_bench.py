@@ -130,3 +130,17 @@ def test_a_short_soak_stores_every_accepted_configure_once() -> None:
     assert summary["errors"] == {} and summary["lost"] == 0 and summary["audit_verifies"]
     assert summary["accepted"] == summary["stored"] > 0
     assert summary["latency"]["list"]["n"] > 0
+
+
+def test_a_rewritten_report_keeps_its_section_kept_by_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.report import KEPT_BY_HAND, write
+
+    path = tmp_path / "BENCHMARKS.md"
+    write(path, "# Benchmarks\n\nfirst run\n")
+    assert path.read_text() == "# Benchmarks\n\nfirst run\n"
+    path.write_text(path.read_text() + f"\n{KEPT_BY_HAND}\n\npaired: 1.05x\n")
+    write(path, "# Benchmarks\n\nsecond run\n")
+    assert path.read_text() == f"# Benchmarks\n\nsecond run\n\n{KEPT_BY_HAND}\n\npaired: 1.05x\n"
