@@ -25,7 +25,6 @@ from typing import Any, overload
 from sqlalchemy import (
     Connection,
     Engine,
-    Row,
     bindparam,
     func,
     insert,
@@ -36,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from .chain import AUDIT_FIELDS, CHAIN_START, Signer, audit_payload, head_link, links, verified_end
+from .chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from .database import BUSY_TIMEOUT_MS, read_only
 from .errors import StoreError
 from .integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
@@ -211,17 +210,6 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
 )
 
 
-_LATEST_EVENT = (  # a toolkit's (not a session's) latest event of some actions
-    select(AuditEvent)
-    .where(
-        AuditEvent.session_id.is_(None),
-        AuditEvent.toolkit_name == bindparam("toolkit"),
-        AuditEvent.action.in_(bindparam("actions", expanding=True)),
-    )
-    .order_by(AuditEvent.seq.desc())
-    .limit(1)
-)
-_EVENT_MAC = select(AuditEvent.mac).where(AuditEvent.seq == bindparam("seq"))
 _CURRENT_VERSIONS = (  # a session's current versions and their pointers
     select(
         ConfigVersion,
@@ -743,26 +731,6 @@ class Store:
             "nothing stored is believed; if this database is the latest, run "
             "`toolkit-vault init` to witness it again"
         )
-
-    def latest_event(
-        self, conn: Connection, actions: Sequence[str], toolkit_name: str
-    ) -> Row[Any] | None:
-        """The latest of a toolkit's `actions` events, only if its own chain link verifies
-        against the event before it; None otherwise. One link, cheap enough for start-up:
-        `audit verify` walks the rest."""
-        if self._sign is None:
-            raise StoreError("the audit key is not loaded")
-        event = conn.execute(_LATEST_EVENT, {"actions": list(actions), "toolkit": toolkit_name})
-        found = event.first()
-        if found is None:
-            return None
-        previous = CHAIN_START
-        if found.seq > 1:
-            before = conn.execute(_EVENT_MAC, {"seq": found.seq - 1}).first()
-            if before is None or not isinstance(before.mac, bytes | memoryview):
-                return None
-            previous = bytes(before.mac)
-        return found if links(self._sign, previous, found._mapping) else None
 
     # -- principals and sessions ------------------------------------------------------------
 
