@@ -795,10 +795,7 @@ MUTANTS = [
     Mutant(
         "freshness: a list from memory checks the chain",
         V + "service.py",
-        "            if chain is None or any(\n"
-        "                chain.pointer(scope, name) != version"
-        " for name, (scope, version) in had.items()\n"
-        "            ):",
+        "            if chain is None or self._stale(had, chain):",
         "            if chain is None:",
         REPLAY_TESTS,
     ),

@@ -357,9 +357,7 @@ class Vault:
             if self.store.pointers_at_once(session_id, scope_id) != had:
                 return None  # something to bring in line, or no quick read: `_sync` it
             chain = self.store.chain_state_at_once()
-            if chain is None or any(
-                chain.pointer(scope, name) != version for name, (scope, version) in had.items()
-            ):
+            if chain is None or self._stale(had, chain):
                 return None  # a version the chain no longer makes current, or no quick read
             with self._lock:
                 if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:

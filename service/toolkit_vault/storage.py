@@ -361,7 +361,7 @@ class Store:
             raise StoreError("the audit key is not loaded")
         mark = self.commit_mark()
         if ledger.failure is None and (force or mark is None or mark != self._followed_mark):
-            witness = self._witnessed()
+            witness = self.witnessed()
             after = ledger.seq
             if conn is None:
                 with self.read() as own:
@@ -382,7 +382,7 @@ class Store:
         if mark is None:
             return None
         if mark != self._followed_mark:
-            witness = self._witnessed()
+            witness = self.witnessed()
             after = ledger.seq
             rows = self._on_watch(_FOLLOW, (after,))
             if rows is None:
@@ -408,15 +408,14 @@ class Store:
             first = ledger.seq == 0
             ledger.take(witness, after, head, events)
             if first and witness is None and self.witness is not None:
-                self._first_witness(ledger)
+                self._first_witness(ledger, self.witness)
             self._followed_mark = mark
 
     def _unfollowed(self, conn: Connection, after: int) -> list[Any]:
         """The chain head, then the events after `after` (`_FOLLOW`, on the driver)."""
-        sql = _FOLLOW if self._placeholder == "?" else _FOLLOW.replace("?", self._placeholder)
-        return list(conn.exec_driver_sql(sql, (after,)).all())
+        return list(conn.exec_driver_sql(_FOLLOW.replace("?", self._placeholder), (after,)).all())
 
-    def _first_witness(self, ledger: Ledger) -> None:
+    def _first_witness(self, ledger: Ledger, witness: Witness) -> None:
         """(Ledger lock held.) A home without a witness: `init` makes one from the chain as
         verified (an empty chain needs none yet); anyone else believes nothing."""
         if ledger.failure is not None:
@@ -424,10 +423,11 @@ class Store:
         if self.makes_witness or ledger.seq == 0:
             self._advance_witness(ledger.seq, ledger.mac)
         else:
-            ledger.failure = self._missing_witness()
+            ledger.failure = _missing(witness)
 
-    def _witnessed(self) -> tuple[int, bytes] | None:
-        """The witness's newest (seq, link) whose keyed head MAC holds; None without one."""
+    def witnessed(self) -> tuple[int, bytes] | None:
+        """The witness's newest (seq, link) whose keyed head MAC holds (this process's own
+        newest head, when later); None without one; StoreError when none holds."""
         if self.witness is None or self._accepting_restore:
             return None
         heads = self.witness.read()
@@ -448,10 +448,6 @@ class Store:
             f"the audit witness {self.witness.path} fails its MAC: it was not written by "
             "this vault; restore it, or run `toolkit-vault audit accept-restore`"
         )
-
-    def witnessed(self) -> tuple[int, bytes] | None:
-        """The home's witness (seq, link) once its MAC holds (StoreError otherwise)."""
-        return self._witnessed()
 
     def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
         if self.witness is not None and self._sign is not None and seq > 0:
@@ -718,19 +714,12 @@ class Store:
         process has not found broken (a write never launders a rolled-back database)."""
         if self._ledger is not None and self._ledger.failure is not None:
             raise StoreError(self._ledger.failure)
-        witness = self._witnessed()
+        witness = self.witnessed()
         if witness is not None and last_seq < witness[0]:
             raise StoreError(behind(witness[0], last_seq))
-        missing = witness is None and self.witness is not None and last_seq > 0
-        if missing and not (self.makes_witness or self._accepting_restore):
-            raise StoreError(self._missing_witness())
-
-    def _missing_witness(self) -> str:
-        return (
-            f"the audit witness {self.witness.path if self.witness else ''} is missing: "
-            "nothing stored is believed; if this database is the latest, run "
-            "`toolkit-vault init` to witness it again"
-        )
+        excused = self.makes_witness or self._accepting_restore
+        if witness is None and self.witness is not None and last_seq > 0 and not excused:
+            raise StoreError(_missing(self.witness))
 
     # -- principals and sessions ------------------------------------------------------------
 
@@ -1003,6 +992,13 @@ def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -
 def _wrote(conn: Connection, *events: dict[str, Any]) -> None:
     """Note the events a transaction wrote, for the witness and the ledger once it commits."""
     conn.info.setdefault(_WRITTEN, []).extend(events)
+
+
+def _missing(witness: Witness) -> str:
+    return (
+        f"the audit witness {witness.path} is missing: nothing stored is believed; if this "
+        "database is the latest, run `toolkit-vault init` to witness it again"
+    )
 
 
 def _pointer_moved() -> IntegrityError:

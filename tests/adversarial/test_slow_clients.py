@@ -24,6 +24,7 @@ import httpx
 import pytest
 from adversarial_support import CLI, ServeProcess
 
+from test_http import _closed
 from toolkit_vault.service import Vault
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -131,15 +132,6 @@ def test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed(
     assert b"408" not in closed["b"][1]
 
 
-def _is_closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1024) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
 def test_one_address_cannot_hold_every_descriptor(vault: Vault, cli_env: dict[str, str]) -> None:
     """The attack of issue 35, with heads instead of bodies (both count): 300 connections
     from 127.0.0.1 against a server limited to 256 descriptors and a 30-second header
@@ -159,7 +151,7 @@ def test_one_address_cannot_hold_every_descriptor(vault: Vault, cli_env: dict[st
         time.sleep(0.5)
         for sock in slow:
             sock.setblocking(False)
-        held = [sock for sock in slow if not _is_closed(sock)]
+        held = [sock for sock in slow if not _closed(sock)]
         assert len(held) == 32, f"{len(held)} of 300 slow connections held"
         for sock in slow:
             sock.close()
