@@ -5,8 +5,14 @@ authority. ``inspect`` (the ``toolkit-package-inspect`` command) is the only mod
 bounded stdin to stdout, and is deliberately not imported here so ``python -m`` runs it clean.
 """
 
-from .compat import Gap, HostCompatibility, StateObligation, check_host, state_changes_from
-from .importers import (
+from toolkit_package.compat import (
+    Gap,
+    HostCompatibility,
+    StateObligation,
+    check_host,
+    state_changes_from,
+)
+from toolkit_package.importers import (
     ConfigInput,
     ImportDiagnostic,
     ImportedServer,
@@ -14,7 +20,7 @@ from .importers import (
     ImportResult,
     import_metadata,
 )
-from .manifest import (
+from toolkit_package.manifest import (
     ActivationManifest,
     Diagnostic,
     ManifestRefused,
@@ -22,8 +28,8 @@ from .manifest import (
     payload_digest,
     validate,
 )
-from .model import Component, IntegrationPackage, StrategyKind
-from .toolkit import ImportedToolkit, to_toolkit_definitions
+from toolkit_package.model import Component, IntegrationPackage, StrategyKind
+from toolkit_package.toolkit import ImportedToolkit, to_toolkit_definitions
 
 __all__ = [
     "ActivationManifest",

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .classify import Evidence, classify, credential_word
-from .imported import (
+from toolkit_package.classify import Evidence, classify, credential_word
+from toolkit_package.imported import (
     Collector,
     ConfigInput,
     EntryInvalid,
@@ -24,7 +24,7 @@ from .imported import (
     pick,
     pointer,
 )
-from .model import StrategyKind
+from toolkit_package.model import StrategyKind
 
 __all__ = ["parse_bundle_manifest"]
 

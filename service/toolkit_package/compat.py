@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .common import ContractRef
-from .manifest import ValidatedManifest, require_validated
-from .model import StateContract
-from .roles import FrontendExport
+from toolkit_package.common import ContractRef
+from toolkit_package.manifest import ValidatedManifest, require_validated
+from toolkit_package.model import StateContract
+from toolkit_package.roles import FrontendExport
 
 __all__ = ["Gap", "HostCompatibility", "StateObligation", "check_host", "state_changes_from"]
 

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .model import Component, Lifetime
-from .roles import FrontendExport
+from toolkit_package.model import Component, Lifetime
+from toolkit_package.roles import FrontendExport
 
 if TYPE_CHECKING:
-    from .manifest import ActivationManifest
+    from toolkit_package.manifest import ActivationManifest
 
 __all__ = ["Diagnostic", "check_graph", "check_lifetimes", "dependency_order"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from .model import StrategyKind
+from toolkit_package.model import StrategyKind
 
 __all__ = [
     "MAX_NAME_CHARS",

@@ -18,9 +18,9 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from .bundles import parse_bundle_manifest
-from .clients import parse_client_config
-from .imported import (
+from toolkit_package.bundles import parse_bundle_manifest
+from toolkit_package.clients import parse_client_config
+from toolkit_package.imported import (
     MAX_SERVERS,
     Collector,
     ConfigInput,
@@ -34,8 +34,8 @@ from .imported import (
     SkippedServer,
     pointer,
 )
-from .jsonbound import MAX_INPUT_BYTES, BoundsRefused, loads_bounded
-from .registry import parse_server_json
+from toolkit_package.jsonbound import MAX_INPUT_BYTES, BoundsRefused, loads_bounded
+from toolkit_package.registry import parse_server_json
 
 __all__ = [
     "MAX_INPUT_BYTES",

@@ -20,9 +20,9 @@ import os
 import sys
 from typing import Any, BinaryIO, TextIO
 
-from .imported import ImportRefused, ImportResult
-from .importers import import_metadata
-from .jsonbound import MAX_INPUT_BYTES
+from toolkit_package.imported import ImportRefused, ImportResult
+from toolkit_package.importers import import_metadata
+from toolkit_package.jsonbound import MAX_INPUT_BYTES
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_REPORT_BYTES", "build_report", "inspect_bytes", "main", "run"]
 

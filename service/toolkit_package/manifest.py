@@ -19,11 +19,11 @@ import rfc8785
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from .common import ContractRef, Digest, Frozen, Ident, Text, Version
-from .graph import Diagnostic, check_graph, check_lifetimes, dependency_order
-from .jsonbound import BoundsRefused, loads_bounded
-from .model import Component, HostServiceRef, PortableMcpEntry, StrategyKind
-from .roles import Export
+from toolkit_package.common import ContractRef, Digest, Frozen, Ident, Text, Version
+from toolkit_package.graph import Diagnostic, check_graph, check_lifetimes, dependency_order
+from toolkit_package.jsonbound import BoundsRefused, loads_bounded
+from toolkit_package.model import Component, HostServiceRef, PortableMcpEntry, StrategyKind
+from toolkit_package.roles import Export
 
 __all__ = [
     "ActivationManifest",

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictStr, model_validator
 
-from .common import ContractRef, Digest, Frozen, Ident, Millis, Name, Text, Version
-from .roles import Export
+from toolkit_package.common import ContractRef, Digest, Frozen, Ident, Millis, Name, Text, Version
+from toolkit_package.roles import Export
 
 __all__ = [
     "ActivationScope",

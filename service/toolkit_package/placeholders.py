@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .classify import UrlPart
+from toolkit_package.classify import UrlPart
 
 __all__ = ["names", "strip", "url_parts"]
 

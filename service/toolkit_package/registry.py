@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import placeholders
-from .classify import Evidence, UrlPart, Verdict, classify, credential_word
-from .imported import (
+from toolkit_package import placeholders
+from toolkit_package.classify import Evidence, UrlPart, Verdict, classify, credential_word
+from toolkit_package.imported import (
     Collector,
     ConfigInput,
     EntryInvalid,
@@ -28,7 +28,7 @@ from .imported import (
     pick,
     pointer,
 )
-from .model import StrategyKind
+from toolkit_package.model import StrategyKind
 
 __all__ = ["parse_server_json"]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .common import ContractRef, Count, Digest, Frozen, Ident, Millis, Name, Text
+from toolkit_package.common import ContractRef, Count, Digest, Frozen, Ident, Millis, Name, Text
 
 __all__ = [
     "Admission",

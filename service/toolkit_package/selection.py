@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .imported import ImportedServer, ImportResult, SkippedServer
-from .toolkit import property_names
+from toolkit_package.imported import ImportedServer, ImportResult, SkippedServer
+from toolkit_package.toolkit import property_names
 
 __all__ = ["Override", "Selected", "Selection", "SelectionRefused", "select"]
 

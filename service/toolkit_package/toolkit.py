@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .imported import ConfigInput, ImportedServer, ImportResult
+from toolkit_package.imported import ConfigInput, ImportedServer, ImportResult
 
 __all__ = [
     "DEFINITION_FIELDS",

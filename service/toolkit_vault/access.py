@@ -32,9 +32,9 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import event
 
-from .principals import authenticate
-from .service import Connection, Principal, Vault
-from .storage import Store
+from toolkit_vault.principals import authenticate
+from toolkit_vault.service import Connection, Principal, Vault
+from toolkit_vault.storage import Store
 
 __all__ = ["PrincipalCache", "SessionBindings", "SharedMarks"]
 

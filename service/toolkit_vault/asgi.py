@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .logs import REQUEST_ID, log_request
+from toolkit_vault.logs import REQUEST_ID, log_request
 
 __all__ = ["RequestLog"]
 

@@ -23,15 +23,15 @@ from typing import Any, Literal
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import OperationalError
 
-from . import crypto
-from .chain import CHAIN_START, Signer, head_link, links
-from .crypto import SecretBytes
-from .errors import StoreError
-from .integrity import VERSIONS, Row
-from .ledger import behind
-from .models import AuditEvent, AuditHead
-from .reconcile import StateProblem, reconcile
-from .storage import Store
+from toolkit_vault import crypto
+from toolkit_vault.chain import CHAIN_START, Signer, head_link, links
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import StoreError
+from toolkit_vault.integrity import VERSIONS, Row
+from toolkit_vault.ledger import behind
+from toolkit_vault.models import AuditEvent, AuditHead
+from toolkit_vault.reconcile import StateProblem, reconcile
+from toolkit_vault.storage import Store
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
 

@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import crypto
-from .database import migrate, open_engine, require_current
-from .errors import VaultError
-from .hierarchy import VaultKeys, create_hierarchy
-from .keystore import read_vault_keys
-from .keyupgrade import finish_upgrade, legacy_keys, legacy_pending
-from .providers import KeyProvider, ProviderSettings, load_provider
-from .reconcile import LOCAL_PRINCIPAL_ID
-from .registry import ToolkitRegistry
-from .service import Principal, Vault
-from .settings import VaultSettings, write_record
-from .storage import Store
-from .upgrade import authenticate_state
-from .witness import WITNESS_NAME, Witness
+from toolkit_vault import crypto
+from toolkit_vault.database import migrate, open_engine, require_current
+from toolkit_vault.errors import VaultError
+from toolkit_vault.hierarchy import VaultKeys, create_hierarchy
+from toolkit_vault.keystore import read_vault_keys
+from toolkit_vault.keyupgrade import finish_upgrade, legacy_keys, legacy_pending
+from toolkit_vault.providers import KeyProvider, ProviderSettings, load_provider
+from toolkit_vault.reconcile import LOCAL_PRINCIPAL_ID
+from toolkit_vault.registry import ToolkitRegistry
+from toolkit_vault.service import Principal, Vault
+from toolkit_vault.settings import VaultSettings, write_record
+from toolkit_vault.storage import Store
+from toolkit_vault.upgrade import authenticate_state
+from toolkit_vault.witness import WITNESS_NAME, Witness
 
 __all__ = [
     "LOCAL_PRINCIPAL",

@@ -15,8 +15,8 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .canonical import canonical_json
-from .errors import StoreError
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.errors import StoreError
 
 __all__ = [
     "AUDIT_FIELDS",

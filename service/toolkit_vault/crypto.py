@@ -44,8 +44,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .canonical import canonical_json
-from .errors import DecryptionError, KeyProviderError
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.errors import DecryptionError, KeyProviderError
 
 __all__ = [
     "FORMAT_VERSION",

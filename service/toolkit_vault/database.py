@@ -33,8 +33,8 @@ from sqlalchemy.exc import (
     ProgrammingError,
 )
 
-from .errors import StoreError
-from .models import SCHEMA_REVISION
+from toolkit_vault.errors import StoreError
+from toolkit_vault.models import SCHEMA_REVISION
 
 if TYPE_CHECKING:
     from alembic.config import Config

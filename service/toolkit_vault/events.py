@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from .logs import redact
-from .protocol import ToolkitStatusEvent, dump_message
+from toolkit_vault.logs import redact
+from toolkit_vault.protocol import ToolkitStatusEvent, dump_message
 
 __all__ = ["EventGate", "EventLimits"]
 

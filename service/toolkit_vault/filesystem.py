@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import ConfigInvalid, VaultError
-from .protocol import ToolkitDefinition
+from toolkit_vault.errors import ConfigInvalid, VaultError
+from toolkit_vault.protocol import ToolkitDefinition
 
 __all__ = [
     "DEFINITION",

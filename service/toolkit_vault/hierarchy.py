@@ -16,11 +16,11 @@ from functools import partial
 
 from sqlalchemy import Connection
 
-from . import crypto
-from .crypto import KeyRing, SecretBytes, internal_context
-from .errors import DecryptionError, KeyProviderError, VaultError
-from .integrity import RowAuthenticator
-from .keystore import (
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing, SecretBytes, internal_context
+from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
+from toolkit_vault.integrity import RowAuthenticator
+from toolkit_vault.keystore import (
     INTERNAL_KEYS,
     VaultKeyRecord,
     add_vault_key,
@@ -30,9 +30,9 @@ from .keystore import (
     vault_key_context,
     verified_vault_keys,
 )
-from .providers import KeyProvider
-from .records import AuditDraft
-from .storage import Store
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.storage import Store
 
 __all__ = ["VaultKeys", "create_hierarchy", "unwrap_internal_keys", "use_keys"]
 

@@ -22,14 +22,14 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, or_, select, update
 
-from .errors import UnknownSession, VaultError
-from .integrity import VERSIONS
-from .models import ConfigVersion, CurrentConfig
-from .models import Principal as PrincipalRow
-from .models import Session as SessionRow
-from .records import AuditDraft
-from .scopes import principal_of, principal_scope, scope_of
-from .storage import Store
+from toolkit_vault.errors import UnknownSession, VaultError
+from toolkit_vault.integrity import VERSIONS
+from toolkit_vault.models import ConfigVersion, CurrentConfig
+from toolkit_vault.models import Principal as PrincipalRow
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.scopes import principal_of, principal_scope, scope_of
+from toolkit_vault.storage import Store
 
 __all__ = [
     "PurgeReport",

@@ -33,14 +33,14 @@ from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import __version__
-from .access import PrincipalCache, SessionBindings, SharedMarks
-from .asgi import RequestLog
-from .database import POOL_SIZE
-from .errors import KeyProviderError, VaultError
-from .history import history, parse_time
-from .keyadmin import key_status
-from .protocol import (
+from toolkit_vault import __version__
+from toolkit_vault.access import PrincipalCache, SessionBindings, SharedMarks
+from toolkit_vault.asgi import RequestLog
+from toolkit_vault.database import POOL_SIZE
+from toolkit_vault.errors import KeyProviderError, VaultError
+from toolkit_vault.history import history, parse_time
+from toolkit_vault.keyadmin import key_status
+from toolkit_vault.protocol import (
     MAX_MESSAGE_BYTES,
     ErrorCode,
     ErrorMessage,
@@ -48,10 +48,18 @@ from .protocol import (
     Message,
     dump_message,
 )
-from .providers import KeyProvider
-from .service import ANSWERED_AT_ONCE, Connection, Mark, Principal, Reply, Vault, read_request
-from .web import RememberOrigin, client_left, install_console
-from .workers import Workers
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.service import (
+    ANSWERED_AT_ONCE,
+    Connection,
+    Mark,
+    Principal,
+    Reply,
+    Vault,
+    read_request,
+)
+from toolkit_vault.web import RememberOrigin, client_left, install_console
+from toolkit_vault.workers import Workers
 
 __all__ = ["Limits", "create_app"]
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolkit_package.importers import ImportDiagnostic, SkippedServer
-
-from .registry import RegisteredToolkit
+from toolkit_vault.registry import RegisteredToolkit
 
 __all__ = [
     "ArgvWarning",

@@ -32,19 +32,18 @@ from toolkit_package.importers import ImportedServer, ImportRefused, import_meta
 from toolkit_package.selection import Selected, Selection, SelectionRefused
 from toolkit_package.selection import select as select_servers
 from toolkit_package.toolkit import property_names, to_toolkit_definition
-
-from .errors import ToolkitNotFound, VaultError
-from .import_report import ArgvWarning, FieldMark, ImportedEntry, ImportReport, Outcome
-from .integrity import IMPORTED
-from .ledger import ChainState, StateUnknown
-from .models import CurrentConfig
-from .models import ImportedToolkit as ImportedRow
-from .protocol import ToolkitDefinition
-from .reconcile import imported_as_audited
-from .records import AuditDraft
-from .registry import ToolkitFactory, ToolkitRegistry, coerce_definition
-from .schema import canonical_json, compile_schema
-from .storage import Store
+from toolkit_vault.errors import ToolkitNotFound, VaultError
+from toolkit_vault.import_report import ArgvWarning, FieldMark, ImportedEntry, ImportReport, Outcome
+from toolkit_vault.integrity import IMPORTED
+from toolkit_vault.ledger import ChainState, StateUnknown
+from toolkit_vault.models import CurrentConfig
+from toolkit_vault.models import ImportedToolkit as ImportedRow
+from toolkit_vault.protocol import ToolkitDefinition
+from toolkit_vault.reconcile import imported_as_audited
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.registry import ToolkitFactory, ToolkitRegistry, coerce_definition
+from toolkit_vault.schema import canonical_json, compile_schema
+from toolkit_vault.storage import Store
 
 __all__ = [
     "AUDIT_ACTION",

@@ -24,15 +24,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .crypto import SecretBytes
-from .errors import ConfigInvalid, ToolkitNotFound, VaultError
-from .ledger import StateUnknown
-from .protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
-from .records import AuditDraft, VersionDraft
-from .registry import RegisteredToolkit
-from .schema import canonical_json, check_sealable
-from .scopes import Scope, scope_of
-from .service import Outcome, Principal, Vault
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
+from toolkit_vault.ledger import StateUnknown
+from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
+from toolkit_vault.records import AuditDraft, VersionDraft
+from toolkit_vault.registry import RegisteredToolkit
+from toolkit_vault.schema import canonical_json, check_sealable
+from toolkit_vault.scopes import Scope, scope_of
+from toolkit_vault.service import Outcome, Principal, Vault
 
 __all__ = ["DEFAULT_TTL", "INTAKE_STATUS", "Claim", "Intake", "IntakeRefused", "IntakeView"]
 

@@ -24,9 +24,9 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import crypto
-from .crypto import SecretBytes
-from .errors import StoreError
+from toolkit_vault import crypto
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import StoreError
 
 __all__ = [
     "IMPORTED",

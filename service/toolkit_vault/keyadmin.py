@@ -14,21 +14,21 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from . import crypto
-from .crypto import KeyRing
-from .errors import KeyProviderError, VaultError
-from .keystore import (
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing
+from toolkit_vault.errors import KeyProviderError, VaultError
+from toolkit_vault.keystore import (
     VaultKeyRecord,
     internal_keys,
     retire_vault_key,
     vault_key_context,
     verified_vault_keys,
 )
-from .models import ConfigVersion
-from .providers import KeyProvider, ProviderStatus
-from .records import AuditDraft
-from .rotation import pending_rewraps, version_batches, write_rewraps
-from .storage import Store
+from toolkit_vault.models import ConfigVersion
+from toolkit_vault.providers import KeyProvider, ProviderStatus
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.rotation import pending_rewraps, version_batches, write_rewraps
+from toolkit_vault.storage import Store
 
 __all__ = ["key_status", "plan_rotation", "retire_key"]
 

@@ -20,13 +20,13 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from .crypto import FORMAT_VERSION
-from .errors import DecryptionError, StoreError, VaultError
-from .integrity import VAULT_KEYS
-from .models import InternalKey, VaultKey
-from .providers import Context, blob_header
-from .records import AuditDraft, as_bytes
-from .storage import Store
+from toolkit_vault.crypto import FORMAT_VERSION
+from toolkit_vault.errors import DecryptionError, StoreError, VaultError
+from toolkit_vault.integrity import VAULT_KEYS
+from toolkit_vault.models import InternalKey, VaultKey
+from toolkit_vault.providers import Context, blob_header
+from toolkit_vault.records import AuditDraft, as_bytes
+from toolkit_vault.storage import Store
 
 __all__ = [
     "INTERNAL_KEYS",

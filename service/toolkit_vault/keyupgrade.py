@@ -27,15 +27,15 @@ from typing import Any
 
 from sqlalchemy import select
 
-from . import crypto
-from .crypto import KeyRing, SecretBytes
-from .errors import DecryptionError, KeyProviderError, VaultError
-from .models import AuditEvent, ConfigVersion, MasterKey
-from .providers import KeyProvider
-from .providers.local import LocalProvider
-from .records import AuditDraft, version_record
-from .rotation import version_batches, write_rewraps
-from .storage import Store
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing, SecretBytes
+from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
+from toolkit_vault.models import AuditEvent, ConfigVersion, MasterKey
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.providers.local import LocalProvider
+from toolkit_vault.records import AuditDraft, version_record
+from toolkit_vault.rotation import version_batches, write_rewraps
+from toolkit_vault.storage import Store
 
 __all__ = ["DONE_ACTION", "HierarchyReport", "finish_upgrade", "legacy_keys", "legacy_pending"]
 

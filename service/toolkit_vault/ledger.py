@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .chain import CHAIN_START, Signer, links
+from toolkit_vault.chain import CHAIN_START, Signer, links
 
 __all__ = ["LIVE", "ChainState", "Ledger", "PrincipalState", "StateUnknown"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import and_, select
 
-from .models import ConfigVersion, CurrentConfig, Principal
-from .models import Session as SessionRow
-from .storage import Store
+from toolkit_vault.models import ConfigVersion, CurrentConfig, Principal
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.storage import Store
 
 __all__ = ["session_overview"]
 

@@ -20,8 +20,7 @@ import urllib.request
 from typing import Any
 
 from toolkit_package.jsonbound import BoundsRefused, loads_bounded
-
-from .imports import MAX_IMPORT_BYTES, PackageRefused
+from toolkit_vault.imports import MAX_IMPORT_BYTES, PackageRefused
 
 __all__ = ["MAX_PAGES", "TIMEOUT_SECONDS", "fetch_listing", "read_package"]
 

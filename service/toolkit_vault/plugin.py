@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import VaultError
-from .protocol import (
+from toolkit_vault.errors import VaultError
+from toolkit_vault.protocol import (
     Message,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,

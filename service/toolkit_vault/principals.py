@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, insert, or_, select, update
 
-from .errors import VaultError
-from .integrity import PRINCIPALS
-from .ledger import StateUnknown
-from .models import Principal as PrincipalRow
-from .records import AuditDraft
-from .service import Principal
-from .storage import Store
+from toolkit_vault.errors import VaultError
+from toolkit_vault.integrity import PRINCIPALS
+from toolkit_vault.ledger import StateUnknown
+from toolkit_vault.models import Principal as PrincipalRow
+from toolkit_vault.records import AuditDraft
+from toolkit_vault.service import Principal
+from toolkit_vault.storage import Store
 
 __all__ = [
     "ROLES",

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, exists, or_, select
 from sqlalchemy.orm import aliased
 
-from .integrity import (
+from toolkit_vault.integrity import (
     IMPORTED,
     MASTER_KEYS,
     POINTERS,
@@ -34,8 +34,8 @@ from .integrity import (
     VERSIONS,
     Row,
 )
-from .ledger import ChainState
-from .models import (
+from toolkit_vault.ledger import ChainState
+from toolkit_vault.models import (
     AuditEvent,
     ConfigVersion,
     CurrentConfig,
@@ -44,8 +44,8 @@ from .models import (
     Principal,
     VaultKey,
 )
-from .models import Session as SessionRow
-from .schema import schema_digest
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.schema import schema_digest
 
 __all__ = [
     "LOCAL_PRINCIPAL_ID",

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .crypto import RecordContext, SealedConfig, public_digest
-from .errors import DecryptionError
+from toolkit_vault.crypto import RecordContext, SealedConfig, public_digest
+from toolkit_vault.errors import DecryptionError
 
 __all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "as_bytes", "version_record"]
 

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from .errors import SchemaRefused, ToolkitNotFound, VaultError
-from .plugin import SpecToolkit, is_spec_plugin, listed_definitions
-from .protocol import ToolkitDefinition
-from .schema import CompiledSchema, compile_schema
+from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, VaultError
+from toolkit_vault.plugin import SpecToolkit, is_spec_plugin, listed_definitions
+from toolkit_vault.protocol import ToolkitDefinition
+from toolkit_vault.schema import CompiledSchema, compile_schema
 
 if TYPE_CHECKING:
-    from .storage import Store
+    from toolkit_vault.storage import Store
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -178,7 +178,10 @@ class ToolkitRegistry:
         toolkits keep their names: a stored one that clashes is logged and left out (fail
         closed). One unchanged since the last load keeps its compiled schema; one this release
         no longer compiles is refused, naming why, by the first request that needs it."""
-        from .imports import PACKAGE_SOURCE, stored_toolkits  # imports builds on this module
+        from toolkit_vault.imports import (  # imports builds on this module
+            PACKAGE_SOURCE,
+            stored_toolkits,
+        )
 
         fresh = ToolkitRegistry()
         fresh._toolkits = {
@@ -198,7 +201,7 @@ class ToolkitRegistry:
 
     @classmethod
     def default(cls) -> ToolkitRegistry:
-        from .filesystem import FilesystemToolkit
+        from toolkit_vault.filesystem import FilesystemToolkit
 
         registry = cls()
         registry.register(FilesystemToolkit, "built-in", FilesystemToolkit.check_config)

@@ -25,10 +25,10 @@ from collections import deque
 import psycopg
 from sqlalchemy import text
 
-from . import crypto
-from .errors import DecryptionError, VaultError
-from .protocol import ToolkitStatusEvent, dump_message
-from .service import Vault
+from toolkit_vault import crypto
+from toolkit_vault.errors import DecryptionError, VaultError
+from toolkit_vault.protocol import ToolkitStatusEvent, dump_message
+from toolkit_vault.service import Vault
 
 __all__ = ["CHANNEL", "PgEventRelay"]
 

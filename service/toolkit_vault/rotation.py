@@ -29,11 +29,11 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from . import crypto
-from .crypto import KeyRing, internal_context
-from .errors import DecryptionError, KeyProviderError, VaultError
-from .integrity import VERSIONS
-from .keystore import (
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing, internal_context
+from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
+from toolkit_vault.integrity import VERSIONS
+from toolkit_vault.keystore import (
     add_vault_key,
     internal_keys,
     next_key_id,
@@ -42,11 +42,11 @@ from .keystore import (
     vault_key_context,
     verified_vault_keys,
 )
-from .ledger import ChainState, StateUnknown
-from .models import ConfigVersion, InternalKey
-from .providers import KeyProvider
-from .records import AuditDraft, version_record
-from .storage import Store
+from toolkit_vault.ledger import ChainState, StateUnknown
+from toolkit_vault.models import ConfigVersion, InternalKey
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.records import AuditDraft, version_record
+from toolkit_vault.storage import Store
 
 __all__ = [
     "MasterRotationReport",

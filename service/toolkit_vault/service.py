@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import crypto
-from .audit import AuditReport, verify_audit_chain
-from .crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
-from .errors import (
+from toolkit_vault import crypto
+from toolkit_vault.audit import AuditReport, verify_audit_chain
+from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
+from toolkit_vault.errors import (
     ConfigInvalid,
     DecryptionError,
     StoreError,
@@ -29,12 +29,12 @@ from .errors import (
     UnknownSession,
     VaultError,
 )
-from .events import EventGate
-from .history import PurgeReport, purge, purge_principal
-from .ledger import ChainState
-from .logs import register_secrets
-from .plugin import PushCallback, ToolkitPlugin
-from .protocol import (
+from toolkit_vault.events import EventGate
+from toolkit_vault.history import PurgeReport, purge, purge_principal
+from toolkit_vault.ledger import ChainState
+from toolkit_vault.logs import register_secrets
+from toolkit_vault.plugin import PushCallback, ToolkitPlugin
+from toolkit_vault.protocol import (
     MAX_MESSAGE_BYTES,
     ConfigureStatus,
     ErrorCode,
@@ -56,16 +56,16 @@ from .protocol import (
     dump_toolkit_list,
     parse_message,
 )
-from .records import AuditDraft, VersionDraft, VersionRecord
-from .registry import RegisteredToolkit, Toolkit, ToolkitRegistry
-from .rotation import check_store
-from .schema import check_sealable, merge_secrets
-from .scopes import principal_of, principal_scope, scope_of
-from .storage import Source, Store
-from .writer import Write, deferring
+from toolkit_vault.records import AuditDraft, VersionDraft, VersionRecord
+from toolkit_vault.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.rotation import check_store
+from toolkit_vault.schema import check_sealable, merge_secrets
+from toolkit_vault.scopes import principal_of, principal_scope, scope_of
+from toolkit_vault.storage import Source, Store
+from toolkit_vault.writer import Write, deferring
 
 if TYPE_CHECKING:
-    from .intake import Intake
+    from toolkit_vault.intake import Intake
 
 __all__ = [
     "ANSWERED_AT_ONCE",

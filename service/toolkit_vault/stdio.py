@@ -13,9 +13,9 @@ import sys
 import threading
 from typing import IO
 
-from .logs import redact_every_record
-from .protocol import MAX_MESSAGE_BYTES, Message, dump_message
-from .service import Connection, Principal, Vault
+from toolkit_vault.logs import redact_every_record
+from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, dump_message
+from toolkit_vault.service import Connection, Principal, Vault
 
 __all__ = ["serve_stdio"]
 

@@ -35,13 +35,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from .chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
-from .database import BUSY_TIMEOUT_MS, read_only
-from .errors import StoreError
-from .integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
-from .integrity import Row as StoredRow
-from .ledger import LIVE, ChainState, Ledger, StateUnknown, behind
-from .models import (
+from toolkit_vault.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
+from toolkit_vault.database import BUSY_TIMEOUT_MS, read_only
+from toolkit_vault.errors import StoreError
+from toolkit_vault.integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
+from toolkit_vault.integrity import Row as StoredRow
+from toolkit_vault.ledger import LIVE, ChainState, Ledger, StateUnknown, behind
+from toolkit_vault.models import (
     AuditEvent,
     AuditHead,
     ConfigVersion,
@@ -49,11 +49,11 @@ from .models import (
     Principal,
     VaultKey,
 )
-from .models import Session as SessionRow
-from .records import AuditDraft, VersionDraft, VersionRecord, version_record
-from .scopes import PREFIX, principal_of
-from .witness import Witness
-from .writer import Write, Writer
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.records import AuditDraft, VersionDraft, VersionRecord, version_record
+from toolkit_vault.scopes import PREFIX, principal_of
+from toolkit_vault.witness import Witness
+from toolkit_vault.writer import Write, Writer
 
 __all__ = ["Source", "Store"]
 

@@ -21,16 +21,16 @@ import copy
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .plugin import SpecToolkit, is_spec_plugin, listed_definitions
-from .protocol import (
+from toolkit_vault.plugin import SpecToolkit, is_spec_plugin, listed_definitions
+from toolkit_vault.protocol import (
     Message,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
     ToolkitListRequest,
     ToolkitStatusEvent,
 )
-from .registry import ToolkitFactory, ToolkitRegistry, coerce_definition
-from .schema import compile_schema
+from toolkit_vault.registry import ToolkitFactory, ToolkitRegistry, coerce_definition
+from toolkit_vault.schema import compile_schema
 
 __all__ = ["ToolkitConformance", "ToolkitPluginConformance"]
 

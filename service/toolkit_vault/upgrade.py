@@ -26,11 +26,11 @@ from typing import Any
 
 from sqlalchemy import Table, select, update
 
-from . import crypto
-from .audit import verify_chain_only
-from .crypto import KeyRing, SecretBytes
-from .errors import DecryptionError, VaultError
-from .integrity import (
+from toolkit_vault import crypto
+from toolkit_vault.audit import verify_chain_only
+from toolkit_vault.crypto import KeyRing, SecretBytes
+from toolkit_vault.errors import DecryptionError, VaultError
+from toolkit_vault.integrity import (
     IMPORTED,
     MASTER_KEYS,
     POINTERS,
@@ -39,11 +39,11 @@ from .integrity import (
     VAULT_KEYS,
     VERSIONS,
 )
-from .ledger import LIVE
-from .models import AuditEvent, Base
-from .reconcile import MAX_LISTED, rules
-from .records import AuditDraft, version_record
-from .storage import Store
+from toolkit_vault.ledger import LIVE
+from toolkit_vault.models import AuditEvent, Base
+from toolkit_vault.reconcile import MAX_LISTED, rules
+from toolkit_vault.records import AuditDraft, version_record
+from toolkit_vault.storage import Store
 
 __all__ = ["DONE_ACTION", "UpgradeReport", "authenticate_state", "state_authenticated"]
 

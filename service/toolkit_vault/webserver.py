@@ -59,7 +59,7 @@ def _settle_the_heap() -> None:
 
 def _timeout_answer(body_timeout: float, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """The 408 for a body that did not arrive in time: an A2E error, and the connection closes."""
-    from .protocol import ErrorMessage, dump_message
+    from toolkit_vault.protocol import ErrorMessage, dump_message
 
     message = f"the request body did not arrive within {body_timeout:g} seconds"
     error = ErrorMessage(

@@ -31,7 +31,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import StoreError
+from toolkit_vault.errors import StoreError
 
 __all__ = ["FLUSH_S", "WITNESS_NAME", "Head", "Witness"]
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from .writer import Write
+from toolkit_vault.writer import Write
 
 __all__ = ["Workers"]
 

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from .errors import StoreError
+from toolkit_vault.errors import StoreError
 
 __all__ = ["IDLE_S", "Write", "Writer", "deferring"]
 

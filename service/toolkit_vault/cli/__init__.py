@@ -17,13 +17,13 @@ from typing import IO, Any
 
 import click
 
-from .about import print_version, version_command
-from .keys import keys
-from .operators import audit, check, history_command, purge_command
-from .serving import init, serve, stdio
-from .shell import ENVIRONMENT, EXIT_STATUS
-from .tokens import tokens
-from .toolkits import toolkits
+from toolkit_vault.cli.about import print_version, version_command
+from toolkit_vault.cli.keys import keys
+from toolkit_vault.cli.operators import audit, check, history_command, purge_command
+from toolkit_vault.cli.serving import init, serve, stdio
+from toolkit_vault.cli.shell import ENVIRONMENT, EXIT_STATUS
+from toolkit_vault.cli.tokens import tokens
+from toolkit_vault.cli.toolkits import toolkits
 
 __all__ = ["main"]
 

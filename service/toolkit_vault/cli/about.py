@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from ..models import SCHEMA_REVISION
-from ..protocol import PROTOCOL_VERSION
-from ..service import CAPABILITIES
-from .shell import emit, epilog
+from toolkit_vault.cli.shell import emit, epilog
+from toolkit_vault.models import SCHEMA_REVISION
+from toolkit_vault.protocol import PROTOCOL_VERSION
+from toolkit_vault.service import CAPABILITIES
 
 __all__ = ["about", "print_version", "version_command"]
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 
-from ..errors import VaultError
-from ..models import Session as SessionRow
-from ..principals import PrincipalInfo
-from ..storage import Store
+from toolkit_vault.errors import VaultError
+from toolkit_vault.models import Session as SessionRow
+from toolkit_vault.principals import PrincipalInfo
+from toolkit_vault.storage import Store
 
 __all__ = ["MIN_PREFIX", "resolve_principal", "resolve_session", "session_ids", "unique_prefixes"]
 

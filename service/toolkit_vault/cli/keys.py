@@ -11,13 +11,13 @@ from typing import Any
 
 import click
 
-from ..bootstrap import open_provider
-from ..errors import VaultError
-from ..keyadmin import key_status, plan_rotation, retire_key
-from ..rotation import rotate_master_key, rotate_vault_key
-from ..settings import load_settings
-from .shell import emit, epilog, guarded, iso_seconds, open_for_operators, progress
-from .tables import Column, Row, echo_table
+from toolkit_vault.bootstrap import open_provider
+from toolkit_vault.cli.shell import emit, epilog, guarded, iso_seconds, open_for_operators, progress
+from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.errors import VaultError
+from toolkit_vault.keyadmin import key_status, plan_rotation, retire_key
+from toolkit_vault.rotation import rotate_master_key, rotate_vault_key
+from toolkit_vault.settings import load_settings
 
 __all__ = ["keys"]
 

@@ -10,14 +10,9 @@ import sys
 
 import click
 
-from ..bootstrap import open_store
-from ..errors import VaultError
-from ..history import history, parse_time
-from ..import_report import printable
-from ..principals import list_principals
-from ..settings import load_settings
-from .ids import resolve_session, session_ids, unique_prefixes
-from .shell import (
+from toolkit_vault.bootstrap import open_store
+from toolkit_vault.cli.ids import resolve_session, session_ids, unique_prefixes
+from toolkit_vault.cli.shell import (
     STORE_ENV,
     emit,
     epilog,
@@ -27,7 +22,12 @@ from .shell import (
     plural,
     progress,
 )
-from .tables import Column, Row, echo_table
+from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.errors import VaultError
+from toolkit_vault.history import history, parse_time
+from toolkit_vault.import_report import printable
+from toolkit_vault.principals import list_principals
+from toolkit_vault.settings import load_settings
 
 __all__ = ["OPERATOR", "audit", "check", "history_command", "purge_command"]
 

@@ -17,14 +17,14 @@ from typing import Any
 import click
 from sqlalchemy.engine import make_url
 
-from ..bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
-from ..errors import VaultError
-from ..logs import configure_logging, redact_every_record
-from ..settings import load_settings
-from ..stdio import serve_stdio
-from ..webserver import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, SLOW_CONNECTIONS_PER_IP
-from .keyflags import key_options, provider_flags
-from .shell import KEY_ENV, epilog, guarded
+from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
+from toolkit_vault.cli.keyflags import key_options, provider_flags
+from toolkit_vault.cli.shell import KEY_ENV, epilog, guarded
+from toolkit_vault.errors import VaultError
+from toolkit_vault.logs import configure_logging, redact_every_record
+from toolkit_vault.settings import load_settings
+from toolkit_vault.stdio import serve_stdio
+from toolkit_vault.webserver import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, SLOW_CONNECTIONS_PER_IP
 
 __all__ = ["init", "serve", "stdio"]
 
@@ -175,8 +175,8 @@ def serve(
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
     (OpenAPI at /openapi.json, with a token); every route but /healthz needs a bearer token
     (`tokens create`). A port already in use is one line on stderr, exit status 1."""
-    from ..http import Limits, create_app
-    from ..webserver import run
+    from toolkit_vault.http import Limits, create_app
+    from toolkit_vault.webserver import run
 
     if (tls_cert is None) != (tls_key is None):
         raise VaultError("--tls-cert and --tls-key go together")
@@ -193,7 +193,7 @@ def serve(
     vault = open_vault(settings)
     provider = open_provider(settings)
     if vault.store.engine.dialect.name == "postgresql":
-        from ..relay import PgEventRelay
+        from toolkit_vault.relay import PgEventRelay
 
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
     limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ..bootstrap import open_vault
-from ..errors import VaultError
-from ..registry import ToolkitRegistry
-from ..service import Vault
-from ..settings import VaultSettings
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.errors import VaultError
+from toolkit_vault.registry import ToolkitRegistry
+from toolkit_vault.service import Vault
+from toolkit_vault.settings import VaultSettings
 
 __all__ = [
     "EXIT_STATUS",

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import click
 
-from ..bootstrap import open_store
-from ..principals import ROLES, create_token, list_principals, revoke
-from ..settings import load_settings
-from .ids import resolve_principal
-from .operators import OPERATOR
-from .shell import STORE_ENV, emit, epilog, guarded, iso_seconds, open_for_operators
-from .tables import Column, Row, echo_table
+from toolkit_vault.bootstrap import open_store
+from toolkit_vault.cli.ids import resolve_principal
+from toolkit_vault.cli.operators import OPERATOR
+from toolkit_vault.cli.shell import (
+    STORE_ENV,
+    emit,
+    epilog,
+    guarded,
+    iso_seconds,
+    open_for_operators,
+)
+from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.principals import ROLES, create_token, list_principals, revoke
+from toolkit_vault.settings import load_settings
 
 __all__ = ["tokens"]
 

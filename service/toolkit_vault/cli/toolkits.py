@@ -12,16 +12,15 @@ from typing import Any
 import click
 
 from toolkit_package.selection import Selection
-
-from ..bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
-from ..errors import VaultError
-from ..import_report import describe_toolkit, printable, report_lines
-from ..imports import PACKAGE_SOURCE, import_package, remove_toolkit, stored_toolkits
-from ..package_sources import read_package
-from ..registry import RegisteredToolkit, ToolkitRegistry
-from ..settings import VaultSettings, load_settings
-from .shell import emit, epilog, guarded, plural
-from .tables import Column, Row, echo_table
+from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
+from toolkit_vault.cli.shell import emit, epilog, guarded, plural
+from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.errors import VaultError
+from toolkit_vault.import_report import describe_toolkit, printable, report_lines
+from toolkit_vault.imports import PACKAGE_SOURCE, import_package, remove_toolkit, stored_toolkits
+from toolkit_vault.package_sources import read_package
+from toolkit_vault.registry import RegisteredToolkit, ToolkitRegistry
+from toolkit_vault.settings import VaultSettings, load_settings
 
 __all__ = ["toolkits"]
 

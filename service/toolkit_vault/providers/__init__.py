@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
 
-from .base import (
+from toolkit_vault.providers.base import (
     Context,
     KeyProvider,
     ProviderError,

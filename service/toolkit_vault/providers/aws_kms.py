@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..crypto import KEY_BYTES, SecretBytes
-from ..errors import DecryptionError
-from .base import (
+from toolkit_vault.crypto import KEY_BYTES, SecretBytes
+from toolkit_vault.errors import DecryptionError
+from toolkit_vault.providers.base import (
     Context,
     KeyProvider,
     ProviderError,

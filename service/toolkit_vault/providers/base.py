@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
-from ..crypto import KEY_BYTES, SecretBytes, associated_data
-from ..errors import DecryptionError, KeyProviderError
+from toolkit_vault.crypto import KEY_BYTES, SecretBytes, associated_data
+from toolkit_vault.errors import DecryptionError, KeyProviderError
 
 __all__ = [
     "Context",

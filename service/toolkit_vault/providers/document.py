@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import KEY_BYTES, SecretBytes, new_key
+from toolkit_vault.crypto import KEY_BYTES, SecretBytes, new_key
 
 __all__ = ["DocumentError", "KeyDocument"]
 

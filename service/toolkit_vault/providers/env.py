@@ -7,9 +7,9 @@ restarts. The value stays in this process's memory only (`base.take_env_secret`)
 
 from __future__ import annotations
 
-from .base import ProviderSettings, take_env_secret
-from .document import DocumentError, KeyDocument
-from .local import LocalProvider
+from toolkit_vault.providers.base import ProviderSettings, take_env_secret
+from toolkit_vault.providers.document import DocumentError, KeyDocument
+from toolkit_vault.providers.local import LocalProvider
 
 __all__ = ["DOCUMENT_FORMAT", "ENV_KEYS", "EnvProvider"]
 

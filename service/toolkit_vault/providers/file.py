@@ -14,9 +14,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import ProviderError, ProviderSettings
-from .document import KeyDocument
-from .local import LocalProvider
+from toolkit_vault.providers.base import ProviderError, ProviderSettings
+from toolkit_vault.providers.document import KeyDocument
+from toolkit_vault.providers.local import LocalProvider
 
 __all__ = ["KEY_FILE_NAME", "FileProvider", "read_private_file"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .base import ProviderError, ProviderSettings
-from .document import KeyDocument
-from .local import LocalProvider
+from toolkit_vault.providers.base import ProviderError, ProviderSettings
+from toolkit_vault.providers.document import KeyDocument
+from toolkit_vault.providers.local import LocalProvider
 
 __all__ = ["KeyringProvider"]
 

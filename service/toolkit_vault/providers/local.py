@@ -13,10 +13,10 @@ import threading
 from abc import abstractmethod
 from collections.abc import Callable
 
-from .. import crypto
-from ..crypto import KEY_BYTES, SecretBytes
-from ..errors import DecryptionError
-from .base import (
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KEY_BYTES, SecretBytes
+from toolkit_vault.errors import DecryptionError
+from toolkit_vault.providers.base import (
     Context,
     KeyProvider,
     ProviderSettings,
@@ -26,7 +26,7 @@ from .base import (
     unpack_blob,
     wrap_aad,
 )
-from .document import DocumentError, KeyDocument
+from toolkit_vault.providers.document import DocumentError, KeyDocument
 
 __all__ = ["SCHEME", "LocalProvider"]
 

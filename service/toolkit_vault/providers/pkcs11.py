@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..crypto import KEY_BYTES, SecretBytes
-from ..errors import DecryptionError
-from .base import (
+from toolkit_vault.crypto import KEY_BYTES, SecretBytes
+from toolkit_vault.errors import DecryptionError
+from toolkit_vault.providers.base import (
     Context,
     KeyProvider,
     ProviderSettings,
@@ -35,7 +35,7 @@ from .base import (
     unpack_blob,
     wrap_aad,
 )
-from .file import read_private_file
+from toolkit_vault.providers.file import read_private_file
 
 __all__ = ["PIN_ENV", "SCHEME", "Pkcs11Provider"]
 

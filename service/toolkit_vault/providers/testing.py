@@ -20,9 +20,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from ..crypto import SecretBytes, new_key
-from ..errors import DecryptionError
-from .base import Context, KeyProvider, ProviderError, blob_header, unpack_blob
+from toolkit_vault.crypto import SecretBytes, new_key
+from toolkit_vault.errors import DecryptionError
+from toolkit_vault.providers.base import (
+    Context,
+    KeyProvider,
+    ProviderError,
+    blob_header,
+    unpack_blob,
+)
 
 __all__ = ["CANARY", "CONTEXT", "ProviderConformance"]
 

@@ -10,10 +10,10 @@
   `toolkit_vault.canonical`, re-exported here).
 """
 
-from ..canonical import canonical_json
-from .compiled import CompiledSchema, compile_schema
-from .split import MAX_SECRETS, check_sealable, merge_secrets
-from .values import schema_digest
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.schema.compiled import CompiledSchema, compile_schema
+from toolkit_vault.schema.split import MAX_SECRETS, check_sealable, merge_secrets
+from toolkit_vault.schema.values import schema_digest
 
 __all__ = [
     "MAX_SECRETS",

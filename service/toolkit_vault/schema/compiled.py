@@ -22,12 +22,27 @@ from jsonschema.exceptions import SchemaError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-from ..errors import ConfigInvalid, SchemaRefused
-from .dialects import CONTENT, DEFAULT_DIALECT, DIALECTS, DRAFT7_DIALECT, IN_PLACE, MAPS, Dialect
-from .formats import ANNOTATIONS, FORMATS
-from .patterns import PatternError, compile_pattern
-from .split import INVALID, SecretSplit
-from .values import MAX_SCHEMA_BYTES, canonical_schema, check_bounds, escape, pointer, unfit
+from toolkit_vault.errors import ConfigInvalid, SchemaRefused
+from toolkit_vault.schema.dialects import (
+    CONTENT,
+    DEFAULT_DIALECT,
+    DIALECTS,
+    DRAFT7_DIALECT,
+    IN_PLACE,
+    MAPS,
+    Dialect,
+)
+from toolkit_vault.schema.formats import ANNOTATIONS, FORMATS
+from toolkit_vault.schema.patterns import PatternError, compile_pattern
+from toolkit_vault.schema.split import INVALID, SecretSplit
+from toolkit_vault.schema.values import (
+    MAX_SCHEMA_BYTES,
+    canonical_schema,
+    check_bounds,
+    escape,
+    pointer,
+    unfit,
+)
 
 __all__ = ["CompiledSchema", "compile_schema"]
 

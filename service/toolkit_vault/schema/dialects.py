@@ -23,9 +23,9 @@ from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker, Val
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
-from ..canonical import canonical_json
-from .formats import format_checker
-from .patterns import compile_pattern
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.schema.formats import format_checker
+from toolkit_vault.schema.patterns import compile_pattern
 
 __all__ = ["DEFAULT_DIALECT", "DIALECTS", "DRAFT7_DIALECT", "FOREIGN", "Dialect"]
 

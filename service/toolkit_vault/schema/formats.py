@@ -27,7 +27,7 @@ import jsonpointer
 import rfc3339_validator
 from jsonschema import FormatChecker
 
-from .patterns import is_regex
+from toolkit_vault.schema.patterns import is_regex
 
 __all__ = ["ANNOTATIONS", "FORMATS", "format_checker"]
 

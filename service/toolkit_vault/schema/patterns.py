@@ -19,7 +19,7 @@ from typing import Any
 
 import re2
 
-from .charsets import (
+from toolkit_vault.schema.charsets import (
     DOT,
     MAX_CODE_POINT,
     RE2_OPTIONS,

@@ -13,10 +13,10 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..canonical import canonical_json
-from ..errors import ConfigInvalid
-from .patterns import compile_pattern
-from .values import escape
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.errors import ConfigInvalid
+from toolkit_vault.schema.patterns import compile_pattern
+from toolkit_vault.schema.values import escape
 
 __all__ = ["INVALID", "MAX_SECRETS", "SecretSplit", "check_sealable", "merge_secrets"]
 

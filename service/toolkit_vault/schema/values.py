@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..canonical import canonical_json
-from ..errors import SchemaRefused
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.errors import SchemaRefused
 
 __all__ = [
     "canonical_schema",

@@ -19,14 +19,14 @@ from starlette.requests import ClientDisconnect
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..crypto import SecretBytes
-from ..intake import DEFAULT_TTL, Intake
-from ..providers import KeyProvider
-from ..service import Vault
-from .console import console_routes
-from .intake_pages import intake_routes
-from .pages import STATIC, WebState
-from .security import Csrf, SecurityHeaders
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.intake import DEFAULT_TTL, Intake
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.service import Vault
+from toolkit_vault.web.console import console_routes
+from toolkit_vault.web.intake_pages import intake_routes
+from toolkit_vault.web.pages import STATIC, WebState
+from toolkit_vault.web.security import Csrf, SecurityHeaders
 
 __all__ = ["MOUNT", "RememberOrigin", "client_left", "create_console", "install_console"]
 

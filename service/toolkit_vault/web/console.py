@@ -12,15 +12,15 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
 
-from ..errors import VaultError
-from ..history import history
-from ..keyadmin import key_status
-from ..overview import session_overview
-from ..principals import authenticate, list_principals, revoke
-from ..registry import RegisteredToolkit
-from .forms import Field, leaves
-from .pages import WebState
-from .security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
+from toolkit_vault.errors import VaultError
+from toolkit_vault.history import history
+from toolkit_vault.keyadmin import key_status
+from toolkit_vault.overview import session_overview
+from toolkit_vault.principals import authenticate, list_principals, revoke
+from toolkit_vault.registry import RegisteredToolkit
+from toolkit_vault.web.forms import Field, leaves
+from toolkit_vault.web.pages import WebState
+from toolkit_vault.web.security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
 
 __all__ = ["console_routes"]
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .forms import Field, leaves
+from toolkit_vault.web.forms import Field, leaves
 
 __all__ = ["error_text", "initial_values", "parse_form", "place_errors"]
 

@@ -14,12 +14,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import ConfigInvalid
-from ..intake import IntakeRefused, IntakeView
-from .formdata import initial_values, parse_form, place_errors
-from .forms import Field, leaves
-from .pages import WebState
-from .security import BadForm, read_form
+from toolkit_vault.errors import ConfigInvalid
+from toolkit_vault.intake import IntakeRefused, IntakeView
+from toolkit_vault.web.formdata import initial_values, parse_form, place_errors
+from toolkit_vault.web.forms import Field, leaves
+from toolkit_vault.web.pages import WebState
+from toolkit_vault.web.security import BadForm, read_form
 
 __all__ = ["intake_routes"]
 

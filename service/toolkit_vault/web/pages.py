@@ -17,14 +17,14 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
-from ..history import iso_time
-from ..intake import Intake
-from ..providers import KeyProvider
-from ..registry import RegisteredToolkit
-from ..service import Vault
-from .formdata import error_text
-from .forms import Field, build_fields
-from .security import (
+from toolkit_vault.history import iso_time
+from toolkit_vault.intake import Intake
+from toolkit_vault.providers import KeyProvider
+from toolkit_vault.registry import RegisteredToolkit
+from toolkit_vault.service import Vault
+from toolkit_vault.web.formdata import error_text
+from toolkit_vault.web.forms import Field, build_fields
+from toolkit_vault.web.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
     ConsoleSessions,

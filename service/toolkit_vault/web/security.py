@@ -25,8 +25,8 @@ from urllib.parse import parse_qsl, urlsplit
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..crypto import SecretBytes
-from ..service import Principal
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.service import Principal
 
 __all__ = [
     "COOKIE_PATH",
