@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, Unicode, insert
 
 from toolkit_vault import crypto
-from toolkit_vault.records import VersionDraft
-from toolkit_vault.service import Connection, Vault
+from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.store.records import VersionDraft
 
 from .harness import (
     AGENT,

@@ -9,12 +9,11 @@ from typing import Any
 from sqlalchemy import insert
 
 from toolkit_vault import crypto
+from toolkit_vault.core.service import Vault
 from toolkit_vault.crypto import RecordContext
-from toolkit_vault.integrity import POINTERS, SESSIONS, VERSIONS
-from toolkit_vault.models import ConfigVersion, CurrentConfig
-from toolkit_vault.models import Session as SessionRow
-from toolkit_vault.records import VersionDraft
-from toolkit_vault.service import Vault
+from toolkit_vault.store.integrity import POINTERS, SESSIONS, VERSIONS
+from toolkit_vault.store.models import ConfigVersion, CurrentConfig, SessionRow
+from toolkit_vault.store.records import VersionDraft
 
 from .toolkit import bench_config
 

@@ -16,12 +16,13 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from toolkit_vault import storage
+from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Principal, Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.storage import Store
+from toolkit_vault.store import storage
+from toolkit_vault.store.storage import Store
+from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
     "AGENT",

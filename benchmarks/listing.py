@@ -11,7 +11,7 @@ import json
 from contextlib import ExitStack
 from typing import Any
 
-from toolkit_vault.service import Connection, Vault
+from toolkit_vault.core.service import Connection, Vault
 
 from .fill import fill_sessions
 from .harness import AGENT, Context, Result, count_statements, median, open_bench_vault, timed

@@ -3,7 +3,7 @@
 A FastAPI app with the vault's two A2E routes doing nothing but what any JSON endpoint
 does: `POST /a2e` reads the body, parses it as JSON and answers a small JSON object; the
 WebSocket `/a2e` echoes every text message after parsing it. It is served by
-`toolkit_vault.webserver.run`, the very function `toolkit-vault serve` runs, so the
+`toolkit_vault.transports.http_server.run`, the very function `toolkit-vault serve` runs, so the
 server, its protocol and its settings are the same; only the application differs.
 """
 
@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect
 
-from toolkit_vault.webserver import run
+from toolkit_vault.transports.http_server import run
 
 app = FastAPI()
 

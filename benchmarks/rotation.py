@@ -42,16 +42,16 @@ from sqlalchemy import (
 )
 
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.models import ConfigVersion
-from toolkit_vault.rotation import (
+from toolkit_vault.core.service import Vault
+from toolkit_vault.keys.rotation import (
     rotate_master_key,
     rotate_vault_key,
     version_batches,
     write_rewraps,
 )
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.storage import Store
+from toolkit_vault.store.models import ConfigVersion
+from toolkit_vault.store.storage import Store
 
 from .fill import fill_versions
 from .harness import (

@@ -9,7 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit_vault.registry import ToolkitFactory, ToolkitRegistry
+from toolkit_vault.toolkits.registry import (
+    SourceKind,
+    ToolkitFactory,
+    ToolkitRegistry,
+    ToolkitSource,
+)
 
 __all__ = [
     "BENCH_SCHEMA",
@@ -71,9 +76,11 @@ def bench_factory(name: str) -> ToolkitFactory:
 def bench_registry(count: int) -> ToolkitRegistry:
     """`bench` plus `bench-001` ... : `count` toolkits in all, no others."""
     registry = ToolkitRegistry()
-    registry.register(BenchToolkit, "bench")
+    registry.register(BenchToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "bench"))
     for n in range(1, count):
-        registry.register(bench_factory(f"bench-{n:03d}"), "bench")
+        registry.register(
+            bench_factory(f"bench-{n:03d}"), ToolkitSource(SourceKind.ENTRY_POINT, "bench")
+        )
     return registry
 
 

@@ -1,7 +1,7 @@
 """Alembic environment, in the shape of alembic's generic template.
 
 The vault passes its own engine in `config.attributes["engine"]` (see
-`toolkit_vault.database`); the `alembic` command line uses `TOOLKIT_VAULT_DATABASE_URL`.
+`toolkit_vault.store.database`); the `alembic` command line uses `TOOLKIT_VAULT_DATABASE_URL`.
 """
 
 import os
@@ -9,8 +9,8 @@ import os
 from alembic import context
 from sqlalchemy import Engine
 
-from toolkit_vault.database import open_engine
-from toolkit_vault.models import Base
+from toolkit_vault.store.database import open_engine
+from toolkit_vault.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

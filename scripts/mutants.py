@@ -45,8 +45,8 @@ class Mutant:
 
 
 V = "toolkit_vault/"
-CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit.py", V + "chain.py"
-STORAGE, RECONCILE, WRITER = V + "storage.py", V + "reconcile.py", V + "writer.py"
+CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit/verify.py", V + "store/chain.py"
+STORAGE, RECONCILE, WRITER = V + "store/storage.py", V + "store/reconcile.py", V + "store/writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
@@ -162,7 +162,7 @@ MUTANTS = [
     # -- compare-and-set ---------------------------------------------------------------------
     Mutant(
         "rewrap compare-and-set",
-        V + "rotation.py",
+        V + "keys/rotation.py",
         '"WHERE id = ? AND kek_id = ? AND wrapped_dek = ?"',
         '"WHERE id = ? AND kek_id = ? AND (wrapped_dek = ? OR 1 = 1)"',
         ("tests/test_rotation.py",),
@@ -297,13 +297,13 @@ MUTANTS = [
     # -- principals and sessions -------------------------------------------------------------
     Mutant(
         "revocation",
-        V + "principals.py",
+        V + "access/principals.py",
         'if row["revoked_at"] is not None:',
         "if False:",
         ("tests/test_tokens.py", "tests/test_http.py"),
         also=(
             (
-                V + "principals.py",
+                V + "access/principals.py",
                 "if want is None or want.revoked or",
                 "if want is None or",
             ),
@@ -377,7 +377,7 @@ MUTANTS = [
     ),
     Mutant(
         "a configure whose write failed after it left is answered as stored",
-        V + "service.py",
+        V + "core/service.py",
         "            if write.error is not None:\n                line = dump_message",
         "            if False:\n                line = dump_message",
         ("tests/test_vault.py",),
@@ -398,21 +398,21 @@ MUTANTS = [
     ),
     Mutant(
         "workers: a cancelled request's result set anyway",
-        V + "workers.py",
+        V + "transports/workers.py",
         "        if done.cancelled():",
         "        if False:",
         ("tests/test_workers.py",),
     ),
     Mutant(
         "workers: work runs outside the caller's context",
-        V + "workers.py",
+        V + "transports/workers.py",
         "        result = context.run(work, *args)",
         "        result = work(*args)",
         ("tests/test_workers.py",),
     ),
     Mutant(
         "the a2e route skips the request log",
-        V + "http.py",
+        V + "transports/http_api.py",
         "    app.a2e_post = RequestLog(RememberOrigin(a2e_front))",
         "    app.a2e_post = RememberOrigin(a2e_front)",
         ("tests/test_http_app.py",),
@@ -420,7 +420,7 @@ MUTANTS = [
     ),
     Mutant(
         "the a2e route forgets the request's origin",
-        V + "http.py",
+        V + "transports/http_api.py",
         "    app.a2e_post = RequestLog(RememberOrigin(a2e_front))",
         "    app.a2e_post = RequestLog(a2e_front)",
         ("tests/test_http_app.py",),
@@ -428,7 +428,7 @@ MUTANTS = [
     ),
     Mutant(
         "an open WebSocket believes a revoked token",
-        V + "access.py",
+        V + "transports/http_access.py",
         "            return remembered is principal or remembered == principal",
         "            return True",
         ("tests/test_http_app.py",),
@@ -443,7 +443,7 @@ MUTANTS = [
     ),
     Mutant(
         "a list's shared mark read before it arrived",
-        V + "http.py",
+        V + "transports/http_api.py",
         "            answer = bound.answer_at_once(message, await marks.read())",
         "            answer = bound.answer_at_once(message, (0, 0))",
         ("tests/test_http_access.py",),
@@ -451,7 +451,7 @@ MUTANTS = [
     ),
     Mutant(
         "a caller that left stops the shared mark reaching the others",
-        V + "access.py",
+        V + "transports/http_access.py",
         "            if not waiter.done():  # a cancelled caller (its client left)",
         "            if True:",
         ("tests/test_http_access.py",),
@@ -459,7 +459,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's sender fails on a client that left",
-        V + "http.py",
+        V + "transports/http_api.py",
         "                except OSError:  # the client left: the loop hears its disconnect",
         "                except ValueError:  # the client left: the loop hears its disconnect",
         ("tests/test_http_app.py",),
@@ -467,7 +467,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's push starts a send beside one under way",
-        V + "http.py",
+        V + "transports/http_api.py",
         "        if self._sending is not None:  # a push scheduled behind a send already under",
         "        if False:  # a push scheduled behind a send already under",
         ("tests/test_http_app.py",),
@@ -475,7 +475,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's answer does not wait for its turn to be sent",
-        V + "http.py",
+        V + "transports/http_api.py",
         "                await asyncio.shield(self._sending)",
         "                return",
         ("tests/test_http_app.py",),
@@ -483,7 +483,7 @@ MUTANTS = [
     ),
     Mutant(
         "SQLite's BEGIN refused, raised as the driver's error",
-        V + "database.py",
+        V + "store/database.py",
         "        raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from None",
         "        raise",
         ("tests/adversarial/test_db_faults.py",),
@@ -491,7 +491,7 @@ MUTANTS = [
     ),
     Mutant(
         "the SQLite pool rotates through its connections (each page cache gone stale)",
-        V + "database.py",
+        V + "store/database.py",
         '_SQLITE_POOL = {**_POOL, "pool_use_lifo": True}',
         "_SQLITE_POOL = _POOL",
         ("tests/test_storage.py",),
@@ -499,7 +499,7 @@ MUTANTS = [
     ),
     Mutant(
         "the WebSocket route forgets its origin",
-        V + "http.py",
+        V + "transports/http_api.py",
         "    app.a2e_socket = RememberOrigin(a2e_socket)",
         "    app.a2e_socket = a2e_socket",
         ("tests/test_http_app.py",),
@@ -515,14 +515,14 @@ MUTANTS = [
     ),
     Mutant(
         "a list believes memory when its pointers moved",
-        V + "service.py",
+        V + "core/service.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",
         "            if False:",
         ("tests/test_http_access.py",),
     ),
     Mutant(
         "a list believes memory after a drop",
-        V + "service.py",
+        V + "core/service.py",
         "            self._dropped += 1",
         "            pass",
         ("tests/test_http_access.py",),
@@ -530,7 +530,7 @@ MUTANTS = [
     # -- authenticated state (issue 11) ------------------------------------------------------
     Mutant(
         "row MACs are believed unchecked",
-        V + "integrity.py",
+        V + "store/integrity.py",
         "        return hmac.compare_digest(expected, bytes(stored))",
         "        return True",
         STATE_TESTS,
@@ -551,14 +551,14 @@ MUTANTS = [
     ),
     Mutant(
         "principal MAC",
-        V + "principals.py",
+        V + "access/principals.py",
         "if not store.authentic(PRINCIPALS, row):",
         "if False:",
         STATE_TESTS,
     ),
     Mutant(
         "a put-back principal meets its revocation",
-        V + "principals.py",
+        V + "access/principals.py",
         "if want is None or want.revoked or",
         "if want is None or",
         STATE_TESTS,
@@ -566,56 +566,56 @@ MUTANTS = [
     # -- the server's edges (issue 35) ---------------------------------------------------------
     Mutant(
         "push after revocation",
-        V + "http.py",
+        V + "transports/http_api.py",
         "if push and self._still_valid is not None and not await self._still_valid():",
         "if False:",
         ("tests/test_push_revocation.py",),
     ),
     Mutant(
         "body deadline",
-        V + "webserver.py",
+        V + "transports/http_server.py",
         "            self._await_body()\n",
         "            self._end()\n",
         BODY_TESTS,
     ),
     Mutant(
         "body deadline before the head's",
-        V + "webserver.py",
+        V + "transports/http_server.py",
         "if self._deadline is not None and due < self._deadline.when():",
         "if False:",
         BODY_TESTS,
     ),
     Mutant(
         "408 for a late body",
-        V + "webserver.py",
+        V + "transports/http_server.py",
         "                self._answer_timeout()\n",
         "                pass\n",
         BODY_TESTS,
     ),
     Mutant(
         "slow connections per address",
-        V + "webserver.py",
+        V + "transports/http_server.py",
         "receiving.get(self.client[0], 0) >= slow_per_ip",
         "False",
         (SLOW_CLIENTS + "test_one_address_cannot_hold_every_descriptor",),
     ),
     Mutant(
         "a client cut off mid-body is answered quietly",
-        V + "web/__init__.py",
+        V + "transports/web/__init__.py",
         "    app.add_exception_handler(ClientDisconnect, client_left)\n",
         "",
         BODY_TESTS,
     ),
     Mutant(
         "intake origin from the Host header",
-        V + "web/__init__.py",
+        V + "transports/web/__init__.py",
         'host, port = scope.get("server") or ("localhost", None)',
         'host, port = dict(scope["headers"]).get(b"host", b"localhost").decode(), None',
         (ORIGIN + "test_in_process_the_link_names_the_server_never_a_header",),
     ),
     Mutant(
         "X-Forwarded-* headers believed",
-        V + "webserver.py",
+        V + "transports/http_server.py",
         "proxy_headers=False,",
         "proxy_headers=True,",
         (ORIGIN + "test_on_port_0_the_link_names_the_socket_not_a_forwarded_header",),
@@ -630,7 +630,7 @@ MUTANTS = [
     # -- stdio's redaction and the filesystem root policy (issue 35) ---------------------------
     Mutant(
         "stdio redacts no log record",
-        V + "stdio.py",
+        V + "transports/stdio.py",
         "        redact_every_record()",
         "        pass",
         LEAKS,
@@ -670,49 +670,49 @@ MUTANTS = [
     ),
     Mutant(
         "filesystem: system directories allowed as roots",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "_system(root) or ",
         "",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: a home (or what holds one) allowed as a root",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "_home(root) or ",
         "",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: a hidden directory allowed as a root",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         " or _hidden(root)",
         "",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: the operator's allow-list ignored",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         " or not _listed(root)",
         "",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: an empty allow-list allows every root",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "    if listed is None:\n        return True",
         "    if not listed:\n        return True",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: the root policy checks the path before resolving symlinks",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "refused = _system(root) or _home(root) or _hidden(root) or not _listed(root)",
         "refused = _system(given) or _home(given) or _hidden(given) or not _listed(given)",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: a missing root_dir told apart from a refused one",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "        usable = not refused and root.is_dir()",
         "        usable = not refused and root.is_dir()\n"
         "        if not refused and not usable:\n"
@@ -721,21 +721,21 @@ MUTANTS = [
     ),
     Mutant(
         "filesystem: a tool path climbing out as written is resolved first",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "if os.path.isabs(written) or written.split(os.sep)[0] == os.pardir:",
         "if os.path.isabs(written):",
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: a tool's missing file raises the OS error (with its path)",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         '            return target.read_text(encoding="utf-8")\n        except OSError:',
         '            return target.read_text(encoding="utf-8")\n        except ZeroDivisionError:',
         FILESYSTEM,
     ),
     Mutant(
         "filesystem: a tool path resolving outside the root (symlink out) followed",
-        V + "filesystem.py",
+        V + "toolkits/filesystem.py",
         "        if not candidate.is_relative_to(root):\n"
         "            raise PathRefused(UNAVAILABLE)",
         "        pass",
@@ -751,14 +751,14 @@ MUTANTS = [
     ),
     Mutant(
         "freshness: a principal as the chain has it",
-        V + "principals.py",
+        V + "access/principals.py",
         'if want is None or want.revoked or (want.name, want.role) != (row["name"], row["role"]):',
         "if False:",
         STATE_TESTS,
     ),
     Mutant(
         "freshness: every link verified while following",
-        V + "ledger.py",
+        V + "store/ledger.py",
         "                holds = links(self._sign, self.mac, event)",
         "                holds = True",
         ("tests/test_ledger.py",),
@@ -780,28 +780,28 @@ MUTANTS = [
     ),
     Mutant(
         "freshness: an event this process committed is checked against its stored link",
-        V + "ledger.py",
+        V + "store/ledger.py",
         'holds = hmac.compare_digest(bytes(event["mac"]), mine["mac"])',
         "holds = True",
         ("tests/test_ledger.py",),
     ),
     Mutant(
         "freshness: a running process drops an instance the chain no longer vouches for",
-        V + "service.py",
+        V + "core/service.py",
         "        stale = self._stale(had, chain)",
         "        stale: set[str] = set()",
         REPLAY_TESTS,
     ),
     Mutant(
         "freshness: a list from memory checks the chain",
-        V + "service.py",
+        V + "core/service.py",
         "            if chain is None or self._stale(had, chain):",
         "            if chain is None:",
         REPLAY_TESTS,
     ),
     Mutant(
         "witness: a database behind it is not believed",
-        V + "ledger.py",
+        V + "store/ledger.py",
         "elif witness is not None and self.seq < witness[0]:",
         "elif False:",
         REPLAY_TESTS,
@@ -836,7 +836,7 @@ MUTANTS = [
     ),
     Mutant(
         "check: a purged version put back",
-        V + "rotation.py",
+        V + "keys/rotation.py",
         "and chain.was_purged(row.session_id, row.toolkit_name, row.version)",
         "and False",
         REPLAY_TESTS,
@@ -850,21 +850,21 @@ MUTANTS = [
     ),
     Mutant(
         "imported definition MAC",
-        V + "imports.py",
+        V + "toolkits/imports.py",
         "if not store.authentic(IMPORTED, row):",
         "if False:",
         STATE_TESTS,
     ),
     Mutant(
         "imported definition is the latest import",
-        V + "imports.py",
+        V + "toolkits/imports.py",
         'if not imported_as_audited(row, state.imported.get(row["name"])):',
         "if False:",
         STATE_TESTS,
     ),
     Mutant(
         "vault key record MACs",
-        V + "keystore.py",
+        V + "keys/keystore.py",
         "if not store.authentic(VAULT_KEYS, record.columns()):",
         "if False:",
         STATE_TESTS,
@@ -880,28 +880,28 @@ MUTANTS = [
     ),
     Mutant(
         "a master key rotation starts over a pending one",
-        V + "rotation.py",
+        V + "keys/rotation.py",
         "rotated = not behind",
         "rotated = True",
         ("tests/test_rotation.py",),
     ),
     Mutant(
         "a vault key retires while it wraps keys",
-        V + "keyadmin.py",
+        V + "keys/admin.py",
         "    if in_use:\n",
         "    if False:\n",
         ("tests/test_rotation.py",),
     ),
     Mutant(
         "a master key retires while it wraps a vault key",
-        V + "keyadmin.py",
+        V + "keys/admin.py",
         "    if users:\n",
         "    if False:\n",
         ("tests/test_rotation.py",),
     ),
     Mutant(
         "a process does not reload keys rotated elsewhere",
-        V + "service.py",
+        V + "core/service.py",
         "if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:",
         "if True:",
         ("tests/test_key_hierarchy.py",),
@@ -929,7 +929,7 @@ MUTANTS = [
     ),
     Mutant(
         "relay payloads unsealed",
-        V + "relay.py",
+        V + "transports/relay.py",
         "data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))",
         "data = json.loads(payload)",
         STATE_TESTS,
@@ -937,7 +937,7 @@ MUTANTS = [
     ),
     Mutant(
         "relay replays",
-        V + "relay.py",
+        V + "transports/relay.py",
         "or event.id in self._seen:",
         ":",
         STATE_TESTS,
@@ -945,14 +945,14 @@ MUTANTS = [
     ),
     Mutant(
         "upgrade signs what the chain does not vouch for",
-        V + "upgrade.py",
+        V + "audit/upgrade.py",
         "changes = None if disagreement else _changes(table, row, ring, fingerprint_key)",
         "changes = _changes(table, row, ring, fingerprint_key)",
         ("tests/test_upgrade.py",),
     ),
     Mutant(
         "purge keeps the public half",
-        V + "history.py",
+        V + "audit/history.py",
         '    "public_config": "{}",\n',
         "",
         STATE_TESTS,
@@ -966,7 +966,7 @@ MUTANTS = [
     ),
     Mutant(
         "the env key document stays in the environment",
-        V + "providers/base.py",
+        V + "keys/providers/base.py",
         "value = os.environ.pop(variable, None)",
         "value = os.environ.get(variable)",
         (*STATE_TESTS, "tests/providers/test_local_providers.py"),
@@ -974,7 +974,7 @@ MUTANTS = [
     # -- principal scopes (issue 15) ---------------------------------------------------------
     Mutant(
         "scope: a principal scope id opens as a session",
-        V + "service.py",
+        V + "core/service.py",
         "            or principal_of(session_id) is not None\n",
         "",
         SCOPE_TESTS,
@@ -995,7 +995,7 @@ MUTANTS = [
     ),
     Mutant(
         "scope: a new session initializes nothing",
-        V + "service.py",
+        V + "core/service.py",
         "            self.store.create_session(session_id, principal.principal_id)\n",
         "            self.store.create_session(session_id, principal.principal_id)\n"
         "            return session_id, []\n",
@@ -1003,42 +1003,42 @@ MUTANTS = [
     ),
     Mutant(
         "scope: live sessions ignore a principal reconfigure",
-        V + "service.py",
+        V + "core/service.py",
         "            self._scope_changed(principal_id, event.toolkit_name)\n",
         "",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a reconfigure initializes every HTTP session again",
-        V + "service.py",
+        V + "core/service.py",
         "if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)",
         "if any(p.principal.principal_id == principal_id for p in plugins)",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a list ignores what other processes changed",
-        V + "service.py",
+        V + "core/service.py",
         "            self._sync(session_id, principal.principal_id)\n",
         "            pass\n",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a session purge does not fall back to the principal",
-        V + "service.py",
+        V + "core/service.py",
         "        if known and report.principal_id is not None:",
         "        if False:",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: purge --session takes a principal scope",
-        V + "history.py",
+        V + "audit/history.py",
         "    if principal_of(session) is not None:\n        raise VaultError",
         "    if False:\n        raise VaultError",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a stale read replaces a newer instance",
-        V + "service.py",
+        V + "core/service.py",
         "if had is not None and sources.get(name) != had.get(name):",
         "if False:",
         SCOPE_TESTS,

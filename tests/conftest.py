@@ -28,9 +28,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.models import Base
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import Base
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entry points real

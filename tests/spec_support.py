@@ -9,8 +9,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.service import Connection, Vault
 from toolkit_vault.plugin import PushCallback
-from toolkit_vault.service import Connection, Principal, Vault
 
 SPEC_PLUGINS = Path(__file__).parent / "plugins" / "spec_dist"
 AGENT = Principal("local", "agent")

@@ -12,12 +12,12 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from test_cli import run
 from test_history import error_line
 from test_vault import configure, handshake, secret_config
-from toolkit_vault.audit import verify_audit_chain
+from toolkit_vault.audit.verify import verify_audit_chain
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import StoreError
-from toolkit_vault.integrity import VERSIONS
-from toolkit_vault.models import AuditEvent, AuditHead, ConfigVersion
-from toolkit_vault.records import AuditDraft
-from toolkit_vault.service import Vault
+from toolkit_vault.store.integrity import VERSIONS
+from toolkit_vault.store.models import AuditEvent, AuditHead, ConfigVersion
+from toolkit_vault.store.records import AuditDraft
 
 
 def _populate(vault: Vault) -> list[int]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cli_support import run_cli
-from toolkit_vault.providers.document import KeyDocument
-from toolkit_vault.providers.env import ENV_KEYS
+from toolkit_vault.keys.providers.document import KeyDocument
+from toolkit_vault.keys.providers.env import ENV_KEYS
 
 pytestmark = pytest.mark.key_providers("file")  # the local providers' files and variables
 

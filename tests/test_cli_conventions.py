@@ -21,11 +21,11 @@ from click.testing import CliRunner
 from cli_support import CLI
 from test_cli import run
 from toolkit_vault.cli import main
-from toolkit_vault.models import SCHEMA_REVISION
+from toolkit_vault.keys.providers.base import ProviderError, ProviderSettings
+from toolkit_vault.keys.providers.document import KeyDocument
+from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
 from toolkit_vault.protocol import PROTOCOL_VERSION
-from toolkit_vault.providers.base import ProviderError, ProviderSettings
-from toolkit_vault.providers.document import KeyDocument
-from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
+from toolkit_vault.store.models import SCHEMA_REVISION
 
 ROOT = Path(__file__).parents[1]
 # Their help is the key-hierarchy engineer's to write (issue 17 gives them `keys` and `check`).

@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from test_vault import configure, request
+from toolkit_vault.access.principals import Principal, PrincipalInfo, create_token
 from toolkit_vault.cli import main
 from toolkit_vault.cli.ids import resolve_principal, unique_prefixes
 from toolkit_vault.cli.shell import iso_seconds
 from toolkit_vault.cli.tables import Column, Row, render
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.principals import PrincipalInfo, create_token
-from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings
 
 LONG = "io.github.an-example-organisation/a-rather-long-mcp-server-name"

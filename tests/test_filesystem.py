@@ -13,20 +13,20 @@ import pytest
 from sqlalchemy import select
 
 from test_vault import AGENT, configure, handshake, listed, request
-from toolkit_vault import filesystem
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import ConfigInvalid, VaultError
-from toolkit_vault.filesystem import (
+from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion
+from toolkit_vault.testing import ToolkitConformance
+from toolkit_vault.toolkits import filesystem
+from toolkit_vault.toolkits.filesystem import (
     NOT_ALLOWED,
     ROOTS_ENV,
     UNAVAILABLE,
     FilesystemToolkit,
     PathRefused,
 )
-from toolkit_vault.models import AuditEvent, ConfigVersion
-from toolkit_vault.service import Vault
-from toolkit_vault.settings import VaultSettings
-from toolkit_vault.testing import ToolkitConformance
 
 from tkv_test_plugins import SecretiveToolkit
 

@@ -13,13 +13,13 @@ from sqlalchemy import select
 
 from test_cli import run
 from test_vault import CANARY, configure, handshake, listed, secret_config
+from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import UnknownSession, VaultError
-from toolkit_vault.history import history
-from toolkit_vault.models import AuditEvent, ConfigVersion
 from toolkit_vault.protocol import Message
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion
 
 from tkv_test_plugins import SecretiveToolkit
 

@@ -26,10 +26,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from toolkit_vault.access.principals import create_token, revoke
+from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.history import history
-from toolkit_vault.principals import create_token, revoke
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import load_settings
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")

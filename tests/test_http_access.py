@@ -22,16 +22,16 @@ import pytest
 from sqlalchemy import create_engine, event, text, update
 from starlette.testclient import TestClient
 
-from toolkit_vault.access import PrincipalCache, SessionBindings, SharedMarks
+from toolkit_vault.access.principals import Principal, authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
-from toolkit_vault.database import IDLE_PING_S, open_engine
-from toolkit_vault.http import Limits, create_app
-from toolkit_vault.models import CurrentConfig
-from toolkit_vault.principals import authenticate, create_token, revoke
+from toolkit_vault.core.service import Vault
 from toolkit_vault.protocol import ToolkitListRequest, ToolkitStatusEvent
-from toolkit_vault.records import AuditDraft
-from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.database import IDLE_PING_S, open_engine
+from toolkit_vault.store.models import CurrentConfig
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
+from toolkit_vault.transports.http_api import Limits, create_app
 
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
 LIST = {"type": "toolkit/list/req"}

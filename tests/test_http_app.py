@@ -16,12 +16,12 @@ from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from toolkit_vault.access.principals import ROLES, create_token, revoke
+from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.history import history
-from toolkit_vault.http import Limits, Outbox, create_app
-from toolkit_vault.principals import ROLES, create_token, revoke
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.transports.http_api import Limits, Outbox, create_app
 
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
 LIST = {"type": "toolkit/list/req"}
@@ -259,7 +259,7 @@ def test_the_a2e_route_keeps_its_request_log_and_names_the_server(
     (never the request's `Host` header)."""
     token = create_token(vault.store, "agent", "logged")[1]
     auth = {"Authorization": f"Bearer {token}", "Host": "vault.example:8443"}
-    caplog.set_level("INFO", logger="toolkit_vault.http")
+    caplog.set_level("INFO", logger="toolkit_vault.transports.http_api")
     with TestClient(create_app(vault, open_provider(home))) as client:
         hello = client.post("/a2e", json=HELLO, headers=auth | {"X-Request-ID": "given-7"})
         assert hello.headers["X-Request-ID"] == "given-7"

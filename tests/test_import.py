@@ -21,13 +21,13 @@ from sqlalchemy import insert, select
 from cli_support import run_cli
 from test_vault import configure, handshake, listed, request
 from toolkit_package.selection import Selection
-from toolkit_vault import imports
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.imports import PackageRefused, PackageToolkit, import_package
-from toolkit_vault.models import AuditEvent, ConfigVersion, ImportedToolkit
+from toolkit_vault.core.service import Vault
 from toolkit_vault.schema import compiled
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, ImportedToolkitRow
+from toolkit_vault.toolkits import imports
+from toolkit_vault.toolkits.imports import PackageRefused, PackageToolkit, import_package
 
 BIN = Path(sys.executable).parent
 VECTORS = Path(__file__).parent / "vectors" / "package"
@@ -115,7 +115,7 @@ def assert_no_canary(text: str, path: Path) -> None:
 
 def imported_rows(vault: Vault) -> list[Any]:
     with vault.store.engine.connect() as db:
-        return list(db.execute(select(ImportedToolkit).order_by(ImportedToolkit.name)))
+        return list(db.execute(select(ImportedToolkitRow).order_by(ImportedToolkitRow.name)))
 
 
 def events(vault: Vault, action: str = "toolkit_imported") -> list[Any]:
@@ -151,7 +151,7 @@ def test_vector_imports_and_the_vault_configures_it_encrypted(
 
     vault = open_vault(home)  # another process: it sees the import through the store
     try:
-        assert vault.registry.get(name).source == f"package {entry['digest']}"
+        assert str(vault.registry.get(name).source) == f"package {entry['digest']}"
         conn, _ = handshake(vault)
         assert listed(conn)[name] is False
         out = configure(conn, name, config)
@@ -299,7 +299,7 @@ def test_an_input_whose_only_server_clashes_is_refused_and_stores_nothing(
     assert "no_servers: no server could be imported (1 skipped)" in one_error_line(done)
     vault = open_vault(home)
     try:
-        assert vault.registry.get("filesystem").source == "built-in"
+        assert str(vault.registry.get("filesystem").source) == "built-in"
         assert imported_rows(vault) == [] and events(vault) == []
     finally:
         vault.store.engine.dispose()
@@ -355,11 +355,11 @@ def test_a_stored_toolkit_never_displaces_a_registered_one(
     definition["name"] = "filesystem"
     with vault.store.engine.begin() as db:
         values = {**row._mapping, "name": "filesystem", "definition": json.dumps(definition)}
-        db.execute(insert(ImportedToolkit).values(**values))
+        db.execute(insert(ImportedToolkitRow).values(**values))
     restarted = open_vault(home)
     try:
-        assert restarted.registry.get("filesystem").source == "built-in"
-        assert restarted.registry.get(row.name).source == f"package {row.package_digest}"
+        assert str(restarted.registry.get("filesystem").source) == "built-in"
+        assert str(restarted.registry.get(row.name).source) == f"package {row.package_digest}"
     finally:
         restarted.store.engine.dispose()
 

@@ -21,11 +21,11 @@ from starlette.testclient import TestClient
 from websockets.sync.client import connect
 
 from test_http import CLI, free_port, running_server
+from toolkit_vault.access.principals import create_token
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.http import create_app
-from toolkit_vault.principals import create_token
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.transports.http_api import create_app
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # transport only
 

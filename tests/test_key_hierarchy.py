@@ -26,10 +26,10 @@ from websockets.sync.client import connect
 from cli_support import run_cli
 from test_http import running_server
 from toolkit_vault.bootstrap import init_vault, open_provider, open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import KeyProviderError
-from toolkit_vault.models import AuditEvent, ConfigVersion
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion
 
 EACH_PROVIDER = pytest.mark.key_providers("file", "aws-kms", "pkcs11")
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from toolkit_vault.chain import CHAIN_START, audit_payload
-from toolkit_vault.ledger import ChainState, Ledger, StateUnknown
+from toolkit_vault.store.chain import CHAIN_START, audit_payload
+from toolkit_vault.store.ledger import ChainState, Ledger, StateUnknown
 
 KEY = b"k" * 32
 

@@ -67,7 +67,7 @@ def test_registered_secrets_are_redacted_everywhere(
 
 
 def test_configure_registers_the_secrets_it_decrypts(vault: object) -> None:
-    from toolkit_vault.service import Principal, Vault
+    from toolkit_vault.core.service import Principal, Vault
 
     assert isinstance(vault, Vault)
     conn = vault.connect(Principal("local", "agent"))

@@ -12,12 +12,17 @@ import pytest
 
 from spec_support import CANARY, configure, hello, mail_config, send, spec_module
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.plugin import PluginAnswerRefused
 from toolkit_vault.protocol import ToolkitConfigureRequest, ToolkitListRequest
-from toolkit_vault.registry import ENTRY_POINT_GROUP, ToolkitRegistry
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.testing import ToolkitConformance, ToolkitPluginConformance
+from toolkit_vault.toolkits.registry import (
+    ENTRY_POINT_GROUP,
+    SourceKind,
+    ToolkitRegistry,
+    ToolkitSource,
+)
 
 tkv = spec_module()
 SuitePlugin, PushingToolkit = tkv.SuitePlugin, tkv.PushingToolkit
@@ -34,7 +39,7 @@ def test_discovered_through_the_entry_points_of_its_own_distribution(spec_vault:
     entries = {entry.name: entry for entry in entry_points(group=ENTRY_POINT_GROUP)}
     assert entries["spec_suite"].dist is not None
     assert entries["spec_suite"].dist.name == "tkv-spec-plugins"
-    sources = {t.definition.name: t.source for t in spec_vault.registry.all()}
+    sources = {t.definition.name: str(t.source) for t in spec_vault.registry.all()}
     assert sources["spec-mail"] == sources["spec-calendar"] == "entry point spec_suite"
     assert sources["spec-pager"] == "entry point spec_single"
 
@@ -114,7 +119,9 @@ class ForeignPlugin:
 
 def test_any_object_with_the_spec_methods_registers_toolkit_by_toolkit() -> None:
     registry = ToolkitRegistry()
-    registered = registry.register_plugin(ForeignPlugin, "entry point foreign")
+    registered = registry.register_plugin(
+        ForeignPlugin, ToolkitSource(SourceKind.ENTRY_POINT, "foreign")
+    )
     assert [t.definition.name for t in registered] == ["foreign"]  # the hostile one left out
     assert registry.get("foreign").factory().initialize({}) is None
 
@@ -126,7 +133,7 @@ def test_a_plugin_whose_list_is_not_a_list_response_is_refused() -> None:
 
     registry = ToolkitRegistry()
     with pytest.raises(PluginAnswerRefused, match="did not answer with a toolkit/list/resp"):
-        registry.register_plugin(Lister, "entry point lister")
+        registry.register_plugin(Lister, ToolkitSource(SourceKind.ENTRY_POINT, "lister"))
     assert registry.all() == []
 
 

@@ -21,15 +21,15 @@ from sqlalchemy import func, insert, select, update
 from cli_support import CLI, run_cli
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_provider, open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.crypto import RecordContext
-from toolkit_vault.integrity import POINTERS, VERSIONS
-from toolkit_vault.keyadmin import key_status
-from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig, VaultKey
-from toolkit_vault.providers import blob_header
-from toolkit_vault.records import AuditDraft, VersionDraft
-from toolkit_vault.rotation import rotate_vault_key, write_rewraps
-from toolkit_vault.service import Vault
+from toolkit_vault.keys.admin import key_status
+from toolkit_vault.keys.providers import blob_header
+from toolkit_vault.keys.rotation import rotate_vault_key, write_rewraps
 from toolkit_vault.settings import load_settings
+from toolkit_vault.store.integrity import POINTERS, VERSIONS
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig, VaultKey
+from toolkit_vault.store.records import AuditDraft, VersionDraft
 
 # Where the provider does the work (the master key, a new vault key's wrap), every provider;
 # data-key batches do not call it: those tests take the module's provider (conftest.py).

@@ -16,19 +16,19 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
+from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
+from toolkit_vault.core.intake import Intake
+from toolkit_vault.core.service import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import UnknownSession
-from toolkit_vault.history import history
-from toolkit_vault.http import create_app
-from toolkit_vault.intake import Intake
-from toolkit_vault.models import AuditEvent
-from toolkit_vault.principals import create_token
 from toolkit_vault.protocol import Message, ToolkitListRequest, ToolkitListResponse
-from toolkit_vault.relay import PgEventRelay
-from toolkit_vault.service import Principal, Vault
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import AuditEvent
+from toolkit_vault.transports.http_api import create_app
+from toolkit_vault.transports.relay import PgEventRelay
 
 from tkv_test_plugins import SecretiveToolkit
 

@@ -14,10 +14,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, func, inspect, select, update
 
-from toolkit_vault import storage, writer
-from toolkit_vault.database import alembic_config, migrate, open_engine, require_current
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import StoreError
-from toolkit_vault.models import (
+from toolkit_vault.store import storage, writer
+from toolkit_vault.store.database import alembic_config, migrate, open_engine, require_current
+from toolkit_vault.store.models import (
     SCHEMA_REVISION,
     AuditEvent,
     Base,
@@ -25,10 +27,9 @@ from toolkit_vault.models import (
     CurrentConfig,
     VaultKey,
 )
-from toolkit_vault.records import AuditDraft, VersionDraft
-from toolkit_vault.service import Principal, Vault
-from toolkit_vault.storage import Store
-from toolkit_vault.writer import Write, deferring
+from toolkit_vault.store.records import AuditDraft, VersionDraft
+from toolkit_vault.store.storage import Store
+from toolkit_vault.store.writer import Write, deferring
 
 pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
 

@@ -10,10 +10,15 @@ from sqlalchemy import select
 
 from test_cli import run
 from test_history import error_line
-from toolkit_vault.models import AuditEvent
-from toolkit_vault.models import Principal as PrincipalRow
-from toolkit_vault.principals import authenticate, create_token, list_principals, revoke
-from toolkit_vault.service import Principal, Vault
+from toolkit_vault.access.principals import (
+    Principal,
+    authenticate,
+    create_token,
+    list_principals,
+    revoke,
+)
+from toolkit_vault.core.service import Vault
+from toolkit_vault.store.models import AuditEvent, PrincipalRow
 
 TOKEN = re.compile(r"tkv_[A-Za-z0-9_-]{43}")
 

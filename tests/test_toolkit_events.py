@@ -15,9 +15,9 @@ import pytest
 
 from spec_support import CANARY, configure, hello, mail_config, spec_module
 from test_http import CLI, Server, running_server
-from toolkit_vault.events import EventGate, EventLimits
+from toolkit_vault.core.events import EventGate, EventLimits
+from toolkit_vault.core.service import Vault
 from toolkit_vault.protocol import Message, ToolkitListResponse, ToolkitStatusEvent
-from toolkit_vault.service import Vault
 
 tkv = spec_module()
 SuitePlugin, PushingToolkit = tkv.SuitePlugin, tkv.PushingToolkit

@@ -13,10 +13,10 @@ from sqlalchemy import select, update
 from spec_support import AGENT, configure, hello, mail_config, send
 from test_stdio import CLI
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.models import ConfigVersion
+from toolkit_vault.core.service import Vault
 from toolkit_vault.protocol import ToolListRequest
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import ConfigVersion
 
 BOTH = ("toolkits", "tools")
 FILESYSTEM = [("read_file", "filesystem"), ("write_file", "filesystem"), ("list_dir", "filesystem")]

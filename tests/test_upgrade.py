@@ -28,14 +28,14 @@ from sqlalchemy.exc import DBAPIError
 
 from cli_support import CLI, run_cli
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
-from toolkit_vault import upgrade
+from toolkit_vault.access.principals import authenticate
+from toolkit_vault.audit.verify import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.cli import main
+from toolkit_vault.core.service import INTEGRITY_FAILED, Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.models import AuditEvent, ConfigVersion, Principal, VaultKey
-from toolkit_vault.principals import authenticate
-from toolkit_vault.service import INTEGRITY_FAILED, Vault
 from toolkit_vault.settings import load_settings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, PrincipalRow, VaultKey
 
 from tkv_test_plugins import SecretiveToolkit
 
@@ -242,7 +242,9 @@ def test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for(
             .where(ConfigVersion.session_id == made["other"])
             .values(wrapped_dek=None, sealed_secrets=None)
         )  # and a promotion, in a row that opens fine but that the chain contradicts
-        db.execute(update(Principal).where(Principal.name == "kept-agent").values(role="operator"))
+        db.execute(
+            update(PrincipalRow).where(PrincipalRow.name == "kept-agent").values(role="operator")
+        )
     engine.dispose()
     monkeypatch.setattr(upgrade, "BATCH_SIZE", 1)
     real_write, calls = upgrade._write, []
@@ -313,9 +315,9 @@ from sqlalchemy import insert
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.crypto import RecordContext
-from toolkit_vault.integrity import POINTERS, VERSIONS
-from toolkit_vault.models import ConfigVersion, CurrentConfig
-from toolkit_vault.records import AuditDraft, VersionDraft
+from toolkit_vault.store.integrity import POINTERS, VERSIONS
+from toolkit_vault.store.models import ConfigVersion, CurrentConfig
+from toolkit_vault.store.records import AuditDraft, VersionDraft
 from toolkit_vault.settings import load_settings
 
 count = int(sys.argv[1])

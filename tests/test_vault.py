@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from toolkit_vault import storage
+from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
+from toolkit_vault.core.service import Connection, Reply, Vault, read_request
 from toolkit_vault.protocol import Message
-from toolkit_vault.service import Connection, Principal, Reply, Vault, read_request
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store import storage
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
 
 from tkv_test_plugins import SecretiveToolkit
 

@@ -162,7 +162,11 @@ def test_the_wheel_works_alone(tmp_path: Path) -> None:
     }
     cli = venv / "bin" / "toolkit-vault"
     where = _run(
-        [python, "-c", "import toolkit_vault.database as d; print(d.__file__, d.migrations())"],
+        [
+            python,
+            "-c",
+            "import toolkit_vault.store.database as d; print(d.__file__, d.migrations())",
+        ],
         env=env,
         cwd=tmp_path,
     ).stdout.split()

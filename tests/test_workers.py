@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from toolkit_vault.workers import Workers
-from toolkit_vault.writer import Write
+from toolkit_vault.store.writer import Write
+from toolkit_vault.transports.workers import Workers
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 

@@ -5,7 +5,7 @@ Revises: 0001
 Create Date: 2026-11-30 13:30:00
 
 The columns start NULL: `toolkit-vault init` then runs the keyed backfill
-(`toolkit_vault.upgrade`), which needs the master key and so cannot run here. Until it has,
+(`toolkit_vault.audit.upgrade`), which needs the master key and so cannot run here. Until it has,
 a row without a MAC is not believed (fail closed).
 """
 

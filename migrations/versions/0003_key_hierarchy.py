@@ -8,7 +8,7 @@ Create Date: 2026-12-02 10:00:00
 columns of `config_versions` and `internal_keys` now name a vault key, so their foreign keys
 to `master_keys` go. `master_keys` stays, read-only, for vaults made before: moving their
 data keys to a vault key needs the provider, so `toolkit-vault init` does it after this
-migration (`toolkit_vault.keyupgrade`), resumably; until it has, the vault refuses to open.
+migration (`toolkit_vault.keys.upgrade`), resumably; until it has, the vault refuses to open.
 """
 
 from collections.abc import Sequence

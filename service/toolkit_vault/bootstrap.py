@@ -16,19 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault import crypto
-from toolkit_vault.database import migrate, open_engine, require_current
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.audit.upgrade import authenticate_state
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.hierarchy import VaultKeys, create_hierarchy
-from toolkit_vault.keystore import read_vault_keys
-from toolkit_vault.keyupgrade import finish_upgrade, legacy_keys, legacy_pending
-from toolkit_vault.providers import KeyProvider, ProviderSettings, load_provider
-from toolkit_vault.reconcile import LOCAL_PRINCIPAL_ID
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Principal, Vault
+from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
+from toolkit_vault.keys.keystore import read_vault_keys
+from toolkit_vault.keys.providers import KeyProvider, ProviderSettings, load_provider
+from toolkit_vault.keys.upgrade import finish_upgrade, legacy_keys, legacy_pending
 from toolkit_vault.settings import VaultSettings, write_record
-from toolkit_vault.storage import Store
-from toolkit_vault.upgrade import authenticate_state
-from toolkit_vault.witness import WITNESS_NAME, Witness
+from toolkit_vault.store.database import migrate, open_engine, require_current
+from toolkit_vault.store.reconcile import LOCAL_PRINCIPAL_ID
+from toolkit_vault.store.storage import Store
+from toolkit_vault.store.witness import WITNESS_NAME, Witness
+from toolkit_vault.toolkits.imports import stored_toolkits
+from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -152,7 +154,7 @@ def open_vault(
     ring, internal = keys.open()
     if registry is None:
         registry = ToolkitRegistry.default()
-        registry.load_imported(store)  # `toolkits import`: shared by every process via the store
+        registry.load_imported(stored_toolkits(store))  # `toolkits import`, shared via the store
     if current and (failure := store.state_failure()) is not None:
         raise VaultError(failure)
     return Vault(

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolkit_vault.errors import VaultError
-from toolkit_vault.providers import provider_names
+from toolkit_vault.keys.providers import provider_names
 
 __all__ = ["RECORD_NAME", "EnvSettings", "VaultSettings", "load_settings", "write_record"]
 

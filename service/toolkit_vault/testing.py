@@ -29,8 +29,14 @@ from toolkit_vault.protocol import (
     ToolkitListRequest,
     ToolkitStatusEvent,
 )
-from toolkit_vault.registry import ToolkitFactory, ToolkitRegistry, coerce_definition
 from toolkit_vault.schema import compile_schema
+from toolkit_vault.toolkits.registry import (
+    SourceKind,
+    ToolkitFactory,
+    ToolkitRegistry,
+    ToolkitSource,
+    coerce_definition,
+)
 
 __all__ = ["ToolkitConformance", "ToolkitPluginConformance"]
 
@@ -98,7 +104,8 @@ class ToolkitPluginConformance:
 
     def test_every_toolkit_registers(self) -> None:
         registry = ToolkitRegistry()
-        registered = registry.register_plugin(type(self).plugin_factory, "conformance")
+        source = ToolkitSource(SourceKind.ENTRY_POINT, "conformance")
+        registered = registry.register_plugin(type(self).plugin_factory, source)
         expected = {coerce_definition(d).name for d in listed_definitions(self._plugin())}
         assert {t.definition.name for t in registered} == expected
         for toolkit in registered:

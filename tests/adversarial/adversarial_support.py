@@ -27,11 +27,10 @@ from typing import IO, Any, Protocol
 from sqlalchemy import func, select
 from websockets.sync.client import connect as ws_connect
 
-from toolkit_vault.models import AuditEvent, ConfigVersion, CurrentConfig
-from toolkit_vault.models import Session as SessionRow
-from toolkit_vault.principals import create_token
+from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.core.service import Vault
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
-from toolkit_vault.service import Principal, Vault
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig, SessionRow
 
 AGENT = Principal("local", "agent")
 BIN = Path(sys.executable).parent

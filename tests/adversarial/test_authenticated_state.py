@@ -23,23 +23,23 @@ from click.testing import CliRunner
 from sqlalchemy import insert, select, text, update
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
+from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.imports import import_package, remove_toolkit
-from toolkit_vault.models import (
+from toolkit_vault.core.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
+from toolkit_vault.core.service import PrincipalRow as ServicePrincipal
+from toolkit_vault.keys.rotation import rotate_vault_key
+from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import (
     ConfigVersion,
     CurrentConfig,
-    ImportedToolkit,
-    Principal,
+    ImportedToolkitRow,
+    PrincipalRow,
+    SessionRow,
     VaultKey,
 )
-from toolkit_vault.models import Session as SessionRow
-from toolkit_vault.principals import authenticate, create_token, revoke
-from toolkit_vault.relay import CHANNEL, PgEventRelay
-from toolkit_vault.rotation import rotate_vault_key
-from toolkit_vault.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
-from toolkit_vault.service import Principal as ServicePrincipal
-from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.toolkits.imports import import_package, remove_toolkit
+from toolkit_vault.transports.relay import CHANNEL, PgEventRelay
 
 from tkv_test_plugins import SecretiveToolkit
 
@@ -138,7 +138,7 @@ SERVER = VECTORS / "server-remote-secret-header.json"
 
 def _imported(vault: Vault) -> tuple[str, Any]:
     (entry,) = import_package(vault.store, vault.registry, SERVER.read_bytes(), "local").toolkits
-    return entry.name, row_of(vault, ImportedToolkit, ImportedToolkit.name == entry.name)
+    return entry.name, row_of(vault, ImportedToolkitRow, ImportedToolkitRow.name == entry.name)
 
 
 def test_a_declassified_import_is_left_out(vault: Vault, fresh: list[Vault]) -> None:
@@ -148,8 +148,8 @@ def test_a_declassified_import_is_left_out(vault: Vault, fresh: list[Vault]) -> 
         field.pop("writeOnly", None)
     sql(
         vault,
-        update(ImportedToolkit)
-        .where(ImportedToolkit.name == name)
+        update(ImportedToolkitRow)
+        .where(ImportedToolkitRow.name == name)
         .values(definition=json.dumps(definition)),
     )
     later = reopen(fresh)
@@ -171,8 +171,8 @@ def test_an_edit_outside_the_schema_is_left_out_too(vault: Vault, fresh: list[Va
     definition["description"] = "now with one more tool"
     sql(
         vault,
-        update(ImportedToolkit)
-        .where(ImportedToolkit.name == name)
+        update(ImportedToolkitRow)
+        .where(ImportedToolkitRow.name == name)
         .values(definition=json.dumps(definition)),
     )
     assert name not in reopen(fresh).registry
@@ -184,7 +184,7 @@ def test_an_older_import_put_back_is_left_out(vault: Vault, fresh: list[Vault]) 
     changed = SERVER.read_bytes().replace(b"ACME API key", b"ACME API key (rotated)")
     import_package(vault.store, vault.registry, changed, "local")
     values = {c: getattr(old, c) for c in ("definition", "package_digest", "imported_at", "mac")}
-    sql(vault, update(ImportedToolkit).where(ImportedToolkit.name == name).values(**values))
+    sql(vault, update(ImportedToolkitRow).where(ImportedToolkitRow.name == name).values(**values))
     assert name not in reopen(fresh).registry
     assert_named_by_check_and_audit("imported_toolkits", "replayed")
 
@@ -241,28 +241,30 @@ def test_a_pointer_forged_back_after_a_removal_is_refused(vault: Vault, fresh: l
 
 def test_an_unrevoked_token_stays_refused(vault: Vault) -> None:
     _, token = create_token(vault.store, "agent", "mallory")
-    before = row_of(vault, Principal, Principal.name == "mallory")
+    before = row_of(vault, PrincipalRow, PrincipalRow.name == "mallory")
     assert authenticate(vault.store, token) is not None
     revoke(vault.store, "mallory")
-    sql(vault, update(Principal).where(Principal.name == "mallory").values(revoked_at=None))
+    sql(vault, update(PrincipalRow).where(PrincipalRow.name == "mallory").values(revoked_at=None))
     assert authenticate(vault.store, token) is None
     assert_named_by_check_and_audit("principals", "unauthenticated")
     restored = {"revoked_at": None, "mac": before.mac}  # the row exactly as before the revoke
-    sql(vault, update(Principal).where(Principal.name == "mallory").values(**restored))
+    sql(vault, update(PrincipalRow).where(PrincipalRow.name == "mallory").values(**restored))
     assert authenticate(vault.store, token) is None
     assert_named_by_check_and_audit("principals", "replayed")
 
 
 def test_minted_tokens_and_changed_roles_are_refused(vault: Vault) -> None:
     _, token = create_token(vault.store, "agent", "agent-1")
-    sql(vault, update(Principal).where(Principal.name == "agent-1").values(role="operator"))
+    sql(vault, update(PrincipalRow).where(PrincipalRow.name == "agent-1").values(role="operator"))
     assert authenticate(vault.store, token) is None
     _, other = create_token(vault.store, "auditor", "auditor-1")
     minted = "tkv_" + secrets.token_urlsafe(32)  # a token the attacker chose
-    forged = {**row_of(vault, Principal, Principal.name == "auditor-1")._mapping}  # its MAC too
+    forged = {
+        **row_of(vault, PrincipalRow, PrincipalRow.name == "auditor-1")._mapping
+    }  # its MAC too
     forged.update(principal_id="forged-id", name="minted", role="operator")
     forged["token_hash"] = hashlib.sha256(minted.encode()).hexdigest()
-    sql(vault, insert(Principal).values(**forged))
+    sql(vault, insert(PrincipalRow).values(**forged))
     assert authenticate(vault.store, minted) is None
     assert authenticate(vault.store, other) is not None
     code, checked, _ = cli("check")
@@ -551,9 +553,9 @@ def test_init_makes_an_existing_home_private(home: VaultSettings, cli_env: dict[
 def test_the_env_key_document_is_not_inherited(
     home: VaultSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolkit_vault.providers import ProviderSettings
-    from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
-    from toolkit_vault.providers.file import FileProvider
+    from toolkit_vault.keys.providers import ProviderSettings
+    from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
+    from toolkit_vault.keys.providers.file import FileProvider
 
     settings = ProviderSettings(home.home, home.vault_id)
     document = FileProvider(settings).load()

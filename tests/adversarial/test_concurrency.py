@@ -24,9 +24,9 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from toolkit_vault.cli import main
-from toolkit_vault.models import ConfigVersion, CurrentConfig
-from toolkit_vault.rotation import check_store
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
+from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 
 PER_PROCESS = 12
 CANARY = "tkv-canary-concurrency-4a7b"

@@ -27,12 +27,12 @@ from adversarial_support import ConnectionChannel, assert_error, config_rows, co
 from sqlalchemy import Connection as DBConnection
 from sqlalchemy import Engine, create_engine, event, select, text
 
-from toolkit_vault import database
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.models import ConfigVersion
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.storage import _PG_LOCK
+from toolkit_vault.store import database
+from toolkit_vault.store.models import ConfigVersion
+from toolkit_vault.store.storage import _PG_LOCK
 
 POSTGRES_ONLY = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True

@@ -32,11 +32,11 @@ from adversarial_support import (
 )
 
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.registry import ToolkitRegistry
 from toolkit_vault.schema import MAX_SECRETS
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 
 PLUGINS = HERE / "plugins"
 VECTORS = json.loads((HERE.parent / "vectors" / "schemas_hostile.json").read_text())
@@ -128,7 +128,9 @@ def test_registration_refuses_hostile_schemas_in_time(no_network: list[Any]) -> 
     registry = ToolkitRegistry()
     for n, (name, schema, refusal) in enumerate(REGISTRATION):
         with within(), pytest.raises(SchemaRefused) as caught:
-            registry.register(_factory(f"t{n}", schema), "test")
+            registry.register(
+                _factory(f"t{n}", schema), ToolkitSource(SourceKind.ENTRY_POINT, "test")
+            )
         assert refusal in caught.value.message, name
         assert f"t{n}" not in registry
     assert registry.all() == []
@@ -149,7 +151,7 @@ def test_hostile_entry_points_are_left_out_and_the_vault_opens(
     refused = {
         r.getMessage().split()[3]: r.getMessage()
         for r in caplog.records
-        if r.name == "toolkit_vault.registry"
+        if r.name == "toolkit_vault.toolkits.registry"
     }
     for name, reason in HOSTILE.items():
         assert reason in refused.pop(name), name
@@ -231,5 +233,7 @@ def test_registry_refusal_messages_name_no_plugin_value() -> None:
     secret_looking = "tkv-canary-in-a-schema-default"
     schema = {"type": "object", "properties": {"a": {"default": secret_looking, "minLength": -1}}}
     with pytest.raises(VaultError) as caught:
-        ToolkitRegistry().register(_factory("leaky", schema), "test")
+        ToolkitRegistry().register(
+            _factory("leaky", schema), ToolkitSource(SourceKind.ENTRY_POINT, "test")
+        )
     assert secret_looking not in str(caught.value)

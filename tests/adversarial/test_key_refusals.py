@@ -27,8 +27,8 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, select
 
 from toolkit_vault.cli import main
-from toolkit_vault.models import AuditEvent, VaultKey
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import AuditEvent, VaultKey
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 pytestmark = pytest.mark.key_providers("file")  # the local providers' own refusals

@@ -46,14 +46,14 @@ from sqlalchemy import select
 
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import ConfigInvalid
-from toolkit_vault.imports import import_package
-from toolkit_vault.models import Base
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, ToolkitConfigureRequest
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.stdio import serve_stdio
+from toolkit_vault.store.models import Base
+from toolkit_vault.toolkits.imports import import_package
+from toolkit_vault.toolkits.registry import ToolkitRegistry
+from toolkit_vault.transports.stdio import serve_stdio
 
 pytestmark = pytest.mark.key_providers("file")  # scans the key file's keys too
 

@@ -27,9 +27,9 @@ from adversarial_support import (
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from toolkit_vault.core.service import Vault
 from toolkit_vault.protocol import MAX_DEPTH, MAX_MESSAGE_BYTES
 from toolkit_vault.schema import compile_schema
-from toolkit_vault.service import Vault
 
 from tkv_test_plugins import SECRETIVE_SCHEMA
 

@@ -33,23 +33,23 @@ from test_authenticated_state import (
 )
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
+from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.imports import import_package
-from toolkit_vault.models import (
+from toolkit_vault.protocol import ToolkitListRequest
+from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import (
     AuditEvent,
     AuditHead,
     ConfigVersion,
     CurrentConfig,
-    ImportedToolkit,
-    Principal,
+    ImportedToolkitRow,
+    PrincipalRow,
 )
-from toolkit_vault.principals import authenticate, create_token, revoke
-from toolkit_vault.protocol import ToolkitListRequest
-from toolkit_vault.service import Vault
-from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.witness import WITNESS_NAME, Witness
+from toolkit_vault.store.witness import WITNESS_NAME, Witness
+from toolkit_vault.toolkits.imports import import_package
 
 from tkv_test_plugins import SecretiveToolkit
 
@@ -195,7 +195,7 @@ def test_a_declassified_import_with_its_event_deleted_is_refused(
     deleting one in the middle breaks the chain. Either way no process believes the store."""
     (entry,) = import_package(vault.store, vault.registry, SERVER.read_bytes(), "local").toolkits
     name = entry.name
-    old = row_of(vault, ImportedToolkit, ImportedToolkit.name == name)
+    old = row_of(vault, ImportedToolkitRow, ImportedToolkitRow.name == name)
     head = row_of(vault, AuditHead, AuditHead.id == 1)
     changed = SERVER.read_bytes().replace(b"ACME API key", b"ACME API key (rotated)")
     import_package(vault.store, vault.registry, changed, "local")
@@ -203,7 +203,7 @@ def test_a_declassified_import_with_its_event_deleted_is_refused(
         handshake(vault)  # a later event
     settle(vault)
     values = {c: getattr(old, c) for c in ("definition", "package_digest", "imported_at", "mac")}
-    sql(vault, update(ImportedToolkit).where(ImportedToolkit.name == name).values(**values))
+    sql(vault, update(ImportedToolkitRow).where(ImportedToolkitRow.name == name).values(**values))
     with vault.store.engine.begin() as db:
         (later,) = db.execute(
             select(AuditEvent.seq).where(
@@ -226,7 +226,7 @@ def test_a_declassified_import_with_its_event_deleted_is_refused(
 def test_a_token_unrevoked_with_three_rows_stays_refused(vault: Vault, fresh: list[Vault]) -> None:
     _, token = create_token(vault.store, "agent", "mallory")
     assert authenticate(vault.store, token) is not None
-    principal = row_of(vault, Principal, Principal.name == "mallory")
+    principal = row_of(vault, PrincipalRow, PrincipalRow.name == "mallory")
     head = row_of(vault, AuditHead, AuditHead.id == 1)
     revoke(vault.store, "mallory")
     settle(vault)
@@ -234,8 +234,8 @@ def test_a_token_unrevoked_with_three_rows_stays_refused(vault: Vault, fresh: li
         db.execute(delete(AuditEvent).where(AuditEvent.action == "token_revoked"))
         db.execute(update(AuditHead).values(seq=head.seq, mac=head.mac, head_mac=head.head_mac))
         db.execute(
-            update(Principal)
-            .where(Principal.name == "mallory")
+            update(PrincipalRow)
+            .where(PrincipalRow.name == "mallory")
             .values(revoked_at=None, mac=principal.mac)
         )
     assert authenticate(vault.store, token) is None  # the running process

@@ -15,8 +15,8 @@ from typing import Any
 from adversarial_support import CLI, TIMEOUT, Channel, HttpChannel, WebSocketChannel, line
 from websockets.sync.client import connect as ws_connect
 
-from toolkit_vault.principals import list_principals
-from toolkit_vault.service import Principal, Vault
+from toolkit_vault.access.principals import Principal, list_principals
+from toolkit_vault.core.service import Vault
 
 UNKNOWN = ("error", "RUNTIME_ERROR", "unknown session")
 

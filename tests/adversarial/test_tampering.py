@@ -23,11 +23,12 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 
 from toolkit_vault.cli import main
+from toolkit_vault.core.service import Vault
 from toolkit_vault.crypto import FORMAT_VERSION, WRAP_FORMAT, new_key
 from toolkit_vault.errors import DecryptionError
-from toolkit_vault.models import ConfigVersion, CurrentConfig
-from toolkit_vault.rotation import check_store
-from toolkit_vault.service import Vault
+from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.store.models import ConfigVersion, CurrentConfig
+from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
 
 from tkv_test_plugins import SecretiveToolkit
 
@@ -61,7 +62,7 @@ class Stored:
     """Session A: secretive and secretive2; session B: secretive. Each one version."""
 
     def __init__(self, vault: Vault) -> None:
-        vault.registry.register(SecondSecretive, "test")
+        vault.registry.register(SecondSecretive, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
         self.vault = vault
         self.session_a = self._configure([("secretive", CANARY_A), ("secretive2", CANARY_A2)])
         self.session_b = self._configure([("secretive", CANARY_B)])

@@ -11,8 +11,8 @@ import pytest
 
 from test_import import CORPUS, events, imported_rows, one_error_line, run, vault_cli
 from toolkit_package.selection import Selection
-from toolkit_vault.imports import MAX_IMPORT_BYTES, PackageRefused, import_package
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
+from toolkit_vault.toolkits.imports import MAX_IMPORT_BYTES, PackageRefused, import_package
 
 
 @pytest.mark.parametrize("path", sorted((CORPUS / "clients").rglob("*.json")), ids=lambda p: p.name)

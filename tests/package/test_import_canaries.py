@@ -22,10 +22,11 @@ from sqlalchemy import select
 from test_vault import configure, handshake
 from toolkit_package.selection import Selection
 from toolkit_vault.cli import main
-from toolkit_vault.imports import PACKAGE_SOURCE, PackageRefused, import_package
-from toolkit_vault.models import Base
-from toolkit_vault.service import Vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.models import Base
+from toolkit_vault.toolkits.imports import PackageRefused, import_package
+from toolkit_vault.toolkits.registry import SourceKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adversarial"))
 from adversarial_support import files_under, scan
@@ -93,7 +94,7 @@ def test_no_canary_of_an_imported_secret_field_is_stored_or_shown(
     debug_log: Path, vault: Vault, home: VaultSettings
 ) -> None:
     import_corpus(vault)
-    imported = [t for t in vault.registry.all() if t.source.startswith(PACKAGE_SOURCE)]
+    imported = [t for t in vault.registry.all() if t.source.kind is SourceKind.PACKAGE]
     assert len(imported) >= 500
     conn, _ = handshake(vault)
     counter = [0]

@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import pytest
 
 from cli_support import run_cli
-from toolkit_vault import package_sources
-from toolkit_vault.imports import PackageRefused
-from toolkit_vault.package_sources import fetch_listing
+from toolkit_vault.toolkits import package_sources
+from toolkit_vault.toolkits.imports import PackageRefused
+from toolkit_vault.toolkits.package_sources import fetch_listing
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures/mcp/registry/seed_2025_05_16.json"
 PAGE = 100

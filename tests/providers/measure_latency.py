@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from provider_support import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, MotoServer, make_softhsm_token
 
 from toolkit_vault.crypto import new_key
-from toolkit_vault.providers import KeyProvider, ProviderSettings, load_provider
-from toolkit_vault.providers.document import KeyDocument
-from toolkit_vault.providers.testing import CONTEXT
+from toolkit_vault.keys.providers import KeyProvider, ProviderSettings, load_provider
+from toolkit_vault.keys.providers.document import KeyDocument
+from toolkit_vault.keys.providers.testing import CONTEXT
 
 
 def _ms(samples: list[float]) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import keyring.backend
 import keyring.errors
 
-from toolkit_vault.providers import ProviderSettings
+from toolkit_vault.keys.providers import ProviderSettings
 
 PLUGINS = Path(__file__).parent / "plugins"
 SOFTHSM_MODULE = os.environ.get(

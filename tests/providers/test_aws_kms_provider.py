@@ -12,10 +12,10 @@ from provider_support import settings
 
 from toolkit_vault.crypto import new_key
 from toolkit_vault.errors import DecryptionError
-from toolkit_vault.providers import ProviderError, blob_header
-from toolkit_vault.providers.aws_kms import AwsKmsProvider, encryption_context
-from toolkit_vault.providers.base import pack_blob, unpack_blob
-from toolkit_vault.providers.testing import CONTEXT
+from toolkit_vault.keys.providers import ProviderError, blob_header
+from toolkit_vault.keys.providers.aws_kms import AwsKmsProvider, encryption_context
+from toolkit_vault.keys.providers.base import pack_blob, unpack_blob
+from toolkit_vault.keys.providers.testing import CONTEXT
 
 OTHER = (*CONTEXT[:-1], "elsewhere")
 

@@ -24,13 +24,13 @@ from provider_support import MemoryKeyring, settings
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes, new_key
 from toolkit_vault.errors import DecryptionError
-from toolkit_vault.providers import ProviderError, ProviderSettings, blob_header
-from toolkit_vault.providers import file as file_module
-from toolkit_vault.providers.base import pack_blob, wrap_aad
-from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
-from toolkit_vault.providers.file import KEY_FILE_NAME, FileProvider
-from toolkit_vault.providers.keyring import KeyringProvider
-from toolkit_vault.providers.testing import CONTEXT
+from toolkit_vault.keys.providers import ProviderError, ProviderSettings, blob_header
+from toolkit_vault.keys.providers import file as file_module
+from toolkit_vault.keys.providers.base import pack_blob, wrap_aad
+from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
+from toolkit_vault.keys.providers.file import KEY_FILE_NAME, FileProvider
+from toolkit_vault.keys.providers.os_keyring import KeyringProvider
+from toolkit_vault.keys.providers.testing import CONTEXT
 
 KEY_A, KEY_B = bytes(range(32)), bytes(range(32, 64))
 

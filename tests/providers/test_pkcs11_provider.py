@@ -19,10 +19,10 @@ from provider_support import SOFTHSM_MODULE, TOKEN_LABEL, USER_PIN, settings
 
 from toolkit_vault.crypto import new_key
 from toolkit_vault.errors import DecryptionError
-from toolkit_vault.providers import ProviderError
-from toolkit_vault.providers.base import unpack_blob, wrap_aad
-from toolkit_vault.providers.pkcs11 import PIN_ENV, Pkcs11Provider
-from toolkit_vault.providers.testing import CONTEXT
+from toolkit_vault.keys.providers import ProviderError
+from toolkit_vault.keys.providers.base import unpack_blob, wrap_aad
+from toolkit_vault.keys.providers.hsm import PIN_ENV, Pkcs11Provider
+from toolkit_vault.keys.providers.testing import CONTEXT
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from provider_support import MemoryKeyring, free_port, settings
 
-from toolkit_vault.providers import KeyProvider
-from toolkit_vault.providers.aws_kms import AwsKmsProvider
-from toolkit_vault.providers.document import KeyDocument
-from toolkit_vault.providers.env import ENV_KEYS, EnvProvider
-from toolkit_vault.providers.file import FileProvider
-from toolkit_vault.providers.keyring import KeyringProvider
-from toolkit_vault.providers.pkcs11 import Pkcs11Provider
-from toolkit_vault.providers.testing import ProviderConformance
+from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.keys.providers.aws_kms import AwsKmsProvider
+from toolkit_vault.keys.providers.document import KeyDocument
+from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
+from toolkit_vault.keys.providers.file import FileProvider
+from toolkit_vault.keys.providers.hsm import Pkcs11Provider
+from toolkit_vault.keys.providers.os_keyring import KeyringProvider
+from toolkit_vault.keys.providers.testing import ProviderConformance
 
 
 class TestFileProvider(ProviderConformance):

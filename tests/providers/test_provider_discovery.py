@@ -9,18 +9,18 @@ import pytest
 from provider_support import PLUGINS, settings
 
 from toolkit_vault.errors import KeyProviderError
-from toolkit_vault.providers import (
+from toolkit_vault.keys.providers import (
     ENTRY_POINT_GROUP,
     ProviderError,
     load_provider,
     provider_class,
     provider_names,
 )
-from toolkit_vault.providers.aws_kms import AwsKmsProvider
-from toolkit_vault.providers.env import EnvProvider
-from toolkit_vault.providers.file import FileProvider
-from toolkit_vault.providers.keyring import KeyringProvider
-from toolkit_vault.providers.pkcs11 import Pkcs11Provider
+from toolkit_vault.keys.providers.aws_kms import AwsKmsProvider
+from toolkit_vault.keys.providers.env import EnvProvider
+from toolkit_vault.keys.providers.file import FileProvider
+from toolkit_vault.keys.providers.hsm import Pkcs11Provider
+from toolkit_vault.keys.providers.os_keyring import KeyringProvider
 
 SHIPPED = {
     "file": FileProvider,

@@ -17,9 +17,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from websockets.sync.client import connect
 
-from toolkit_vault.history import history
-from toolkit_vault.principals import list_principals, revoke
-from toolkit_vault.web.security import SECURITY_HEADERS
+from toolkit_vault.access.principals import list_principals, revoke
+from toolkit_vault.audit.history import history
+from toolkit_vault.transports.web.security import SECURITY_HEADERS
 
 from web_support import Server, agent, click_through, screenshot
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from toolkit_vault.schema import compile_schema
-from toolkit_vault.web.formdata import initial_values, parse_form, place_errors
-from toolkit_vault.web.forms import Field, build_fields, leaves
+from toolkit_vault.transports.web.formdata import initial_values, parse_form, place_errors
+from toolkit_vault.transports.web.forms import Field, build_fields, leaves
 
 from tkv_test_plugins import SECRETIVE_SCHEMA
 from web_support import plugins

@@ -13,14 +13,15 @@ from typing import Any, ClassVar
 import pytest
 from sqlalchemy import delete, select, update
 
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.audit.history import history
+from toolkit_vault.core.intake import Claim, Intake, IntakeRefused, LinkSigner
+from toolkit_vault.core.service import Connection, Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid
-from toolkit_vault.history import history
-from toolkit_vault.intake import Claim, Intake, IntakeRefused, LinkSigner
-from toolkit_vault.models import AuditEvent, ConfigVersion
 from toolkit_vault.protocol import Message
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Connection, Principal, Vault
+from toolkit_vault.store.models import AuditEvent, ConfigVersion
+from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 
 from tkv_test_plugins import SecretiveToolkit
 from web_support import database_dump, plugins
@@ -237,7 +238,7 @@ def test_a_changed_toolkit_or_a_purge_voids_the_link(
     for registry_with in ([Changed], []):
         vault.registry = ToolkitRegistry()
         for factory in registry_with:
-            vault.registry.register(factory, "test")
+            vault.registry.register(factory, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
         with pytest.raises(IntakeRefused) as refused:
             intake.open(link)
         assert refused.value.reason == "changed"
@@ -295,7 +296,7 @@ class SlowToolkit:
 def test_two_submissions_of_one_link_store_one_version(
     vault: Vault, session: Session, intake: Intake
 ) -> None:
-    vault.registry.register(SlowToolkit, "test")
+    vault.registry.register(SlowToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
     link = link_of(session.configure("slow", LEDGER))
     results: list[Any] = []
 

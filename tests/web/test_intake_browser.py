@@ -20,8 +20,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy import select
 
-from toolkit_vault.history import history
-from toolkit_vault.models import AuditEvent
+from toolkit_vault.audit.history import history
+from toolkit_vault.store.models import AuditEvent
 
 from web_support import (
     Server,

@@ -32,10 +32,10 @@ from selenium.webdriver.support.wait import WebDriverWait
 from sqlalchemy import create_engine, text
 from websockets.sync.client import ClientConnection, connect
 
-from toolkit_vault.models import Base
-from toolkit_vault.principals import create_token
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Vault
+from toolkit_vault.access.principals import create_token
+from toolkit_vault.core.service import Vault
+from toolkit_vault.store.models import Base
+from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 
 HERE = Path(__file__).parent
 PLUGINS = HERE / "plugins"
@@ -61,8 +61,8 @@ plugins = _load_plugins()
 
 def web_registry() -> ToolkitRegistry:
     registry = ToolkitRegistry.default()
-    registry.register(plugins.LedgerToolkit, "test")
-    registry.register(plugins.EverythingToolkit, "test")
+    registry.register(plugins.LedgerToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
+    registry.register(plugins.EverythingToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
     return registry
 
 

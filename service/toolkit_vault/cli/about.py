@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from toolkit_vault.cli.shell import emit, epilog
-from toolkit_vault.models import SCHEMA_REVISION
+from toolkit_vault.core.service import CAPABILITIES
 from toolkit_vault.protocol import PROTOCOL_VERSION
-from toolkit_vault.service import CAPABILITIES
+from toolkit_vault.store.models import SCHEMA_REVISION
 
 __all__ = ["about", "print_version", "version_command"]
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 
+from toolkit_vault.access.principals import PrincipalInfo
 from toolkit_vault.errors import VaultError
-from toolkit_vault.models import Session as SessionRow
-from toolkit_vault.principals import PrincipalInfo
-from toolkit_vault.storage import Store
+from toolkit_vault.store.models import SessionRow
+from toolkit_vault.store.storage import Store
 
 __all__ = ["MIN_PREFIX", "resolve_principal", "resolve_session", "session_ids", "unique_prefixes"]
 

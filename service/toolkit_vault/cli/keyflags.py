@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from toolkit_vault.providers import provider_names
+from toolkit_vault.keys.providers import provider_names
 
 __all__ = ["key_options", "provider_flags"]
 

@@ -15,8 +15,8 @@ from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.cli.shell import emit, epilog, guarded, iso_seconds, open_for_operators, progress
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
-from toolkit_vault.keyadmin import key_status, plan_rotation, retire_key
-from toolkit_vault.rotation import rotate_master_key, rotate_vault_key
+from toolkit_vault.keys.admin import key_status, plan_rotation, retire_key
+from toolkit_vault.keys.rotation import rotate_master_key, rotate_vault_key
 from toolkit_vault.settings import load_settings
 
 __all__ = ["keys"]

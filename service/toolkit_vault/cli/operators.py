@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from toolkit_vault.access.principals import list_principals
+from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.bootstrap import open_store
 from toolkit_vault.cli.ids import resolve_session, session_ids, unique_prefixes
 from toolkit_vault.cli.shell import (
@@ -24,10 +26,8 @@ from toolkit_vault.cli.shell import (
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
-from toolkit_vault.history import history, parse_time
-from toolkit_vault.import_report import printable
-from toolkit_vault.principals import list_principals
 from toolkit_vault.settings import load_settings
+from toolkit_vault.toolkits.import_report import printable
 
 __all__ = ["OPERATOR", "audit", "check", "history_command", "purge_command"]
 

@@ -23,8 +23,12 @@ from toolkit_vault.cli.shell import KEY_ENV, epilog, guarded
 from toolkit_vault.errors import VaultError
 from toolkit_vault.logs import configure_logging, redact_every_record
 from toolkit_vault.settings import load_settings
-from toolkit_vault.stdio import serve_stdio
-from toolkit_vault.webserver import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, SLOW_CONNECTIONS_PER_IP
+from toolkit_vault.transports.http_server import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    SLOW_CONNECTIONS_PER_IP,
+)
+from toolkit_vault.transports.stdio import serve_stdio
 
 __all__ = ["init", "serve", "stdio"]
 
@@ -175,8 +179,8 @@ def serve(
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
     (OpenAPI at /openapi.json, with a token); every route but /healthz needs a bearer token
     (`tokens create`). A port already in use is one line on stderr, exit status 1."""
-    from toolkit_vault.http import Limits, create_app
-    from toolkit_vault.webserver import run
+    from toolkit_vault.transports.http_api import Limits, create_app
+    from toolkit_vault.transports.http_server import run
 
     if (tls_cert is None) != (tls_key is None):
         raise VaultError("--tls-cert and --tls-key go together")
@@ -193,7 +197,7 @@ def serve(
     vault = open_vault(settings)
     provider = open_provider(settings)
     if vault.store.engine.dialect.name == "postgresql":
-        from toolkit_vault.relay import PgEventRelay
+        from toolkit_vault.transports.relay import PgEventRelay
 
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
     limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))

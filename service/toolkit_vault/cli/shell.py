@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 import click
 
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.service import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.registry import ToolkitRegistry
-from toolkit_vault.service import Vault
 from toolkit_vault.settings import VaultSettings
+from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
     "EXIT_STATUS",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from toolkit_vault.access.principals import ROLES, create_token, list_principals, revoke
 from toolkit_vault.bootstrap import open_store
 from toolkit_vault.cli.ids import resolve_principal
 from toolkit_vault.cli.operators import OPERATOR
@@ -21,7 +22,6 @@ from toolkit_vault.cli.shell import (
     open_for_operators,
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
-from toolkit_vault.principals import ROLES, create_token, list_principals, revoke
 from toolkit_vault.settings import load_settings
 
 __all__ = ["tokens"]

@@ -16,11 +16,15 @@ from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
-from toolkit_vault.import_report import describe_toolkit, printable, report_lines
-from toolkit_vault.imports import PACKAGE_SOURCE, import_package, remove_toolkit, stored_toolkits
-from toolkit_vault.package_sources import read_package
-from toolkit_vault.registry import RegisteredToolkit, ToolkitRegistry
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.toolkits.import_report import describe_toolkit, printable, report_lines
+from toolkit_vault.toolkits.imports import (
+    import_package,
+    remove_toolkit,
+    stored_toolkits,
+)
+from toolkit_vault.toolkits.package_sources import read_package
+from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
 
 __all__ = ["toolkits"]
 
@@ -66,8 +70,8 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
             "version": t.definition.version,
             "tools": t.definition.tools,
             "schema_digest": t.schema.digest,
-            "source": t.source,
-            "verified": unchecked is None or not t.source.startswith(PACKAGE_SOURCE),
+            "source": str(t.source),
+            "verified": unchecked is None or t.source.kind is not SourceKind.PACKAGE,
         }
         for t in registered
     ]
@@ -88,7 +92,7 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
 
 
 def _short_source(source: str) -> str:
-    prefix = PACKAGE_SOURCE + "sha256:"
+    prefix = f"{SourceKind.PACKAGE} sha256:"
     if source.startswith(prefix) and len(source) > len(prefix) + 12:
         return source[: len(prefix) + 12] + "…"  # a digest, never typed; names stay whole
     return source

@@ -4,8 +4,8 @@ points real)."""
 
 from __future__ import annotations
 
-from toolkit_vault.providers import ProviderSettings
-from toolkit_vault.providers.file import FileProvider
+from toolkit_vault.keys.providers import ProviderSettings
+from toolkit_vault.keys.providers.file import FileProvider
 
 
 class NotAProvider:

@@ -1,0 +1,259 @@
+"""Audit chain verification: find the first event that was edited, inserted or deleted.
+
+Every event's `mac` is HMAC(audit key, previous mac || canonical event), and the one-row
+`audit_head` holds an HMAC over the last (seq, mac), written in the same transaction as
+each event. Walking the events in `seq` order from `CHAIN_START` therefore proves every
+event up to the head; the head proves nothing after it was cut off. The walk streams the
+table and reads one snapshot, so a vault that is being written to still verifies.
+
+The chain alone cannot tell a row forged, replayed from an older copy or deleted behind its
+back, so every authenticated table is then reconciled with the verified chain (`reconcile`):
+each such row is named. Nothing here reads a secret: events carry none.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import OperationalError
+
+from toolkit_vault import crypto
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import StoreError
+from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
+from toolkit_vault.store.integrity import VERSIONS, Row
+from toolkit_vault.store.ledger import behind
+from toolkit_vault.store.models import AuditEvent, AuditHead
+from toolkit_vault.store.reconcile import StateProblem, reconcile
+from toolkit_vault.store.storage import Store
+
+__all__ = ["AuditReport", "Problem", "verify_audit_chain"]
+
+Problem = Literal["edited", "deleted", "inserted", "truncated", "behind", "unaudited", "state"]
+BATCH_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The outcome of one verification; `as_json` is the documented, stable shape."""
+
+    ok: bool
+    events: int
+    verified: int
+    head_seq: int | None
+    first_bad_seq: int | None
+    problem: Problem | None
+    message: str
+    unaudited_versions: list[dict[str, Any]] = field(default_factory=list)
+    unaudited_count: int = 0
+    state_problems: list[StateProblem] = field(default_factory=list)
+    state_problem_count: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "verified": self.verified,
+            "head_seq": self.head_seq,
+            "first_bad_seq": self.first_bad_seq,
+            "problem": self.problem,
+            "message": self.message,
+            "unaudited_versions": self.unaudited_versions,
+            "unaudited_count": self.unaudited_count,
+            "state_problems": [p.as_json() for p in self.state_problems],
+            "state_problem_count": self.state_problem_count,
+        }
+
+
+_WHAT = {
+    "edited": "edited (its MAC does not match its content)",
+    "inserted": "inserted (it is not part of the signed chain)",
+}
+
+
+@dataclass(frozen=True)
+class _Break:
+    seq: int
+    problem: Problem
+    message: str
+
+
+def verify_audit_chain(
+    store: Store, audit_key: SecretBytes, *, batch_size: int = BATCH_SIZE
+) -> AuditReport:
+    """Walk the whole chain and its head, then reconcile the stored state with it."""
+    return _verify(store, audit_key, store.authentic, batch_size)
+
+
+def verify_chain_only(store: Store, audit_key: SecretBytes) -> AuditReport:
+    """The walk alone, with every row taken as authentic: what the upgrade backfill asks
+    before it trusts the chain to decide which rows to sign."""
+    return _verify(store, audit_key, lambda _table, _row: True, BATCH_SIZE)
+
+
+def _verify(
+    store: Store,
+    audit_key: SecretBytes,
+    authentic: Callable[[str, Row], bool],
+    batch_size: int,
+) -> AuditReport:
+    sign: Signer = partial(crypto.chain_hash, audit_key)
+    with _snapshot(store) as conn:
+        head = conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
+        head_ok = head is not None and hmac.compare_digest(
+            head_link(sign, head.seq, bytes(head.mac)), bytes(head.head_mac)
+        )
+        trusted_head = head.seq if head is not None and head_ok else None
+        total = conn.execute(select(func.count()).select_from(AuditEvent)).scalar_one()
+        verified, last_mac, broken = _walk(conn, sign, trusted_head, batch_size)
+        if broken is None:
+            broken = _check_head(head, head_ok, verified, last_mac)
+        if broken is None:
+            broken = _check_witness(store, conn, verified)
+        state = reconcile(conn, authentic, batch_size)
+    unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
+    count = len(unaudited)
+    if broken is not None:
+        problem: Problem | None = broken.problem
+        message = broken.message
+    elif count and count == state.count:
+        problem, message = "unaudited", f"{count} config versions have no matching audit event"
+    elif state.count:
+        problem = "state"
+        message = (
+            f"{state.count} stored rows disagree with their MAC or the audit chain: "
+            + "; ".join(f"{p.table} {p.row}: {p.problem}" for p in state.problems[:3])
+        )
+    else:
+        problem, message = None, f"all {verified} audit events verify up to the chain head"
+    return AuditReport(
+        ok=problem is None,
+        events=int(total),
+        verified=verified,
+        head_seq=None if head is None else int(head.seq),
+        first_bad_seq=None if broken is None else broken.seq,
+        problem=problem,
+        message=message,
+        unaudited_versions=[_unaudited(p) for p in unaudited],
+        unaudited_count=count,
+        state_problems=state.problems,
+        state_problem_count=state.count,
+    )
+
+
+def _unaudited(problem: StateProblem) -> dict[str, Any]:
+    session_id, toolkit_name, version = problem.version or ("", "", None)
+    return {
+        "session_id": session_id,
+        "toolkit_name": toolkit_name,
+        "version": version,
+        "reason": problem.detail,
+    }
+
+
+@contextmanager
+def _snapshot(store: Store) -> Iterator[Connection]:
+    """One read-only snapshot: the head and the events it covers are read consistently."""
+    try:
+        with store.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn = conn.execution_options(
+                    isolation_level="REPEATABLE READ", postgresql_readonly=True
+                )
+            with conn.begin():
+                yield conn
+    except OperationalError as exc:
+        raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
+
+
+def _walk(
+    conn: Connection, sign: Signer, trusted_head: int | None, batch_size: int
+) -> tuple[int, bytes, _Break | None]:
+    """Verify every link in seq order, streamed; stop at the first that does not hold.
+
+    Returns how many events verified (they are 1..n), the last good link, and the break.
+    """
+    query = select(AuditEvent).order_by(AuditEvent.seq).execution_options(yield_per=batch_size)
+    good, previous = 0, CHAIN_START
+    with closing(conn.execute(query)) as result:
+        rows = (dict(row._mapping) for row in result)
+        for event in rows:
+            seq = event["seq"]
+            if seq <= good:
+                return good, previous, _Break(seq, "inserted", f"event {seq} is out of sequence")
+            if seq > good + 1:
+                gap = f"event {good + 1} was deleted (the chain jumps to {seq})"
+                return good, previous, _Break(good + 1, "deleted", gap)
+            if not links(sign, previous, event):
+                problem = _classify(sign, previous, event, next(rows, None), trusted_head)
+                what = _WHAT[problem]
+                return good, previous, _Break(seq, problem, f"event {seq} was {what}")
+            previous, good = bytes(event["mac"]), seq
+    return good, previous, None
+
+
+def _classify(
+    sign: Signer,
+    previous: bytes,
+    event: Mapping[str, Any],
+    following: Mapping[str, Any] | None,
+    trusted_head: int | None,
+) -> Problem:
+    """Edited keeps its stored link (the next event chains from it); inserted does not."""
+    seq = event["seq"]
+    if trusted_head is not None and seq > trusted_head:
+        return "inserted"
+    if following is not None and following["seq"] == seq + 1:
+        if links(sign, bytes(event["mac"]), following):
+            return "edited"
+        if links(sign, previous, {**following, "seq": seq}):
+            return "inserted"  # the next event is the original of this seq, renumbered
+    return "edited"
+
+
+def _check_witness(store: Store, conn: Connection, last_seq: int) -> _Break | None:
+    """The chain must reach the head the vault home witnessed, through the same link."""
+    try:
+        witnessed = store.witnessed()
+    except StoreError as exc:
+        return _Break(last_seq + 1, "behind", exc.message)
+    if witnessed is None:
+        return None
+    seq, mac = witnessed
+    if last_seq < seq:
+        return _Break(last_seq + 1, "behind", behind(seq, last_seq))
+    stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+    if stored is None or not hmac.compare_digest(bytes(stored), mac):
+        what = f"event {seq} differs from the one the vault home witnessed: another database"
+        return _Break(seq, "behind", what)
+    return None
+
+
+def _check_head(head: Any, head_ok: bool, last_seq: int, last_mac: bytes) -> _Break | None:
+    """The walk proved events 1..last_seq; the head says where the chain must end."""
+    if head is None:
+        what = "the chain is empty" if last_seq == 0 else "the chain head is missing"
+        return _Break(last_seq + 1, "truncated", f"{what}: the end of the chain is unproven")
+    if not head_ok:
+        return _Break(
+            last_seq + 1, "truncated", "the chain head fails its MAC: the end is unproven"
+        )
+    if head.seq > last_seq:
+        return _Break(
+            last_seq + 1,
+            "truncated",
+            f"events {last_seq + 1}..{head.seq} were deleted (the head records {head.seq})",
+        )
+    if head.seq < last_seq:
+        return _Break(
+            head.seq + 1, "inserted", f"events after {head.seq} are not covered by the head"
+        )
+    if not hmac.compare_digest(bytes(head.mac), last_mac):
+        return _Break(last_seq, "edited", f"event {last_seq} does not match the chain head")
+    return None

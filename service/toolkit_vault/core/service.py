@@ -1,0 +1,933 @@
+"""The one service API: sessions, list and configure; every transport is a shell over it.
+
+`Vault` owns the store, the key ring and the registry, and the initialized toolkit
+instances of this process (each with a push callback bound to its session and toolkit,
+when it takes one). `Connection` is one transport connection: it parses raw messages,
+enforces the handshake and capability gating (`toolkits`, `tools`), and turns every failure
+into a well-formed `error` message. `VaultToolkitPlugin` is the spec's `ToolkitPlugin` bound
+to one session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from toolkit_vault import crypto
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.audit.history import PurgeReport, purge, purge_principal
+from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
+from toolkit_vault.core.events import EventGate
+from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
+from toolkit_vault.errors import (
+    ConfigInvalid,
+    DecryptionError,
+    StoreError,
+    ToolkitNotFound,
+    UnknownSession,
+    VaultError,
+)
+from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.logs import register_secrets
+from toolkit_vault.plugin import PushCallback, ToolkitPlugin
+from toolkit_vault.protocol import (
+    MAX_MESSAGE_BYTES,
+    ConfigureStatus,
+    ErrorCode,
+    ErrorMessage,
+    HandshakeRequest,
+    HandshakeResponse,
+    InvalidMessage,
+    Message,
+    ToolInfo,
+    ToolkitConfigureRequest,
+    ToolkitConfigureResponse,
+    ToolkitDefinition,
+    ToolkitListRequest,
+    ToolkitListResponse,
+    ToolkitStatusEvent,
+    ToolListRequest,
+    ToolListResponse,
+    dump_message,
+    dump_toolkit_list,
+    parse_message,
+)
+from toolkit_vault.schema import check_sealable, merge_secrets
+from toolkit_vault.store.ledger import ChainState
+from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
+from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
+from toolkit_vault.store.storage import Source, Store
+from toolkit_vault.store.writer import Write, deferring
+from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+
+if TYPE_CHECKING:
+    from toolkit_vault.core.intake import Intake
+
+__all__ = [
+    "ANSWERED_AT_ONCE",
+    "CAPABILITIES",
+    "Connection",
+    "Mark",
+    "Principal",
+    "Reply",
+    "Vault",
+    "VaultToolkitPlugin",
+    "read_request",
+]
+
+CAPABILITIES = ("toolkits", "tools")
+ANSWERED_AT_ONCE = (ToolkitListRequest, ToolListRequest)  # what `answer_at_once` may answer
+Mark = tuple[int, int]  # `Vault.mark`: the store's commit mark, this process's drops
+SESSION_ID_CHARS = 64  # sessions.session_id
+# What a stored config that fails its MAC, its pointer check or decryption reports (one
+# message: which layer caught an edit is the operator's business, `check` names it).
+INTEGRITY_FAILED = "stored config failed its integrity check"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: ConfigureStatus
+    message: str
+    unavailable: frozenset[str] = field(default=frozenset())
+
+
+class Vault:
+    def __init__(
+        self,
+        store: Store,
+        ring: KeyRing,
+        fingerprint_key: SecretBytes,
+        registry: ToolkitRegistry,
+        reload_keys: Callable[[KeyRing], KeyRing] | None = None,
+        audit_key: SecretBytes | None = None,
+        relay_key: SecretBytes | None = None,
+        intake_key: SecretBytes | None = None,
+    ) -> None:
+        self.store = store
+        self.ring = ring
+        self._reload_keys = reload_keys
+        self._audit_key = audit_key
+        self.relay_key = relay_key  # seals status events between replicas (relay.py)
+        self.intake_key = intake_key  # signs intake links, valid on every replica (intake.py)
+        self.registry = registry
+        self._fingerprint_key = fingerprint_key
+        self._active: dict[tuple[str, str], Toolkit] = {}
+        self._sources: dict[str, dict[str, Source]] = {}  # session -> toolkit -> tried here
+        self._unavailable: dict[tuple[str, str], frozenset[str]] = {}  # named by `partial`
+        self._scopes: set[str] = set()  # principal scopes whose row exists
+        self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
+        self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
+        # session -> (store's commit mark, `_dropped`) when its list last read the store
+        self._read_at: dict[str, Mark] = {}
+        self._dropped = 0  # counts changes made here to what a read had installed
+        self._lock = threading.Lock()
+        self._ring_lock = threading.Lock()
+        self.relay: Callable[[ToolkitStatusEvent], None] | None = None
+        self.intake: Intake | None = None  # intake links, set by the web console when mounted
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def connect(self, principal: Principal, push: PushCallback | None = None) -> Connection:
+        return Connection(self, principal, push)
+
+    def open_session(
+        self, principal: Principal, session_id: str | None
+    ) -> tuple[str, list[Message]]:
+        """Create a session, or resume one of the principal's; returns its id and events.
+
+        Either way its configured toolkits (its own, else its principal's) are initialized
+        from the store before the handshake answers. A principal scope id is no session.
+        """
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+            self.store.create_session(session_id, principal.principal_id)
+        elif (
+            len(session_id) > SESSION_ID_CHARS
+            or "\x00" in session_id  # PostgreSQL text cannot hold NUL: not even a lookup
+            or principal_of(session_id) is not None
+            or not self.store.session_owned_by(session_id, principal.principal_id)
+        ):
+            raise UnknownSession("unknown session")
+        return session_id, list(self._sync(session_id, principal.principal_id, retry=True))
+
+    def _sync(
+        self,
+        session_id: str,
+        principal_id: str,
+        *,
+        retry: bool = False,
+        quiet: bool = True,
+        only: str | None = None,
+    ) -> list[ToolkitStatusEvent]:
+        """Bring this process's live instances of a session in line with the store.
+
+        Per toolkit the session uses its own current version, else its principal's. An
+        instance made from anything else (replaced or purged by another process, a
+        principal's config the session now overrides) is replaced or dropped, a config
+        never tried here is initialized, and with `retry` (a handshake) one that failed is
+        tried again. What this process holds is read before the store is, and `_install`
+        changes only what is still as read: an instance another thread installs meanwhile
+        is at least as new as that read, and stays. Returns the status events of what
+        changed; `quiet` (a handshake, whose list tells the rest) keeps only failures and
+        `partial` ones.
+        """
+        scope_id = principal_scope(principal_id)
+        with self._lock:
+            had = dict(self._sources.get(session_id, {}))
+            live = {name for name in had if (session_id, name) in self._active}
+        current, chain = self.store.effective_sources(session_id, scope_id)
+        stale = self._stale(had, chain)
+        changed = sorted(
+            name
+            for name in current.keys() | had.keys()
+            if current.get(name) != had.get(name) or name in stale or (retry and name not in live)
+            if only in (None, name)
+        )
+        if not changed:
+            return []
+        records = self.store.effective_versions(session_id, scope_id)
+        events = []
+        for name in changed:
+            record = records.get(name)
+            if record is None:
+                gone = Outcome("error", "config purged")
+                if had.get(name) is not None and self._install(session_id, name, had, gone):
+                    events.append(self._event(session_id, name, False, gone))
+                continue
+            source = (record.session_id, record.version)
+            if source == had.get(name) and name in live and record.authentic:
+                continue  # the read before was older; nothing changed after all
+            instance, outcome = self._open(record, inherited=record.session_id != session_id)
+            if not self._install(session_id, name, had, outcome, instance, source):
+                continue
+            configured = instance is not None
+            if not quiet or not configured or outcome.status == "partial":
+                events.append(self._event(session_id, name, configured, outcome))
+        return events
+
+    @staticmethod
+    def _stale(had: dict[str, Source], chain: ChainState | None) -> set[str]:
+        """The toolkits whose instances were made from a version the verified chain no
+        longer makes current: purged or replaced elsewhere, then its rows put back before
+        this process looked (the pointers alone read as before). None: nothing is."""
+        if chain is None:
+            return set(had)
+        return {
+            name for name, (scope, version) in had.items() if chain.pointer(scope, name) != version
+        }
+
+    def _open(self, record: VersionRecord, *, inherited: bool) -> tuple[Toolkit | None, Outcome]:
+        """A fresh instance initialized from a stored version; (None, why) when it fails."""
+        try:
+            toolkit = self.registry.get(record.toolkit_name)
+            config = self._decrypt(record)
+        except DecryptionError:
+            return None, Outcome("error", INTEGRITY_FAILED)
+        except ToolkitNotFound:
+            return None, Outcome("error", "toolkit not registered")
+        instance, outcome = self._initialize(toolkit, config)
+        if inherited and outcome.status == "ok":
+            outcome = Outcome("ok", "Toolkit configured from its principal's config")
+        return instance, outcome
+
+    def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
+        context, sealed = record.sealed()
+        secrets = crypto.open_config(self.ring_for(sealed.kek_id), context, sealed)
+        register_secrets(v.reveal() for v in secrets.values())
+        try:
+            return merge_secrets(record.public_config, {p: v.reveal() for p, v in secrets.items()})
+        except ConfigInvalid:  # the public half was edited: the version cannot be put together
+            raise DecryptionError from None
+
+    @staticmethod
+    def _initialize(
+        toolkit: RegisteredToolkit, config: dict[str, Any]
+    ) -> tuple[Toolkit | None, Outcome]:
+        """Run a fresh instance's initialize; its own words never reach the agent (sanitized)."""
+        try:
+            instance = toolkit.factory()
+            unavailable = instance.initialize(config)
+        except Exception as exc:
+            log.warning(
+                "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
+            )
+            return None, Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
+        known = frozenset(t for t in (unavailable or []) if t in toolkit.definition.tools)
+        if known:
+            message = "tools unavailable: " + ", ".join(sorted(known))
+            return instance, Outcome("partial", message, known)
+        return instance, Outcome("ok", "Toolkit configured successfully")
+
+    def _activate(
+        self, key: tuple[str, str], instance: Toolkit, version: int, outcome: Outcome
+    ) -> None:
+        """Make `instance`, just configured from the session's own `version`, the live one
+        for (session, toolkit), unless a newer own version is live already."""
+        session_id, name = key
+        with self._lock:
+            held = self._sources.get(session_id, {}).get(name)
+        if held is not None and held[0] == session_id and held[1] > version:
+            return
+        self._install(session_id, name, None, outcome, instance, (session_id, version))
+
+    def _install(
+        self,
+        session_id: str,
+        name: str,
+        had: dict[str, Source] | None,
+        outcome: Outcome,
+        instance: Toolkit | None = None,
+        source: Source | None = None,
+    ) -> bool:
+        """Record what (session, toolkit) was last initialized from (`source`; None: nothing
+        is current) and its live instance (None: none, or it failed), only if the record is
+        still what `had` says (None: unconditionally). The instance gets its push callback:
+        bound to that session and toolkit, silent once another instance replaces it."""
+        key = (session_id, name)
+        with self._lock:
+            sources = self._sources.get(session_id, {})
+            if had is not None and sources.get(name) != had.get(name):
+                return False
+            if source is not None:
+                self._sources.setdefault(session_id, sources)[name] = source
+            elif name in sources:
+                del sources[name]
+            if instance is None:
+                self._active.pop(key, None)
+                self._unavailable.pop(key, None)
+            else:
+                self._active[key] = instance
+                self._unavailable[key] = outcome.unavailable
+        bind = getattr(instance, "set_push_callback", None)
+        if not callable(bind):
+            return True
+        gate = EventGate(self.publish, *key, still_active=lambda: self._active.get(key) is instance)
+        try:
+            bind(gate)
+        except Exception as exc:
+            log.warning("toolkit %s refused its push callback (%s)", name, type(exc).__name__)
+        return True
+
+    # -- toolkits ------------------------------------------------------------------------------
+
+    def list_toolkits(
+        self, principal: Principal, session_id: str, msg: ToolkitListRequest
+    ) -> ToolkitListResponse:
+        return self._toolkits(self._configured(principal, session_id), msg)
+
+    def answer_at_once(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: Message,
+        mark: Mark | None = None,
+    ) -> str | None:
+        """The answer to a list that needs no wait, as JSON, so a transport may give it on
+        its event loop: this process's instances are still what the store says, because
+        nothing was committed to the store since this session's list last read it
+        (`Store.commit_mark`), or because the session's pointers, read without waiting
+        (`Store.pointers_at_once`), are still the ones its instances were made from. None:
+        `handle` it in a worker thread (a toolkit to initialize again, a read that would
+        wait, PostgreSQL). `mark`: a `mark()` taken after the message arrived (a transport
+        shares one among the lists that arrived together: `access.SharedMarks`); None:
+        taken here."""
+        if not isinstance(msg, ANSWERED_AT_ONCE):
+            return None
+        mark = mark or self.mark()
+        if mark is None:
+            return None
+        with self._lock:
+            if self._still_read(session_id, mark):
+                configured: set[str] | None = self._live(session_id)
+            else:
+                configured, had = None, dict(self._sources.get(session_id, {}))
+        if configured is None:
+            scope_id = principal_scope(principal.principal_id)
+            if self.store.pointers_at_once(session_id, scope_id) != had:
+                return None  # something to bring in line, or no quick read: `_sync` it
+            chain = self.store.chain_state_at_once()
+            if chain is None or self._stale(had, chain):
+                return None  # a version the chain no longer makes current, or no quick read
+            with self._lock:
+                if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
+                    return None  # changed here meanwhile
+                self._read_at[session_id] = mark
+                configured = self._live(session_id)
+        if isinstance(msg, ToolListRequest):
+            return dump_message(self._tools(session_id, configured, msg))
+        listed = [json for _, json in self._listed(configured, msg)]
+        return dump_toolkit_list(msg.id, listed)
+
+    def _toolkits(self, configured: set[str], msg: ToolkitListRequest) -> ToolkitListResponse:
+        toolkits = [definition for definition, _ in self._listed(configured, msg)]
+        return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def _listed(
+        self, configured: set[str], msg: ToolkitListRequest
+    ) -> list[tuple[ToolkitDefinition, str]]:
+        """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`."""
+        shown = []
+        for toolkit in self.registry.all():
+            definition = toolkit.definition
+            if msg.filter_kind and definition.category != msg.filter_kind:
+                continue
+            if msg.filter_tags and not set(msg.filter_tags) <= set(definition.tags):
+                continue
+            shown.append(toolkit.listed(definition.name in configured))
+        return shown
+
+    def list_tools(
+        self, principal: Principal, session_id: str, msg: ToolListRequest
+    ) -> ToolListResponse:
+        """The tools of every toolkit configured in the session, each naming its toolkit;
+        the ones a `partial` status named unavailable are left out."""
+        return self._tools(session_id, self._configured(principal, session_id), msg)
+
+    def _tools(
+        self, session_id: str, configured: set[str], msg: ToolListRequest
+    ) -> ToolListResponse:
+        tools = [
+            ToolInfo(name=tool, toolkit=toolkit.definition.name)
+            for toolkit in self.registry.all()
+            if toolkit.definition.name in configured
+            for tool in toolkit.definition.tools
+            if tool not in self._unavailable.get((session_id, toolkit.definition.name), ())
+        ]
+        return ToolListResponse(req_id=msg.id, tools=tools)
+
+    def _configured(self, principal: Principal, session_id: str) -> set[str]:
+        """Toolkits with a current config in the store (the session's or its principal's)
+        and a live instance made from it in this process. What another process changed
+        since is taken up here, silently: the list itself tells the agent. The store is
+        read unless nothing was committed to it since this session's last read."""
+        mark = self.mark()  # taken before the read: what is committed during it shows next
+        with self._lock:
+            unchanged = self._still_read(session_id, mark)
+        if not unchanged:
+            self._sync(session_id, principal.principal_id)
+        with self._lock:
+            if mark is not None and mark[1] == self._dropped:
+                self._read_at[session_id] = mark
+            return self._live(session_id)
+
+    def mark(self) -> Mark | None:
+        """What a list's read of the store stays true for: the store's commit mark and how
+        often this process dropped what a read installed; None when the store gives no
+        mark (then every list reads). Never raises."""
+        with self._lock:
+            dropped = self._dropped
+        store_mark = self.store.commit_mark()
+        return None if store_mark is None else (store_mark, dropped)
+
+    def _still_read(self, session_id: str, mark: Mark | None) -> bool:
+        """(Lock held.) Whether the session's last read is still what the store says."""
+        return (
+            mark is not None and mark[1] == self._dropped and self._read_at.get(session_id) == mark
+        )
+
+    def _live(self, session_id: str) -> set[str]:
+        """(Lock held.) The session's toolkits with a live instance here."""
+        names = list(self._sources.get(session_id, ()))
+        return {name for name in names if (session_id, name) in self._active}
+
+    def configure(
+        self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
+    ) -> ToolkitConfigureResponse:
+        """Validate, split, seal, initialize, then store the version and audit it at once;
+        or, when the config leaves its secrets to a person, answer with an intake link.
+        `scope: "principal"` stores it for the principal (every session without its own)."""
+        scope_id = session_id
+        if msg.scope == "principal":
+            scope_id = principal_scope(principal.principal_id)
+        try:
+            toolkit = self.registry.get(msg.toolkit_name)
+            if msg.intake:
+                if self.intake is None:
+                    raise VaultError("intake links need the web console (toolkit-vault serve)")
+                return self.intake.request(principal, self._made(scope_id), toolkit, msg)
+            public, secrets = toolkit.schema.split(msg.config)  # validates first
+            check_sealable(secrets)
+            if toolkit.check is not None:
+                toolkit.check(msg.config)  # field-level, like a schema error: nothing stored
+        except (ToolkitNotFound, ConfigInvalid) as exc:
+            intake = self.intake
+            if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):
+                return intake.request(principal, self._made(scope_id), toolkit, msg)
+            known = isinstance(exc, ConfigInvalid)
+            self.store.record_attempt(
+                AuditDraft(
+                    principal.principal_id,
+                    "configure_refused",
+                    scope_id,
+                    msg.toolkit_name if known else None,
+                    details={"reason": type(exc).__name__, "errors": exc.details},
+                )
+            )
+            raise
+        scope_id = self._made(scope_id)
+        outcome = self.commit(principal.principal_id, scope_id, toolkit, public, secrets)
+        message = outcome.message
+        name = msg.toolkit_name
+        if scope_id != session_id and outcome.status != "error":
+            for event in self._sync(session_id, principal.principal_id, quiet=False, only=name):
+                self.deliver(event)  # the asking session, whatever its transport
+            with self._lock:
+                source = self._sources.get(session_id, {}).get(name)
+            if source is not None and source[0] == session_id:
+                message += " for the principal; this session keeps its own config"
+        return ToolkitConfigureResponse(
+            req_id=msg.id,
+            toolkit_name=msg.toolkit_name,
+            status=outcome.status,
+            message=message,
+        )
+
+    def _made(self, scope_id: str) -> str:
+        """A principal scope's row, made on its first use (a session's exists already)."""
+        principal_id = principal_of(scope_id)
+        if principal_id is not None and scope_id not in self._scopes:
+            if len(scope_id) > SESSION_ID_CHARS:
+                raise VaultError("this principal's id is too long for a principal scope")
+            self.store.ensure_scope(scope_id, principal_id)
+            self._scopes.add(scope_id)
+        return scope_id
+
+    def commit(
+        self,
+        actor: str,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        secrets: dict[str, Any],
+        expect: Callable[[int], None] | None = None,
+    ) -> Outcome:
+        """Seal, initialize, store the version with its audit event, publish the status.
+
+        `session_id` is the scope: a session, or a principal scope (`scopes`), whose
+        sessions then each resolve the toolkit again (`deliver`); the instance initialized
+        here only decides the version's status. `expect(version)` runs inside the
+        serialized write transaction, before anything is written, and may raise to store
+        nothing (an intake link's used-once check).
+        """
+        name = toolkit.definition.name
+        digest = toolkit.schema.digest
+        # Sealed for the version this process expects; `build` reseals in the write
+        # transaction if it is not the one taken (another process wrote meanwhile).
+        provisional = self._next_version.get((session_id, name), 1)
+        bound = crypto.public_digest(public)
+        sealed = self._seal(session_id, name, provisional, digest, bound, secrets)
+        # The toolkit gets the validated config as submitted (merged from copies of both
+        # halves), not opened again from `sealed`: the envelope format is proven by its
+        # known-answer vectors, and resume opens what was stored.
+        register_secrets(secrets.values())
+        instance, outcome = self._initialize(toolkit, merge_secrets(public, secrets))
+
+        def build(version: int, primary_kek: str) -> VersionDraft:
+            nonlocal sealed
+            if expect is not None:
+                expect(version)
+            ring = self.ring_for(primary_kek)  # another process may have rotated meanwhile
+            if version != provisional or sealed.kek_id != ring.primary_id:
+                sealed = self._seal(session_id, name, version, digest, bound, secrets)
+            return VersionDraft.of(
+                outcome.status,
+                outcome.message,
+                actor,
+                digest,
+                public,
+                sealed,
+                keep_ciphertext=outcome.status != "error",  # a rejected credential is not kept
+            )
+
+        def committed(version: int) -> None:
+            """Stored: live here, and said (on the store's writer thread if left to it)."""
+            self._next_version[(session_id, name)] = version + 1
+            if principal_of(session_id) is not None:
+                if outcome.status != "error":  # else nothing changed: the previous one stays
+                    self.publish(self._event(session_id, name, True, outcome))
+                return
+            if instance is not None:
+                self._activate((session_id, name), instance, version, outcome)
+            configured = (session_id, name) in self._active
+            self.publish(self._event(session_id, name, configured, outcome))
+
+        if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
+            self.store.append_version(session_id, name, build, "configure", committed)
+        else:  # `configure` resolves the asking session from it next
+            committed(self.store.append_version(session_id, name, build, "configure"))
+        return outcome
+
+    # -- operators and auditors ------------------------------------------------------------
+
+    def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
+        """Crypto-shred a session (or one toolkit of it); its live instances here make way
+        for its principal's config, or are forgotten, and its connections are told."""
+        report = purge(self.store, session_id, toolkit_name, actor=actor)
+        with self._lock:
+            known = session_id in self._sources or session_id in self._plugins
+        if known and report.principal_id is not None:
+            changes = self._sync(session_id, report.principal_id, quiet=False, only=toolkit_name)
+            for event in changes:
+                self.publish(event)
+        return report
+
+    def purge_principal(
+        self, actor: str, principal: str, toolkit_name: str | None = None
+    ) -> PurgeReport:
+        """Crypto-shred a principal's own configs (by principal id or name); its sessions'
+        configs stay, and every session that used the principal's is told."""
+        report = purge_principal(self.store, principal, toolkit_name, actor=actor)
+        purged = Outcome("error", "config purged")
+        for name in report.unconfigured:
+            self.publish(self._event(report.session_id, name, False, purged))
+        return report
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the audit chain with this vault's audit key (which never leaves it), and
+        reconcile every authenticated table with it."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        return verify_audit_chain(self.store, self._audit_key)
+
+    def accept_restore(self, actor: str) -> dict[str, Any]:
+        """An operator's deliberate restore of an older copy: the database's chain must
+        verify on its own; then its head becomes the witness again, and the step is an
+        audit event naming both heads. Running processes that followed the newer chain
+        keep refusing until they restart (they saw the events that are gone)."""
+        store = self.store
+        try:
+            heads = store.witness.read() if store.witness is not None else None
+        except StoreError:
+            heads = None
+        with store.accepting_restore():
+            report = self.verify_audit()
+            if report.problem in ("edited", "deleted", "inserted", "truncated"):
+                raise VaultError(f"the database's own audit chain is broken: {report.message}")
+            details = {
+                "witness_seq": heads[0][0] if heads else None,
+                "database_seq": report.head_seq,
+            }
+            store.record_attempt(AuditDraft(actor, "restore_accepted", details=details))
+        return {**details, "accepted": True}
+
+    def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+        """`check`: every version decrypted in memory and every row's MAC, then the audit
+        chain and the state it vouches for; counts and names, never a value. A key the ring
+        lacks is loaded (`ring_for`), or the check stops: never a false "failed"."""
+        result = check_store(self.store, partial(self.ring_for, strict=True), start)
+        for failed in result["failed_versions"]:
+            failed["scope"] = scope_of(failed["session_id"])
+        result["scopes"] = self.store.versions_by_scope()
+        audit = self.verify_audit()
+        result["audit"] = {
+            "ok": audit.problem in (None, "unaudited", "state"),
+            "message": audit.message,
+        }
+        result["state_problems"] = [p.as_json() for p in audit.state_problems]
+        result["state_problem_count"] = audit.state_problem_count
+        result["ok"] = not result["failed"] and audit.ok
+        return result
+
+    def ring_for(self, *key_ids: str, strict: bool = False) -> KeyRing:
+        """The key ring, reloaded first when the store names a vault key it lacks: the one
+        way every process learns of a rotation made by another (decrypt, configure and
+        `check` all ask here). A reload that cannot reach the key provider keeps the ring
+        as it is (a version under the new key then fails alone), unless `strict`."""
+        if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:
+            return self.ring
+        with self._ring_lock:
+            if not all(key_id in self.ring for key_id in key_ids):
+                try:
+                    self.ring = self._reload_keys(self.ring)
+                except VaultError as exc:
+                    if strict:
+                        raise
+                    log.warning("key ring not reloaded: %s", exc.message)
+        return self.ring
+
+    def _seal(
+        self,
+        session_id: str,
+        toolkit_name: str,
+        version: int,
+        digest: str,
+        public_digest: str,
+        secrets: dict[str, Any],
+    ) -> SealedConfig:
+        context = RecordContext(session_id, toolkit_name, version, digest, public_digest)
+        return crypto.seal_config(self.ring, self._fingerprint_key, context, secrets)
+
+    # -- push ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _event(
+        session_id: str, toolkit_name: str, configured: bool, outcome: Outcome
+    ) -> ToolkitStatusEvent:
+        return ToolkitStatusEvent(
+            session_id=session_id,
+            toolkit_name=toolkit_name,
+            configured=configured,
+            status=outcome.status,
+            message=outcome.message,
+        )
+
+    def attach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+        with self._lock:
+            self._plugins.setdefault(session_id, set()).add(plugin)
+
+    def detach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+        with self._lock:
+            plugins = self._plugins.get(session_id, set())
+            plugins.discard(plugin)
+            if not plugins:
+                self._plugins.pop(session_id, None)
+
+    def publish(self, event: ToolkitStatusEvent) -> None:
+        """Deliver a status event here, and to the other replicas when a relay is set."""
+        self.deliver(event)
+        if self.relay is not None:
+            self.relay(event)
+
+    def deliver(self, event: ToolkitStatusEvent) -> None:
+        """Deliver a status event to every connection of its session in this process; one
+        of a principal scope (from here or, relayed, from another replica) makes that
+        principal's sessions here resolve its toolkit again."""
+        principal_id = principal_of(event.session_id)
+        if principal_id is not None:
+            self._scope_changed(principal_id, event.toolkit_name)
+            return
+        with self._lock:
+            plugins = list(self._plugins.get(event.session_id, ()))
+        for plugin in plugins:
+            plugin.emit_event(event)
+
+    def _scope_changed(self, principal_id: str, toolkit_name: str) -> None:
+        """A principal's config of a toolkit changed: its sessions connected here with a
+        push channel initialize what they now resolve to and hear of it; any other
+        session's instance made from the principal's config is dropped, to be made again
+        from the store when that session is next used (`bind`, a list). So the work done
+        here is bounded by the principal's open connections, not by its HTTP sessions."""
+        scope_id = principal_scope(principal_id)
+        with self._lock:
+            connected = sorted(
+                session_id
+                for session_id, plugins in self._plugins.items()
+                if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)
+            )
+            self._dropped += 1  # a list's read before this no longer says what is live
+            for session_id, sources in self._sources.items():
+                source = sources.get(toolkit_name)
+                if session_id not in connected and source is not None and source[0] == scope_id:
+                    del sources[toolkit_name]
+                    self._active.pop((session_id, toolkit_name), None)
+                    self._unavailable.pop((session_id, toolkit_name), None)
+        for session_id in connected:
+            for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
+                self.deliver(event)
+
+
+class VaultToolkitPlugin(ToolkitPlugin):
+    """The spec's `ToolkitPlugin`, bound to one session of one principal."""
+
+    name = "toolkit_vault"
+
+    def __init__(self, vault: Vault, principal: Principal, session_id: str) -> None:
+        super().__init__()
+        self.vault = vault
+        self.principal = principal
+        self.session_id = session_id
+        self.pushes = False  # its connection has a push channel (a WebSocket, stdio)
+
+    def _list_toolkits(self, msg: ToolkitListRequest) -> ToolkitListResponse:
+        return self.vault.list_toolkits(self.principal, self.session_id, msg)
+
+    def _configure_toolkit(self, msg: ToolkitConfigureRequest) -> ToolkitConfigureResponse:
+        if msg.session_id not in ("", self.session_id):
+            raise UnknownSession("unknown session")
+        return self.vault.configure(self.principal, self.session_id, msg)
+
+
+class Connection:
+    """One transport connection: bound to one session after a successful handshake."""
+
+    def __init__(self, vault: Vault, principal: Principal, push: PushCallback | None) -> None:
+        self.vault = vault
+        self.principal = principal
+        self._push = push
+        self._outbox: list[Message] | None = None
+        self._outbox_lock = threading.Lock()
+        self.plugin: VaultToolkitPlugin | None = None
+        self._granted: tuple[str, ...] | None = None  # None: bound without a handshake (`bind`)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.plugin.session_id if self.plugin else None
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the handshake granted; a connection `bind` tied to a session has them all."""
+        if self.plugin is None:
+            return ()
+        return CAPABILITIES if self._granted is None else self._granted
+
+    def _deliver(self, event: Message) -> None:
+        # Events may come from other threads (another connection, a toolkit's own thread):
+        # one lock decides whether an event follows the response or is pushed at once.
+        with self._outbox_lock:
+            if self._outbox is not None:
+                self._outbox.append(event)
+                return
+        if self._push is not None:
+            self._push(event)
+
+    def handle_raw(self, raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> list[str]:
+        """One inbound message in; the response, then any events it caused, out (JSON)."""
+        return self.respond(read_request(raw, max_bytes))
+
+    def respond(self, request: Message) -> list[str]:
+        """`read_request`'s result in; the response, then any events it caused, out (JSON)."""
+        return self.start(request, leave_writes=False).lines()
+
+    def start(self, request: Message, *, events: bool = True, leave_writes: bool = True) -> Reply:
+        """`respond`, for a transport on an event loop, called in a worker thread: the write
+        the message makes may be left committing (`Reply.writes`; SQLite's writer thread
+        commits it with others), so that no worker thread sits out the commit; once those
+        are settled, `Reply.lines` is what to send. `events=False` (HTTP, which has nowhere
+        to push) leaves out the events it causes and the connection's outbox alone."""
+        if events:
+            self._outbox = []
+        try:
+            with deferring(leave_writes) as left:
+                response = request if isinstance(request, ErrorMessage) else self.handle(request)
+        except BaseException:
+            if events:
+                self._caused()
+            raise
+        return Reply(request, dump_message(response), left, self if events else None)
+
+    def _caused(self) -> list[Message]:
+        """Close the outbox `start` opened; the events it collected."""
+        with self._outbox_lock:
+            caused, self._outbox = self._outbox or [], None
+        return caused
+
+    def answer_at_once(self, request: Message, mark: Mark | None = None) -> str | None:
+        """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
+        from memory, after at most a read that never waits: `Vault.answer_at_once`, which
+        says what `mark` is), so a transport may give it on its event loop; None: `handle`
+        it in a worker thread. Never raises."""
+        try:
+            if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
+                return None
+            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
+            if needed not in self.capabilities:
+                return None
+            session_id = self.plugin.session_id
+            return self.vault.answer_at_once(self.principal, session_id, request, mark)
+        except Exception:
+            return None  # `handle` answers it, with the error it deserves
+
+    def handle(self, request: Message) -> Message:
+        try:
+            if isinstance(request, HandshakeRequest):
+                return self._handshake(request)
+            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
+            if self.plugin is None or needed not in self.capabilities:
+                return _error(
+                    request.id, "CAPABILITY_NOT_NEGOTIATED", f"handshake granting {needed} first"
+                )
+            if isinstance(request, ToolListRequest):
+                return self.vault.list_tools(self.principal, self.plugin.session_id, request)
+            return self.plugin.handle(request)
+        except Exception as exc:
+            return _failed(request, exc)
+
+    def _handshake(self, request: HandshakeRequest) -> Message:
+        if self.plugin is not None:
+            return _error(request.id, "INVALID_MESSAGE", "this connection already has a session")
+        granted = [c for c in CAPABILITIES if c in request.capabilities]
+        if not granted:
+            return _error(
+                request.id, "CAPABILITY_NOT_NEGOTIATED", "no supported capability requested"
+            )
+        session_id, events = self.vault.open_session(self.principal, request.session_id)
+        plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
+        self.plugin, self._granted = plugin, tuple(granted)
+        if "toolkits" in granted:  # status events belong to the toolkits capability
+            plugin.set_push_callback(self._deliver)
+            plugin.pushes = self._push is not None
+            self.vault.attach(session_id, plugin)
+            for event in events:
+                self._deliver(event)
+        return HandshakeResponse(req_id=request.id, session_id=session_id, capabilities=granted)
+
+    def bind(self, session_id: str) -> None:
+        """Bind a one-shot connection (HTTP) to one of its principal's sessions, no push."""
+        self.vault.open_session(self.principal, session_id)
+        self.plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
+
+    def unsubscribe(self) -> None:
+        """Stay bound but receive no more events (HTTP: there is nowhere to push them)."""
+        if self.plugin is not None:
+            self.vault.detach(self.plugin.session_id, self.plugin)
+
+    def close(self) -> None:
+        self.unsubscribe()
+        self.plugin = None
+
+
+class Reply:
+    """What `Connection.start` answers: the response (as JSON), the writes it made that may
+    still be committing, and (`connection`) where the events it caused are collected."""
+
+    __slots__ = ("_connection", "_line", "_request", "writes")
+
+    def __init__(
+        self, request: Message, line: str, writes: list[Write], connection: Connection | None
+    ) -> None:
+        self._request, self._line, self.writes, self._connection = request, line, writes, connection
+
+    @classmethod
+    def of(cls, request: Message, response: Message) -> Reply:
+        """A reply with no write pending and no events to collect."""
+        return cls(request, dump_message(response), [], None)
+
+    def lines(self) -> list[str]:
+        """(Once `writes` are settled.) The response, or the error a write of it ended in,
+        then the events it caused."""
+        line = self._line
+        for write in self.writes:
+            if write.error is not None:
+                line = dump_message(_failed(self._request, write.error))
+                break
+        caused = self._connection._caused() if self._connection is not None else []
+        return [line, *(dump_message(m) for m in caused)]
+
+
+def _failed(request: Message, exc: BaseException) -> ErrorMessage:
+    """The error that answers `request` when handling it raised `exc`."""
+    if isinstance(exc, VaultError):
+        return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
+    # a bug must neither end the connection nor echo a value
+    log.error("unexpected %s while handling %s", type(exc).__name__, request.type)
+    return _error(request.id, "RUNTIME_ERROR", "internal error")
+
+
+def read_request(raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
+    """An inbound message parsed, or the `INVALID_MESSAGE` error that answers it."""
+    try:
+        return parse_message(raw, max_bytes=max_bytes)
+    except InvalidMessage as exc:
+        return _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
+
+
+def _error(
+    req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None
+) -> ErrorMessage:
+    return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])

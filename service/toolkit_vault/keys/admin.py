@@ -1,0 +1,225 @@
+"""Operators' view of the key hierarchy: both layers' status, retirement of either kind of
+key, and a dry run that says what a rotation would rewrap and how long it would take.
+
+Retirement refuses while anything depends on the key: a vault key while any data key or
+vault-wide key is wrapped under it (or it is active); a master key while any live vault
+key is wrapped under it (or it is the provider's current one, or a data key of a vault not
+yet fully upgraded still names it). A retired vault key's wrap is destroyed with it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing
+from toolkit_vault.errors import KeyProviderError, VaultError
+from toolkit_vault.keys.keystore import (
+    VaultKeyRecord,
+    internal_keys,
+    retire_vault_key,
+    vault_key_context,
+    verified_vault_keys,
+)
+from toolkit_vault.keys.providers import KeyProvider, ProviderStatus
+from toolkit_vault.keys.rotation import pending_rewraps, version_batches, write_rewraps
+from toolkit_vault.store.models import ConfigVersion
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.storage import Store
+
+__all__ = ["key_status", "plan_rotation", "retire_key"]
+
+
+def _wrapped_counts(store: Store) -> dict[str, int]:
+    """Wrapped keys per key id: data keys, and the vault-wide keys."""
+    with store.read() as conn:
+        by_key = (
+            select(ConfigVersion.kek_id, func.count())
+            .where(ConfigVersion.kek_id.is_not(None))
+            .group_by(ConfigVersion.kek_id)
+        )
+        counts: dict[str, int] = {str(k): n for k, n in conn.execute(by_key)}
+    for key_id, _ in internal_keys(store).values():
+        counts[key_id] = counts.get(key_id, 0) + 1
+    return counts
+
+
+def _provider_status(provider: KeyProvider) -> tuple[ProviderStatus | None, str | None]:
+    try:
+        return provider.status(), None
+    except KeyProviderError as exc:  # status is an operator's question: answer it anyway
+        return None, exc.message
+
+
+def key_status(store: Store, provider: KeyProvider) -> dict[str, Any]:
+    """Both layers: the master keys (in the provider) and the vault keys (in the store),
+    with what each protects. Works with the provider unreachable (`reachable: false`)."""
+    records = verified_vault_keys(store)
+    counts = _wrapped_counts(store)
+    status, error = _provider_status(provider)
+    held = set(status.key_ids) if status else set()
+    masters = sorted(held | {str(r.master_key) for r in records if r.live})
+    vault_keys = [
+        {
+            "key_id": r.key_id,
+            "active": r.is_active,
+            "created_at": r.created_at,
+            "retired_at": r.retired_at,
+            "master_key": r.master_key,
+            "wrapped_keys": counts.get(r.key_id, 0),
+        }
+        for r in records
+    ]
+    return {
+        "provider": {
+            "name": provider.name,
+            "where": provider.where,
+            "reachable": status is not None,
+            "error": error,
+        },
+        "master_keys": [
+            {
+                "key_id": master,
+                "current": status is not None and master == status.current,
+                "in_provider": (master in held) if status else None,
+                "vault_keys": [r.key_id for r in records if r.live and r.master_key == master],
+                "legacy_data_keys": counts.get(master, 0),  # a vault not fully upgraded
+            }
+            for master in masters
+        ],
+        "vault_keys": vault_keys,
+        "keys": [  # the shape `keys status --json` had before the hierarchy (kept stable)
+            {
+                "kek_id": v["key_id"],
+                "primary": v["active"],
+                "created_at": v["created_at"],
+                "retired_at": v["retired_at"],
+                "wrapped_keys": v["wrapped_keys"],
+                "in_provider": (v["master_key"] in held) if status else None,
+            }
+            for v in vault_keys
+        ],
+    }
+
+
+def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, Any]:
+    """Retire a vault key (`vk-N`) or a master key (the provider's id) nothing uses."""
+    records = {r.key_id: r for r in verified_vault_keys(store)}
+    if key_id in records:
+        return _retire_vault_key(store, records[key_id])
+    if key_id == provider.status().current:
+        provider.retire(key_id)  # every provider refuses its current key, saying why
+        raise VaultError(f"{key_id} is the current master key; rotate the master key first")
+    live = [r for r in records.values() if r.live]
+    users = [r.key_id for r in live if r.master_key == key_id]
+    if users:
+        raise VaultError(
+            f"master key {key_id} still wraps vault key {', '.join(users)}: run "
+            "`toolkit-vault keys rotate` first"
+        )
+    legacy = _wrapped_counts(store).get(key_id, 0)
+    if legacy:
+        raise VaultError(f"master key {key_id} still wraps {legacy} data keys: run `init`")
+    provider.retire(key_id)  # refuses the current key, and keys it does not hold
+    store.retrying(
+        lambda conn: store.audit(
+            conn, AuditDraft("operator", "master_key_retired", details={"master_key": key_id})
+        )
+    )
+    return {"kek_id": key_id, "kind": "master", "retired": True, "removed_from_provider": True}
+
+
+def _retire_vault_key(store: Store, record: VaultKeyRecord) -> dict[str, Any]:
+    result = {"kek_id": record.key_id, "kind": "vault", "retired": True}
+    if record.retired_at is not None:
+        return {**result, "removed_from_provider": False}
+    if record.is_active:
+        raise VaultError(
+            f"{record.key_id} is the active vault key; run `toolkit-vault keys rotate "
+            "--vault-key` first"
+        )
+    in_use = _wrapped_counts(store).get(record.key_id, 0)
+    if in_use:
+        raise VaultError(
+            f"{record.key_id} still protects {in_use} wrapped keys: run `toolkit-vault keys "
+            "rotate --vault-key`"
+        )
+    store.retrying(lambda conn: retire_vault_key(store, conn, record))
+    return {**result, "removed_from_provider": False}
+
+
+def plan_rotation(
+    store: Store, provider: KeyProvider, ring: KeyRing, *, vault_key: bool, batch_size: int
+) -> dict[str, Any]:
+    """What `keys rotate` (or `--vault-key`) would do, and a time estimate from a measured
+    batch: for the master key, one unwrap and one wrap of a vault key by the provider; for a
+    vault key, one batch rewrapped and written in a transaction that is rolled back."""
+    records = verified_vault_keys(store)
+    live = [r for r in records if r.live]
+    counts = _wrapped_counts(store)
+    status, error = _provider_status(provider)
+    if status is None:
+        raise KeyProviderError(str(error))
+    plan: dict[str, Any] = {
+        "dry_run": True,
+        "kind": "vault-key" if vault_key else "master",
+        "provider": provider.name,
+        "master_key": status.current,
+        "wrapped_keys": {r.key_id: counts.get(r.key_id, 0) for r in live},
+        "vault_keys": {r.key_id: r.master_key for r in live},
+    }
+    if not vault_key:
+        behind = [r.key_id for r in live if r.master_key != status.current]
+        started = time.perf_counter()
+        record = live[0]
+        assert record.wrapped_key is not None
+        key = provider.unwrap(record.wrapped_key, vault_key_context(record.key_id))
+        provider.wrap(key, vault_key_context(record.key_id))
+        measured = time.perf_counter() - started
+        plan |= {
+            "rotates_in_provider": not behind,
+            "would_rewrap": len(live),
+            "measured": {"rows": 1, "seconds": measured},
+            "estimate_seconds": measured * len(live),
+        }
+        return plan
+    active = next(r.key_id for r in live if r.is_active)
+    pending = pending_rewraps(store, active)
+    source = ConfigVersion.kek_id != active if pending else ConfigVersion.kek_id == active
+    would = pending or sum(counts.get(r.key_id, 0) for r in live)
+    rows, seconds = _measure_batch(store, ring, source, batch_size)
+    plan |= {
+        "active": active,
+        "new_vault_key": not pending,
+        "would_rewrap": would,
+        "measured": {"rows": rows, "seconds": seconds},
+        "estimate_seconds": seconds / rows * would if rows else 0.0,
+    }
+    return plan
+
+
+def _measure_batch(store: Store, ring: KeyRing, where: Any, batch_size: int) -> tuple[int, float]:
+    """Read, rewrap (under a scratch key: nothing is kept) and write one batch, then roll the
+    write back; the rows, and the seconds it took."""
+    scratch = ring.with_keys({"vk-dry-run": crypto.new_key()}, "vk-dry-run")
+    columns = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
+    started = time.perf_counter()
+    where = where & ConfigVersion.kek_id.is_not(None)
+    batch = next(version_batches(store, where, batch_size, columns), [])
+    moved = scratch.rewrap_many([(key_id, wrapped) for _, key_id, wrapped in batch])
+    updates = [(*row, *new) for row, new in zip(batch, moved, strict=True) if new is not None]
+    if updates:
+        with store.engine.connect().execution_options(vault_write=True) as conn:
+            _rolled_back(conn, updates)
+    return len(batch), time.perf_counter() - started
+
+
+def _rolled_back(conn: Connection, updates: list[Any]) -> None:
+    transaction = conn.begin()
+    try:
+        write_rewraps(conn, updates)
+    finally:
+        transaction.rollback()

@@ -1,0 +1,121 @@
+"""Upgrading a vault made before the key hierarchy: a keyed, resumable step of `init`.
+
+Before schema 0003 the master keys (`master_keys`, `kek-N`) wrapped each data key directly.
+Migration 0003 adds `vault_keys`; this step, which needs the keys, then
+
+1. creates the first vault key, wrapped by the provider's current master key (the key
+   document's primary key, in its new role), and moves the vault-wide keys under it, in
+   one transaction with its audit event;
+2. moves every data key from its master key to that vault key, in batches, each row by
+   compare-and-set on the wrapped key as read. The old wrap binds its record, so each row's
+   context is rebuilt; no value is opened (`check` proves values);
+3. records `key_hierarchy_upgraded`. Until then the vault refuses to open.
+
+A killed run is finished by running `init` again: step 1 is atomic and found done, step 2
+takes up the rows still under a master key. A row whose data key does not open stays as it
+is and is named (as `check` names it). Vaults before 0003 only ever had the local providers
+(file, keyring, env): the upgrade reads their key document, checked against each record's
+key check value.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from sqlalchemy import select
+
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing, SecretBytes
+from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
+from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.keys.providers.local import LocalProvider
+from toolkit_vault.keys.rotation import version_batches, write_rewraps
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, MasterKey
+from toolkit_vault.store.records import AuditDraft, version_record
+from toolkit_vault.store.storage import Store
+
+__all__ = ["DONE_ACTION", "HierarchyReport", "finish_upgrade", "legacy_keys", "legacy_pending"]
+
+DONE_ACTION = "key_hierarchy_upgraded"
+BATCH_SIZE = 500
+
+
+@dataclass
+class HierarchyReport:
+    vault_key: str
+    rewrapped: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"vault_key": self.vault_key, "rewrapped": self.rewrapped, "failed": self.failed}
+
+
+def legacy_pending(store: Store) -> bool:
+    """A vault made before the hierarchy whose upgrade has not finished."""
+    with store.read() as conn:
+        legacy = conn.execute(select(MasterKey.kek_id).limit(1)).first()
+        done = conn.execute(
+            select(AuditEvent.seq).where(AuditEvent.action == DONE_ACTION).limit(1)
+        ).first()
+    return legacy is not None and done is None
+
+
+def legacy_keys(store: Store, provider: KeyProvider) -> dict[str, SecretBytes]:
+    """The master keys that may still wrap data keys, from the key document, each checked
+    against its record's key check value."""
+    if not isinstance(provider, LocalProvider):
+        raise VaultError(
+            f"this vault was made before the key hierarchy with a local key provider; "
+            f"upgrade it with that provider (the {provider.name} provider cannot read its "
+            "master keys), then move to another provider"
+        )
+    document = provider.load()
+    if document is None:
+        raise KeyProviderError(f"no master key found in {provider.where}; restore it")
+    with store.read() as conn:
+        rows = conn.execute(select(MasterKey).where(MasterKey.retired_at.is_(None))).all()
+    keys = {}
+    for row in rows:
+        key = document.keys.get(row.kek_id)
+        if key is None:
+            raise KeyProviderError(f"master key {row.kek_id} is missing from {provider.where}")
+        check = row.check_value
+        if not isinstance(check, bytes | memoryview) or not hmac.compare_digest(
+            crypto.key_check_value(key), bytes(check)
+        ):
+            raise KeyProviderError(
+                f"master key {row.kek_id} in {provider.where} does not match the store "
+                "(key check value differs): wrong key"
+            )
+        keys[row.kek_id] = key
+    return keys
+
+
+def finish_upgrade(store: Store, ring: KeyRing, legacy: dict[str, SecretBytes]) -> HierarchyReport:
+    """Move every data key still under a legacy master key to the active vault key, then
+    record that the upgrade is done."""
+    report = HierarchyReport(ring.primary_id)
+    where = ConfigVersion.kek_id.in_(sorted(legacy))
+    failed: set[int] = set()
+    for rows in version_batches(store, where, BATCH_SIZE):
+        updates = []
+        for row in rows:
+            try:
+                context, sealed = version_record(row._mapping).sealed()
+                wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
+                new_id, new = ring.rewrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
+            except DecryptionError:
+                failed.add(row.id)
+                if len(report.failed) < 100:
+                    report.failed.append(f"{row.session_id}/{row.toolkit_name} v{row.version}")
+                continue
+            updates.append((row.id, sealed.kek_id, sealed.wrapped_dek, new_id, new))
+        if updates:
+            store.retrying(partial(write_rewraps, updates=updates))
+        report.rewrapped += len(updates)
+    details = {"vault_key": ring.primary_id, "rewrapped": report.rewrapped, "failed": len(failed)}
+    store.retrying(lambda conn: store.audit(conn, AuditDraft("init", DONE_ACTION, details=details)))
+    return report

@@ -1,0 +1,208 @@
+"""Engines and migrations: SQLite (WAL, foreign keys, busy timeout) and PostgreSQL.
+
+SQLite write transactions start with BEGIN IMMEDIATE, so two writers queue on the busy
+timeout instead of deadlocking on a lock upgrade ("database is locked"). The pool keeps
+`POOL_SIZE` connections, as many as `serve` runs worker threads, so a busy server reuses
+open connections instead of opening one (and running its PRAGMAs) per request. On SQLite
+the pool hands out the connection returned last: a connection's page cache stays valid only
+while no other connection writes, so the writer thread, which commits every write of the
+process, finds its own pages still cached instead of reading them again. A pooled
+PostgreSQL connection is pinged before use only when it sat idle for `IDLE_PING_S`: one
+that the server or the network dropped meanwhile is replaced instead of failing a
+request, and a busy server does not pay a round trip per transaction for it. Alembic is
+the only way the schema is created or changed; `require_current` refuses a store that is
+not at the head revision instead of guessing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import ExceptionContext, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    OperationalError,
+    ProgrammingError,
+)
+
+from toolkit_vault.errors import StoreError
+from toolkit_vault.store.models import SCHEMA_REVISION
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = [
+    "POOL_SIZE",
+    "alembic_config",
+    "migrate",
+    "migrations",
+    "open_engine",
+    "read_only",
+    "require_current",
+]
+
+BUSY_TIMEOUT_MS = 10_000
+POOL_SIZE = 8  # the server's worker threads, one pooled connection each: more only add GIL convoys
+_POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
+# Last in, first out (see above): the connection returned last has the writer's pages in
+# its cache, so a busy server reads fewer pages a configure (BENCHMARKS.md).
+_SQLITE_POOL = {**_POOL, "pool_use_lifo": True}
+IDLE_PING_S = 1.0
+_RETURNED = "toolkit_vault_returned_at"
+
+
+def open_engine(url: str) -> Engine:
+    """An engine with the vault's connection settings; SQLite files are created 0600."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError("the database URL is not valid") from None
+    if parsed.get_backend_name() == "sqlite":
+        pool: dict[str, int | bool] = {}
+        if parsed.database and parsed.database != ":memory:":
+            pool = _SQLITE_POOL
+            path = Path(parsed.database)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created 0600 (SQLite keeps the mode), and only if missing: closing a descriptor of
+            # a live database would drop every POSIX lock this process's connections hold on
+            # it, and another process could then checkpoint and delete the WAL under them.
+            if not path.exists():
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, **pool)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        event.listen(engine, "handle_error", _sqlite_on_error)
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        engine = create_engine(parsed, **_POOL)
+        _ping_when_idle(engine)
+        return engine
+    raise StoreError(
+        f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
+    )
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    dialect = engine.dialect
+
+    def checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get(_RETURNED)
+        if returned is None or time.monotonic() - returned < IDLE_PING_S:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error:
+            raise DisconnectionError("a pooled connection was dropped") from None  # replaced
+
+    def checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED] = time.monotonic()
+
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "checkin", checkin)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Hand transaction control to SQLAlchemy's "begin" event (the pysqlite recipe).
+    dbapi_connection.isolation_level = None
+    # Text that is not UTF-8 (SQLite stores whatever a writer gives it) must fail that one
+    # row's checks, not every query that reads past it.
+    dbapi_connection.text_factory = _lenient_text
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA secure_delete=ON")  # purge: freed cells are zeroed, not left behind
+    cursor.close()
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def read_only(error: BaseException | None) -> bool:
+    """SQLite refused a write because its connection has the file open read-only."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
+
+
+def _sqlite_on_error(context: ExceptionContext) -> None:
+    """SQLite opens a file it may not write read-only, and such a connection stays read-only:
+    treat it as lost, so the pool opens fresh ones (writable again once the file is)."""
+    if read_only(context.original_exception):
+        context.is_disconnect = True
+
+
+def _sqlite_on_begin(connection: Any) -> None:
+    """BEGIN (IMMEDIATE for a write), sent on the driver's connection: through
+    `exec_driver_sql` it was a large part of an empty write transaction's CPU (an
+    execution context and a result for a statement that returns nothing). A refusal (the database
+    locked past the busy timeout) is raised as SQLAlchemy's, as `Store.write` and
+    `retrying` expect; a file opened read-only still begins, and its first write fails."""
+    statement = "BEGIN"
+    if connection.get_execution_options().get("vault_write", False):
+        statement = "BEGIN IMMEDIATE"
+    try:
+        connection.connection.dbapi_connection.execute(statement)
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from None
+
+
+def migrations() -> Path:
+    """Alembic's directory (env.py, versions/). An installed wheel carries it inside the
+    package, as `toolkit_vault/_migrations` (pyproject.toml maps the top-level `migrations/`
+    there); a source tree (an editable install, a copy on PYTHONPATH) has it beside
+    `service/`, as DESIGN.md lays it out."""
+    from importlib.resources import files  # only init and the tests ask: not at import
+
+    package = Path(str(files("toolkit_vault")))
+    shipped = package / "_migrations"
+    return shipped if shipped.is_dir() else package.parents[1] / "migrations"
+
+
+def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config  # alembic costs half a second to import: only for init
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations()))
+    config.attributes["engine"] = engine
+    return config
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the head revision (idempotent)."""
+    from alembic import command
+
+    try:
+        command.upgrade(alembic_config(engine), "head")
+    except OperationalError as exc:
+        raise StoreError(f"cannot migrate the database: {exc.orig.__class__.__name__}") from None
+
+
+def require_current(engine: Engine) -> None:
+    """Refuse a database that `init` has not migrated to this release's schema revision."""
+    try:
+        with engine.connect() as connection:
+            current = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except ProgrammingError:
+        current = None
+    except OperationalError as exc:
+        if "no such table" not in str(exc.orig):
+            raise StoreError("cannot open the database; is it reachable?") from None
+        current = None
+    if current != SCHEMA_REVISION:
+        raise StoreError(
+            f"the database is at revision {current or 'none'}, not {SCHEMA_REVISION}: "
+            "run `toolkit-vault init` first"
+        )

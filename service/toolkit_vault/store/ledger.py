@@ -1,0 +1,210 @@
+"""What the verified audit chain says the state must be: the vault's test of freshness.
+
+A row's MAC (`integrity`) proves that the vault once wrote the row, not that the row is
+still the latest word about its entity: a purged version and its pointer, an older pointer
+or a principal from before its revocation can be put back from a copy, MACs and all. Every
+change of state is written in one transaction with its audit event, so the chain, whose
+links and head are keyed, is the one place that says what is current.
+
+`ChainState` is that word, derived event by event (the one definition: the hot path,
+`reconcile` and the intake all ask it). `Ledger` is a process's copy of it: it verifies
+every link it takes, from the first event on, and never forgets one, so an event deleted
+from the database later (to hide a purge or a revocation) is still known here; a chain that
+breaks, or a head that moves back below what the process has seen, poisons the ledger and
+nothing more is believed. What it takes is read by the store (`Store.follow`); this module
+holds no SQL.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit_vault.store.chain import CHAIN_START, Signer, links
+
+__all__ = ["LIVE", "ChainState", "Ledger", "PrincipalState", "StateUnknown"]
+
+LIVE = ("ok", "partial")  # statuses that make a version current
+_MINE_KEPT = 100_000
+
+
+class StateUnknown(Exception):
+    """The chain cannot be followed (broken, cut back, behind its witness): nothing is
+    believed until an operator resolves it. The message says why and what to run."""
+
+
+@dataclass(frozen=True)
+class PrincipalState:
+    name: Any
+    role: Any
+    revoked: bool
+
+
+def details_of(details: Any) -> dict[str, Any]:
+    """An event's details as stored (JSON text) or given (a dict); {} for anything else."""
+    if isinstance(details, Mapping):
+        return dict(details)
+    try:
+        value = json.loads(details)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class ChainState:
+    """The state the chain's events make, applied in `seq` order."""
+
+    def __init__(self) -> None:
+        self.pointers: dict[str, dict[str, int]] = {}  # scope -> toolkit -> current version
+        self.latest: dict[str, dict[str, int]] = {}  # scope -> toolkit -> last version written
+        self.purged: dict[str, dict[str, int]] = {}  # scope -> toolkit -> last version purged
+        self.principals: dict[str, PrincipalState] = {}
+        self.imported: dict[str, tuple[Any, Any] | None] = {}  # None: removed
+
+    def apply(self, event: Mapping[Any, Any]) -> None:
+        action = event["action"]
+        scope, toolkit, version = event["session_id"], event["toolkit_name"], event["version"]
+        details = details_of(event["details"])
+        if action == "configure" and scope and toolkit and isinstance(version, int):
+            latest = self.latest.setdefault(scope, {})
+            latest[toolkit] = max(latest.get(toolkit, 0), version)
+            if details.get("status") in LIVE:
+                self.pointers.setdefault(scope, {})[toolkit] = version
+        elif action == "purge" and scope:
+            written = self.latest.get(scope, {})
+            purged = self.purged.setdefault(scope, {})
+            for name in written if toolkit is None else (toolkit,):
+                if name in written:
+                    purged[name] = written[name]
+                self.pointers.get(scope, {}).pop(name, None)
+        elif action == "toolkit_removed" and toolkit:
+            for pointers in self.pointers.values():
+                pointers.pop(toolkit, None)
+            self.imported[toolkit] = None
+        elif action == "toolkit_imported" and toolkit:
+            self.imported[toolkit] = (details.get("digest"), details.get("schema_digest"))
+        elif action in ("token_created", "token_revoked"):
+            principal_id = details.get("principal_id")
+            if isinstance(principal_id, str):
+                was = self.principals.get(principal_id)
+                if action == "token_created":
+                    made = PrincipalState(details.get("name"), details.get("role"), False)
+                else:
+                    made = PrincipalState(was and was.name, was and was.role, True)
+                self.principals[principal_id] = made
+
+    def pointer(self, scope: str, toolkit: str) -> int | None:
+        """The version the chain makes current for (scope, toolkit); None: none is."""
+        return self.pointers.get(scope, {}).get(toolkit)
+
+    def last_version(self, scope: str, toolkit: str) -> int:
+        """The last version number written for (scope, toolkit), of any status; 0: none."""
+        return self.latest.get(scope, {}).get(toolkit, 0)
+
+    def was_purged(self, scope: str, toolkit: str, version: int) -> bool:
+        """Whether a purge shredded this version (every version up to the last one then)."""
+        return version <= self.purged.get(scope, {}).get(toolkit, 0)
+
+
+class Ledger:
+    """A process's verified copy of the chain's state; thread-safe.
+
+    The store reads (the witness first, then the head and the events after `seq` in one
+    statement) without the lock and hands each read to `take` under it; `require()` hands
+    out the state.
+    """
+
+    def __init__(self, sign: Signer) -> None:
+        self._sign = sign
+        self.lock = threading.Lock()  # held around `take`
+        self.state = ChainState()
+        self.seq = 0
+        self.mac = CHAIN_START
+        self.failure: str | None = None
+        self._mine: dict[int, Mapping[str, Any]] = {}  # events this process committed
+
+    def committed(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Events this process wrote and committed (with the link each followed): when the
+        ledger reaches them it takes them as written here, without verifying again what it
+        signed itself, and only checks that the stored link is the one it made."""
+        with self.lock:
+            for event in events:
+                if event["seq"] > self.seq:
+                    self._mine[event["seq"]] = event
+            while len(self._mine) > _MINE_KEPT:  # a process that writes but rarely follows
+                del self._mine[next(iter(self._mine))]
+
+    def require(self) -> ChainState:
+        """The state, or StateUnknown when it cannot be believed."""
+        if self.failure is not None:
+            raise StateUnknown(self.failure)
+        return self.state
+
+    def take(
+        self,
+        witness: tuple[int, bytes] | None,
+        after: int,
+        head: int | None,
+        events: Iterable[Mapping[str, Any]],
+    ) -> None:
+        """(Lock held.) Verify and apply the events of one read: those after `after`, in
+        order, with the stored head's seq from the same snapshot, and the witness read
+        before them (so every event it names was committed by then). Events another read
+        took meanwhile are skipped; every new one must link to the last one taken."""
+        if self.failure is not None:
+            return
+        last = after
+        for event in events:
+            seq = last = event["seq"]
+            if seq <= self.seq:
+                continue
+            mine = self._mine.pop(seq, None)
+            if mine is not None and mine["previous"] == self.mac:
+                holds = hmac.compare_digest(bytes(event["mac"]), mine["mac"])
+                event = mine  # what was signed here, whatever the row now says
+            else:
+                holds = links(self._sign, self.mac, event)
+            if seq != self.seq + 1 or not holds:
+                self.failure = (
+                    f"the audit chain does not verify at event {self.seq + 1}: nothing stored "
+                    "is believed (run `toolkit-vault audit verify`)"
+                )
+                return
+            self.state.apply(event)
+            self.seq, self.mac = seq, bytes(event["mac"])
+            passed = witness is not None and seq == witness[0]
+            if passed and witness is not None and not hmac.compare_digest(self.mac, witness[1]):
+                self.failure = (
+                    f"the audit chain differs from its witness at event {seq}: this is not "
+                    "the database this vault home wrote (run `toolkit-vault audit verify`; "
+                    "after a deliberate restore, `toolkit-vault audit accept-restore`)"
+                )
+                return
+        while self._mine and next(iter(self._mine)) <= self.seq:
+            del self._mine[next(iter(self._mine))]
+        stored = 0 if head is None else int(head)
+        if stored < last:
+            self.failure = (
+                f"the audit chain went back from event {last} to {stored} while this "
+                "process followed it: events were deleted (run `toolkit-vault audit verify`)"
+            )
+        elif stored > last:
+            self.failure = (
+                f"the audit chain head names event {stored} but the events end at {last}: "
+                "events were deleted (run `toolkit-vault audit verify`)"
+            )
+        elif witness is not None and self.seq < witness[0]:
+            self.failure = behind(witness[0], self.seq)
+
+
+def behind(witnessed: int, head: int) -> str:
+    return (
+        f"the database is behind its witness: this vault home saw audit event {witnessed}, "
+        f"the database ends at {head} (an older copy was put back); stored state is not "
+        "believed and writes are refused until an operator who restored it on purpose runs "
+        "`toolkit-vault audit accept-restore`"
+    )

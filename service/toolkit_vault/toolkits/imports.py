@@ -1,0 +1,363 @@
+"""Importing toolkit packages: public MCP metadata in, stored toolkit definitions out.
+
+`toolkits import` turns every server an input holds into one toolkit whose schema marks each
+secret input `writeOnly` (classified fail-closed, with its reason), so `toolkit/configure`
+encrypts it like any other secret. The definitions live in the database (`imported_toolkits`),
+so every process and replica registers them at `open_vault`. Nothing here runs anything: the
+vault does not launch MCP servers, so an imported toolkit's initializer accepts its config.
+
+An input imports server by server: a server whose name is taken by a built-in or entry-point
+toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
+the rest go in; with `strict` any such server refuses the whole input. Re-importing an
+identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
+one and ends every session's current config of it. All SQL on `imported_toolkits` lives in
+`_write`, `_remove` and `stored_toolkits`, each write sharing one transaction with its audit
+event (`toolkit_imported`, `toolkit_removed`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from toolkit_package.imported import SkippedServer
+from toolkit_package.importers import ImportedServer, ImportRefused, import_metadata
+from toolkit_package.selection import Selected, Selection, SelectionRefused
+from toolkit_package.selection import select as select_servers
+from toolkit_package.toolkit import property_names, to_toolkit_definition
+from toolkit_vault.errors import ToolkitNotFound, VaultError
+from toolkit_vault.protocol import ToolkitDefinition
+from toolkit_vault.schema import canonical_json, compile_schema
+from toolkit_vault.store.integrity import IMPORTED
+from toolkit_vault.store.ledger import ChainState, StateUnknown
+from toolkit_vault.store.models import CurrentConfig, ImportedToolkitRow
+from toolkit_vault.store.reconcile import imported_as_audited
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.storage import Store
+from toolkit_vault.toolkits.import_report import (
+    ArgvWarning,
+    FieldMark,
+    ImportedEntry,
+    ImportReport,
+    Outcome,
+)
+from toolkit_vault.toolkits.registry import (
+    SourceKind,
+    ToolkitFactory,
+    ToolkitRegistry,
+    ToolkitSource,
+    coerce_definition,
+)
+
+__all__ = [
+    "AUDIT_ACTION",
+    "MAX_IMPORT_BYTES",
+    "REMOVE_ACTION",
+    "ImportReport",
+    "PackageRefused",
+    "PackageToolkit",
+    "Removed",
+    "import_package",
+    "remove_toolkit",
+    "stored_toolkits",
+]
+
+AUDIT_ACTION = "toolkit_imported"
+REMOVE_ACTION = "toolkit_removed"
+MAX_NAME_CHARS = 200  # imported_toolkits.name and config_versions.toolkit_name
+MAX_IMPORT_BYTES = 16 << 20  # a registry listing is far larger than one server.json
+log = logging.getLogger(__name__)
+
+
+class PackageRefused(VaultError):
+    """A package cannot be imported and nothing was stored; the message holds no value."""
+
+
+class PackageToolkit:
+    """An imported toolkit's plugin. The vault keeps the config and launches nothing."""
+
+    def __init__(self, definition: ToolkitDefinition) -> None:
+        self.definition = definition
+
+    def initialize(self, config: dict[str, Any]) -> None:
+        """Accept the decrypted config without keeping it: no process starts here."""
+        return None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    entry: ImportedEntry
+    text: str  # canonical JSON of the definition, as stored
+    format: str
+    overrides: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Removed:
+    name: str
+    digest: str
+    unconfigured_sessions: tuple[str, ...]
+
+
+class _Skip(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _refuse(message: str) -> PackageRefused:
+    return PackageRefused(f"package refused: {message}")
+
+
+def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
+    """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve."""
+    server = chosen.server
+    imported = to_toolkit_definition(server, fmt)
+    name = str(imported.definition["name"])
+    if len(name) > MAX_NAME_CHARS:
+        raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
+    if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
+        source = registry.get(name).source
+        raise _Skip("name_taken", f"the name is taken by the {source} toolkit (--rename it)")
+    try:
+        definition = coerce_definition(imported.definition)
+        schema = compile_schema(definition.config_schema)
+    except VaultError as exc:
+        raise _Skip("invalid_schema", exc.message) from None
+    inputs = server.configurable
+    fields = property_names(inputs)
+    marks = tuple(
+        FieldMark(f, i.name, i.kind, i.secret, i.reason)
+        for f, i in zip(fields, inputs, strict=True)
+    )
+    secret = tuple(m.field for m in marks if m.secret)
+    properties = schema.schema.get("properties", {})
+    if any(properties.get(f, {}).get("writeOnly") is not True for f in secret):
+        raise _Skip("invalid_schema", "a secret input is not marked writeOnly")
+    package = definition.config_schema["x-toolkit-package"]
+    entry = ImportedEntry(
+        name=name,
+        outcome="imported",
+        strategy=package["strategy"],
+        digest=package["digest"],
+        schema_digest=schema.digest,
+        fields=tuple(fields),
+        secret_fields=secret,
+        marks=marks,
+        source_name=chosen.source_name,
+    )
+    overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
+    return _Plan(entry, canonical_json(imported.definition).decode(), fmt, overrides)
+
+
+def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
+    fields = dict(zip(server.configurable, property_names(server.configurable), strict=True))
+    for item in server.inputs:
+        if item.secret and item.in_argv:
+            yield ArgvWarning(server.name, item.name, item.kind, fields.get(item))
+
+
+def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for plan in plans:
+        entry = plan.entry
+        found = conn.execute(
+            select(ImportedToolkitRow.definition, ImportedToolkitRow.package_digest).where(
+                ImportedToolkitRow.name == entry.name
+            )
+        ).first()
+        if found is not None and found[0] == plan.text:
+            outcomes.append("unchanged")
+            continue
+        values = {
+            "definition": plan.text,
+            "package_digest": entry.digest,
+            "strategy": entry.strategy,
+            "format": plan.format,
+            "imported_at": time.time(),
+            "actor": actor,
+        }
+        values["mac"] = store.mac(IMPORTED, {"name": entry.name, **values})
+        if found is None:
+            conn.execute(insert(ImportedToolkitRow).values(name=entry.name, **values))
+        else:
+            conn.execute(
+                update(ImportedToolkitRow)
+                .where(ImportedToolkitRow.name == entry.name)
+                .values(**values)
+            )
+        details = {
+            "digest": entry.digest,
+            "previous_digest": None if found is None else found[1],
+            "schema_digest": entry.schema_digest,
+            "strategy": entry.strategy,
+            "format": plan.format,
+            "secret_fields": list(entry.secret_fields),
+            "overrides": list(plan.overrides),
+            "renamed_from": entry.source_name if entry.source_name != entry.name else None,
+        }
+        store.audit(conn, AuditDraft(actor, AUDIT_ACTION, toolkit_name=entry.name, details=details))
+        outcomes.append("imported" if found is None else "replaced")
+    return outcomes
+
+
+def _remove(store: Store, name: str, actor: str, conn: Connection) -> Removed:
+    """Delete one imported definition and end every session's current config of it."""
+    found = conn.execute(
+        select(ImportedToolkitRow.package_digest).where(ImportedToolkitRow.name == name)
+    ).scalar_one_or_none()
+    if found is None:
+        raise ToolkitNotFound(f"no imported toolkit named {name!r}")
+    conn.execute(delete(ImportedToolkitRow).where(ImportedToolkitRow.name == name))
+    pointers = CurrentConfig.toolkit_name == name
+    sessions = tuple(
+        sorted(conn.execute(select(CurrentConfig.session_id).where(pointers)).scalars())
+    )
+    conn.execute(delete(CurrentConfig).where(pointers))
+    details = {"digest": found, "unconfigured": list(sessions)}
+    store.audit(conn, AuditDraft(actor, REMOVE_ACTION, toolkit_name=name, details=details))
+    return Removed(name, found, sessions)
+
+
+def _planned(
+    chosen: list[Selected], fmt: str, registry: ToolkitRegistry, strict: bool
+) -> tuple[list[_Plan], list[SkippedServer]]:
+    plans: list[_Plan] = []
+    skipped: list[SkippedServer] = []
+    names: set[str] = set()
+    for item in chosen:
+        try:
+            if item.server.name in names:
+                raise _Skip("duplicate_name", "another server of this input has the same name")
+            plan = _plan(item, fmt, registry)
+        except _Skip as exc:
+            if strict:
+                raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
+            skipped.append(
+                SkippedServer(item.server.name, exc.code, item.server.location, exc.message)
+            )
+            continue
+        names.add(plan.entry.name)
+        plans.append(plan)
+    return plans, skipped
+
+
+def import_package(
+    store: Store,
+    registry: ToolkitRegistry,
+    data: bytes,
+    actor: str,
+    selection: Selection | None = None,
+    *,
+    strict: bool = False,
+) -> ImportReport:
+    """Import the servers of `data` the user selected; refresh `registry` after.
+
+    Raises PackageRefused (a VaultError) naming the reason when nothing could be imported,
+    when a choice names nothing in the input, or (with `strict`) when any server fails;
+    then nothing was stored.
+    """
+    if len(data) > MAX_IMPORT_BYTES:
+        raise _refuse(f"input_too_large: input exceeds {MAX_IMPORT_BYTES} bytes")
+    try:
+        result = import_metadata(data, max_bytes=MAX_IMPORT_BYTES)
+        chosen, left_out = select_servers(result, selection or Selection())
+    except ImportRefused as exc:
+        raise _refuse(f"{exc.code}: {exc.message}") from None
+    except SelectionRefused as exc:
+        raise _refuse(str(exc)) from None
+    chose = selection or Selection()
+    unusable_input = [
+        s
+        for s in result.skipped_servers
+        if s.name not in chose.skip and (not chose.only or s.name in chose.only)
+    ]
+    if strict and unusable_input:
+        first = unusable_input[0]
+        raise _refuse(f"{first.code} at {first.scope}: {first.message} (--strict)")
+    plans, unusable = _planned(chosen, result.format, registry, strict)
+    skipped = (*result.skipped_servers, *left_out, *unusable)
+    if not plans:
+        raise _refuse(f"no_servers: no server could be imported ({len(skipped)} skipped)")
+    outcomes: list[Outcome] = store.retrying(partial(_write, store, plans, actor))
+    registry.load_imported(stored_toolkits(store))
+    return ImportReport(
+        format=result.format,
+        input_sha256=result.input_sha256,
+        toolkits=tuple(
+            replace(plan.entry, outcome=outcome)
+            for plan, outcome in zip(plans, outcomes, strict=True)
+        ),
+        skipped_servers=len(skipped),
+        diagnostics=result.diagnostics,
+        warnings=tuple(w for item in chosen for w in _warnings(item.server)),
+        skipped=skipped,
+    )
+
+
+def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: str) -> Removed:
+    """Remove an imported toolkit (audited); built-in and entry-point toolkits stay."""
+    if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
+        raise VaultError(f"{name!r} is the {registry.get(name).source} toolkit, not an import")
+    removed: Removed = store.retrying(partial(_remove, store, name, actor))
+    registry.load_imported(stored_toolkits(store))
+    return removed
+
+
+def stored_toolkits(
+    store: Store, *, unverified: bool = False
+) -> list[tuple[ToolkitFactory, ToolkitSource]]:
+    """(factory, registry source) of every imported toolkit the vault can believe.
+
+    A row is left out (and logged) unless its MAC holds and it is the definition the
+    verified audit chain last imported under that name (`ledger`): an edited definition (a
+    secret field made public) or an older one put back (before a re-import marked more
+    fields secret) would make the next configure store a credential in clear. When the
+    chain cannot be believed, none is. `unverified=True` skips that check, for a listing
+    made without the master key (`toolkits list`), which must say so; never for a
+    registry that configures.
+    """
+    with store.read() as conn:
+        rows = conn.execute(select(ImportedToolkitRow).order_by(ImportedToolkitRow.name)).all()
+        state = None
+        if not unverified:
+            try:
+                state = store.chain_state(conn)
+            except StateUnknown as exc:
+                log.error("imported toolkits are not believed: %s", exc)
+                return []
+    believed = [row for row in rows if state is None or _believed(store, state, row._mapping)]
+    found: list[tuple[ToolkitFactory, ToolkitSource]] = []
+    for name, text, digest in ((r.name, r.definition, r.package_digest) for r in believed):
+        try:
+            definition = coerce_definition(json.loads(text))
+        except (ValueError, VaultError):
+            log.warning("imported toolkit %r is unreadable and left out", name)
+            continue
+        if definition.name != name:
+            log.warning("imported toolkit %r holds another name and is left out", name)
+            continue
+        found.append(
+            (partial(PackageToolkit, definition), ToolkitSource(SourceKind.PACKAGE, digest))
+        )
+    return found
+
+
+def _believed(store: Store, state: ChainState, row: Any) -> bool:
+    if not store.authentic(IMPORTED, row):
+        log.warning("imported toolkit %r fails its integrity check and is left out", row["name"])
+        return False
+    if not imported_as_audited(row, state.imported.get(row["name"])):
+        log.warning(
+            "imported toolkit %r is not the one the audit chain last imported; left out",
+            row["name"],
+        )
+        return False
+    return True

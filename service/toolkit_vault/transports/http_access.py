@@ -1,0 +1,194 @@
+"""The network path's memory: who a token is, and which sessions an HTTP caller has bound.
+
+`PrincipalCache` answers "who is this bearer token?" with `principals.authenticate` (which
+does every check: format, hash lookup, revocation, integrity) and remembers a positive
+answer for at most `max_age` seconds (one). A revocation therefore reaches every process
+and replica within a second, with no message between them: each entry is simply believed
+no longer than that. In its own process it is learned at once: a write to the principals
+table through this store's engine empties the cache when its connection goes back to the
+pool, that is after its commit. A refusal is never remembered, so a token is refused
+exactly as long as the store refuses it. The cache keys on the token's SHA-256, never the
+token, and holds at most `size` entries.
+
+`SharedMarks` lets the lists that arrived together on the event loop share one read of the
+store's commit mark, the one read such a list makes.
+
+`SessionBindings` keeps one bound `Connection` per (principal, session) an HTTP caller
+has used in this process: the ownership check and the resume (initializing the session's
+configured toolkits from the store) happen once, on the handshake or on the first request
+naming the session here, instead of on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import event
+
+from toolkit_vault.access.principals import Principal, authenticate
+from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.store.storage import Store
+
+__all__ = ["PrincipalCache", "SessionBindings", "SharedMarks"]
+
+_WRITES_PRINCIPALS = re.compile(
+    r"\b(insert\s+(or\s+\w+\s+)?into|update|delete\s+from)\s+\"?principals\b", re.IGNORECASE
+)
+_FLAG = "toolkit_vault_principals_written"
+T = TypeVar("T")
+
+
+class PrincipalCache:
+    def __init__(self, store: Store, max_age: float = 1.0, size: int = 10_000) -> None:
+        self.store, self.max_age, self.size = store, max_age, size
+        self._entries: OrderedDict[bytes, tuple[float, int, Principal]] = OrderedDict()
+        self._generation = 0
+        self._lock = threading.Lock()
+        event.listen(store.engine, "after_cursor_execute", self._saw_statement)
+        event.listen(store.engine, "checkin", self._returned)
+
+    def recall(self, token: str) -> Principal | None:
+        """The principal remembered for `token` while still believed; None means ask."""
+        return self._recall(_key(token))
+
+    def believes(self, token: str, principal: Principal) -> Callable[[], bool]:
+        """For a long-lived connection: a check that `token` is still believed to be
+        `principal`, as `recall` says, with the token's hash taken once, not per message."""
+        key = _key(token)
+
+        def believed() -> bool:
+            remembered = self._recall(key)
+            return remembered is principal or remembered == principal
+
+        return believed
+
+    def _recall(self, key: bytes) -> Principal | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[1] != self._generation:
+                return None
+        return entry[2] if time.monotonic() - entry[0] < self.max_age else None
+
+    def authenticate(self, token: str) -> Principal | None:
+        """`principals.authenticate`, unless a still-believed answer is remembered."""
+        remembered = self.recall(token)
+        if remembered is not None:
+            return remembered
+        key = _key(token)
+        with self._lock:
+            generation = self._generation
+        checked = time.monotonic()  # both taken before the store is read
+        principal = authenticate(self.store, token)
+        with self._lock:
+            if principal is None:
+                self._entries.pop(key, None)
+                return None
+            self._entries[key] = (checked, generation, principal)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return principal
+
+    def forget(self) -> None:
+        """Believe nothing remembered so far (a principal may have changed)."""
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+
+    def _saw_statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        # the substring first: the pattern on every statement was a measurable part of a
+        # configure's CPU
+        if "principals" in statement.lower() and _WRITES_PRINCIPALS.search(statement):
+            conn.info[_FLAG] = True
+
+    def _returned(self, _dbapi_connection: Any, record: Any) -> None:
+        if record.info.pop(_FLAG, False):
+            self.forget()
+
+
+def _key(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class SharedMarks(Generic[T]):
+    """`read()` (`Vault.mark`) once for every caller waiting on the event loop.
+
+    A list answered from memory is exact when its mark is read after the list arrived:
+    every commit acknowledged before the agent sent it then shows. All callers waiting
+    for the pending read arrived before it runs (it runs on the loop, after them), so one
+    read serves them all: one `PRAGMA data_version` per turn of the loop instead of one per
+    list (that statement was a large part of a WebSocket list's CPU under load;
+    BENCHMARKS.md). A caller arriving after the read began waits for the next one. The value
+    is None when `read` fails (a mark of None means: read the store)."""
+
+    def __init__(self, read: Callable[[], T | None]) -> None:
+        self._read = read
+        self._waiting: list[asyncio.Future[T | None]] = []
+
+    async def read(self) -> T | None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[T | None] = loop.create_future()
+        if not self._waiting:
+            loop.call_soon(self._settle)
+        self._waiting.append(waiter)
+        return await waiter
+
+    def _settle(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        try:
+            value = self._read()
+        except Exception:
+            value = None
+        for waiter in waiting:
+            if not waiter.done():  # a cancelled caller (its client left)
+                waiter.set_result(value)
+
+
+class SessionBindings:
+    """Bound HTTP connections per (principal, session), the least recently used dropped."""
+
+    def __init__(self, vault: Vault, size: int = 10_000) -> None:
+        self.vault, self.size = vault, size
+        self._bound: OrderedDict[tuple[str, str], Connection] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def connection(self, principal: Principal, session_id: str) -> Connection:
+        """The principal's connection bound to `session_id`; binding it checks ownership and
+        resumes the session here (raises `UnknownSession` for a session not theirs)."""
+        bound = self.bound(principal, session_id)
+        if bound is not None:
+            return bound
+        connection = self.vault.connect(principal)
+        connection.bind(session_id)
+        self.remember(connection)
+        return connection
+
+    def bound(self, principal: Principal, session_id: str) -> Connection | None:
+        """The connection bound here to the principal's `session_id`, if any (no I/O)."""
+        key = (principal.principal_id, session_id)
+        with self._lock:
+            bound = self._bound.get(key)
+            if bound is not None:
+                self._bound.move_to_end(key)
+            return bound
+
+    def remember(self, connection: Connection) -> None:
+        """Keep a connection bound by a handshake (it receives no push events)."""
+        session_id = connection.session_id
+        if session_id is None:
+            return
+        connection.unsubscribe()
+        with self._lock:
+            self._bound[(connection.principal.principal_id, session_id)] = connection
+            while len(self._bound) > self.size:
+                self._bound.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._bound)

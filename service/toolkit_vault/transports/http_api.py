@@ -1,0 +1,596 @@
+"""`toolkit-vault serve`: A2E over WebSocket and HTTP, and the admin API, as thin shells.
+
+Every route but `/healthz` needs a bearer token, the OpenAPI document included; the
+token's role decides what it reaches: `agent` speaks A2E on its own sessions, `operator`
+sees keys and runs the check, `auditor` (and operator) sees history and the audit chain.
+Tokens are checked through `PrincipalCache` on every request and every WebSocket message,
+so a revoked token stops working within a second everywhere, its open WebSockets included.
+Each request runs the synchronous service API in a worker thread (as many as the database
+pool has connections), except a small list the service can answer from memory
+(`Connection.answer_at_once`), which is answered on the event loop; a WebSocket's
+responses and push events leave in order, through its `Outbox`. Every refusal is a
+well-formed A2E `error` body, never a bare dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request, Response, WebSocket
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolkit_vault import __version__
+from toolkit_vault.audit.history import history, parse_time
+from toolkit_vault.core.service import (
+    ANSWERED_AT_ONCE,
+    Connection,
+    Mark,
+    Principal,
+    Reply,
+    Vault,
+    read_request,
+)
+from toolkit_vault.errors import KeyProviderError, VaultError
+from toolkit_vault.keys.admin import key_status
+from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.protocol import (
+    MAX_MESSAGE_BYTES,
+    ErrorCode,
+    ErrorMessage,
+    HandshakeRequest,
+    Message,
+    dump_message,
+)
+from toolkit_vault.store.database import POOL_SIZE
+from toolkit_vault.transports.asgi import RequestLog
+from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
+from toolkit_vault.transports.web import RememberOrigin, client_left, install_console
+from toolkit_vault.transports.workers import Workers
+
+__all__ = ["Limits", "create_app"]
+
+log = logging.getLogger("toolkit_vault.transports.http_api")
+SESSION_HEADER = "A2E-Session"
+REVOKED = "the token is no longer valid"
+# A message this small is parsed on the event loop (tens of microseconds), so a list that
+# needs no I/O is answered there, with no hand-over to a worker thread; a larger one is
+# parsed in the worker, where it cannot hold up every other connection.
+PARSE_ON_LOOP = 8 * 1024
+A2E_GROUPED_WORKERS = 2  # see create_app
+_A2E_DOC: dict[str, Any] = {  # POST /a2e is answered before FastAPI, which cannot see it
+    "summary": "One A2E message in, one out",
+    "description": "The session is named by the `A2E-Session` header (not for a handshake).",
+    "operationId": "a2e_post",
+    "security": [{"HTTPBearer": []}],
+    "parameters": [
+        {
+            "name": SESSION_HEADER,
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "maxLength": 64},
+            "description": "the session, as the handshake answered it (not for a handshake)",
+        }
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    "responses": {
+        "200": {
+            "description": "one A2E message (an A2E `error` for a refused request)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    message_bytes: int = MAX_MESSAGE_BYTES
+    connections_per_principal: int = 8
+    requests_per_second: float = 50.0
+    burst: int = 100
+
+
+class _RateLimiter:
+    """A token bucket per principal: `burst` at once, refilled at `rate` per second."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, principal_id: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(principal_id, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            allowed = tokens >= 1
+            self._buckets[principal_id] = (tokens - 1 if allowed else tokens, now)
+        return allowed
+
+
+class Refused(Exception):
+    """An HTTP refusal with an A2E error body."""
+
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        req_id: str = "",
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.req_id = status, code, message, req_id
+        self.details = details or []
+
+
+def _error_body(code: ErrorCode, message: str, req_id: str = "") -> dict[str, Any]:
+    return ErrorMessage(req_id=req_id, code=code, message=message).model_dump(by_alias=True)
+
+
+class HistoryOut(BaseModel):
+    versions: list[dict[str, Any]]
+
+
+class KeysOut(BaseModel):
+    provider: dict[str, Any]
+    master_keys: list[dict[str, Any]]
+    vault_keys: list[dict[str, Any]]
+    keys: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class _VaultApp(FastAPI):
+    """FastAPI, but `/a2e`, the hot route (`POST` and the WebSocket), is answered before
+    FastAPI's middleware stack and router: they cost more CPU than a whole list (a no-op
+    endpoint answers several times the requests as plain ASGI as through FastAPI;
+    BENCHMARKS.md), and on a WebSocket they wrap every message sent. The routes keep what the stack
+    gave them: the request log and id, the origin for intake links, and the A2E error body
+    of a refusal; an unexpected error reaches uvicorn, which answers 500 (or closes the
+    WebSocket) and logs it, as Starlette's error middleware would."""
+
+    a2e_post: ASGIApp | None = None
+    a2e_socket: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = None
+        if scope.get("path") == "/a2e":
+            if scope["type"] == "websocket":
+                route = self.a2e_socket
+            elif scope["type"] == "http" and scope["method"] == "POST":
+                route = self.a2e_post
+        if route is not None:
+            await route(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+
+def create_app(
+    vault: Vault,
+    provider: KeyProvider,
+    limits: Limits | None = None,
+    public_url: str | None = None,
+) -> FastAPI:
+    """The app `serve` runs. Intake links name `public_url`, else the server's own address
+    (`web._origin`), never one a request header gives."""
+    limits = limits or Limits()
+    app = _VaultApp(
+        title="toolkit-vault", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
+    )
+    app.add_middleware(RequestLog)
+    bearer = HTTPBearer(auto_error=False)
+    rate = _RateLimiter(limits.requests_per_second, limits.burst)
+    access = PrincipalCache(vault.store)
+    bindings = SessionBindings(vault)
+    marks = SharedMarks(vault.mark)
+    workers = Workers(POOL_SIZE, "toolkit-vault")  # as many as pooled connections
+    in_thread = workers.run
+    # A2E messages take threads of their own where the store commits on its writer thread
+    # (SQLite): a message's work is then Python under the GIL, so two threads do it all, and
+    # queued messages run back to back instead of each waking one of eight: less CPU a
+    # request and more configures and lists a second (BENCHMARKS.md). On
+    # PostgreSQL a message waits on round trips, and the pool's size in threads overlaps them.
+    grouped = vault.store.commits_in_groups
+    a2e = Workers(A2E_GROUPED_WORKERS, "toolkit-vault-a2e") if grouped else workers
+    open_sockets: dict[str, int] = {}
+    app.state.access, app.state.bindings = access, bindings
+
+    async def principal_for(token: str | None) -> Principal:
+        principal = None
+        if token:
+            principal = access.recall(token) or await in_thread(access.authenticate, token)
+        if principal is None:
+            raise Refused(401, "UNAUTHORIZED", "a valid bearer token is required")
+        return principal
+
+    @app.exception_handler(Refused)
+    async def refused(_request: Request, exc: Refused) -> JSONResponse:
+        headers = {"Retry-After": "1"} if exc.status == 429 else None
+        body = _error_body(exc.code, exc.message, exc.req_id) | {"details": exc.details}
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+
+    app.add_exception_handler(ClientDisconnect, client_left)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {
+                "pointer": "/" + "/".join(str(p) for p in err.get("loc", ())),
+                "keyword": err.get("type"),
+            }
+            for err in exc.errors()
+        ]  # locations and kinds only: FastAPI's default body would echo the submitted input
+        body = _error_body("INVALID_MESSAGE", "request parameters are invalid") | {
+            "details": details
+        }
+        return JSONResponse(body, status_code=422)
+
+    async def admit(request: Request, allowed: tuple[str, ...]) -> Principal:
+        """The request's principal, if its token is valid, its role allowed and its rate kept."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        principal = await principal_for(token if scheme.lower() == "bearer" else None)
+        request.state.principal = principal.principal_id
+        if principal.role not in allowed:
+            raise Refused(403, "UNAUTHORIZED", f"this route needs the {' or '.join(allowed)} role")
+        if not rate.allow(principal.principal_id):
+            raise Refused(429, "RUNTIME_ERROR", "rate limit exceeded; retry after a second")
+        return principal
+
+    def role(*allowed: str) -> Callable[..., Any]:
+        async def dependency(
+            request: Request, _: HTTPAuthorizationCredentials | None = Depends(bearer)
+        ) -> Principal:
+            return await admit(request, allowed)
+
+        return dependency
+
+    as_auditor, as_operator = role("auditor", "operator"), role("operator")
+    as_anyone = role("agent", "auditor", "operator")
+
+    @app.get("/healthz", response_model=Health)
+    async def healthz() -> Health:
+        return Health(status="ok", version=__version__)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_: Principal = Depends(as_anyone)) -> JSONResponse:
+        """The OpenAPI document, for any token holder (no interactive pages are served)."""
+        document = app.openapi()
+        document["paths"].setdefault("/a2e", {})["post"] = _A2E_DOC
+        return JSONResponse(document)
+
+    async def a2e_post(request: Request) -> Response:
+        """One A2E message in, one out; the session is named by the `A2E-Session` header.
+
+        The hot route, answered before FastAPI's stack (`_VaultApp`): its dependency
+        solving and middleware cost more than the rest of a list. It checks the token
+        itself."""
+        principal = await admit(request, ("agent",))
+        too_big = Refused(
+            413,
+            "INVALID_MESSAGE",
+            f"message exceeds {limits.message_bytes} bytes",
+            details=[{"limit": "message_bytes", "max": limits.message_bytes}],
+        )
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limits.message_bytes:
+            raise too_big
+        raw = bytearray()
+        async for chunk in request.stream():  # chunked: never buffered past the limit
+            raw += chunk
+            if len(raw) > limits.message_bytes:
+                raise too_big
+        body, session = bytes(raw), request.headers.get(SESSION_HEADER)
+        if session is not None:  # whitespace around a field value is not part of it (RFC 9110)
+            session = session.strip(" \t")
+        message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
+        bound = bindings.bound(principal, session) if message and session else None
+        answer = None
+        if bound and isinstance(message, ANSWERED_AT_ONCE):
+            answer = bound.answer_at_once(message, await marks.read())
+        if answer is not None:
+            return Response(answer, media_type="application/json")
+        reply = await a2e.run_settled(
+            _handle_one, bindings, principal, message or body, session, limits
+        )
+        return Response(reply.lines()[0], media_type="application/json")
+
+    async def a2e_front(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            response = await a2e_post(request)
+        except Refused as exc:
+            response = await refused(request, exc)
+        except ClientDisconnect as exc:  # gone, or its body too slow (`webserver`)
+            response = await client_left(request, exc)
+        await response(scope, receive, send)
+
+    app.a2e_post = RequestLog(RememberOrigin(a2e_front))
+
+    async def a2e_socket(scope: Scope, receive: Receive, send: Send) -> None:
+        websocket = WebSocket(scope, receive, send)
+        await websocket.accept()
+        header = websocket.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        token = token if scheme.lower() == "bearer" else ""
+        try:
+            principal = await principal_for(token)
+            if principal.role != "agent":
+                raise Refused(403, "UNAUTHORIZED", "A2E needs the agent role")
+        except Refused as exc:
+            await websocket.send_json(_error_body(exc.code, exc.message))
+            await websocket.close(code=1008, reason=exc.message)
+            return
+        count = open_sockets.get(principal.principal_id, 0)
+        if count >= limits.connections_per_principal:
+            message = f"at most {limits.connections_per_principal} connections per principal"
+            await websocket.send_json(_error_body("RUNTIME_ERROR", message))
+            await websocket.close(code=1013, reason=message)
+            return
+        open_sockets[principal.principal_id] = count + 1
+        try:
+            await _serve_socket(
+                receive,
+                send,
+                vault.connect,
+                principal,
+                access.believes(token, principal),
+                partial(_still_valid, principal_for, token, principal),
+                a2e,
+                marks,
+                rate,
+                limits,
+            )
+        finally:
+            open_sockets[principal.principal_id] -= 1
+            if not open_sockets[principal.principal_id]:
+                del open_sockets[principal.principal_id]
+
+    app.a2e_socket = RememberOrigin(a2e_socket)
+
+    @app.get("/v1/history", response_model=HistoryOut)
+    async def v1_history(
+        session: str | None = Query(default=None, max_length=200),
+        toolkit: str | None = Query(default=None, max_length=200),
+        since: str | None = Query(default=None, max_length=64),
+        _: Principal = Depends(as_auditor),
+    ) -> HistoryOut:
+        """Config versions: public config and secret fingerprints only (`history --json`)."""
+        try:
+            since_ts = parse_time(since) if since else None
+        except VaultError as exc:
+            raise Refused(422, "INVALID_MESSAGE", exc.message) from None
+        versions = await in_thread(history, vault.store, session, toolkit, since_ts)
+        return HistoryOut(versions=versions)
+
+    @app.get("/v1/audit/verify")
+    async def v1_audit_verify(
+        _: Principal = Depends(as_auditor),
+    ) -> dict[str, Any]:
+        """Walk the audit chain (as `audit verify --json`)."""
+        report = await in_thread(vault.verify_audit)
+        return report.as_json()
+
+    @app.get("/v1/keys/status", response_model=KeysOut)
+    async def v1_keys_status(_: Principal = Depends(as_operator)) -> KeysOut:
+        """Both key layers: master keys and vault keys (as `keys status --json`)."""
+        return KeysOut(**await in_thread(key_status, vault.store, provider))
+
+    @app.get("/v1/check")
+    async def v1_check(_: Principal = Depends(as_operator)) -> dict[str, Any]:
+        """Decrypt-verify every stored version in memory (as `check --json`): operators only,
+        as it decrypts the whole store."""
+        try:
+            result: dict[str, Any] = await in_thread(vault.check)
+        except KeyProviderError as exc:  # a vault key made elsewhere, the provider down
+            raise Refused(503, "RUNTIME_ERROR", exc.message) from None
+        return result
+
+    # /console: intake forms and the admin console; links signed with the vault's intake key
+    install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
+    return app
+
+
+def _handle_one(
+    bindings: SessionBindings,
+    principal: Principal,
+    raw: bytes | Message,
+    session_id: str | None,
+    limits: Limits,
+) -> Reply:
+    """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
+    connection, anything else uses the session's bound connection (bound here on its first
+    use in this process), and its write may be left committing (`Connection.start`)."""
+    request = read_request(raw, limits.message_bytes) if isinstance(raw, bytes) else raw
+    if isinstance(request, ErrorMessage):
+        return Reply.of(request, request)
+    if isinstance(request, HandshakeRequest) or not session_id:
+        connection = bindings.vault.connect(principal)
+        response = connection.handle(request)
+        bindings.remember(connection)  # bound by its handshake, if that succeeded
+        return Reply.of(request, response)
+    try:
+        connection = bindings.connection(principal, session_id)
+    except VaultError as exc:
+        return Reply.of(request, _error(request.id, "RUNTIME_ERROR", exc.message))
+    return connection.start(request, events=False)
+
+
+def _error(
+    req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None
+) -> ErrorMessage:
+    return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])
+
+
+async def _still_valid(
+    principal_for: Callable[[str], Any], token: str, principal: Principal
+) -> bool:
+    try:
+        return bool(await principal_for(token) == principal)
+    except Refused:
+        return False
+
+
+class Outbox:
+    """A WebSocket's answers and push events, sent in the order they were given: in place
+    by whoever finds the socket idle (an answer, the common case: no queue, no task
+    switch), or behind a send still waiting (a full transport buffer, a push from a worker
+    thread), by the one already sending. An answer's sender waits for its turn, so a client
+    that stops reading stops being read. A send to a client that left (uvicorn raises
+    `ClientDisconnected`, an `OSError`) drops the rest: the loop hears the disconnect.
+
+    An answer follows a message whose token was just checked; a push follows nothing the
+    client sent, so each one is checked when its turn comes (`still_valid`: the token as
+    the message loop checks it, from the one-second cache or the store). A push whose
+    token is no longer valid is not sent: the socket gets the `UNAUTHORIZED` error and
+    close code 1008 instead (`refuse`), and nothing after them."""
+
+    def __init__(
+        self, send: Send, still_valid: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        self._send = send
+        self._still_valid = still_valid
+        self._line: deque[tuple[str, bool]] = deque()  # (text, is a push)
+        self._sending: asyncio.Future[None] | None = None
+        self._gone = False
+        self._drains: set[asyncio.Task[None]] = set()
+
+    async def put(self, text: str) -> None:
+        self._line.append((text, False))
+        while self._line:  # sent in place, or by the send already under way
+            if self._sending is None:
+                await self._send_line()
+            else:
+                await asyncio.shield(self._sending)
+
+    def put_nowait(self, text: str) -> None:
+        """A push event, sent in its turn if its token still holds then."""
+        self._line.append((text, True))
+        if self._sending is None:
+            task = asyncio.get_running_loop().create_task(self._send_line())
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
+
+    async def drained(self) -> None:
+        """Wait for the line to be sent (or dropped)."""
+        while self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+
+    async def refuse(self) -> None:
+        """Send the `UNAUTHORIZED` error and close with 1008, once the send under way is
+        done; whatever is still in line is dropped."""
+        self._line.clear()
+        while self._sending is not None:
+            await asyncio.shield(self._sending)
+        await self._refuse()
+
+    async def _refuse(self) -> None:
+        self._line.clear()
+        if self._gone:
+            return
+        self._gone = True
+        with contextlib.suppress(OSError):
+            error = dump_message(_error("", "UNAUTHORIZED", REVOKED))
+            await self._send({"type": "websocket.send", "text": error})
+            await self._send({"type": "websocket.close", "code": 1008, "reason": REVOKED})
+
+    async def _send_line(self) -> None:
+        if self._sending is not None:  # a push scheduled behind a send already under way
+            return
+        self._sending = asyncio.get_running_loop().create_future()
+        try:
+            while self._line:
+                text, push = self._line.popleft()
+                if self._gone:
+                    continue
+                if push and self._still_valid is not None and not await self._still_valid():
+                    await self._refuse()
+                    break
+                try:
+                    await self._send({"type": "websocket.send", "text": text})
+                except OSError:  # the client left: the loop hears its disconnect
+                    self._gone = True
+        finally:
+            self._sending.set_result(None)
+            self._sending = None
+
+
+async def _serve_socket(
+    receive: Receive,
+    send: Send,
+    connect: Callable[..., Connection],
+    principal: Principal,
+    believed: Callable[[], bool],
+    recheck: Callable[[], Awaitable[bool]],
+    workers: Workers,
+    marks: SharedMarks[Mark],
+    rate: _RateLimiter,
+    limits: Limits,
+) -> None:
+    """Serve one accepted WebSocket, on its ASGI `receive` and `send` (Starlette's
+    `WebSocket` adds two calls a message and nothing this loop needs); every message first
+    re-checks its token (`believed` from the cache, else `recheck` on the store; a revoked
+    one gets an `UNAUTHORIZED` error and close code 1008) and the principal's rate. Answers
+    and push events leave in order through its `Outbox`, which checks the token again
+    before each push, so a revoked token hears nothing more even while its client is
+    silent."""
+    loop = asyncio.get_running_loop()
+
+    async def still_valid() -> bool:
+        return believed() or await recheck()
+
+    outbox = Outbox(send, still_valid)
+
+    def push(event: Message) -> None:  # called from worker threads
+        loop.call_soon_threadsafe(outbox.put_nowait, dump_message(event))
+
+    connection = connect(principal, push)
+    try:
+        while True:
+            message = await receive()
+            if message["type"] != "websocket.receive":
+                break  # websocket.disconnect
+            raw = message["text"] if message.get("text") is not None else message.get("bytes", b"")
+            if not await still_valid():
+                await outbox.refuse()
+                break
+            if not rate.allow(principal.principal_id):
+                error = _error("", "RUNTIME_ERROR", "rate limit exceeded; slow down")
+                await outbox.put(dump_message(error))
+                continue
+            if len(raw) > PARSE_ON_LOOP:
+                lines = await workers.run(connection.handle_raw, raw, limits.message_bytes)
+            else:
+                request = read_request(raw, limits.message_bytes)
+                answer = None
+                if isinstance(request, ANSWERED_AT_ONCE):
+                    answer = connection.answer_at_once(request, await marks.read())
+                if answer is None:
+                    reply = await workers.run_settled(connection.start, request)
+                    lines = reply.lines()
+                else:
+                    lines = [answer]
+            for line in lines:
+                await outbox.put(line)
+    finally:
+        await workers.run(connection.close)
+        await outbox.drained()

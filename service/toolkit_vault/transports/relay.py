@@ -1,0 +1,114 @@
+"""Push events across `serve` replicas on one PostgreSQL database (LISTEN/NOTIFY).
+
+A configure through one replica must reach the WebSockets of that session on every other
+replica, so the service scales out behind a load balancer. Each replica NOTIFYs the status
+event and LISTENs on a thread of its own, delivering what other replicas sent to its local
+connections.
+
+Any database role that can connect may LISTEN on, or NOTIFY, any channel. So a payload is
+sealed (AES-256-GCM, committing; see `crypto.seal`) under the relay key, a subkey of the
+state key that only the master key unwraps: a listener learns nothing but sizes and times,
+and a forged or altered payload is dropped. A payload older than `MAX_AGE` seconds, or one
+seen before, is dropped too, so a recorded one cannot be replayed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+
+import psycopg
+from sqlalchemy import text
+
+from toolkit_vault import crypto
+from toolkit_vault.core.service import Vault
+from toolkit_vault.errors import DecryptionError, VaultError
+from toolkit_vault.protocol import ToolkitStatusEvent, dump_message
+
+__all__ = ["CHANNEL", "PgEventRelay"]
+
+CHANNEL = "toolkit_vault_events"
+MAX_AGE = 30.0  # seconds a relayed event stays acceptable
+log = logging.getLogger(__name__)
+
+
+class PgEventRelay:
+    def __init__(self, vault: Vault) -> None:
+        if vault.relay_key is None:
+            raise VaultError("the relay key is not loaded")
+        self._key = vault.relay_key
+        self._seen: set[str] = set()  # event ids delivered in the last MAX_AGE seconds
+        self._expiry: deque[tuple[float, str]] = deque()
+        self.vault = vault
+        self.origin = uuid.uuid4().hex
+        url = vault.store.engine.url.set(drivername="postgresql")
+        self._conninfo = url.render_as_string(hide_password=False)
+        self._stopped = threading.Event()
+        self.listening = threading.Event()
+
+    def start(self) -> PgEventRelay:
+        self.vault.relay = self.send
+        threading.Thread(target=self._listen, name="pg-event-relay", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def send(self, event: ToolkitStatusEvent) -> None:
+        body = {
+            "origin": self.origin,
+            "sent": time.time(),
+            "event": json.loads(dump_message(event)),
+        }
+        sealed = crypto.seal(self._key, json.dumps(body).encode(), CHANNEL.encode())
+        payload = base64.b64encode(sealed).decode()
+        try:
+            with self.vault.store.engine.begin() as conn:
+                conn.execute(
+                    text("SELECT pg_notify(:channel, :payload)"),
+                    {"channel": CHANNEL, "payload": payload},
+                )
+        except Exception as exc:  # the event is advisory: the configure itself is stored
+            log.warning("could not relay a status event (%s)", type(exc).__name__)
+
+    def _listen(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
+                    while not self._stopped.is_set():  # wake each second to notice stop()
+                        for notice in conn.notifies(timeout=1.0):
+                            self._receive(notice.payload)
+            except psycopg.Error as exc:
+                self.listening.clear()
+                log.warning(
+                    "event relay lost its connection (%s); reconnecting", type(exc).__name__
+                )
+                time.sleep(1.0)
+
+    def _receive(self, payload: str) -> None:
+        try:
+            sealed = base64.b64decode(payload, validate=True)
+            data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))
+            if data.get("origin") == self.origin:
+                return
+            event = ToolkitStatusEvent.model_validate(data["event"])
+            sent = float(data["sent"])
+        except (ValueError, KeyError, TypeError, DecryptionError) as exc:
+            log.warning("ignored a relayed event that is not ours (%s)", type(exc).__name__)
+            return
+        now = time.time()
+        while self._expiry and self._expiry[0][0] < now - MAX_AGE:
+            self._seen.discard(self._expiry.popleft()[1])
+        if not now - MAX_AGE < sent < now + MAX_AGE or event.id in self._seen:
+            log.warning("ignored a stale or repeated relayed event")
+            return
+        self._seen.add(event.id)
+        self._expiry.append((now, event.id))
+        self.vault.deliver(event)

@@ -1,0 +1,66 @@
+"""A2E over JSON lines on stdin/stdout: one message per line in, one or more lines out.
+
+A thin shell over `Connection`: it reads bounded lines, writes every response and event as
+one line, and keeps going after any bad input. Nothing but protocol goes to stdout. Serving
+the process's own stdin and stdout, it is the process: toolkit plugins initialize in it with
+their decrypted configs, so every log record it makes is redacted (`redact_every_record`)
+before anything reaches stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import IO
+
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.logs import redact_every_record
+from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, dump_message
+
+__all__ = ["serve_stdio"]
+
+
+def serve_stdio(
+    vault: Vault,
+    principal: Principal,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[str] | None = None,
+) -> None:
+    if stdin is None and stdout is None:  # the process's own streams: this is the process
+        redact_every_record()
+    source = stdin or sys.stdin.buffer
+    sink = stdout or sys.stdout
+    lock = threading.Lock()
+
+    def write(lines: list[str]) -> None:
+        with lock:
+            for line in lines:
+                sink.write(line + "\n")
+            sink.flush()
+
+    def push(event: Message) -> None:
+        write([dump_message(event)])
+
+    connection: Connection = vault.connect(principal, push)
+    try:
+        while True:
+            line = source.readline(MAX_MESSAGE_BYTES + 2)
+            if not line:
+                break
+            if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+                _discard_rest_of_line(source)  # answered below as an oversized message
+            elif not line.strip():
+                continue
+            else:
+                line = line.rstrip(b"\r\n")  # framing: the size limit is the message's own
+            write(connection.handle_raw(line))
+    finally:
+        connection.close()
+
+
+def _discard_rest_of_line(source: IO[bytes]) -> None:
+    while True:
+        chunk = source.readline(64 * 1024)
+        if not chunk or chunk.endswith(b"\n"):
+            return

@@ -1,0 +1,108 @@
+"""The web side: the console for operators and auditors, and intake forms for people.
+
+Server-rendered HTML (Jinja2 templates beside this package), no script at all, a strict
+Content-Security-Policy. Every route calls the service API, never the store directly.
+`install_console(app, vault, provider)` mounts it under `/console`. An intake link names
+`public_url` (`serve --public-url`, else the address `serve` was told to bind) or, without
+one, the local address and scheme of the socket the request came in on: never a request
+header, so a client sending `Host: evil.example` cannot send a person's secret there.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolkit_vault.core.intake import DEFAULT_TTL, Intake
+from toolkit_vault.core.service import Vault
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.transports.web.console import console_routes
+from toolkit_vault.transports.web.intake_pages import intake_routes
+from toolkit_vault.transports.web.pages import STATIC, WebState
+from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
+
+__all__ = ["MOUNT", "RememberOrigin", "client_left", "create_console", "install_console"]
+
+MOUNT = "/console"
+_REQUEST: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+    "tkv_request_scope", default=None
+)
+_SCHEMES = {"http": "http", "ws": "http", "https": "https", "wss": "https"}
+
+
+def _origin(scope: Scope | None) -> str:
+    """scheme://host:port of the socket `scope` came in on, as the server sees it (its local
+    address and whether it speaks TLS); no header is read."""
+    scope = scope or {}
+    scheme = _SCHEMES.get(scope.get("scheme", "http"), "http")
+    host, port = scope.get("server") or ("localhost", None)
+    if ":" in host:
+        host = f"[{host}]"
+    default = port is None or (scheme, port) in (("http", 80), ("https", 443))
+    return f"{scheme}://{host}" + ("" if default else f":{port}")
+
+
+class RememberOrigin:
+    """ASGI middleware: the request's scope, for intake links made while it runs."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _REQUEST.set(scope)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _REQUEST.reset(token)
+
+
+async def client_left(_request: Request, _exc: Exception) -> Response:
+    """A client that left before its body was in (or was cut off by the body deadline,
+    `webserver`): nothing to answer (uvicorn drops it), logged as 408, no traceback."""
+    return Response(status_code=408)
+
+
+def create_console(
+    vault: Vault,
+    provider: KeyProvider,
+    *,
+    intake_key: SecretBytes | None = None,
+    public_url: str | None = None,
+    intake_ttl: float = DEFAULT_TTL,
+    secure_cookies: bool = True,
+) -> FastAPI:
+    """The console app (mount it at `MOUNT`); installs the vault's intake service.
+
+    `serve` passes the vault's intake key (a subkey of its state key), so a link works on
+    every replica and across restarts; without one a random key is drawn, and links then
+    live as long as this process and work on it alone.
+    """
+
+    def url_for(link: str) -> str:
+        base = (public_url or _origin(_REQUEST.get())).rstrip("/")
+        return f"{base}{MOUNT}/intake?link={link}"
+
+    key = intake_key or SecretBytes(os.urandom(32))
+    intake = Intake(vault, key, url_for, ttl=intake_ttl)
+    state = WebState(vault, provider, intake, Csrf(os.urandom(32)), secure_cookies)
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(SecurityHeaders)
+    app.add_exception_handler(ClientDisconnect, client_left)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.include_router(console_routes(state))
+    app.include_router(intake_routes(state))
+    vault.intake = intake
+    return app
+
+
+def install_console(app: FastAPI, vault: Vault, provider: KeyProvider, **options: Any) -> None:
+    """Mount the console under `/console` of the A2E app, and remember request origins."""
+    app.mount(MOUNT, create_console(vault, provider, **options))
+    app.add_middleware(RememberOrigin)

@@ -1,0 +1,143 @@
+"""The intake form: a person opens the agent's link, types the secret fields, submits.
+
+The link is the only credential (no sign-in): it travels in the query string (the
+request log records the path alone) and, on submit, in the form body. Errors are shown
+beside their fields with the pointers and keywords of the A2E error; a secret input is
+never given a value back, a public one keeps what was typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from toolkit_vault.core.intake import IntakeRefused, IntakeView
+from toolkit_vault.errors import ConfigInvalid
+from toolkit_vault.transports.web.formdata import initial_values, parse_form, place_errors
+from toolkit_vault.transports.web.forms import Field, leaves
+from toolkit_vault.transports.web.pages import WebState
+from toolkit_vault.transports.web.security import BadForm, read_form
+
+__all__ = ["intake_routes"]
+
+_STATUS = {"invalid": 404, "expired": 410, "used": 410, "changed": 409}
+_TITLES = {
+    "invalid": "Link not valid",
+    "expired": "Link expired",
+    "used": "Link already used",
+    "changed": "Toolkit changed",
+}
+
+
+def _ids(fields: Sequence[Field]) -> dict[str, str]:
+    ids: dict[str, str] = {}
+
+    def walk(group: Sequence[Field]) -> None:
+        for field in group:
+            ids[field.pointer] = f"f{len(ids) + 1}"
+            walk(field.children)
+
+    walk(fields)
+    return ids
+
+
+def _schema_errors(
+    view: IntakeView, config: dict[str, Any], unreadable: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """The schema's verdict on what could be read, so every fault shows at once (minus
+    the ones about fields left out because they could not be read)."""
+    try:
+        view.toolkit.schema.validate(config)
+    except ConfigInvalid as exc:
+        skip = [e["pointer"] for e in unreadable]
+        return [
+            d
+            for d in exc.details
+            if not any(d["pointer"] == p or d["pointer"].startswith(p + "/") for p in skip)
+        ]
+    return []
+
+
+def intake_routes(state: WebState) -> APIRouter:
+    router = APIRouter()
+
+    def refused(request: Request, exc: IntakeRefused) -> Response:
+        text = exc.message[:1].upper() + exc.message[1:] + "."
+        return state.message(request, _STATUS[exc.reason], _TITLES[exc.reason], text)
+
+    def form_page(
+        request: Request,
+        link: str,
+        view: IntakeView,
+        values: Mapping[str, str],
+        details: Sequence[Mapping[str, Any]] = (),
+        status: int = 200,
+    ) -> Response:
+        fields = state.fields(view.toolkit)
+        placed, unplaced = place_errors(fields, details)
+        secret = {f.pointer for f in leaves(fields) if f.secret}
+        return state.render(
+            request,
+            "intake.html",
+            status,
+            link=link,
+            toolkit=view.toolkit.definition,
+            claim=view.claim,
+            fields=fields,
+            ids=_ids(fields),
+            values={k: v for k, v in values.items() if k not in secret},
+            errors=placed,
+            form_errors=unplaced,
+        )
+
+    @router.get("/intake")
+    async def intake_form(request: Request) -> Response:
+        link = request.query_params.get("link", "")
+        try:
+            view = await run_in_threadpool(state.intake.open, link)
+        except IntakeRefused as exc:
+            return refused(request, exc)
+        values = initial_values(state.fields(view.toolkit), view.public_config)
+        return form_page(request, link, view, values)
+
+    @router.post("/intake")
+    async def intake_submit(request: Request) -> Response:
+        try:
+            form = await read_form(request)
+        except BadForm as exc:
+            return state.message(request, 400, "Bad request", str(exc))
+        if not state.form_allowed(request, form):
+            return state.message(
+                request,
+                403,
+                "Form refused",
+                "This form did not come from this page (its CSRF token is missing or wrong); "
+                "nothing was saved. Open the link again and resubmit.",
+            )
+        link = form.get("link", "")
+        try:
+            view = await run_in_threadpool(state.intake.open, link)
+        except IntakeRefused as exc:
+            return refused(request, exc)
+        config, errors = parse_form(state.fields(view.toolkit), form)
+        if errors:
+            errors += _schema_errors(view, config, errors)
+            return form_page(request, link, view, form, errors, 422)
+        try:
+            outcome = await run_in_threadpool(state.intake.complete, link, config)
+        except IntakeRefused as exc:
+            return refused(request, exc)
+        except ConfigInvalid as exc:
+            return form_page(request, link, view, form, exc.details, 422)
+        return state.render(
+            request,
+            "intake_done.html",
+            toolkit=view.toolkit.definition,
+            outcome=outcome,
+            scope=view.claim.scope,
+        )
+
+    return router
