@@ -1,5 +1,5 @@
 """configure: one call = validate, split, seal, initialize, append a version and audit it,
-in one transaction, through the service API (`Connection.handle_raw`, as every transport).
+in one transaction, through the service API (`A2EConnection.handle_raw`, as every transport).
 
 Baselines on the same engine (same connection settings, same write transaction):
 - floor: a plain insert of the same config JSON, in clear, into one table;
@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, Unicode, insert
 
 from toolkit_vault import crypto
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.records import VersionDraft
 
 from .harness import (
@@ -89,7 +90,7 @@ def _measure(ctx: Context, database: str, url: str) -> list[Result]:
     engine = vault.store.engine
     metadata, plain, encrypted = _tables(os.urandom(32).hex())
     metadata.create_all(engine)
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     hello = json.loads(conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')[0])
     session_id = hello["session_id"]
     counter = [0]
@@ -207,7 +208,7 @@ def _prebuilt_draft(vault: Vault, session_id: str) -> Callable[[int, str], Versi
     return lambda _version, _primary: draft
 
 
-def _configure(conn: Connection, n: int) -> None:
+def _configure(conn: A2EConnection, n: int) -> None:
     message = {"type": "toolkit/configure/req", "toolkit_name": "bench", "config": bench_config(n)}
     reply: dict[str, Any] = json.loads(conn.handle_raw(json.dumps(message))[0])
     if reply.get("status") != "ok":
@@ -265,7 +266,7 @@ def profile(ctx: Context, database: str) -> list[str]:
     directory = ctx.work / f"configure-profile-{database}"
     with ctx.database(database, directory) as url:
         vault = open_bench_vault(directory / "home", url, bench_registry(1))
-        conn = vault.connect(AGENT)
+        conn = connect(vault, AGENT)
         conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
         for n in range(WARMUP):
             _configure(conn, n)

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert
 
 from toolkit_vault import crypto
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.store.integrity import POINTERS, SESSIONS, VERSIONS
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig, SessionRow

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import storage
 from toolkit_vault.store.storage import Store

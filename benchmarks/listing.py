@@ -1,6 +1,6 @@
 """list: `toolkit/list/req` with 200 registered toolkits (10 configured in the listing
 session), in a store of 100 and of 10,000 sessions (3 configured toolkits each), through
-`Connection.handle_raw`, each list reading the store (as it does after any commit). The
+`A2EConnection.handle_raw`, each list reading the store (as it does after any commit). The
 baseline is the same list at 100 sessions, measured in the same run, interleaved;
 statements are counted as `harness.count_statements` says.
 """
@@ -11,7 +11,8 @@ import json
 from contextlib import ExitStack
 from typing import Any
 
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
 
 from .fill import fill_sessions
 from .harness import AGENT, Context, Result, count_statements, median, open_bench_vault, timed
@@ -31,13 +32,13 @@ def run(ctx: Context) -> list[Result]:
     return results
 
 
-def _prepare(ctx: Context, database: str, url: str, sessions: int) -> tuple[Vault, Connection]:
+def _prepare(ctx: Context, database: str, url: str, sessions: int) -> tuple[Vault, A2EConnection]:
     ctx.log(f"list: {database}, filling {sessions:,} sessions")
     registry = bench_registry(TOOLKITS)
     vault = open_bench_vault(ctx.work / f"list-{database}-{sessions}" / "home", url, registry)
     names = [t.definition.name for t in registry.all()]
     fill_sessions(vault, sessions, names[:3])
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
     for n, name in enumerate(names[:CONFIGURED]):
         message = {"type": "toolkit/configure/req", "toolkit_name": name, "config": bench_config(n)}
@@ -45,7 +46,7 @@ def _prepare(ctx: Context, database: str, url: str, sessions: int) -> tuple[Vaul
     return vault, conn
 
 
-def _list(conn: Connection) -> None:
+def _list(conn: A2EConnection) -> None:
     """One list that reads the store, as every list does after any commit (on SQLite a list
     with nothing committed since the last is answered from memory: not what this measures)."""
     conn.vault._read_at.clear()
@@ -74,7 +75,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
         for _ in range(ctx.scale.list_repeats):
             for sessions, (_, conn) in setups.items():
 
-                def lists(conn: Connection = conn) -> None:
+                def lists(conn: A2EConnection = conn) -> None:
                     for _ in range(calls):
                         _list(conn)
 

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolkit_vault.core.connection import connect
+
 from .harness import AGENT, Context, Result, median, open_bench_vault
 from .toolkit import bench_config, bench_registry, install_entry_point
 
@@ -74,7 +76,7 @@ def run(ctx: Context) -> list[Result]:
 def _measure(ctx: Context, database: str, url: str, directory: Path) -> Result:
     home = directory / "home"
     vault = open_bench_vault(home, url, bench_registry(1))
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     hello = json.loads(conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')[0])
     session_id = hello["session_id"]
     message = {"type": "toolkit/configure/req", "toolkit_name": "bench", "config": bench_config(1)}

@@ -42,7 +42,7 @@ from sqlalchemy import (
 )
 
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.keys.rotation import (
     rotate_master_key,
     rotate_vault_key,

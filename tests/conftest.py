@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import Base
 

@@ -10,7 +10,8 @@ from types import ModuleType
 from typing import Any
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.plugin import PushCallback
 
 SPEC_PLUGINS = Path(__file__).parent / "plugins" / "spec_dist"
@@ -32,7 +33,7 @@ def spec_module() -> ModuleType:
     return sys.modules["tkv_spec_plugins"]
 
 
-def send(conn: Connection, message: dict[str, Any]) -> list[dict[str, Any]]:
+def send(conn: A2EConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
 
 
@@ -41,8 +42,8 @@ def hello(
     session_id: str | None = None,
     capabilities: tuple[str, ...] = ("toolkits",),
     push: PushCallback | None = None,
-) -> tuple[Connection, str]:
-    conn = vault.connect(AGENT, push)
+) -> tuple[A2EConnection, str]:
+    conn = connect(vault, AGENT, push)
     message: dict[str, Any] = {"type": "handshake/req", "capabilities": list(capabilities)}
     if session_id:
         message["session_id"] = session_id
@@ -51,7 +52,7 @@ def hello(
     return conn, response["session_id"]
 
 
-def configure(conn: Connection, toolkit: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+def configure(conn: A2EConnection, toolkit: str, config: dict[str, Any]) -> list[dict[str, Any]]:
     return send(conn, {"type": "toolkit/configure/req", "toolkit_name": toolkit, "config": config})
 
 

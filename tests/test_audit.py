@@ -13,7 +13,7 @@ from test_cli import run
 from test_history import error_line
 from test_vault import configure, handshake, secret_config
 from toolkit_vault.audit.verify import verify_audit_chain
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import AuditEvent, AuditHead, ConfigVersion

@@ -17,7 +17,8 @@ from toolkit_vault.cli import main
 from toolkit_vault.cli.ids import resolve_principal, unique_prefixes
 from toolkit_vault.cli.shell import iso_seconds
 from toolkit_vault.cli.tables import Column, Row, render
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings
 
@@ -173,7 +174,7 @@ def agent(vault: Vault) -> Principal:
 
 
 def session_of(vault: Vault, principal: Principal, session_id: str | None = None) -> Any:
-    conn = vault.connect(principal)
+    conn = connect(vault, principal)
     hello: dict[str, Any] = {"type": "handshake/req", "capabilities": ["toolkits"]}
     if session_id is not None:
         vault.store.create_session(session_id, principal.principal_id)

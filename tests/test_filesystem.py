@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from test_vault import AGENT, configure, handshake, listed, request
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion
@@ -329,7 +330,7 @@ def test_a_root_dir_removed_later_fails_the_resume(
     restarted = open_vault(home)
     try:
         hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
-        _, event = request(restarted.connect(AGENT), hello)
+        _, event = request(connect(restarted, AGENT), hello)
         assert (event["toolkit_name"], event["configured"], event["status"]) == (
             "filesystem",
             False,

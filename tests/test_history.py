@@ -15,7 +15,8 @@ from test_cli import run
 from test_vault import CANARY, configure, handshake, listed, secret_config
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import UnknownSession, VaultError
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings
@@ -230,7 +231,7 @@ def test_purge_of_one_toolkit_keeps_the_others(vault: Vault, cli_env: dict[str, 
 def test_vault_purge_forgets_live_instances_and_tells_the_session(vault: Vault) -> None:
     pushed: list[Message] = []
     conn, session = handshake(vault)
-    watcher = vault.connect(conn.principal, pushed.append)
+    watcher = connect(vault, conn.principal, pushed.append)
     watcher.handle_raw(
         json.dumps({"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session})
     )

@@ -29,7 +29,7 @@ from websockets.sync.client import ClientConnection, connect
 from toolkit_vault.access.principals import create_token, revoke
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import init_vault, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import load_settings
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")

@@ -24,7 +24,8 @@ from starlette.testclient import TestClient
 
 from toolkit_vault.access.principals import Principal, authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import ToolkitListRequest, ToolkitStatusEvent
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.database import IDLE_PING_S, open_engine
@@ -90,7 +91,7 @@ def test_refusals_are_never_remembered_and_writes_elsewhere_keep_the_cache(
     for token in tokens:
         assert cache.authenticate(token) is not None
     assert cache.recall(tokens[0]) is None and cache.recall(tokens[2]) is not None  # size 2
-    vault.connect(Principal("local", "agent")).handle_raw(
+    connect(vault, Principal("local", "agent")).handle_raw(
         b'{"type":"handshake/req","capabilities":["toolkits"]}'
     )  # a write that is not about principals
     assert cache.recall(tokens[2]) is not None
@@ -117,7 +118,7 @@ def test_session_bindings_are_bounded(vault: Vault) -> None:
     bindings = SessionBindings(vault, size=3)
     agent = Principal("local", "agent")
     for _ in range(5):
-        connection = vault.connect(agent)
+        connection = connect(vault, agent)
         connection.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
         bindings.remember(connection)
     assert len(bindings) == 3 and vault._plugins == {}
@@ -255,7 +256,7 @@ def test_what_this_process_drops_is_read_again(vault: Vault) -> None:
     it, with no commit of this process's to move the mark): an HTTP session using it drops
     its instance, and its next list reads the store again instead of believing memory."""
     agent = Principal("local", "agent")
-    configurer, http = vault.connect(agent, lambda _: None), vault.connect(agent)
+    configurer, http = connect(vault, agent, lambda _: None), connect(vault, agent)
     for conn in (configurer, http):
         conn.handle_raw(json.dumps(HELLO))
     answer = json.loads(configurer.handle_raw(json.dumps(configure() | {"scope": "principal"}))[0])

@@ -19,7 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 from toolkit_vault.access.principals import ROLES, create_token, revoke
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.transports.http_api import Limits, Outbox, create_app
 

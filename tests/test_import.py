@@ -22,7 +22,7 @@ from cli_support import run_cli
 from test_vault import configure, handshake, listed, request
 from toolkit_package.selection import Selection
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.schema import compiled
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, ImportedToolkitRow

@@ -23,7 +23,7 @@ from websockets.sync.client import connect
 from test_http import CLI, free_port, running_server
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.transports.http_api import create_app
 

@@ -26,7 +26,7 @@ from websockets.sync.client import connect
 from cli_support import run_cli
 from test_http import running_server
 from toolkit_vault.bootstrap import init_vault, open_provider, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import KeyProviderError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion

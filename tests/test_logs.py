@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from toolkit_vault import logs
+from toolkit_vault.core.connection import connect
 from toolkit_vault.logs import (
     REQUEST_ID,
     JsonFormatter,
@@ -67,10 +68,11 @@ def test_registered_secrets_are_redacted_everywhere(
 
 
 def test_configure_registers_the_secrets_it_decrypts(vault: object) -> None:
-    from toolkit_vault.core.service import Principal, Vault
+    from toolkit_vault.access.principals import Principal
+    from toolkit_vault.core.vault import Vault
 
     assert isinstance(vault, Vault)
-    conn = vault.connect(Principal("local", "agent"))
+    conn = connect(vault, Principal("local", "agent"))
     conn.handle_raw(json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]}))
     secret = "tkv-canary-registered-91"
     config = {"endpoint": "e", "api_key": secret}

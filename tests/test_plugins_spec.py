@@ -12,7 +12,7 @@ import pytest
 
 from spec_support import CANARY, configure, hello, mail_config, send, spec_module
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.plugin import PluginAnswerRefused
 from toolkit_vault.protocol import ToolkitConfigureRequest, ToolkitListRequest
 from toolkit_vault.settings import VaultSettings

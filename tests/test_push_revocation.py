@@ -18,7 +18,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from toolkit_vault.access.principals import create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.transports.http_api import create_app

@@ -21,7 +21,7 @@ from sqlalchemy import func, insert, select, update
 from cli_support import CLI, run_cli
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_provider, open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.keys.providers import blob_header

@@ -20,8 +20,9 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
+from toolkit_vault.core.connection import connect
 from toolkit_vault.core.intake import Intake
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import UnknownSession
 from toolkit_vault.protocol import Message, ToolkitListRequest, ToolkitListResponse
@@ -57,7 +58,7 @@ class Agent:
 
     def __init__(self, vault: Vault, principal: Principal, session_id: str | None = None):
         self.events: list[dict[str, Any]] = []
-        self.conn = vault.connect(principal, self._pushed)
+        self.conn = connect(vault, principal, self._pushed)
         hello: dict[str, Any] = {"type": "handshake/req", "capabilities": ["toolkits", "tools"]}
         if session_id is not None:
             hello["session_id"] = session_id
@@ -309,7 +310,7 @@ def test_a_principal_scope_id_is_no_session(vault: Vault, bob: Principal) -> Non
         (bob, f"principal:{bob.principal_id}"),
         (bob, SCOPE),
     ]:
-        conn = vault.connect(principal)
+        conn = connect(vault, principal)
         hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": scope_id}
         (refused,) = [json.loads(out) for out in conn.handle_raw(json.dumps(hello))]
         assert (refused["type"], refused["code"], refused["message"]) == (
@@ -318,7 +319,7 @@ def test_a_principal_scope_id_is_no_session(vault: Vault, bob: Principal) -> Non
             "unknown session",
         )
         with pytest.raises(UnknownSession):
-            vault.connect(principal).bind(scope_id)  # HTTP's A2E-Session header
+            connect(vault, principal).bind(scope_id)  # HTTP's A2E-Session header
     named = agent.configure("filesystem", {"root_dir": "/tmp"}, session_id=SCOPE)
     assert (named["type"], named["message"]) == ("error", "unknown session")
     wrong = agent.configure("filesystem", {"root_dir": "/tmp"}, scope="everyone")
@@ -528,12 +529,12 @@ def test_a_principal_reconfigure_does_no_work_for_sessions_without_a_push_channe
     agent = Agent(vault, AGENT)
     agent.configure("secretive", secret_config(PERSONAL), scope="principal")
     hello = json.dumps({"type": "handshake/req", "capabilities": ["toolkits"]})
-    posted = [json.loads(vault.connect(AGENT).handle_raw(hello)[0]) for _ in range(5)]
+    posted = [json.loads(connect(vault, AGENT).handle_raw(hello)[0]) for _ in range(5)]
     keys_received()
     renewed = "tkv-canary-scope-principal-renewed"
     agent.configure("secretive", secret_config(renewed), scope="principal")
     assert keys_received() == [renewed, renewed]  # the configure's own, then `agent`'s
-    one_shot = vault.connect(AGENT)
+    one_shot = connect(vault, AGENT)
     one_shot.bind(posted[0]["session_id"])  # the next POST of one of them
     assert keys_received() == [renewed]
     listing = one_shot.handle(ToolkitListRequest())

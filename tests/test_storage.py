@@ -15,7 +15,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, func, inspect, select, update
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store import storage, writer
 from toolkit_vault.store.database import alembic_config, migrate, open_engine, require_current
@@ -452,7 +453,7 @@ def test_the_commit_mark_moves_with_every_commit_and_only_then(
     on the same connection are `effective_pointers`. PostgreSQL gives neither, and asking
     never creates a missing SQLite file."""
     store = vault.store
-    conn = vault.connect(Principal("local", "agent"))
+    conn = connect(vault, Principal("local", "agent"))
     conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
     session = conn.session_id
     assert session is not None
@@ -470,7 +471,7 @@ def test_the_commit_mark_moves_with_every_commit_and_only_then(
     try:
         first = store.commit_mark()
         assert first is not None and store.commit_mark() == first
-        with other.connect() as conn:
+        with connect(other) as conn:
             conn.execute(select(func.count()).select_from(ConfigVersion)).scalar()
         assert store.commit_mark() == first
         with other.begin() as conn:

@@ -17,7 +17,7 @@ from toolkit_vault.access.principals import (
     list_principals,
     revoke,
 )
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.models import AuditEvent, PrincipalRow
 
 TOKEN = re.compile(r"tkv_[A-Za-z0-9_-]{43}")

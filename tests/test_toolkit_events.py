@@ -16,7 +16,7 @@ import pytest
 from spec_support import CANARY, configure, hello, mail_config, spec_module
 from test_http import CLI, Server, running_server
 from toolkit_vault.core.events import EventGate, EventLimits
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import Message, ToolkitListResponse, ToolkitStatusEvent
 
 tkv = spec_module()

@@ -13,7 +13,8 @@ from sqlalchemy import select, update
 from spec_support import AGENT, configure, hello, mail_config, send
 from test_stdio import CLI
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import ToolListRequest
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import ConfigVersion
@@ -31,7 +32,7 @@ def tools(conn: Any) -> list[tuple[str, str]]:
 
 
 def test_tool_list_needs_the_tools_capability(vault: Vault) -> None:
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     (early,) = send(conn, {"type": "tool/list/req", "id": "t0"})
     assert (early["code"], early["req_id"]) == ("CAPABILITY_NOT_NEGOTIATED", "t0")
     toolkits_only, _ = hello(vault)
@@ -42,7 +43,7 @@ def test_tool_list_needs_the_tools_capability(vault: Vault) -> None:
         "t1",
     )
     assert refused["message"] == "handshake granting tools first"
-    tools_only = vault.connect(AGENT)
+    tools_only = connect(vault, AGENT)
     (granted,) = send(tools_only, {"type": "handshake/req", "capabilities": ["tools", "mcp"]})
     assert granted["capabilities"] == ["tools"]
     (no_toolkits,) = send(tools_only, {"type": "toolkit/list/req", "id": "l1"})
@@ -52,7 +53,7 @@ def test_tool_list_needs_the_tools_capability(vault: Vault) -> None:
     )
     assert tools(tools_only) == []
     hello_both = {"type": "handshake/req", "capabilities": ["tools", "toolkits"]}
-    (both,) = send(vault.connect(AGENT), hello_both)
+    (both,) = send(connect(vault, AGENT), hello_both)
     assert both["capabilities"] == ["toolkits", "tools"]
 
 
@@ -144,7 +145,7 @@ def test_tool_list_after_purge_here_and_by_another_process(
 def test_a_connection_bound_without_a_handshake_may_list_tools(vault: Vault) -> None:
     conn, session = hello(vault)
     configure(conn, "filesystem", {"root_dir": "/tmp"})
-    one_shot = vault.connect(AGENT)  # as HTTP POST with an A2E-Session header does
+    one_shot = connect(vault, AGENT)  # as HTTP POST with an A2E-Session header does
     one_shot.bind(session)
     answer = one_shot.handle(ToolListRequest(id="t2"))
     assert answer.type == "tool/list/resp"

@@ -29,10 +29,11 @@ from sqlalchemy.exc import DBAPIError
 from cli_support import CLI, run_cli
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault.access.principals import authenticate
-from toolkit_vault.audit.verify import upgrade
+from toolkit_vault.audit import upgrade
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import INTEGRITY_FAILED, Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import INTEGRITY_FAILED, Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, PrincipalRow, VaultKey
@@ -152,7 +153,7 @@ def _legacy_vault(legacy: Legacy) -> dict[str, Any]:
 
 
 def _resume(vault: Vault, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
     response, *events = request(conn, hello)
     assert response["type"] == "handshake/resp", response
@@ -195,7 +196,7 @@ def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy, release: str)
         assert authenticate(vault.store, made["tokens"]["revoked-agent"]) is None
         imported = json.loads(PACKAGE.read_text())["name"]
         assert imported in vault.registry
-        conn = vault.connect(AGENT)
+        conn = connect(vault, AGENT)
         request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
         assert configure(conn, "secretive", secret_config())[0]["status"] == "ok"
     finally:
@@ -319,6 +320,7 @@ from toolkit_vault.store.integrity import POINTERS, VERSIONS
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 from toolkit_vault.store.records import AuditDraft, VersionDraft
 from toolkit_vault.settings import load_settings
+from toolkit_vault.core.connection import connect
 
 count = int(sys.argv[1])
 vault = open_vault(load_settings())

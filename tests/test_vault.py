@@ -13,7 +13,8 @@ from sqlalchemy import select, update
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Connection, Reply, Vault, read_request
+from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import storage
@@ -26,12 +27,12 @@ pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.
 CANARY = "tkv-canary-7f3a9c1e5b2d"
 
 
-def request(conn: Connection, message: dict[str, Any]) -> list[dict[str, Any]]:
+def request(conn: A2EConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
 
 
-def handshake(vault: Vault, session_id: str | None = None) -> tuple[Connection, str]:
-    conn = vault.connect(AGENT)
+def handshake(vault: Vault, session_id: str | None = None) -> tuple[A2EConnection, str]:
+    conn = connect(vault, AGENT)
     msg: dict[str, Any] = {"type": "handshake/req", "capabilities": ["toolkits"]}
     if session_id:
         msg["session_id"] = session_id
@@ -40,13 +41,13 @@ def handshake(vault: Vault, session_id: str | None = None) -> tuple[Connection, 
     return conn, response["session_id"]
 
 
-def configure(conn: Connection, toolkit: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+def configure(conn: A2EConnection, toolkit: str, config: dict[str, Any]) -> list[dict[str, Any]]:
     return request(
         conn, {"type": "toolkit/configure/req", "toolkit_name": toolkit, "config": config}
     )
 
 
-def listed(conn: Connection) -> dict[str, bool]:
+def listed(conn: A2EConnection) -> dict[str, bool]:
     response = request(conn, {"type": "toolkit/list/req"})[0]
     return {t["name"]: t["configured"] for t in response["toolkits"]}
 
@@ -206,7 +207,7 @@ def test_invalid_config_error_never_echoes_the_value(vault: Vault) -> None:
 
 
 def test_capability_gating_and_sessions(vault: Vault) -> None:
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     (early,) = request(conn, {"type": "toolkit/list/req", "id": "r1"})
     assert (early["code"], early["req_id"]) == ("CAPABILITY_NOT_NEGOTIATED", "r1")
     (none,) = request(conn, {"type": "handshake/req", "capabilities": ["mcp"]})
@@ -216,7 +217,7 @@ def test_capability_gating_and_sessions(vault: Vault) -> None:
     )
     assert unknown["code"] == "RUNTIME_ERROR" and unknown["message"] == "unknown session"
     _, session = handshake(vault)
-    other = vault.connect(Principal("someone-else", "agent"))
+    other = connect(vault, Principal("someone-else", "agent"))
     (foreign,) = request(
         other, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
     )
@@ -264,7 +265,7 @@ def test_resume_with_undecryptable_config_still_opens(vault: Vault, home: VaultS
             .values(wrapped_dek=bytes(tampered))
         )
     restarted = open_vault(home)
-    resumed = restarted.connect(AGENT)
+    resumed = connect(restarted, AGENT)
     out = request(
         resumed, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
     )
@@ -341,7 +342,7 @@ def test_moved_ciphertext_never_decrypts(vault: Vault, home: VaultSettings, move
 def test_status_event_reaches_other_connections_of_the_session(vault: Vault) -> None:
     pushed: list[Message] = []
     conn, session = handshake(vault)
-    watcher = vault.connect(AGENT, pushed.append)
+    watcher = connect(vault, AGENT, pushed.append)
     request(watcher, {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session})
     configure(conn, "filesystem", {"root_dir": "/tmp"})
     assert [(e.type, getattr(e, "configured", None)) for e in pushed] == [
@@ -364,7 +365,7 @@ def _settle(reply: Reply) -> list[dict[str, Any]]:
 def test_a_configure_left_committing_is_answered_once_it_is_stored_and_live(
     vault: Vault,
 ) -> None:
-    """`Connection.start` (a server's transports, in a worker thread) returns while the
+    """`A2EConnection.start` (a server's transports, in a worker thread) returns while the
     configure's write still waits for SQLite's writer; the toolkit is live, and its answer
     and status event said, only once it is stored."""
     conn, session = handshake(vault)

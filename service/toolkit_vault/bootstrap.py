@@ -18,7 +18,7 @@ from typing import Any
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.upgrade import authenticate_state
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
 from toolkit_vault.keys.keystore import read_vault_keys

@@ -28,7 +28,8 @@ from sqlalchemy import func, select
 from websockets.sync.client import connect as ws_connect
 
 from toolkit_vault.access.principals import Principal, create_token
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig, SessionRow
 
@@ -62,7 +63,7 @@ class ConnectionChannel:
     name = "connection"
 
     def __init__(self, vault: Vault, session_id: str | None = None) -> None:
-        self.conn = vault.connect(AGENT)
+        self.conn = connect(vault, AGENT)
         hello = _handshake_message(session_id)
         (response, *_) = self.exchange(hello)
         assert response["type"] == "handshake/resp", response

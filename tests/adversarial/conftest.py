@@ -19,7 +19,7 @@ from adversarial_support import (
     WebSocketChannel,
 )
 
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 
 TRANSPORTS = ["connection", "stdio", "http", "websocket"]

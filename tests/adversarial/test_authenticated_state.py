@@ -23,11 +23,13 @@ from click.testing import CliRunner
 from sqlalchemy import insert, select, text, update
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
+from toolkit_vault.access.principals import Principal as ServicePrincipal
 from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import INTEGRITY_FAILED, Outcome, Vault, VaultToolkitPlugin
-from toolkit_vault.core.service import PrincipalRow as ServicePrincipal
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.spec_plugin import VaultToolkitPlugin
+from toolkit_vault.core.vault import INTEGRITY_FAILED, Outcome, Vault
 from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import (
@@ -77,7 +79,7 @@ def row_of(vault: Vault, table: Any, *where: Any) -> Any:
 
 
 def resume(vault: Vault, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
     response, *events = request(conn, hello)
     assert response["type"] == "handshake/resp", response
@@ -402,7 +404,7 @@ def _principal_configured(vault: Vault) -> str:
 
 
 def new_session(vault: Vault) -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    conn = vault.connect(AGENT)
+    conn = connect(vault, AGENT)
     response, *events = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
     assert response["type"] == "handshake/resp", response
     return events, listed(conn)
@@ -449,7 +451,7 @@ def test_a_principal_config_moved_to_another_principal_is_refused(
     _principal_configured(vault)
     bob_id, _ = create_token(vault.store, "agent", "bob")
     bob = ServicePrincipal(bob_id, "agent")
-    conn = vault.connect(bob)
+    conn = connect(vault, bob)
     request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
     fs = {"type": "toolkit/configure/req", "toolkit_name": "filesystem", "scope": "principal"}
     request(conn, {**fs, "config": {"root_dir": "/srv"}})  # bob's scope row now exists
@@ -459,7 +461,7 @@ def test_a_principal_config_moved_to_another_principal_is_refused(
         sql(vault, update(table).where(moved).values(session_id=theirs))
     SecretiveToolkit.received.clear()
     later = reopen(fresh)
-    conn = later.connect(bob)
+    conn = connect(later, bob)
     response, *events = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
     assert response["type"] == "handshake/resp"
     assert SecretiveToolkit.received == [] and listed(conn)["secretive"] is False
@@ -481,7 +483,7 @@ def test_a_principal_scope_given_to_another_principal_gives_nothing(
         .values(principal_id=thief),
     )
     later = reopen(fresh)
-    conn = later.connect(ServicePrincipal(thief, "agent"))
+    conn = connect(later, ServicePrincipal(thief, "agent"))
     request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
     assert listed(conn)["secretive"] is False  # the scope is named by the token's principal
     assert new_session(later)[1]["secretive"] is True  # a row's owner decides nothing

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 

@@ -28,7 +28,7 @@ from sqlalchemy import Connection as DBConnection
 from sqlalchemy import Engine, create_engine, event, select, text
 
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import database
 from toolkit_vault.store.models import ConfigVersion

@@ -32,7 +32,7 @@ from adversarial_support import (
 )
 
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import SchemaRefused, VaultError
 from toolkit_vault.schema import MAX_SECRETS
 from toolkit_vault.settings import VaultSettings

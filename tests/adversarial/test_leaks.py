@@ -46,7 +46,8 @@ from sqlalchemy import select
 
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, ToolkitConfigureRequest
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -177,7 +178,7 @@ def test_no_secret_in_any_byte_written(
     canary.raised("api-invalid", caught.value)
 
     # A connection: each status, each refusal, malformed messages.
-    conn = vault.connect(AGENT, pushed.append)
+    conn = connect(vault, AGENT, pushed.append)
     resumable = ""
     for raw in (
         HANDSHAKE,
@@ -194,7 +195,7 @@ def test_no_secret_in_any_byte_written(
     # A resume in a new process: every stored config decrypted and initialized again.
     restarted = open_vault(home)
     try:
-        again = restarted.connect(AGENT, pushed.append)
+        again = connect(restarted, AGENT, pushed.append)
         hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": resumable}
         for out in again.handle_raw(line(hello)) + again.handle_raw(
             line({"type": "toolkit/list/req"})
@@ -248,7 +249,7 @@ def test_no_secret_in_any_byte_written(
         canary.saw("import configure", out)
 
     # A session to purge.
-    doomed = vault.connect(AGENT)
+    doomed = connect(vault, AGENT)
     doomed_session = json.loads(doomed.handle_raw(HANDSHAKE)[0])["session_id"]
     doomed.handle_raw(configure("secretive", secret_config(canary("purged"))))
 

@@ -27,7 +27,7 @@ from adversarial_support import (
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import MAX_DEPTH, MAX_MESSAGE_BYTES
 from toolkit_vault.schema import compile_schema
 

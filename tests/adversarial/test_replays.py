@@ -36,7 +36,7 @@ from test_vault import AGENT, CANARY, configure, handshake, listed, request, sec
 from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ToolkitListRequest
 from toolkit_vault.settings import VaultSettings, load_settings

@@ -16,7 +16,8 @@ from adversarial_support import CLI, TIMEOUT, Channel, HttpChannel, WebSocketCha
 from websockets.sync.client import connect as ws_connect
 
 from toolkit_vault.access.principals import Principal, list_principals
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 
 UNKNOWN = ("error", "RUNTIME_ERROR", "unknown session")
 
@@ -63,7 +64,7 @@ def test_every_transport_follows_the_scope_rules(
     )
     scope_id = f"principal:{principal_id}"
     if transport == "connection":
-        conn = vault.connect(Principal(principal_id, "agent"))
+        conn = connect(vault, Principal(principal_id, "agent"))
         (answer,) = [json.loads(out) for out in conn.handle_raw(hello(scope_id))]
     elif transport == "stdio":
         done = subprocess.run(

@@ -25,7 +25,7 @@ import pytest
 from adversarial_support import CLI, ServeProcess
 
 from test_http import _closed
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 

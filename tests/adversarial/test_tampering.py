@@ -23,7 +23,8 @@ from click.testing import CliRunner
 from sqlalchemy import select, update
 
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import FORMAT_VERSION, WRAP_FORMAT, new_key
 from toolkit_vault.errors import DecryptionError
 from toolkit_vault.keys.rotation import check_store
@@ -77,7 +78,7 @@ class Stored:
         assert len(self.rows) == 3 and all(r.status == "ok" for r in rows)
 
     def _configure(self, configs: list[tuple[str, str]]) -> str:
-        conn = self.vault.connect(AGENT)
+        conn = connect(self.vault, AGENT)
         hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
         session: str = json.loads(conn.handle_raw(line(hello))[0])["session_id"]
         for toolkit, key in configs:
@@ -103,7 +104,7 @@ class Stored:
 
     def resume(self, session: str) -> tuple[list[dict[str, Any]], dict[str, bool]]:
         """Resume the session in a new process: (events, configured per toolkit)."""
-        conn = self.fresh().connect(AGENT)
+        conn = connect(self.fresh(), AGENT)
         hello = {"type": "handshake/req", "capabilities": ["toolkits"], "session_id": session}
         response, *events = (json.loads(out) for out in conn.handle_raw(line(hello)))
         assert response["type"] == "handshake/resp" and response["session_id"] == session

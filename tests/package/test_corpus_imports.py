@@ -11,7 +11,7 @@ import pytest
 
 from test_import import CORPUS, events, imported_rows, one_error_line, run, vault_cli
 from toolkit_package.selection import Selection
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.toolkits.imports import MAX_IMPORT_BYTES, PackageRefused, import_package
 
 

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from test_vault import configure, handshake
 from toolkit_package.selection import Selection
 from toolkit_vault.cli import main
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.imports import PackageRefused, import_package

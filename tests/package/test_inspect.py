@@ -19,11 +19,11 @@ from package_builders import EXAMPLES
 
 import toolkit_package
 from toolkit_package.importers import ImportRefused
-from toolkit_package.inspect import MAX_INPUT_BYTES, MAX_REPORT_BYTES, inspect_bytes
+from toolkit_package.inspect_command import MAX_INPUT_BYTES, MAX_REPORT_BYTES, inspect_bytes
 
 SERVICE = str(Path(toolkit_package.__file__).resolve().parents[1])  # the code under test
 ENV = {**os.environ, "PYTHONPATH": SERVICE}
-COMMAND = [sys.executable, "-m", "toolkit_package.inspect"]
+COMMAND = [sys.executable, "-m", "toolkit_package.inspect_command"]
 VALUE_KEYS = {
     "value",
     "default",

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from test_import import BIN, CASES, ENV, VECTORS, events, imported_rows, one_error_line, vault_cli
 from test_vault import configure, handshake, listed
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 from toolkit_vault.toolkits.imports import import_package

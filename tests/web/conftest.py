@@ -11,7 +11,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 
 from web_support import CHROMEDRIVER, CHROMIUM, Server, chromium, serve, web_registry

@@ -15,8 +15,9 @@ from sqlalchemy import delete, select, update
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.history import history
+from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.intake import Claim, Intake, IntakeRefused, LinkSigner
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.protocol import Message
@@ -65,7 +66,7 @@ class Session:
 
     def __init__(self, vault: Vault) -> None:
         self.events: list[Message] = []
-        self.conn: Connection = vault.connect(AGENT, self.events.append)
+        self.conn: A2EConnection = connect(vault, AGENT, self.events.append)
         hello = self.send({"type": "handshake/req", "capabilities": ["toolkits"]})
         self.id: str = hello["session_id"]
 

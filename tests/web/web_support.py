@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, text
 from websockets.sync.client import ClientConnection, connect
 
 from toolkit_vault.access.principals import create_token
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from toolkit_vault.cli.shell import emit, epilog
-from toolkit_vault.core.service import CAPABILITIES
+from toolkit_vault.core.vault import CAPABILITIES
 from toolkit_vault.protocol import PROTOCOL_VERSION
 from toolkit_vault.store.models import SCHEMA_REVISION
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.registry import ToolkitRegistry

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.service import Outcome, Vault
+from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse

@@ -13,7 +13,7 @@ token, and holds at most `size` entries.
 `SharedMarks` lets the lists that arrived together on the event loop share one read of the
 store's commit mark, the one read such a list makes.
 
-`SessionBindings` keeps one bound `Connection` per (principal, session) an HTTP caller
+`SessionBindings` keeps one bound `A2EConnection` per (principal, session) an HTTP caller
 has used in this process: the ownership check and the resume (initializing the session's
 configured toolkits from the store) happen once, on the handshake or on the first request
 naming the session here, instead of on every request.
@@ -33,7 +33,8 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import event
 
 from toolkit_vault.access.principals import Principal, authenticate
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.storage import Store
 
 __all__ = ["PrincipalCache", "SessionBindings", "SharedMarks"]
@@ -156,21 +157,21 @@ class SessionBindings:
 
     def __init__(self, vault: Vault, size: int = 10_000) -> None:
         self.vault, self.size = vault, size
-        self._bound: OrderedDict[tuple[str, str], Connection] = OrderedDict()
+        self._bound: OrderedDict[tuple[str, str], A2EConnection] = OrderedDict()
         self._lock = threading.Lock()
 
-    def connection(self, principal: Principal, session_id: str) -> Connection:
+    def connection(self, principal: Principal, session_id: str) -> A2EConnection:
         """The principal's connection bound to `session_id`; binding it checks ownership and
         resumes the session here (raises `UnknownSession` for a session not theirs)."""
         bound = self.bound(principal, session_id)
         if bound is not None:
             return bound
-        connection = self.vault.connect(principal)
+        connection = connect(self.vault, principal)
         connection.bind(session_id)
         self.remember(connection)
         return connection
 
-    def bound(self, principal: Principal, session_id: str) -> Connection | None:
+    def bound(self, principal: Principal, session_id: str) -> A2EConnection | None:
         """The connection bound here to the principal's `session_id`, if any (no I/O)."""
         key = (principal.principal_id, session_id)
         with self._lock:
@@ -179,7 +180,7 @@ class SessionBindings:
                 self._bound.move_to_end(key)
             return bound
 
-    def remember(self, connection: Connection) -> None:
+    def remember(self, connection: A2EConnection) -> None:
         """Keep a connection bound by a handshake (it receives no push events)."""
         session_id = connection.session_id
         if session_id is None:

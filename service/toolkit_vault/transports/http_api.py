@@ -7,7 +7,7 @@ Tokens are checked through `PrincipalCache` on every request and every WebSocket
 so a revoked token stops working within a second everywhere, its open WebSockets included.
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
-(`Connection.answer_at_once`), which is answered on the event loop; a WebSocket's
+(`A2EConnection.answer_at_once`), which is answered on the event loop; a WebSocket's
 responses and push events leave in order, through its `Outbox`. Every refusal is a
 well-formed A2E `error` body, never a bare dropped connection.
 """
@@ -34,16 +34,10 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault import __version__
+from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.history import history, parse_time
-from toolkit_vault.core.service import (
-    ANSWERED_AT_ONCE,
-    Connection,
-    Mark,
-    Principal,
-    Reply,
-    Vault,
-    read_request,
-)
+from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
+from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
 from toolkit_vault.errors import KeyProviderError, VaultError
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.keys.providers import KeyProvider
@@ -351,7 +345,7 @@ def create_app(
             await _serve_socket(
                 receive,
                 send,
-                vault.connect,
+                partial(connect, vault),
                 principal,
                 access.believes(token, principal),
                 partial(_still_valid, principal_for, token, principal),
@@ -419,12 +413,12 @@ def _handle_one(
 ) -> Reply:
     """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
     connection, anything else uses the session's bound connection (bound here on its first
-    use in this process), and its write may be left committing (`Connection.start`)."""
+    use in this process), and its write may be left committing (`A2EConnection.start`)."""
     request = read_request(raw, limits.message_bytes) if isinstance(raw, bytes) else raw
     if isinstance(request, ErrorMessage):
         return Reply.of(request, request)
     if isinstance(request, HandshakeRequest) or not session_id:
-        connection = bindings.vault.connect(principal)
+        connection = connect(bindings.vault, principal)
         response = connection.handle(request)
         bindings.remember(connection)  # bound by its handshake, if that succeeded
         return Reply.of(request, response)
@@ -537,7 +531,7 @@ class Outbox:
 async def _serve_socket(
     receive: Receive,
     send: Send,
-    connect: Callable[..., Connection],
+    connect: Callable[..., A2EConnection],
     principal: Principal,
     believed: Callable[[], bool],
     recheck: Callable[[], Awaitable[bool]],

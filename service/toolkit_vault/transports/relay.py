@@ -26,7 +26,7 @@ import psycopg
 from sqlalchemy import text
 
 from toolkit_vault import crypto
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import DecryptionError, VaultError
 from toolkit_vault.protocol import ToolkitStatusEvent, dump_message
 

@@ -1,6 +1,6 @@
 """A2E over JSON lines on stdin/stdout: one message per line in, one or more lines out.
 
-A thin shell over `Connection`: it reads bounded lines, writes every response and event as
+A thin shell over `A2EConnection`: it reads bounded lines, writes every response and event as
 one line, and keeps going after any bad input. Nothing but protocol goes to stdout. Serving
 the process's own stdin and stdout, it is the process: toolkit plugins initialize in it with
 their decrypted configs, so every log record it makes is redacted (`redact_every_record`)
@@ -14,7 +14,8 @@ import threading
 from typing import IO
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.service import Connection, Vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.logs import redact_every_record
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, dump_message
 
@@ -42,7 +43,7 @@ def serve_stdio(
     def push(event: Message) -> None:
         write([dump_message(event)])
 
-    connection: Connection = vault.connect(principal, push)
+    connection: A2EConnection = connect(vault, principal, push)
     try:
         while True:
             line = source.readline(MAX_MESSAGE_BYTES + 2)

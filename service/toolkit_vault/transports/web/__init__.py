@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault.core.intake import DEFAULT_TTL, Intake
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.transports.web.console import console_routes

@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from toolkit_vault.audit.history import iso_time
 from toolkit_vault.core.intake import Intake
-from toolkit_vault.core.service import Vault
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 from toolkit_vault.transports.web.formdata import error_text

@@ -1,11 +1,6 @@
-"""The one service API: sessions, list and configure; every transport is a shell over it.
-
-`Vault` owns the store, the key ring and the registry, and the initialized toolkit
-instances of this process (each with a push callback bound to its session and toolkit,
-when it takes one). `Connection` is one transport connection: it parses raw messages,
-enforces the handshake and capability gating (`toolkits`, `tools`), and turns every failure
-into a well-formed `error` message. `VaultToolkitPlugin` is the spec's `ToolkitPlugin` bound
-to one session.
+"""The vault's use cases: sessions, list, configure, tools, purge, check; and the toolkit
+instances this process initialized, each with a push callback bound to its session and
+toolkit when it takes one. Transports reach it through `connection.A2EConnection`.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
@@ -34,15 +29,8 @@ from toolkit_vault.errors import (
 )
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.logs import register_secrets
-from toolkit_vault.plugin import PushCallback, ToolkitPlugin
 from toolkit_vault.protocol import (
-    MAX_MESSAGE_BYTES,
     ConfigureStatus,
-    ErrorCode,
-    ErrorMessage,
-    HandshakeRequest,
-    HandshakeResponse,
-    InvalidMessage,
     Message,
     ToolInfo,
     ToolkitConfigureRequest,
@@ -55,29 +43,23 @@ from toolkit_vault.protocol import (
     ToolListResponse,
     dump_message,
     dump_toolkit_list,
-    parse_message,
 )
 from toolkit_vault.schema import check_sealable, merge_secrets
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Source, Store
-from toolkit_vault.store.writer import Write, deferring
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
-
-if TYPE_CHECKING:
-    from toolkit_vault.core.intake import Intake
 
 __all__ = [
     "ANSWERED_AT_ONCE",
     "CAPABILITIES",
-    "Connection",
+    "INTEGRITY_FAILED",
+    "IntakeOffer",
     "Mark",
-    "Principal",
-    "Reply",
+    "Outcome",
+    "SessionListener",
     "Vault",
-    "VaultToolkitPlugin",
-    "read_request",
 ]
 
 CAPABILITIES = ("toolkits", "tools")
@@ -95,6 +77,33 @@ class Outcome:
     status: ConfigureStatus
     message: str
     unavailable: frozenset[str] = field(default=frozenset())
+
+
+class SessionListener(Protocol):
+    """A session's connection as the vault sees it (`spec_plugin.VaultToolkitPlugin`): who
+    it is, whether it has a push channel, and where its status events go."""
+
+    principal: Principal
+    pushes: bool
+
+    def emit_event(self, event: Message) -> None: ...
+
+
+class IntakeOffer(Protocol):
+    """The intake links a configure may answer with (`intake.Intake`, when the web console
+    is mounted)."""
+
+    def covers(
+        self, toolkit: RegisteredToolkit, msg: ToolkitConfigureRequest, error: ConfigInvalid
+    ) -> bool: ...
+
+    def request(
+        self,
+        principal: Principal,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        msg: ToolkitConfigureRequest,
+    ) -> ToolkitConfigureResponse: ...
 
 
 class Vault:
@@ -122,19 +131,16 @@ class Vault:
         self._unavailable: dict[tuple[str, str], frozenset[str]] = {}  # named by `partial`
         self._scopes: set[str] = set()  # principal scopes whose row exists
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
-        self._plugins: dict[str, set[VaultToolkitPlugin]] = {}
+        self._plugins: dict[str, set[SessionListener]] = {}
         # session -> (store's commit mark, `_dropped`) when its list last read the store
         self._read_at: dict[str, Mark] = {}
         self._dropped = 0  # counts changes made here to what a read had installed
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
-        self.intake: Intake | None = None  # intake links, set by the web console when mounted
+        self.intake: IntakeOffer | None = None  # intake links, set by the web console when mounted
 
     # -- sessions --------------------------------------------------------------------------
-
-    def connect(self, principal: Principal, push: PushCallback | None = None) -> Connection:
-        return Connection(self, principal, push)
 
     def open_session(
         self, principal: Principal, session_id: str | None
@@ -677,11 +683,11 @@ class Vault:
             message=outcome.message,
         )
 
-    def attach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+    def attach(self, session_id: str, plugin: SessionListener) -> None:
         with self._lock:
             self._plugins.setdefault(session_id, set()).add(plugin)
 
-    def detach(self, session_id: str, plugin: VaultToolkitPlugin) -> None:
+    def detach(self, session_id: str, plugin: SessionListener) -> None:
         with self._lock:
             plugins = self._plugins.get(session_id, set())
             plugins.discard(plugin)
@@ -730,204 +736,3 @@ class Vault:
         for session_id in connected:
             for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
                 self.deliver(event)
-
-
-class VaultToolkitPlugin(ToolkitPlugin):
-    """The spec's `ToolkitPlugin`, bound to one session of one principal."""
-
-    name = "toolkit_vault"
-
-    def __init__(self, vault: Vault, principal: Principal, session_id: str) -> None:
-        super().__init__()
-        self.vault = vault
-        self.principal = principal
-        self.session_id = session_id
-        self.pushes = False  # its connection has a push channel (a WebSocket, stdio)
-
-    def _list_toolkits(self, msg: ToolkitListRequest) -> ToolkitListResponse:
-        return self.vault.list_toolkits(self.principal, self.session_id, msg)
-
-    def _configure_toolkit(self, msg: ToolkitConfigureRequest) -> ToolkitConfigureResponse:
-        if msg.session_id not in ("", self.session_id):
-            raise UnknownSession("unknown session")
-        return self.vault.configure(self.principal, self.session_id, msg)
-
-
-class Connection:
-    """One transport connection: bound to one session after a successful handshake."""
-
-    def __init__(self, vault: Vault, principal: Principal, push: PushCallback | None) -> None:
-        self.vault = vault
-        self.principal = principal
-        self._push = push
-        self._outbox: list[Message] | None = None
-        self._outbox_lock = threading.Lock()
-        self.plugin: VaultToolkitPlugin | None = None
-        self._granted: tuple[str, ...] | None = None  # None: bound without a handshake (`bind`)
-
-    @property
-    def session_id(self) -> str | None:
-        return self.plugin.session_id if self.plugin else None
-
-    @property
-    def capabilities(self) -> tuple[str, ...]:
-        """What the handshake granted; a connection `bind` tied to a session has them all."""
-        if self.plugin is None:
-            return ()
-        return CAPABILITIES if self._granted is None else self._granted
-
-    def _deliver(self, event: Message) -> None:
-        # Events may come from other threads (another connection, a toolkit's own thread):
-        # one lock decides whether an event follows the response or is pushed at once.
-        with self._outbox_lock:
-            if self._outbox is not None:
-                self._outbox.append(event)
-                return
-        if self._push is not None:
-            self._push(event)
-
-    def handle_raw(self, raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> list[str]:
-        """One inbound message in; the response, then any events it caused, out (JSON)."""
-        return self.respond(read_request(raw, max_bytes))
-
-    def respond(self, request: Message) -> list[str]:
-        """`read_request`'s result in; the response, then any events it caused, out (JSON)."""
-        return self.start(request, leave_writes=False).lines()
-
-    def start(self, request: Message, *, events: bool = True, leave_writes: bool = True) -> Reply:
-        """`respond`, for a transport on an event loop, called in a worker thread: the write
-        the message makes may be left committing (`Reply.writes`; SQLite's writer thread
-        commits it with others), so that no worker thread sits out the commit; once those
-        are settled, `Reply.lines` is what to send. `events=False` (HTTP, which has nowhere
-        to push) leaves out the events it causes and the connection's outbox alone."""
-        if events:
-            self._outbox = []
-        try:
-            with deferring(leave_writes) as left:
-                response = request if isinstance(request, ErrorMessage) else self.handle(request)
-        except BaseException:
-            if events:
-                self._caused()
-            raise
-        return Reply(request, dump_message(response), left, self if events else None)
-
-    def _caused(self) -> list[Message]:
-        """Close the outbox `start` opened; the events it collected."""
-        with self._outbox_lock:
-            caused, self._outbox = self._outbox or [], None
-        return caused
-
-    def answer_at_once(self, request: Message, mark: Mark | None = None) -> str | None:
-        """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
-        from memory, after at most a read that never waits: `Vault.answer_at_once`, which
-        says what `mark` is), so a transport may give it on its event loop; None: `handle`
-        it in a worker thread. Never raises."""
-        try:
-            if self.plugin is None or isinstance(request, HandshakeRequest | ErrorMessage):
-                return None
-            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
-            if needed not in self.capabilities:
-                return None
-            session_id = self.plugin.session_id
-            return self.vault.answer_at_once(self.principal, session_id, request, mark)
-        except Exception:
-            return None  # `handle` answers it, with the error it deserves
-
-    def handle(self, request: Message) -> Message:
-        try:
-            if isinstance(request, HandshakeRequest):
-                return self._handshake(request)
-            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
-            if self.plugin is None or needed not in self.capabilities:
-                return _error(
-                    request.id, "CAPABILITY_NOT_NEGOTIATED", f"handshake granting {needed} first"
-                )
-            if isinstance(request, ToolListRequest):
-                return self.vault.list_tools(self.principal, self.plugin.session_id, request)
-            return self.plugin.handle(request)
-        except Exception as exc:
-            return _failed(request, exc)
-
-    def _handshake(self, request: HandshakeRequest) -> Message:
-        if self.plugin is not None:
-            return _error(request.id, "INVALID_MESSAGE", "this connection already has a session")
-        granted = [c for c in CAPABILITIES if c in request.capabilities]
-        if not granted:
-            return _error(
-                request.id, "CAPABILITY_NOT_NEGOTIATED", "no supported capability requested"
-            )
-        session_id, events = self.vault.open_session(self.principal, request.session_id)
-        plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
-        self.plugin, self._granted = plugin, tuple(granted)
-        if "toolkits" in granted:  # status events belong to the toolkits capability
-            plugin.set_push_callback(self._deliver)
-            plugin.pushes = self._push is not None
-            self.vault.attach(session_id, plugin)
-            for event in events:
-                self._deliver(event)
-        return HandshakeResponse(req_id=request.id, session_id=session_id, capabilities=granted)
-
-    def bind(self, session_id: str) -> None:
-        """Bind a one-shot connection (HTTP) to one of its principal's sessions, no push."""
-        self.vault.open_session(self.principal, session_id)
-        self.plugin = VaultToolkitPlugin(self.vault, self.principal, session_id)
-
-    def unsubscribe(self) -> None:
-        """Stay bound but receive no more events (HTTP: there is nowhere to push them)."""
-        if self.plugin is not None:
-            self.vault.detach(self.plugin.session_id, self.plugin)
-
-    def close(self) -> None:
-        self.unsubscribe()
-        self.plugin = None
-
-
-class Reply:
-    """What `Connection.start` answers: the response (as JSON), the writes it made that may
-    still be committing, and (`connection`) where the events it caused are collected."""
-
-    __slots__ = ("_connection", "_line", "_request", "writes")
-
-    def __init__(
-        self, request: Message, line: str, writes: list[Write], connection: Connection | None
-    ) -> None:
-        self._request, self._line, self.writes, self._connection = request, line, writes, connection
-
-    @classmethod
-    def of(cls, request: Message, response: Message) -> Reply:
-        """A reply with no write pending and no events to collect."""
-        return cls(request, dump_message(response), [], None)
-
-    def lines(self) -> list[str]:
-        """(Once `writes` are settled.) The response, or the error a write of it ended in,
-        then the events it caused."""
-        line = self._line
-        for write in self.writes:
-            if write.error is not None:
-                line = dump_message(_failed(self._request, write.error))
-                break
-        caused = self._connection._caused() if self._connection is not None else []
-        return [line, *(dump_message(m) for m in caused)]
-
-
-def _failed(request: Message, exc: BaseException) -> ErrorMessage:
-    """The error that answers `request` when handling it raised `exc`."""
-    if isinstance(exc, VaultError):
-        return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
-    # a bug must neither end the connection nor echo a value
-    log.error("unexpected %s while handling %s", type(exc).__name__, request.type)
-    return _error(request.id, "RUNTIME_ERROR", "internal error")
-
-
-def read_request(raw: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Message:
-    """An inbound message parsed, or the `INVALID_MESSAGE` error that answers it."""
-    try:
-        return parse_message(raw, max_bytes=max_bytes)
-    except InvalidMessage as exc:
-        return _error(exc.req_id, "INVALID_MESSAGE", exc.message, exc.details)
-
-
-def _error(
-    req_id: str, code: ErrorCode, message: str, details: list[dict[str, Any]] | None = None
-) -> ErrorMessage:
-    return ErrorMessage(req_id=req_id, code=code, message=message, details=details or [])
