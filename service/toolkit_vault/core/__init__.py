@@ -1,7 +1,10 @@
 """The vault's one service API: every transport and command goes through it.
 
-`service` holds the use cases (list, configure, resume, tools) and the A2E connection;
-`intake` the one-time pages that take secrets from a person; `events` the status pushes.
+`vault` holds the use cases (sessions, list, configure, tools, purge, check) and the
+toolkit instances this process initialized; `connection` is one A2E connection (handshake,
+capability gating, replies) and `spec_plugin` the spec's `ToolkitPlugin` it dispatches
+through; `intake` the one-time pages that take secrets from a person; `events` the status
+pushes.
 
 May import: every package below the transports.
 """
