@@ -16,15 +16,15 @@ from toolkit_vault.toolkits.registry import RegisteredToolkit
 __all__ = [
     "ArgvWarning",
     "FieldMark",
+    "ImportOutcome",
     "ImportReport",
     "ImportedEntry",
-    "Outcome",
     "describe_toolkit",
     "printable",
     "report_lines",
 ]
 
-Outcome = Literal["imported", "replaced", "unchanged"]
+ImportOutcome = Literal["imported", "replaced", "unchanged"]
 _MARKS = {"writeOnly": True, "x-secret": True, "sensitive": True, "format": "password"}
 
 
@@ -51,7 +51,7 @@ class FieldMark:
 @dataclass(frozen=True)
 class ImportedEntry:
     name: str
-    outcome: Outcome
+    outcome: ImportOutcome
     strategy: str
     digest: str  # of the value-free source description: "sha256:<hex>"
     schema_digest: str

@@ -45,8 +45,8 @@ from toolkit_vault.toolkits.import_report import (
     ArgvWarning,
     FieldMark,
     ImportedEntry,
+    ImportOutcome,
     ImportReport,
-    Outcome,
 )
 from toolkit_vault.toolkits.registry import (
     SourceKind,
@@ -164,8 +164,8 @@ def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
             yield ArgvWarning(server.name, item.name, item.kind, fields.get(item))
 
 
-def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> list[Outcome]:
-    outcomes: list[Outcome] = []
+def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> list[ImportOutcome]:
+    outcomes: list[ImportOutcome] = []
     for plan in plans:
         entry = plan.entry
         found = conn.execute(
@@ -286,7 +286,7 @@ def import_package(
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
         raise _refuse(f"no_servers: no server could be imported ({len(skipped)} skipped)")
-    outcomes: list[Outcome] = store.retrying(partial(_write, store, plans, actor))
+    outcomes: list[ImportOutcome] = store.retrying(partial(_write, store, plans, actor))
     registry.load_imported(stored_toolkits(store))
     return ImportReport(
         format=result.format,
