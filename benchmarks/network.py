@@ -1,15 +1,14 @@
 """http: what an agent gets over the network, against a no-op endpoint on the same server.
 
-The real `toolkit-vault serve` (a vault home on SQLite or a scratch PostgreSQL database,
-the bench toolkit installed through its entry point, 16 agent tokens, JSON request logs)
-and the no-op FastAPI app of `noop.py`, both run by
-`toolkit_vault.transports.http_server.run`, each in its own process. Compiled closed-loop
-load generators drive them in turn, the no-op then ours for each case, so both see the
-same machine: `wrk -t1` POSTs `toolkit/list/req` or
-`toolkit/configure/req` (a distinct config per request) to `/a2e` with a bearer token and
-an `A2E-Session` header, rotating over 16 principals, each with its own session; `wsload`
-opens WebSockets (one principal and one new session each), handshakes, then sends the
-same messages one at a time (a configure waits for its response and its status event).
+The real `toolkit-vault serve` (a vault home on SQLite or a scratch PostgreSQL database, the
+bench toolkit installed through its entry point, 16 agent tokens, JSON request logs) and the
+no-op FastAPI app of `noop.py`, both run by `toolkit_vault.transports.http_server.run`, each
+in its own process. Compiled closed-loop load generators drive them in turn, the no-op then
+ours for each case, so both see the same machine: `wrk -t1` POSTs `toolkit/list/req` or
+`toolkit/configure/req` (a distinct config per request) to `/a2e` with a bearer token and an
+`A2E-Session` header, rotating over 16 principals, each with its own session; `wsload` opens
+WebSockets (one principal and one new session each), handshakes, then sends the same
+messages one at a time (a configure waits for its response and its status event).
 The no-op answers the same bodies (parsed as JSON) and echoes WebSocket messages.
 """
 

@@ -28,16 +28,17 @@ COLUMNS = (
 )
 
 MEANING = """\
-- **http**: the real `toolkit-vault serve` (JSON request logs on, as deployed; the rate limit
-  raised out of the way) against a **no-op FastAPI app** with the same two A2E routes: `POST
-  /a2e` parses the JSON body and answers a small JSON object, the WebSocket `/a2e` parses
-  each message and echoes a small one. Both run through
+- **http**: the real `toolkit-vault serve` (JSON request logs on, as deployed; the rate
+  limit raised out of the way) against a **no-op FastAPI app** with the same two A2E routes:
+  `POST /a2e` parses the JSON body and answers a small JSON object, the WebSocket `/a2e`
+  parses each message and echoes a small one. Both run through
   `toolkit_vault.transports.http_server.run` (the same uvicorn, protocol and settings), each
-  in its own process, driven in turn (no-op, then ours, twice in a full run; the median is shown) by compiled closed-loop load
-  generators: `wrk -t1` for HTTP, and `wsload` (`benchmarks/wsload.c`, one epoll thread,
-  compiled by `scripts/bench`: Debian 12 packages no WebSocket load generator, and a Python
-  client would use more CPU than the no-op server it measures) for WebSockets. HTTP requests
-  rotate over 16 agent tokens, each with its own session; each WebSocket has its own token
+  in its own process, driven in turn (no-op, then ours, twice in a full run; the median is
+  shown) by compiled closed-loop load generators: `wrk -t1` for HTTP, and `wsload`
+  (`benchmarks/wsload.c`, one epoll thread, compiled by `scripts/bench`: Debian 12 packages
+  no WebSocket load generator, and a Python client would use more CPU than the no-op server
+  it measures) for WebSockets. HTTP requests rotate over 16 agent tokens, each with its own
+  session; each WebSocket has its own token
   and session. `toolkit/list/req` lists 2 registered toolkits (one configured);
   `toolkit/configure/req` stores a distinct config of the bench toolkit (3 public, 2
   secret fields) each time, and over a WebSocket waits for its response and its status
