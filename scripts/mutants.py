@@ -1053,7 +1053,7 @@ MUTANTS = [
     # -- bounds ------------------------------------------------------------------------------
     Mutant(
         "inspect input bound",
-        "toolkit_package/inspect.py",
+        "toolkit_package/inspect_command.py",
         "    if len(data) > MAX_INPUT_BYTES:\n        raise ImportRefused",
         "    if False:\n        raise ImportRefused",
         ("tests/package/test_inspect.py",),
@@ -1061,7 +1061,7 @@ MUTANTS = [
     ),
     Mutant(
         "inspect report bound",
-        "toolkit_package/inspect.py",
+        "toolkit_package/inspect_command.py",
         "if len(encoded) > MAX_REPORT_BYTES:",
         "if False:",
         ("tests/package/test_inspect.py",),

@@ -1,10 +1,12 @@
 """toolkit-package: a pure, bounded metadata model of toolkit packages (seed 002).
 
 Nothing here executes integration code, opens package files, touches the network or grants
-authority. ``inspect`` (the ``toolkit-package-inspect`` command) is the only module doing I/O,
-bounded stdin to stdout, and is deliberately not imported here so ``python -m`` runs it clean.
+authority. ``inspect_command`` (the ``toolkit-package-inspect`` command) is the only module
+doing I/O, bounded stdin to stdout, and is deliberately not imported here so ``python -m``
+runs it clean.
 """
 
+from toolkit_package.activation import ActivationManifest
 from toolkit_package.compat import (
     Gap,
     HostCompatibility,
@@ -21,7 +23,6 @@ from toolkit_package.importers import (
     import_metadata,
 )
 from toolkit_package.manifest import (
-    ActivationManifest,
     Diagnostic,
     ManifestRefused,
     ValidatedManifest,

@@ -9,13 +9,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from toolkit_package.activation import ActivationManifest
 from toolkit_package.model import Component, Lifetime
 from toolkit_package.roles import FrontendExport
-
-if TYPE_CHECKING:
-    from toolkit_package.manifest import ActivationManifest
 
 __all__ = ["Diagnostic", "check_graph", "check_lifetimes", "dependency_order"]
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
+from jsonpointer import JsonPointer
+
 from toolkit_package.model import StrategyKind
 
 __all__ = [
@@ -169,8 +171,7 @@ class Collector:
 
 def pointer(base: str, *parts: str | int) -> str:
     """Append RFC 6901 reference tokens to ``base``."""
-    escaped = (str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-    return base + "".join("/" + p for p in escaped)
+    return base + JsonPointer.from_parts(parts).path
 
 
 def pick(obj: dict[str, Any], keys: tuple[str, ...], kind: type[T], scope: str) -> T | None:

@@ -35,7 +35,7 @@ from toolkit_package.imported import (
     pointer,
 )
 from toolkit_package.jsonbound import MAX_INPUT_BYTES, BoundsRefused, loads_bounded
-from toolkit_package.registry import parse_server_json
+from toolkit_package.server_json import parse_server_json
 
 __all__ = [
     "MAX_INPUT_BYTES",

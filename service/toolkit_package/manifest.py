@@ -1,8 +1,8 @@
-"""The activation selection of seed 002 and the one gate that makes it trustworthy.
+"""The one gate that makes an activation selection of seed 002 trustworthy.
 
-An ``ActivationManifest`` is what a document *claims* to select. Only ``validate`` turns it
-into a ``ValidatedManifest``: deserialization alone never can, so code holding a
-``ValidatedManifest`` knows its graph was checked and its digest computed here. Host
+An ``ActivationManifest`` (``activation``) is what a document *claims* to select. Only
+``validate`` turns it into a ``ValidatedManifest``: deserialization alone never can, so code
+holding a ``ValidatedManifest`` knows its graph was checked and its digest computed here. Host
 compatibility and state obligations (``compat``) take a ``ValidatedManifest`` for that reason.
 """
 
@@ -16,14 +16,13 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import rfc8785
-from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
+from pydantic import PrivateAttr, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from toolkit_package.common import ContractRef, Digest, Frozen, Ident, Text, Version
+from toolkit_package.activation import ActivationManifest, PackageRef, Reference
+from toolkit_package.common import Frozen
 from toolkit_package.graph import Diagnostic, check_graph, check_lifetimes, dependency_order
 from toolkit_package.jsonbound import BoundsRefused, loads_bounded
-from toolkit_package.model import Component, HostServiceRef, PortableMcpEntry, StrategyKind
-from toolkit_package.roles import Export
 
 __all__ = [
     "ActivationManifest",
@@ -52,29 +51,6 @@ class ManifestRefused(ValueError):
     @property
     def codes(self) -> set[str]:
         return {d.code for d in self.diagnostics}
-
-
-class PackageRef(Frozen):
-    id: Ident
-    version: Version
-    content_digest: Digest
-
-
-class Reference(Frozen):
-    uri: Text
-    digest: Digest
-
-
-class ActivationManifest(Frozen):
-    package: PackageRef
-    strategy: StrategyKind
-    configuration_ref: Reference | None = None
-    policy_ref: Reference | None = None
-    components: tuple[Component, ...] = Field(max_length=1024)
-    exports: tuple[Export, ...] = Field(min_length=1, max_length=1024)
-    required_contracts: tuple[ContractRef, ...] = Field(default=(), max_length=256)
-    host_services: tuple[HostServiceRef, ...] = Field(default=(), max_length=256)
-    portable_mcp: tuple[PortableMcpEntry, ...] = Field(default=(), max_length=256)
 
 
 class ValidatedManifest(Frozen):
