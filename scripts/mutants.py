@@ -377,7 +377,7 @@ MUTANTS = [
     ),
     Mutant(
         "a configure whose write failed after it left is answered as stored",
-        V + "core/service.py",
+        V + "core/connection.py",
         "            if write.error is not None:\n                line = dump_message",
         "            if False:\n                line = dump_message",
         ("tests/test_vault.py",),
@@ -515,14 +515,14 @@ MUTANTS = [
     ),
     Mutant(
         "a list believes memory when its pointers moved",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",
         "            if False:",
         ("tests/test_http_access.py",),
     ),
     Mutant(
         "a list believes memory after a drop",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            self._dropped += 1",
         "            pass",
         ("tests/test_http_access.py",),
@@ -787,14 +787,14 @@ MUTANTS = [
     ),
     Mutant(
         "freshness: a running process drops an instance the chain no longer vouches for",
-        V + "core/service.py",
+        V + "core/vault.py",
         "        stale = self._stale(had, chain)",
         "        stale: set[str] = set()",
         REPLAY_TESTS,
     ),
     Mutant(
         "freshness: a list from memory checks the chain",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            if chain is None or self._stale(had, chain):",
         "            if chain is None:",
         REPLAY_TESTS,
@@ -901,7 +901,7 @@ MUTANTS = [
     ),
     Mutant(
         "a process does not reload keys rotated elsewhere",
-        V + "core/service.py",
+        V + "core/vault.py",
         "if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:",
         "if True:",
         ("tests/test_key_hierarchy.py",),
@@ -974,7 +974,7 @@ MUTANTS = [
     # -- principal scopes (issue 15) ---------------------------------------------------------
     Mutant(
         "scope: a principal scope id opens as a session",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            or principal_of(session_id) is not None\n",
         "",
         SCOPE_TESTS,
@@ -995,7 +995,7 @@ MUTANTS = [
     ),
     Mutant(
         "scope: a new session initializes nothing",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            self.store.create_session(session_id, principal.principal_id)\n",
         "            self.store.create_session(session_id, principal.principal_id)\n"
         "            return session_id, []\n",
@@ -1003,28 +1003,28 @@ MUTANTS = [
     ),
     Mutant(
         "scope: live sessions ignore a principal reconfigure",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            self._scope_changed(principal_id, event.toolkit_name)\n",
         "",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a reconfigure initializes every HTTP session again",
-        V + "core/service.py",
+        V + "core/vault.py",
         "if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)",
         "if any(p.principal.principal_id == principal_id for p in plugins)",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a list ignores what other processes changed",
-        V + "core/service.py",
+        V + "core/vault.py",
         "            self._sync(session_id, principal.principal_id)\n",
         "            pass\n",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a session purge does not fall back to the principal",
-        V + "core/service.py",
+        V + "core/vault.py",
         "        if known and report.principal_id is not None:",
         "        if False:",
         SCOPE_TESTS,
@@ -1038,7 +1038,7 @@ MUTANTS = [
     ),
     Mutant(
         "scope: a stale read replaces a newer instance",
-        V + "core/service.py",
+        V + "core/vault.py",
         "if had is not None and sources.get(name) != had.get(name):",
         "if False:",
         SCOPE_TESTS,
