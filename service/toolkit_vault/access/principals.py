@@ -21,6 +21,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, insert, or_, select, update
 
 from toolkit_vault.errors import VaultError
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import PRINCIPALS
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.models import PrincipalRow
@@ -107,7 +108,7 @@ def create_token(store: Store, role: str, name: str, *, actor: str = "operator")
         }
         conn.execute(insert(PrincipalRow).values(**row, mac=store.mac(PRINCIPALS, row)))
         details = {"principal_id": principal_id, "name": name, "role": role}
-        store.audit(conn, AuditDraft(actor, "token_created", details=details))
+        store.audit(conn, AuditDraft(actor, AuditAction.TOKEN_CREATED, details=details))
 
     store.retrying(work)
     return principal_id, token
@@ -150,7 +151,7 @@ def revoke(store: Store, name_or_id: str, *, actor: str = "operator") -> tuple[P
                 .values(revoked_at=revoked_at, mac=store.mac(PRINCIPALS, row))
             )
             details = {"principal_id": found.principal_id, "name": found.name}
-            store.audit(conn, AuditDraft(actor, "token_revoked", details=details))
+            store.audit(conn, AuditDraft(actor, AuditAction.TOKEN_REVOKED, details=details))
         info = PrincipalInfo(
             found.principal_id,
             found.name,

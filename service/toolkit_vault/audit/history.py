@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, or_, select, update
 
 from toolkit_vault.errors import UnknownSession, VaultError
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig, PrincipalRow, SessionRow
 from toolkit_vault.store.records import AuditDraft
@@ -238,7 +239,7 @@ def _purge(
         }
         if principal_of(session) is not None:
             details["scope"] = "principal"
-        store.audit(conn, AuditDraft(actor, "purge", session, toolkit, details=details))
+        store.audit(conn, AuditDraft(actor, AuditAction.PURGE, session, toolkit, details=details))
         return owner, len(rows), toolkits, unconfigured
 
     owner, count, toolkits, unconfigured = store.retrying(work)

@@ -30,6 +30,7 @@ from toolkit_vault import crypto
 from toolkit_vault.audit.verify import verify_chain_only
 from toolkit_vault.crypto import KeyRing, SecretBytes
 from toolkit_vault.errors import DecryptionError, VaultError
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
     IMPORTED,
     MASTER_KEYS,
@@ -45,9 +46,8 @@ from toolkit_vault.store.reconcile import MAX_LISTED, rules
 from toolkit_vault.store.records import AuditDraft, version_record
 from toolkit_vault.store.storage import Store
 
-__all__ = ["DONE_ACTION", "UpgradeReport", "authenticate_state", "state_authenticated"]
+__all__ = ["UpgradeReport", "authenticate_state", "state_authenticated"]
 
-DONE_ACTION = "state_authenticated"
 BATCH_SIZE = 500
 _KEYS = {
     VERSIONS: ("id",),
@@ -76,7 +76,11 @@ class UpgradeReport:
 
 def state_authenticated(store: Store) -> bool:
     with store.read() as conn:
-        query = select(AuditEvent.seq).where(AuditEvent.action == DONE_ACTION).limit(1)
+        query = (
+            select(AuditEvent.seq)
+            .where(AuditEvent.action == AuditAction.STATE_AUTHENTICATED)
+            .limit(1)
+        )
         return conn.execute(query).first() is not None
 
 
@@ -113,7 +117,11 @@ def authenticate_state(
             _write(store, Base.metadata.tables[table], pending[start : start + BATCH_SIZE])
         report.signed[table] = len(pending)
     details = {"signed": report.signed, "left_unsigned": report.unsigned_count}
-    store.retrying(lambda conn: store.audit(conn, AuditDraft("init", DONE_ACTION, details=details)))
+    store.retrying(
+        lambda conn: store.audit(
+            conn, AuditDraft("init", AuditAction.STATE_AUTHENTICATED, details=details)
+        )
+    )
     return report
 
 

@@ -30,6 +30,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
 from toolkit_vault.schema import canonical_json, check_sealable
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.records import AuditDraft, VersionDraft
 from toolkit_vault.store.scopes import Scope, scope_of
@@ -218,7 +219,7 @@ class Intake:
                 None, None,
             )  # fmt: skip
 
-        version = self.vault.store.append_version(session_id, name, build, "configure")
+        version = self.vault.store.append_version(session_id, name, build, AuditAction.CONFIGURE)
         claim = Claim(
             link_id, session_id, name, digest, version + 1, principal.principal_id, expires_at
         )
@@ -226,7 +227,7 @@ class Intake:
         details = {"link_id": link_id, "expires_at": expires_at, "missing": missing}
         actor = principal.principal_id
         self.vault.store.record_attempt(
-            AuditDraft(actor, "intake_requested", session_id, name, version, details)
+            AuditDraft(actor, AuditAction.INTAKE_REQUESTED, session_id, name, version, details)
         )
         minutes = max(1, round(ttl / 60))
         reach = " for every session of this principal" if claim.scope == "principal" else ""
@@ -278,7 +279,7 @@ class Intake:
             details = {"link_id": claim.link_id, "errors": exc.details}
             self.vault.store.record_attempt(
                 AuditDraft(
-                    claim.actor, "intake_refused", claim.session_id, claim.toolkit_name,
+                    claim.actor, AuditAction.INTAKE_REFUSED, claim.session_id, claim.toolkit_name,
                     details=details,
                 )
             )  # fmt: skip
@@ -294,7 +295,7 @@ class Intake:
         details = {"link_id": claim.link_id, "status": outcome.status}
         self.vault.store.record_attempt(
             AuditDraft(
-                claim.actor, "intake_completed", claim.session_id, claim.toolkit_name,
+                claim.actor, AuditAction.INTAKE_COMPLETED, claim.session_id, claim.toolkit_name,
                 claim.version, details,
             )
         )  # fmt: skip

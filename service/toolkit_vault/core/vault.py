@@ -45,6 +45,7 @@ from toolkit_vault.protocol import (
     dump_toolkit_list,
 )
 from toolkit_vault.schema import check_sealable, merge_secrets
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
@@ -469,7 +470,7 @@ class Vault:
             self.store.record_attempt(
                 AuditDraft(
                     principal.principal_id,
-                    "configure_refused",
+                    AuditAction.CONFIGURE_REFUSED,
                     scope_id,
                     msg.toolkit_name if known else None,
                     details={"reason": type(exc).__name__, "errors": exc.details},
@@ -564,9 +565,9 @@ class Vault:
             self.publish(self._event(session_id, name, configured, outcome))
 
         if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(session_id, name, build, "configure", committed)
+            self.store.append_version(session_id, name, build, AuditAction.CONFIGURE, committed)
         else:  # `configure` resolves the asking session from it next
-            committed(self.store.append_version(session_id, name, build, "configure"))
+            committed(self.store.append_version(session_id, name, build, AuditAction.CONFIGURE))
         return outcome
 
     # -- operators and auditors ------------------------------------------------------------
@@ -619,7 +620,7 @@ class Vault:
                 "witness_seq": heads[0][0] if heads else None,
                 "database_seq": report.head_seq,
             }
-            store.record_attempt(AuditDraft(actor, "restore_accepted", details=details))
+            store.record_attempt(AuditDraft(actor, AuditAction.RESTORE_ACCEPTED, details=details))
         return {**details, "accepted": True}
 
     def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:

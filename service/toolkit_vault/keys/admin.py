@@ -26,6 +26,7 @@ from toolkit_vault.keys.keystore import (
 )
 from toolkit_vault.keys.providers import KeyProvider, ProviderStatus
 from toolkit_vault.keys.rotation import pending_rewraps, version_batches, write_rewraps
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import ConfigVersion
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
@@ -126,7 +127,8 @@ def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, An
     provider.retire(key_id)  # refuses the current key, and keys it does not hold
     store.retrying(
         lambda conn: store.audit(
-            conn, AuditDraft("operator", "master_key_retired", details={"master_key": key_id})
+            conn,
+            AuditDraft("operator", AuditAction.MASTER_KEY_RETIRED, details={"master_key": key_id}),
         )
     )
     return {"kek_id": key_id, "kind": "master", "retired": True, "removed_from_provider": True}

@@ -30,6 +30,7 @@ from toolkit_vault.keys.keystore import (
     verified_vault_keys,
 )
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import RowAuthenticator
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
@@ -140,14 +141,16 @@ def create_hierarchy(
     fresh = legacy is None
 
     def work(conn: Connection) -> None:
-        action = "vault_initialized" if fresh else "vault_key_added"
+        action = AuditAction.VAULT_INITIALIZED if fresh else AuditAction.VAULT_KEY_ADDED
         details = {"provider": provider.name}
         add_vault_key(
             store, conn, FIRST_KEY, wrapped_key, actor="init", action=action, details=details
         )
         rewrap_internal_keys(conn, moves)
         for name in [] if fresh else added:  # the chain's key came with the first release
-            store.audit(conn, AuditDraft("init", "internal_key_added", details={"name": name}))
+            store.audit(
+                conn, AuditDraft("init", AuditAction.INTERNAL_KEY_ADDED, details={"name": name})
+            )
 
     store.retrying(work)
     return ring, internal

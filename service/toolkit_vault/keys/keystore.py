@@ -23,6 +23,7 @@ from sqlalchemy import Connection, insert, select, update
 from toolkit_vault.crypto import FORMAT_VERSION
 from toolkit_vault.errors import DecryptionError, StoreError, VaultError
 from toolkit_vault.keys.providers import Context, blob_header
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VAULT_KEYS
 from toolkit_vault.store.models import InternalKey, VaultKey
 from toolkit_vault.store.records import AuditDraft, as_bytes
@@ -135,7 +136,7 @@ def add_vault_key(
     wrapped: bytes,
     *,
     actor: str,
-    action: str = "vault_key_added",
+    action: AuditAction = AuditAction.VAULT_KEY_ADDED,
     details: dict[str, Any] | None = None,
 ) -> None:
     """Insert a vault key and make it the active one, in the caller's transaction, with
@@ -179,7 +180,8 @@ def retire_vault_key(store: Store, conn: Connection, record: VaultKeyRecord) -> 
     """Mark a vault key retired and destroy its wrapped key, with its audit event."""
     _update(store, conn, record.columns(), retired_at=time.time(), wrapped_key=None)
     store.audit(
-        conn, AuditDraft("operator", "vault_key_retired", details={"key_id": record.key_id})
+        conn,
+        AuditDraft("operator", AuditAction.VAULT_KEY_RETIRED, details={"key_id": record.key_id}),
     )
 
 

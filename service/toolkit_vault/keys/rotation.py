@@ -42,6 +42,7 @@ from toolkit_vault.keys.keystore import (
     verified_vault_keys,
 )
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.models import ConfigVersion, InternalKey
@@ -105,7 +106,7 @@ def rotate_master_key(store: Store, provider: KeyProvider) -> MasterRotationRepo
 
     def work(conn: Connection) -> None:
         set_wrapped_keys(conn, moves)
-        store.audit(conn, AuditDraft("operator", "master_key_rotated", details=details))
+        store.audit(conn, AuditDraft("operator", AuditAction.MASTER_KEY_ROTATED, details=details))
 
     store.retrying(work)
     return MasterRotationReport(str(current), previous, rotated, [m[0] for m in moves])
@@ -196,7 +197,9 @@ def rotate_vault_key(
     _rewrap_versions(store, ring, batch_size, report, advance)
     details = {"active": active, "rewrapped": report.rewrapped, "failed": len(report.failed)}
     store.retrying(
-        lambda conn: store.audit(conn, AuditDraft("operator", "vault_key_rotated", details=details))
+        lambda conn: store.audit(
+            conn, AuditDraft("operator", AuditAction.VAULT_KEY_ROTATED, details=details)
+        )
     )
     return report
 

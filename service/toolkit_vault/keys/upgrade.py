@@ -33,13 +33,13 @@ from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.keys.providers.local import LocalProvider
 from toolkit_vault.keys.rotation import version_batches, write_rewraps
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, MasterKey
 from toolkit_vault.store.records import AuditDraft, version_record
 from toolkit_vault.store.storage import Store
 
-__all__ = ["DONE_ACTION", "HierarchyReport", "finish_upgrade", "legacy_keys", "legacy_pending"]
+__all__ = ["HierarchyReport", "finish_upgrade", "legacy_keys", "legacy_pending"]
 
-DONE_ACTION = "key_hierarchy_upgraded"
 BATCH_SIZE = 500
 
 
@@ -58,7 +58,9 @@ def legacy_pending(store: Store) -> bool:
     with store.read() as conn:
         legacy = conn.execute(select(MasterKey.kek_id).limit(1)).first()
         done = conn.execute(
-            select(AuditEvent.seq).where(AuditEvent.action == DONE_ACTION).limit(1)
+            select(AuditEvent.seq)
+            .where(AuditEvent.action == AuditAction.KEY_HIERARCHY_UPGRADED)
+            .limit(1)
         ).first()
     return legacy is not None and done is None
 
@@ -117,5 +119,9 @@ def finish_upgrade(store: Store, ring: KeyRing, legacy: dict[str, SecretBytes]) 
             store.retrying(partial(write_rewraps, updates=updates))
         report.rewrapped += len(updates)
     details = {"vault_key": ring.primary_id, "rewrapped": report.rewrapped, "failed": len(failed)}
-    store.retrying(lambda conn: store.audit(conn, AuditDraft("init", DONE_ACTION, details=details)))
+    store.retrying(
+        lambda conn: store.audit(
+            conn, AuditDraft("init", AuditAction.KEY_HIERARCHY_UPGRADED, details=details)
+        )
+    )
     return report

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import CHAIN_START, Signer, links
 
 __all__ = ["LIVE", "ChainState", "Ledger", "PrincipalState", "StateUnknown"]
@@ -69,29 +70,29 @@ class ChainState:
         action = event["action"]
         scope, toolkit, version = event["session_id"], event["toolkit_name"], event["version"]
         details = details_of(event["details"])
-        if action == "configure" and scope and toolkit and isinstance(version, int):
+        if action == AuditAction.CONFIGURE and scope and toolkit and isinstance(version, int):
             latest = self.latest.setdefault(scope, {})
             latest[toolkit] = max(latest.get(toolkit, 0), version)
             if details.get("status") in LIVE:
                 self.pointers.setdefault(scope, {})[toolkit] = version
-        elif action == "purge" and scope:
+        elif action == AuditAction.PURGE and scope:
             written = self.latest.get(scope, {})
             purged = self.purged.setdefault(scope, {})
             for name in written if toolkit is None else (toolkit,):
                 if name in written:
                     purged[name] = written[name]
                 self.pointers.get(scope, {}).pop(name, None)
-        elif action == "toolkit_removed" and toolkit:
+        elif action == AuditAction.TOOLKIT_REMOVED and toolkit:
             for pointers in self.pointers.values():
                 pointers.pop(toolkit, None)
             self.imported[toolkit] = None
-        elif action == "toolkit_imported" and toolkit:
+        elif action == AuditAction.TOOLKIT_IMPORTED and toolkit:
             self.imported[toolkit] = (details.get("digest"), details.get("schema_digest"))
-        elif action in ("token_created", "token_revoked"):
+        elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):
                 was = self.principals.get(principal_id)
-                if action == "token_created":
+                if action == AuditAction.TOKEN_CREATED:
                     made = PrincipalState(details.get("name"), details.get("role"), False)
                 else:
                     made = PrincipalState(was and was.name, was and was.role, True)

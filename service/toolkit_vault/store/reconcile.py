@@ -25,6 +25,7 @@ from sqlalchemy import Connection, and_, exists, or_, select
 from sqlalchemy.orm import aliased
 
 from toolkit_vault.schema import schema_digest
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
     IMPORTED,
     MASTER_KEYS,
@@ -151,7 +152,7 @@ def chain_state(conn: Connection, batch_size: int) -> ChainState:
     return made
 
 
-def _events(conn: Connection, *actions: str) -> Sequence[Any]:
+def _events(conn: Connection, *actions: AuditAction) -> Sequence[Any]:
     query = select(AuditEvent).where(AuditEvent.action.in_(actions)).order_by(AuditEvent.seq)
     return conn.execute(query).all()
 
@@ -172,11 +173,16 @@ def _vault_keys(conn: Connection) -> Iterator[Finding]:
     first one); the last one added is the active one; retired exactly when an event says."""
     added: list[str] = []
     retired: set[str] = set()
-    for event in _events(conn, "vault_initialized", "vault_key_added", "vault_key_retired"):
+    for event in _events(
+        conn,
+        AuditAction.VAULT_INITIALIZED,
+        AuditAction.VAULT_KEY_ADDED,
+        AuditAction.VAULT_KEY_RETIRED,
+    ):
         key_id = _details(event).get("key_id")
         if not isinstance(key_id, str):
             continue  # `vault_initialized` of a vault made before the hierarchy
-        if event.action == "vault_key_retired":
+        if event.action == AuditAction.VAULT_KEY_RETIRED:
             retired.add(key_id)
         else:
             added.append(key_id)
@@ -199,12 +205,14 @@ def _vault_keys(conn: Connection) -> Iterator[Finding]:
 def _master_keys(conn: Connection) -> Iterator[Finding]:
     added: list[str] = []
     retired: set[str] = set()
-    for event in _events(conn, "vault_initialized", "kek_added", "kek_retired"):
+    for event in _events(
+        conn, AuditAction.VAULT_INITIALIZED, AuditAction.KEK_ADDED, AuditAction.KEK_RETIRED
+    ):
         found_id = _details(event).get("kek_id")
         if found_id is None:
             continue  # `vault_initialized` of a vault made with the key hierarchy
         kek_id = str(found_id)
-        if event.action == "kek_retired":
+        if event.action == AuditAction.KEK_RETIRED:
             retired.add(kek_id)
         else:
             added.append(kek_id)
@@ -231,10 +239,10 @@ def _principals(conn: Connection) -> Iterator[Finding]:
     """A principal is what its latest `token_*` event says: its name and role as created,
     revoked once `token_revoked` names it. The local principal never has a token."""
     expected: dict[str, dict[str, Any]] = {}
-    for event in _events(conn, "token_created", "token_revoked"):
+    for event in _events(conn, AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
         details = _details(event)
         principal_id = str(details.get("principal_id"))
-        if event.action == "token_created":
+        if event.action == AuditAction.TOKEN_CREATED:
             expected[principal_id] = {**details, "revoked": False}
         elif principal_id in expected:
             expected[principal_id]["revoked"] = True
@@ -260,7 +268,8 @@ def _principals(conn: Connection) -> Iterator[Finding]:
 
 def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
     created = and_(
-        AuditEvent.action == "session_created", AuditEvent.session_id == SessionRow.session_id
+        AuditEvent.action == AuditAction.SESSION_CREATED,
+        AuditEvent.session_id == SessionRow.session_id,
     )
     query = (
         select(SessionRow, AuditEvent.actor.label("event_actor"))
@@ -286,14 +295,14 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
     versions with no `purge` event, versions the chain purged that hold a live row again,
     and `configure` events whose version is gone."""
     configure = and_(
-        AuditEvent.action == "configure",
+        AuditEvent.action == AuditAction.CONFIGURE,
         AuditEvent.session_id == ConfigVersion.session_id,
         AuditEvent.toolkit_name == ConfigVersion.toolkit_name,
         AuditEvent.version == ConfigVersion.version,
     )
     purge = aliased(AuditEvent)  # its own FROM, never correlated with the joined event
     purged_audited = exists().where(
-        purge.action == "purge",
+        purge.action == AuditAction.PURGE,
         purge.session_id == ConfigVersion.session_id,
         or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
     )
@@ -323,7 +332,7 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
     gone = (
         select(AuditEvent.session_id, AuditEvent.toolkit_name, AuditEvent.version)
         .outerjoin(ConfigVersion, configure)
-        .where(AuditEvent.action == "configure", ConfigVersion.id.is_(None))
+        .where(AuditEvent.action == AuditAction.CONFIGURE, ConfigVersion.id.is_(None))
         .order_by(AuditEvent.seq)
     )
     for event in conn.execute(gone):
@@ -377,7 +386,7 @@ def _imported(conn: Connection) -> Iterator[Finding]:
     """An imported definition must be the one its latest import event names (by package
     digest and schema digest); a removed one must stay removed."""
     latest: dict[str, Any] = {}
-    for event in _events(conn, "toolkit_imported", "toolkit_removed"):
+    for event in _events(conn, AuditAction.TOOLKIT_IMPORTED, AuditAction.TOOLKIT_REMOVED):
         latest[event.toolkit_name] = event
     rows = conn.execute(select(ImportedToolkitRow).order_by(ImportedToolkitRow.name)).all()
     for row in rows:
@@ -385,13 +394,13 @@ def _imported(conn: Connection) -> Iterator[Finding]:
         found: tuple[Kind, str] | None = None
         if event is None:
             found = ("unaudited", "no toolkit_imported event names it")
-        elif event.action == "toolkit_removed":
+        elif event.action == AuditAction.TOOLKIT_REMOVED:
             found = ("replayed", "the audit chain removed this toolkit")
         elif not imported_as_audited(row._mapping, _imported_by(event)):
             found = ("replayed", "it is not the definition last imported")
         yield row._mapping, row.name, found
     for name, event in sorted(latest.items()):
-        if event.action == "toolkit_imported":
+        if event.action == AuditAction.TOOLKIT_IMPORTED:
             yield None, name, ("deleted", "the audit chain imported it; its row is gone")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolkit_vault.crypto import RecordContext, SealedConfig, public_digest
 from toolkit_vault.errors import DecryptionError
+from toolkit_vault.store.actions import AuditAction
 
 __all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "as_bytes", "version_record"]
 
@@ -20,7 +21,7 @@ __all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "as_bytes", "version_r
 @dataclass(frozen=True)
 class AuditDraft:
     actor: str
-    action: str
+    action: AuditAction
     session_id: str | None = None
     toolkit_name: str | None = None
     version: int | None = None

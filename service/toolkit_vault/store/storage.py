@@ -36,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from toolkit_vault.errors import StoreError
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
 from toolkit_vault.store.integrity import POINTERS, PRINCIPALS, SESSIONS, VERSIONS, RowAuthenticator
@@ -699,7 +700,7 @@ class Store:
             "seq": seq,
             "ts": time.time(),
             "actor": draft.actor,
-            "action": draft.action,
+            "action": str(draft.action),  # the stored text, not the enum member
             "session_id": draft.session_id,
             "toolkit_name": draft.toolkit_name,
             "version": draft.version,
@@ -749,7 +750,9 @@ class Store:
 
         def work(conn: Connection) -> None:
             conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
-            self.audit(conn, AuditDraft(principal_id, "session_created", session_id=session_id))
+            self.audit(
+                conn, AuditDraft(principal_id, AuditAction.SESSION_CREATED, session_id=session_id)
+            )
 
         self.retrying(work)
 
@@ -775,7 +778,7 @@ class Store:
         session_id: str,
         toolkit_name: str,
         build: Callable[[int, str], VersionDraft],
-        audit_action: str,
+        audit_action: AuditAction,
     ) -> int: ...
 
     @overload
@@ -784,7 +787,7 @@ class Store:
         session_id: str,
         toolkit_name: str,
         build: Callable[[int, str], VersionDraft],
-        audit_action: str,
+        audit_action: AuditAction,
         then: Callable[[int], None],
     ) -> int | None: ...
 
@@ -793,7 +796,7 @@ class Store:
         session_id: str,
         toolkit_name: str,
         build: Callable[[int, str], VersionDraft],
-        audit_action: str,
+        audit_action: AuditAction,
         then: Callable[[int], None] | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
@@ -960,7 +963,9 @@ class Store:
             if found is None:
                 conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
                 details = {"scope": "principal"}
-                made = AuditDraft(principal_id, "session_created", scope_id, details=details)
+                made = AuditDraft(
+                    principal_id, AuditAction.SESSION_CREATED, scope_id, details=details
+                )
                 self.audit(conn, made)
 
         self.retrying(work)

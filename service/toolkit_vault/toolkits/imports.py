@@ -35,6 +35,7 @@ from toolkit_package.toolkit import property_names, to_toolkit_definition
 from toolkit_vault.errors import ToolkitNotFound, VaultError
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.schema import canonical_json, compile_schema
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import IMPORTED
 from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.models import CurrentConfig, ImportedToolkitRow
@@ -57,9 +58,7 @@ from toolkit_vault.toolkits.registry import (
 )
 
 __all__ = [
-    "AUDIT_ACTION",
     "MAX_IMPORT_BYTES",
-    "REMOVE_ACTION",
     "ImportReport",
     "PackageRefused",
     "PackageToolkit",
@@ -69,8 +68,6 @@ __all__ = [
     "stored_toolkits",
 ]
 
-AUDIT_ACTION = "toolkit_imported"
-REMOVE_ACTION = "toolkit_removed"
 MAX_NAME_CHARS = 200  # imported_toolkits.name and config_versions.toolkit_name
 MAX_IMPORT_BYTES = 16 << 20  # a registry listing is far larger than one server.json
 log = logging.getLogger(__name__)
@@ -203,7 +200,12 @@ def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> li
             "overrides": list(plan.overrides),
             "renamed_from": entry.source_name if entry.source_name != entry.name else None,
         }
-        store.audit(conn, AuditDraft(actor, AUDIT_ACTION, toolkit_name=entry.name, details=details))
+        store.audit(
+            conn,
+            AuditDraft(
+                actor, AuditAction.TOOLKIT_IMPORTED, toolkit_name=entry.name, details=details
+            ),
+        )
         outcomes.append("imported" if found is None else "replaced")
     return outcomes
 
@@ -222,7 +224,9 @@ def _remove(store: Store, name: str, actor: str, conn: Connection) -> Removed:
     )
     conn.execute(delete(CurrentConfig).where(pointers))
     details = {"digest": found, "unconfigured": list(sessions)}
-    store.audit(conn, AuditDraft(actor, REMOVE_ACTION, toolkit_name=name, details=details))
+    store.audit(
+        conn, AuditDraft(actor, AuditAction.TOOLKIT_REMOVED, toolkit_name=name, details=details)
+    )
     return Removed(name, found, sessions)
 
 

@@ -1,0 +1,55 @@
+"""The audit chain's event kinds, as one enumeration.
+
+An action is stored in every audit event and signed into its chain link, so each member's
+value is that stored string and never changes: renaming a value would break every chain
+already written. A `StrEnum` compares equal to the stored text, and `Store` writes its
+plain value. Migrations keep the literals they were written with.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum, unique
+
+__all__ = ["AuditAction"]
+
+
+@unique
+class AuditAction(StrEnum):
+    # Configs: a version stored (or refused), a session opened, versions crypto-shredded.
+    CONFIGURE = "configure"
+    CONFIGURE_REFUSED = "configure_refused"
+    SESSION_CREATED = "session_created"
+    PURGE = "purge"
+
+    # Intake: a one-time link issued, refused, or its secrets stored.
+    INTAKE_REQUESTED = "intake_requested"
+    INTAKE_REFUSED = "intake_refused"
+    INTAKE_COMPLETED = "intake_completed"
+
+    # Principals: bearer tokens.
+    TOKEN_CREATED = "token_created"  # noqa: S105 (an event name, not a secret)
+    TOKEN_REVOKED = "token_revoked"  # noqa: S105 (an event name, not a secret)
+
+    # Imported toolkit definitions.
+    TOOLKIT_IMPORTED = "toolkit_imported"
+    TOOLKIT_REMOVED = "toolkit_removed"
+
+    # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
+    VAULT_INITIALIZED = "vault_initialized"
+    VAULT_KEY_ADDED = "vault_key_added"
+    VAULT_KEY_ROTATED = "vault_key_rotated"
+    VAULT_KEY_RETIRED = "vault_key_retired"
+    INTERNAL_KEY_ADDED = "internal_key_added"
+    MASTER_KEY_ROTATED = "master_key_rotated"
+    MASTER_KEY_RETIRED = "master_key_retired"
+
+    # Written by releases before the key hierarchy; still read to reconcile their records.
+    KEK_ADDED = "kek_added"
+    KEK_RETIRED = "kek_retired"
+
+    # One-time upgrades of a store written by an older release.
+    STATE_AUTHENTICATED = "state_authenticated"
+    KEY_HIERARCHY_UPGRADED = "key_hierarchy_upgraded"
+
+    # An operator accepted a database behind its witness (`audit accept-restore`).
+    RESTORE_ACCEPTED = "restore_accepted"
