@@ -30,6 +30,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
 from toolkit_vault.schema import canonical_json, check_sealable
+from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.records import AuditDraft, VersionDraft
@@ -147,8 +148,7 @@ def _path(config: Any, pointer: str) -> list[str | int]:
     """A JSON pointer's tokens, array indices as ints (found by walking the config)."""
     path: list[str | int] = []
     node = config
-    for raw in pointer.split("/")[1:]:
-        token = raw.replace("~1", "/").replace("~0", "~")
+    for token in pointer_tokens(pointer):
         if isinstance(node, list) and token.isdigit():
             path.append(int(token))
             node = node[int(token)] if int(token) < len(node) else None

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from toolkit_vault.canonical import canonical_json
 from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.schema.patterns import compile_pattern
-from toolkit_vault.schema.values import escape
+from toolkit_vault.schema.values import escape, pointer_tokens
 
 __all__ = ["INVALID", "MAX_SECRETS", "SecretSplit", "check_sealable", "merge_secrets"]
 
@@ -250,9 +250,7 @@ def merge_secrets(public: Mapping[str, Any], secrets: Mapping[str, Any]) -> dict
         try:
             if not pointer.startswith("/"):
                 raise ValueError(pointer)
-            *parents, last = (
-                t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")
-            )
+            *parents, last = pointer_tokens(pointer)
             parent = merged
             for part in parents:
                 parent = parent[_index(parent, part)]

@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import jsonpointer
+
 from toolkit_vault.canonical import canonical_json
 from toolkit_vault.errors import SchemaRefused
 
@@ -21,6 +23,7 @@ __all__ = [
     "check_bounds",
     "escape",
     "pointer",
+    "pointer_tokens",
     "schema_digest",
     "unfit",
 ]
@@ -42,12 +45,18 @@ _NOT_JSON_FIX = {
 
 
 def escape(token: str | int) -> str:
-    """One RFC 6901 reference token."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    """One RFC 6901 reference token (array indices too)."""
+    return jsonpointer.escape(str(token))
 
 
 def pointer(path: Iterable[str | int]) -> str:
     return "".join("/" + escape(token) for token in path)
+
+
+def pointer_tokens(pointer: str) -> list[str]:
+    """A pointer's reference tokens, unescaped (`/a~1b/0` -> `a/b`, `0`); an index stays
+    text, since only the value it points into says whether it is one."""
+    return [jsonpointer.unescape(raw) for raw in pointer.split("/")[1:]]
 
 
 def _containers(value: Any) -> Iterator[tuple[Any, int, str]]:

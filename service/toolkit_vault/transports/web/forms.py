@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from toolkit_vault.schema.values import pointer, pointer_tokens
+
 __all__ = ["Field", "build_fields", "leaves"]
 
 Kind = Literal["group", "text", "number", "integer", "boolean", "enum", "list", "json"]
@@ -52,10 +54,6 @@ class Field:
     children: tuple[Field, ...] = ()
 
 
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def _resolve(root: Mapping[str, Any], node: Any) -> Mapping[str, Any] | None:
     """Follow local `$ref`s (their siblings win); None when one cannot be followed here."""
     for _ in range(MAX_REF_HOPS):
@@ -67,8 +65,7 @@ def _resolve(root: Mapping[str, Any], node: Any) -> Mapping[str, Any] | None:
         if not isinstance(ref, str) or not ref.startswith("#/"):
             return None
         target: Any = root
-        for raw in ref[2:].split("/"):
-            token = raw.replace("~1", "/").replace("~0", "~")
+        for token in pointer_tokens(ref[1:]):
             target = target.get(token) if isinstance(target, Mapping) else None
         if not isinstance(target, Mapping):
             return None
@@ -151,7 +148,6 @@ def _group(
     for name, raw in properties.items() if isinstance(properties, Mapping) else ():
         child = _resolve(root, raw)
         here = (*path, name)
-        pointer = "".join("/" + _escape(token) for token in here)
         kind = _kind(child, depth + 1) if child is not None else "json"
         child = child or {}
         if kind == "list" and (is_secret(here) or is_secret((*here, 0))):
@@ -160,7 +156,7 @@ def _group(
         enum = (child["enum"] if "enum" in child else [child["const"]]) if kind == "enum" else []
         fields.append(
             Field(
-                pointer=pointer,
+                pointer=pointer(here),
                 path=here,
                 label=str(child.get("title") or name),
                 kind=kind,
