@@ -4,7 +4,7 @@
 toolkit instances this process initialized; `connection` is one A2E connection (handshake,
 capability gating, replies) and `spec_plugin` the spec's `ToolkitPlugin` it dispatches
 through; `intake` the one-time pages that take secrets from a person; `events` the status
-pushes.
+pushes; `rates` the token bucket that bounds them and each principal's requests.
 
 May import: every package below the transports.
 """

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
+from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.logs import redact
 from toolkit_vault.protocol import ToolkitStatusEvent, dump_message
 
@@ -56,9 +57,7 @@ class EventGate:
         self.toolkit_name = toolkit_name
         self._still_active = still_active
         self.limits = limits or EventLimits()
-        self._clock = clock
-        self._tokens = float(self.limits.burst)
-        self._last = clock()
+        self._bucket = TokenBucket(self.limits.per_second, self.limits.burst, clock)
         self._lock = threading.Lock()
         self.dropped: Counter[str] = Counter()
 
@@ -102,20 +101,9 @@ class EventGate:
             return self._drop("not a well-formed toolkit/status/event")
         if size > self.limits.max_bytes:
             return self._drop(f"larger than {self.limits.max_bytes} bytes")
-        if not self._take_token():
+        if not self._bucket.take():
             return self._drop("over the event rate")
         return stamped
-
-    def _take_token(self) -> bool:
-        with self._lock:
-            now = self._clock()
-            refill = (now - self._last) * self.limits.per_second
-            self._tokens = min(float(self.limits.burst), self._tokens + refill)
-            self._last = now
-            if self._tokens < 1:
-                return False
-            self._tokens -= 1
-            return True
 
     def _drop(self, reason: str) -> ToolkitStatusEvent | None:
         with self._lock:

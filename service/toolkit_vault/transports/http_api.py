@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
+from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
 from toolkit_vault.errors import KeyProviderError, VaultError
 from toolkit_vault.keys.admin import key_status
@@ -105,17 +105,15 @@ class _RateLimiter:
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate, self.burst = rate, burst
-        self._buckets: dict[str, tuple[float, float]] = {}
+        self._buckets: dict[str, TokenBucket] = {}
         self._lock = threading.Lock()
 
     def allow(self, principal_id: str) -> bool:
-        now = time.monotonic()
         with self._lock:
-            tokens, last = self._buckets.get(principal_id, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-            allowed = tokens >= 1
-            self._buckets[principal_id] = (tokens - 1 if allowed else tokens, now)
-        return allowed
+            bucket = self._buckets.get(principal_id)
+            if bucket is None:
+                bucket = self._buckets[principal_id] = TokenBucket(self.rate, self.burst)
+        return bucket.take()
 
 
 class Refused(Exception):
