@@ -9,7 +9,6 @@ never a credential: each provider reads those from its own standard configuratio
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolkit_vault.errors import VaultError
+from toolkit_vault.files import write_atomically
 from toolkit_vault.keys.providers import provider_names
 
 __all__ = ["RECORD_NAME", "EnvSettings", "VaultSettings", "load_settings", "write_record"]
@@ -103,8 +103,4 @@ def write_record(settings: VaultSettings) -> None:
         "key_provider": settings.key_provider,
         "key_options": dict(settings.key_options),
     }
-    temp = settings.record_path.with_suffix(".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2)
-    os.replace(temp, settings.record_path)
+    write_atomically(settings.record_path, json.dumps(record, indent=2).encode())

@@ -1,19 +1,19 @@
 """`file`: the key document in a JSON file owned by the user, mode 0600, not a symlink.
 
 Reads refuse a symlink, another owner, group or other permission bits, and a file swapped
-while it was opened; writes go to a fresh 0600 temporary file that replaces the old one
-atomically (then the directory is synced). The PKCS#11 provider reads its PIN file with
-the same checks (`read_private_file`).
+while it was opened; writes replace it whole through a fresh 0600 temporary file
+(`files.write_atomically`). The PKCS#11 provider reads its PIN file with the same checks
+(`read_private_file`).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from toolkit_vault.files import write_atomically
 from toolkit_vault.keys.providers.base import ProviderError, ProviderSettings
 from toolkit_vault.keys.providers.document import KeyDocument
 from toolkit_vault.keys.providers.local import LocalProvider
@@ -69,24 +69,6 @@ class FileProvider(LocalProvider):
     def store(self, document: KeyDocument) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+            write_atomically(self.path, document.dumps().encode())
         except OSError as exc:
             raise self.error(f"cannot be written ({exc.strerror})") from None
-        temp = Path(name)  # mkstemp creates it 0600 with a fresh random name
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(document.dumps())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as exc:
-            temp.unlink(missing_ok=True)
-            raise self.error(f"cannot be written ({exc.strerror})") from None
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
