@@ -64,6 +64,7 @@ __all__ = [
     "fingerprints_of",
     "internal_context",
     "key_check_value",
+    "length_prefixed",
     "new_key",
     "open_config",
     "public_digest",
@@ -140,14 +141,15 @@ def new_key() -> SecretBytes:
 _LENGTH = struct.Struct(">I").pack
 
 
+def length_prefixed(data: bytes) -> bytes:
+    """`data` after its length in 4 bytes, big-endian: the framing of every field the vault
+    authenticates (here and in `store.integrity`), so no two field lists encode alike."""
+    return _LENGTH(len(data)) + data
+
+
 def associated_data(*fields: str | int) -> bytes:
     """Canonical, length-prefixed encoding of a record's context (no ambiguity by design)."""
-    out = bytearray()
-    for field in fields:
-        data = str(field).encode()
-        out += _LENGTH(len(data))
-        out += data
-    return bytes(out)
+    return b"".join(length_prefixed(str(field).encode()) for field in fields)
 
 
 def _derive(key: bytes, nonce: bytes) -> tuple[bytes, bytes]:

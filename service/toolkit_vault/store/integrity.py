@@ -20,7 +20,6 @@ older valid state (a pointer, a principal) is found against the audit chain by `
 from __future__ import annotations
 
 import hmac
-import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -96,7 +95,6 @@ _COVERED: dict[str, Callable[[Row], tuple[Any, ...]]] = {
     VAULT_KEYS: lambda r: (r["key_id"], r["is_active"], r["created_at"], r["retired_at"]),
 }
 TABLES = tuple(_COVERED)
-_LENGTH = struct.Struct(">I").pack
 
 
 def _encode(table: str, values: tuple[Any, ...]) -> bytes:
@@ -118,7 +116,7 @@ def _encode(table: str, values: tuple[Any, ...]) -> bytes:
             tag, data = b"y", bytes(value)
         else:
             raise TypeError(f"cannot authenticate a {type(value).__name__}")
-        out += tag + _LENGTH(len(data)) + data
+        out += tag + crypto.length_prefixed(data)
     return bytes(out)
 
 
