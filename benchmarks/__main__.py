@@ -26,9 +26,11 @@ MODULES = {
     "list": "listing",
     "rotation": "rotation",
     "restart": "restart",
+    "cli": "cli_startup",
     "http": "network",
     "soak": "soak",
 }
+NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         target = None
     console = Console(stderr=True)
-    postgres = postgres_admin_url() if "postgres" in args.databases else ""
+    needs_postgres = "postgres" in args.databases and not NO_DATABASE.issuperset(args.only)
+    postgres = postgres_admin_url() if needs_postgres else ""
     if postgres and not reachable(postgres):
         print(
             f"scripts/bench: PostgreSQL is unreachable at {safe_url(postgres)}; start it, set "

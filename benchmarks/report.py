@@ -130,8 +130,14 @@ MEANING = """\
   then checks `configured: true`), against the same cold process opening a new session.
   No target: it shows what resuming adds to a cold start. Most of a cold start is Python
   importing the service and its dependencies (SQLAlchemy, jsonschema, pydantic, click; see
-  `python -X importtime -c 'import toolkit_vault.cli'`); resuming adds the session lookup,
-  one unwrap and decrypt, and the toolkit's `initialize`.
+  `python -X importtime -c 'import toolkit_vault.cli.serving'`, `stdio`'s module); resuming
+  adds the session lookup, one unwrap and decrypt, and the toolkit's `initialize`.
+- **cli**: milliseconds from spawning `toolkit-vault version` or `toolkit-vault --help`
+  (the installed console script, a cold process) to its exit, against `python -c 'import
+  click'` on the same interpreter: the floor of any click command line, including the
+  interpreter's start-up and the editable install's path hook. The three alternate run by
+  run. Neither command opens a vault or imports a command module (`toolkit_vault.cli`
+  imports a command's module only when it runs); ratio = ours / floor (lower is better).
 - Every figure is the median of the repeats shown in the case column or the scale below.
 """
 
@@ -177,6 +183,7 @@ def markdown(
         "scripts/bench --quick    # quick run (~5 min): prints the table only",
         "scripts/bench --only rotation --databases sqlite   # one scenario, one database",
         "scripts/bench --only http --databases sqlite       # the network path only",
+        "scripts/bench --only cli                           # command-line start-up (seconds)",
         ".venv/bin/python -m benchmarks.ab --base main      # a change, paired against main",
         "```",
         "",

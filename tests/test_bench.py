@@ -75,6 +75,35 @@ def test_unknown_scenario_is_refused() -> None:
     assert done.returncode == 2 and "unknown scenario" in done.stderr
 
 
+def test_tiny_cli_scenario_times_the_console_script_against_importing_click(
+    tmp_path: Path,
+) -> None:
+    """`--only cli` opens no database, so it runs without PostgreSQL (here: unreachable)."""
+    report = tmp_path / "BENCH.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    env["TOOLKIT_VAULT_BENCH_POSTGRES_URL"] = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    command = [sys.executable, "-m", "benchmarks", "--scale", "tiny", "--only", "cli"]
+    done = subprocess.run(
+        [*command, "--write", str(report)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    text_ = report.read_text()
+    for case in ("toolkit-vault version", "toolkit-vault --help"):
+        row = re.search(
+            rf"\| cli \| - \| {case} \(3 runs\) \| ms \| ([\d.,]+) \| "
+            r"python -c 'import click' \| ([\d.,]+) \| ([\d.]+)x \| <= 3x \|",
+            text_,
+        )
+        assert row is not None, case
+        ours, baseline, ratio = (float(n.replace(",", "")) for n in row.groups())
+        assert ours > 0 and baseline > 0 and ratio == pytest.approx(ours / baseline, rel=0.02)
+
+
 def test_tiny_http_scenario_measures_ours_against_the_noop(tmp_path: Path) -> None:
     """The real `serve` and the no-op, driven by wrk and the compiled wsload: the http
     table (throughput, p50/p99, server CPU per request, ratio) and its plot are written."""

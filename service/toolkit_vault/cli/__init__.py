@@ -6,26 +6,77 @@ on stderr. `--json` output is stable: documented in docs/, keys only ever added.
 This package only builds the `main` group; the commands live in `serving` (set up and
 serve the vault), `toolkits` (list, show, import, remove), `operators` (keys, audit,
 history, purge), `tokens` and `about` (version), the helpers they share in `shell`, `tables`
-and `ids`, so no command module grows past a readable size.
+and `ids`, so no command module grows past a readable size. `main` imports a command's
+module only when that command is looked up (`lazy`), so `--help`, `version` and completion
+never wait for SQLAlchemy, the service or the schema compiler.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import IO, Any
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from toolkit_vault.cli.about import print_version, version_command
-from toolkit_vault.cli.keys import keys
-from toolkit_vault.cli.operators import audit, check, history_command, purge_command
-from toolkit_vault.cli.serving import init, serve, stdio
+from toolkit_vault.cli.about import print_version
+from toolkit_vault.cli.lazy import CommandEntry, LazyCommands
 from toolkit_vault.cli.shell import ENVIRONMENT, EXIT_STATUS
-from toolkit_vault.cli.tokens import tokens
-from toolkit_vault.cli.toolkits import toolkits
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
+__all__ = ["COMMANDS", "main"]
+
+# Every command of `main`: where it lives, and the summary the top-level `--help` and
+# completion show without importing it (tests/test_cli_startup.py holds each summary equal
+# to the command's own `short_help`).
+COMMANDS = {
+    "init": CommandEntry(
+        "toolkit_vault.cli.serving",
+        "init",
+        "Create or check the vault home; migrate the database.",
+    ),
+    "stdio": CommandEntry(
+        "toolkit_vault.cli.serving", "stdio", "A2E as JSON lines on stdin/stdout."
+    ),
+    "serve": CommandEntry(
+        "toolkit_vault.cli.serving", "serve", "HTTP + WebSocket A2E and the admin API."
+    ),
+    "toolkits": CommandEntry(
+        "toolkit_vault.cli.toolkits",
+        "toolkits",
+        "Registered toolkits: list, show, import, remove.",
+    ),
+    "keys": CommandEntry(
+        "toolkit_vault.cli.keys", "keys", "Master and vault keys: status, rotation, retirement."
+    ),
+    "check": CommandEntry(
+        "toolkit_vault.cli.operators",
+        "check",
+        "Decrypt-verify every stored version; check every row and the chain.",
+    ),
+    "history": CommandEntry(
+        "toolkit_vault.cli.operators",
+        "history_command",
+        "Every config version, with secret fingerprints.",
+    ),
+    "audit": CommandEntry("toolkit_vault.cli.operators", "audit", "The tamper-evident audit log."),
+    "purge": CommandEntry(
+        "toolkit_vault.cli.operators",
+        "purge_command",
+        "Crypto-shred a session's or a principal's stored configs.",
+    ),
+    "tokens": CommandEntry(
+        "toolkit_vault.cli.tokens", "tokens", "Principals and their bearer tokens."
+    ),
+    "version": CommandEntry(
+        "toolkit_vault.cli.about",
+        "version_command",
+        "Package, database schema revision, A2E protocol.",
+    ),
+}
 
 
 class UsageLine(click.ClickException):
@@ -44,7 +95,34 @@ class UsageLine(click.ClickException):
 
 class VaultGroup(click.Group):
     """click's group, but a usage error anywhere below it is one line, not click's three.
-    A group given no command still prints its whole help (exit status 2)."""
+    A group given no command still prints its whole help (exit status 2).
+
+    Its commands are a `LazyCommands` table: listing them (its `--help`, completing a
+    command name) shows the table's summaries and imports no command module."""
+
+    commands: LazyCommands
+
+    def __init__(
+        self,
+        name: str | None = None,
+        commands: Mapping[str, CommandEntry] | None = None,
+        **attrs: Any,
+    ) -> None:
+        super().__init__(name, **attrs)
+        self.commands = LazyCommands(commands or {})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.commands.short_help(name)) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        names = [name for name in self.list_commands(ctx) if name.startswith(incomplete)]
+        found = [CompletionItem(name, help=self.commands.short_help(name)) for name in names]
+        return found + click.Command.shell_complete(self, ctx, incomplete)  # the options
 
     def make_context(
         self,
@@ -92,6 +170,7 @@ EPILOG = "\n\n".join(
 @click.group(
     "toolkit-vault",
     cls=VaultGroup,
+    commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=EPILOG,
 )
@@ -113,16 +192,3 @@ def main() -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
     )
-
-
-main.add_command(init)
-main.add_command(stdio)
-main.add_command(serve)
-main.add_command(toolkits)
-main.add_command(keys)
-main.add_command(check)
-main.add_command(history_command)
-main.add_command(audit)
-main.add_command(purge_command)
-main.add_command(tokens)
-main.add_command(version_command)

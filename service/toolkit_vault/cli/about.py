@@ -3,27 +3,40 @@
 An operator comparing two hosts, or filing a bug, needs three facts: the package version,
 the database schema revision it migrates to, and the A2E protocol it speaks. None of them
 needs a home, a database or a key, so neither command opens one.
+
+Nor does either import the modules those facts come from: the schema revision lives with
+the SQLAlchemy models, the protocol with its pydantic messages, the capabilities with the
+service, and importing those would make `version` start as slowly as `serve`. So this
+module keeps copies, and tests/test_cli_startup.py holds each copy equal to its source.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import click
 
 from toolkit_vault.cli.shell import emit, epilog
-from toolkit_vault.core.vault import CAPABILITIES
-from toolkit_vault.protocol import PROTOCOL_VERSION
-from toolkit_vault.store.models import SCHEMA_REVISION
 
-__all__ = ["about", "print_version", "version_command"]
+__all__ = [
+    "CAPABILITIES",
+    "PROTOCOL_VERSION",
+    "SCHEMA_REVISION",
+    "about",
+    "print_version",
+    "version_command",
+]
 
 PACKAGE = "toolkit-vault"
+SCHEMA_REVISION = "0004"  # toolkit_vault.store.models.SCHEMA_REVISION
+PROTOCOL_VERSION = "1.0"  # toolkit_vault.protocol.PROTOCOL_VERSION
+CAPABILITIES = ("toolkits", "tools")  # toolkit_vault.core.vault.CAPABILITIES
 
 
 def about() -> dict[str, Any]:
     """The `version --json` shape (stable; keys are only ever added)."""
+    from importlib.metadata import PackageNotFoundError, version  # only here: -h starts faster
+
     try:
         package_version = version(PACKAGE)
     except PackageNotFoundError:  # run from a source tree that was never installed

@@ -2,6 +2,8 @@
 
 Kept apart from the commands so each command module stays a plain list of commands, and
 so the promise "one clear line on stderr, never a traceback" lives in exactly one place.
+`--help` and `version` import this module too, so it imports nothing heavy at the top: the
+vault only when a command opens it.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.settings import VaultSettings
-from toolkit_vault.toolkits.registry import ToolkitRegistry
+
+if TYPE_CHECKING:
+    from toolkit_vault.core.vault import Vault
+    from toolkit_vault.settings import VaultSettings
 
 __all__ = [
     "EXIT_STATUS",
@@ -64,6 +66,9 @@ def guarded(fn: F) -> F:
 def open_for_operators(settings: VaultSettings) -> Vault:
     """The vault without toolkits: key, audit, purge and token commands never load plugins
     or compile schemas, so a broken plugin cannot stop an operator."""
+    from toolkit_vault.bootstrap import open_vault
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
+
     return open_vault(settings, registry=ToolkitRegistry(), current=False)
 
 

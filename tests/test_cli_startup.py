@@ -1,0 +1,154 @@
+"""`toolkit-vault --help`, `version` and completion start without the vault's heavy imports.
+
+Each probe runs the real `main` in a fresh interpreter with the given argv, then lists
+which heavy packages and command modules ended up in `sys.modules`: a command module
+imported again at the top of `toolkit_vault.cli` (or a heavy import in `about` or `shell`)
+fails here, whatever the timing on the day. The table that lets `--help` list commands
+without importing them, and the copies `version` prints, are held equal to their sources.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from toolkit_vault.cli import COMMANDS, main
+from toolkit_vault.cli import about as about_module
+from toolkit_vault.cli.lazy import LazyCommands
+
+HEAVY = {
+    "alembic",
+    "cryptography",
+    "fastapi",
+    "jinja2",
+    "jsonschema",
+    "keyring",
+    "orjson",
+    "psycopg",
+    "pydantic",
+    "pydantic_core",
+    "re2",
+    "referencing",
+    "rich",
+    "sqlalchemy",
+    "starlette",
+    "toolkit_package",
+    "uvicorn",
+}
+# the modules that hold commands other than `version`, and the helpers only they use
+COMMAND_MODULES = {entry.module for entry in COMMANDS.values()} - {"toolkit_vault.cli.about"}
+COMMAND_MODULES |= {"toolkit_vault.cli.ids", "toolkit_vault.cli.keyflags"}
+COMMAND_MODULES |= {"toolkit_vault.cli.tables"}
+
+_PROBE = r"""
+import json, sys
+from toolkit_vault.cli import main
+heavy, commands = set(sys.argv[1].split(",")), set(sys.argv[2].split(","))
+try:
+    main(sys.argv[3:], prog_name="toolkit-vault")
+except SystemExit as stop:
+    status = stop.code
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in commands)
+print("\n" + json.dumps({"status": status, "loaded": loaded}))
+"""
+
+
+def _probe(*argv: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Run `main(argv)` in a new interpreter: its output, and the heavy modules it loaded."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKIT_VAULT_", "_TOOLKIT"))}
+    command = [sys.executable, "-c", _PROBE, ",".join(HEAVY), ",".join(COMMAND_MODULES), *argv]
+    done = subprocess.run(
+        command,
+        env={**base, "COLUMNS": "80", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output, _, report = done.stdout.rstrip("\n").rpartition("\n")
+    found = json.loads(report)
+    assert found["status"] in (0, None), (argv, done.stderr)
+    return output, found["loaded"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["-h"], ["version"], ["version", "--json"], ["--version"]],
+    ids=" ".join,
+)
+def test_help_and_version_import_no_heavy_module(argv: list[str]) -> None:
+    _, loaded = _probe(*argv)
+    assert loaded == []
+
+
+def test_completing_a_command_name_imports_no_command() -> None:
+    words = {"_TOOLKIT_VAULT_COMPLETE": "bash_complete", "COMP_CWORD": "1"}
+    output, loaded = _probe(env={**words, "COMP_WORDS": "toolkit-vault "})
+    assert output.split() == [f"plain,{name}" for name in sorted(COMMANDS)]
+    assert loaded == []
+
+
+def test_the_probe_sees_a_command_import_its_module() -> None:
+    """The other tests' empty lists mean something: a command's own help loads it."""
+    _, loaded = _probe("stdio", "-h")
+    assert "toolkit_vault.cli.serving" in loaded and "sqlalchemy" in loaded
+
+
+def test_each_summary_in_the_table_is_its_commands_own() -> None:
+    for name, entry in COMMANDS.items():
+        command = getattr(importlib.import_module(entry.module), entry.attribute)
+        assert isinstance(command, click.Command) and command.name == name
+        assert entry.short_help == command.get_short_help_str(), name
+
+
+def test_help_from_the_table_is_the_help_click_prints_from_the_commands() -> None:
+    settings = {
+        "params": main.params,
+        "help": main.help,
+        "epilog": main.epilog,
+        "context_settings": main.context_settings,
+    }
+    from_table = type(main)(main.name, commands=COMMANDS, **settings)  # nothing loaded yet
+    from_commands = click.Group(main.name, commands=list(main.commands.values()), **settings)
+    printed = [
+        CliRunner().invoke(group, ["--help"], prog_name="toolkit-vault", terminal_width=80)
+        for group in (from_table, from_commands)
+    ]
+    assert printed[0].exit_code == printed[1].exit_code == 0
+    assert "  check     Decrypt-verify every stored version;" in printed[0].stdout
+    assert printed[0].stdout == printed[1].stdout
+
+
+def test_the_copies_version_prints_equal_their_sources() -> None:
+    from toolkit_vault.core.vault import CAPABILITIES
+    from toolkit_vault.protocol import PROTOCOL_VERSION
+    from toolkit_vault.store.models import SCHEMA_REVISION
+
+    assert about_module.SCHEMA_REVISION == SCHEMA_REVISION
+    assert about_module.PROTOCOL_VERSION == PROTOCOL_VERSION
+    assert about_module.CAPABILITIES == CAPABILITIES
+
+
+def test_lazy_commands_behave_as_a_dict_of_commands() -> None:
+    version = COMMANDS["version"]
+    commands = LazyCommands({"version": version, "history": COMMANDS["history"]})
+    assert list(commands) == ["version", "history"] and len(commands) == 2
+    assert commands.short_help("history") == COMMANDS["history"].short_help
+    assert commands["version"] is about_module.version_command
+    assert commands.get("nope") is None
+    extra = click.Command("extra", short_help="Added by hand.")
+    commands["extra"] = extra  # what `add_command` does
+    assert commands["extra"] is extra and commands.short_help("extra") == "Added by hand."
+    del commands["version"]
+    assert list(commands) == ["history", "extra"]
+    with pytest.raises(KeyError):
+        del commands["version"]
+    wrong = LazyCommands({"history": version._replace(attribute="PACKAGE")})
+    with pytest.raises(TypeError, match=r"about\.PACKAGE is not a click command"):
+        wrong["history"]
