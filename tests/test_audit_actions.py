@@ -11,6 +11,9 @@ from toolkit_vault.store.actions import AuditAction
 
 SOURCE = Path(__file__).resolve().parents[1] / "service" / "toolkit_vault"
 DEFINED_IN = SOURCE / "store" / "actions.py"
+# The command line names its commands with words that are also actions (`purge`); it never
+# reads or writes audit events itself, only through core.
+NAMES_ONLY = SOURCE / "cli"
 
 # Stored in every audit event and covered by its link's MAC: a changed value breaks every
 # chain already written, so this list only ever grows.
@@ -49,21 +52,14 @@ def test_values_are_the_stored_strings_each_once() -> None:
 
 
 def _string_literals(tree: ast.AST) -> Iterator[ast.Constant]:
-    """Every string constant except names that share an action's text: entries of
-    `__all__` (the function `purge`) and click command names (`toolkit-vault purge`)."""
+    """Every string constant but the entries of `__all__`, which name functions that share
+    an action's text (`purge`, `state_authenticated`)."""
     names: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
         ):
             names.update(id(inner) for inner in ast.walk(node.value))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("command", "group")
-            and node.args
-        ):
-            names.add(id(node.args[0]))
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in names:
             yield node
@@ -74,7 +70,7 @@ def test_no_action_is_spelled_as_a_literal_outside_the_enum() -> None:
     found = [
         f"{path.relative_to(SOURCE)}:{node.lineno}: {node.value!r}"
         for path in sorted(SOURCE.rglob("*.py"))
-        if path != DEFINED_IN
+        if path != DEFINED_IN and NAMES_ONLY not in path.parents
         for node in _string_literals(ast.parse(path.read_text(encoding="utf-8")))
         if node.value in values
     ]
