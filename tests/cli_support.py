@@ -34,6 +34,8 @@ _SERVER = r"""
 import json, os, select, signal, socket, sys
 from toolkit_vault.cli import main
 
+list(main.commands.values())  # import every command now, once, not in each forked handler
+
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])
 listener.listen(64)

@@ -236,15 +236,26 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def empty_database_url(database_url: str) -> str:
-    """A database with no tables at all (PostgreSQL: the scratch schema is recreated)."""
-    if database_url.startswith("postgresql"):
-        engine = create_engine(database_url)
-        with engine.begin() as conn:
-            conn.execute(text("DROP SCHEMA public CASCADE"))
-            conn.execute(text("CREATE SCHEMA public"))
-        engine.dispose()
-    return database_url
+def empty_database_url(database_url: str) -> Iterator[str]:
+    """A database with no tables at all (PostgreSQL: the scratch schema is recreated, before
+    the test and after it, so a test that fails halfway through an old release's schema
+    leaves the next test on this worker an empty database, not a half-migrated one)."""
+    if not database_url.startswith("postgresql"):
+        yield database_url
+        return
+    _recreate_schema(database_url)
+    try:
+        yield database_url
+    finally:
+        _recreate_schema(database_url)
+
+
+def _recreate_schema(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
 
 
 @pytest.fixture

@@ -471,7 +471,7 @@ def test_the_commit_mark_moves_with_every_commit_and_only_then(
     try:
         first = store.commit_mark()
         assert first is not None and store.commit_mark() == first
-        with connect(other) as conn:
+        with other.connect() as conn:
             conn.execute(select(func.count()).select_from(ConfigVersion)).scalar()
         assert store.commit_mark() == first
         with other.begin() as conn:

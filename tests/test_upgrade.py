@@ -310,17 +310,16 @@ def test_a_broken_chain_stops_the_upgrade(legacy: Legacy) -> None:
 
 # -- SIGKILL during the key hierarchy upgrade ----------------------------------------------
 
-FILL = """
+FILL = """  # runs on the old release's source: its flat module paths
 import sys, time
 from sqlalchemy import insert
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.crypto import RecordContext
-from toolkit_vault.store.integrity import POINTERS, VERSIONS
-from toolkit_vault.store.models import ConfigVersion, CurrentConfig
-from toolkit_vault.store.records import AuditDraft, VersionDraft
+from toolkit_vault.integrity import POINTERS, VERSIONS
+from toolkit_vault.models import ConfigVersion, CurrentConfig
+from toolkit_vault.records import AuditDraft, VersionDraft
 from toolkit_vault.settings import load_settings
-from toolkit_vault.core.connection import connect
 
 count = int(sys.argv[1])
 vault = open_vault(load_settings())
