@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response, WebSocket
+from fastapi import Depends, FastAPI, Request, Response, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -34,12 +34,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
 from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
-from toolkit_vault.errors import KeyProviderError, VaultError
-from toolkit_vault.keys.admin import key_status
+from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.protocol import (
     MAX_MESSAGE_BYTES,
@@ -52,6 +50,8 @@ from toolkit_vault.protocol import (
 from toolkit_vault.store.database import POOL_SIZE
 from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
+from toolkit_vault.transports.http_admin import Guards, admin_routes
+from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import RememberOrigin, client_left, install_console
 from toolkit_vault.transports.workers import Workers
 
@@ -114,37 +114,6 @@ class _RateLimiter:
             if bucket is None:
                 bucket = self._buckets[principal_id] = TokenBucket(self.rate, self.burst)
         return bucket.take()
-
-
-class Refused(Exception):
-    """An HTTP refusal with an A2E error body."""
-
-    def __init__(
-        self,
-        status: int,
-        code: ErrorCode,
-        message: str,
-        req_id: str = "",
-        details: list[dict[str, Any]] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.req_id = status, code, message, req_id
-        self.details = details or []
-
-
-def _error_body(code: ErrorCode, message: str, req_id: str = "") -> dict[str, Any]:
-    return ErrorMessage(req_id=req_id, code=code, message=message).model_dump(by_alias=True)
-
-
-class HistoryOut(BaseModel):
-    versions: list[dict[str, Any]]
-
-
-class KeysOut(BaseModel):
-    provider: dict[str, Any]
-    master_keys: list[dict[str, Any]]
-    vault_keys: list[dict[str, Any]]
-    keys: list[dict[str, Any]]
 
 
 class Health(BaseModel):
@@ -218,7 +187,7 @@ def create_app(
     @app.exception_handler(Refused)
     async def refused(_request: Request, exc: Refused) -> JSONResponse:
         headers = {"Retry-After": "1"} if exc.status == 429 else None
-        body = _error_body(exc.code, exc.message, exc.req_id) | {"details": exc.details}
+        body = error_body(exc.code, exc.message, exc.req_id) | {"details": exc.details}
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
     app.add_exception_handler(ClientDisconnect, client_left)
@@ -232,7 +201,7 @@ def create_app(
             }
             for err in exc.errors()
         ]  # locations and kinds only: FastAPI's default body would echo the submitted input
-        body = _error_body("INVALID_MESSAGE", "request parameters are invalid") | {
+        body = error_body("INVALID_MESSAGE", "request parameters are invalid") | {
             "details": details
         }
         return JSONResponse(body, status_code=422)
@@ -329,13 +298,13 @@ def create_app(
             if principal.role != "agent":
                 raise Refused(403, "UNAUTHORIZED", "A2E needs the agent role")
         except Refused as exc:
-            await websocket.send_json(_error_body(exc.code, exc.message))
+            await websocket.send_json(error_body(exc.code, exc.message))
             await websocket.close(code=1008, reason=exc.message)
             return
         count = open_sockets.get(principal.principal_id, 0)
         if count >= limits.connections_per_principal:
             message = f"at most {limits.connections_per_principal} connections per principal"
-            await websocket.send_json(_error_body("RUNTIME_ERROR", message))
+            await websocket.send_json(error_body("RUNTIME_ERROR", message))
             await websocket.close(code=1013, reason=message)
             return
         open_sockets[principal.principal_id] = count + 1
@@ -359,43 +328,8 @@ def create_app(
 
     app.a2e_socket = RememberOrigin(a2e_socket)
 
-    @app.get("/v1/history", response_model=HistoryOut)
-    async def v1_history(
-        session: str | None = Query(default=None, max_length=200),
-        toolkit: str | None = Query(default=None, max_length=200),
-        since: str | None = Query(default=None, max_length=64),
-        _: Principal = Depends(as_auditor),
-    ) -> HistoryOut:
-        """Config versions: public config and secret fingerprints only (`history --json`)."""
-        try:
-            since_ts = parse_time(since) if since else None
-        except VaultError as exc:
-            raise Refused(422, "INVALID_MESSAGE", exc.message) from None
-        versions = await in_thread(history, vault.store, session, toolkit, since_ts)
-        return HistoryOut(versions=versions)
-
-    @app.get("/v1/audit/verify")
-    async def v1_audit_verify(
-        _: Principal = Depends(as_auditor),
-    ) -> dict[str, Any]:
-        """Walk the audit chain (as `audit verify --json`)."""
-        report = await in_thread(vault.verify_audit)
-        return report.as_json()
-
-    @app.get("/v1/keys/status", response_model=KeysOut)
-    async def v1_keys_status(_: Principal = Depends(as_operator)) -> KeysOut:
-        """Both key layers: master keys and vault keys (as `keys status --json`)."""
-        return KeysOut(**await in_thread(key_status, vault.store, provider))
-
-    @app.get("/v1/check")
-    async def v1_check(_: Principal = Depends(as_operator)) -> dict[str, Any]:
-        """Decrypt-verify every stored version in memory (as `check --json`): operators only,
-        as it decrypts the whole store."""
-        try:
-            result: dict[str, Any] = await in_thread(vault.check)
-        except KeyProviderError as exc:  # a vault key made elsewhere, the provider down
-            raise Refused(503, "RUNTIME_ERROR", exc.message) from None
-        return result
+    guards = Guards(vault, provider, in_thread, as_auditor, as_operator)
+    app.include_router(admin_routes(guards))
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
