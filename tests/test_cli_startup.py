@@ -125,16 +125,6 @@ def test_help_from_the_table_is_the_help_click_prints_from_the_commands() -> Non
     assert printed[0].stdout == printed[1].stdout
 
 
-def test_the_copies_version_prints_equal_their_sources() -> None:
-    from toolkit_vault.core.vault import CAPABILITIES
-    from toolkit_vault.protocol import PROTOCOL_VERSION
-    from toolkit_vault.store.models import SCHEMA_REVISION
-
-    assert about_module.SCHEMA_REVISION == SCHEMA_REVISION
-    assert about_module.PROTOCOL_VERSION == PROTOCOL_VERSION
-    assert about_module.CAPABILITIES == CAPABILITIES
-
-
 def test_lazy_commands_behave_as_a_dict_of_commands() -> None:
     version = COMMANDS["version"]
     commands = LazyCommands({"version": version, "history": COMMANDS["history"]})

@@ -29,6 +29,8 @@ from pydantic import (
     model_serializer,
 )
 
+from toolkit_vault.versions import PROTOCOL_VERSION
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_MESSAGE_BYTES",
@@ -56,7 +58,6 @@ __all__ = [
     "parse_message",
 ]
 
-PROTOCOL_VERSION = "1.0"
 MAX_MESSAGE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 _SUPPORTED_VERSION = re.compile(r"1(\.\d+)*")

@@ -4,10 +4,8 @@ An operator comparing two hosts, or filing a bug, needs three facts: the package
 the database schema revision it migrates to, and the A2E protocol it speaks. None of them
 needs a home, a database or a key, so neither command opens one.
 
-Nor does either import the modules those facts come from: the schema revision lives with
-the SQLAlchemy models, the protocol with its pydantic messages, the capabilities with the
-service, and importing those would make `version` start as slowly as `serve`. So this
-module keeps copies, and tests/test_cli_startup.py holds each copy equal to its source.
+Nor does either import the models, messages or service that use those facts: they live in
+`toolkit_vault.versions`, which imports nothing, so `version` starts as fast as click.
 """
 
 from __future__ import annotations
@@ -17,20 +15,15 @@ from typing import Any
 import click
 
 from toolkit_vault.cli.shell import emit, epilog
+from toolkit_vault.versions import CAPABILITIES, PROTOCOL_VERSION, SCHEMA_REVISION
 
 __all__ = [
-    "CAPABILITIES",
-    "PROTOCOL_VERSION",
-    "SCHEMA_REVISION",
     "about",
     "print_version",
     "version_command",
 ]
 
 PACKAGE = "toolkit-vault"
-SCHEMA_REVISION = "0004"  # toolkit_vault.store.models.SCHEMA_REVISION
-PROTOCOL_VERSION = "1.0"  # toolkit_vault.protocol.PROTOCOL_VERSION
-CAPABILITIES = ("toolkits", "tools")  # toolkit_vault.core.vault.CAPABILITIES
 
 
 def about() -> dict[str, Any]:

@@ -51,6 +51,7 @@ from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Source, Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
     "ANSWERED_AT_ONCE",
@@ -63,7 +64,6 @@ __all__ = [
     "Vault",
 ]
 
-CAPABILITIES = ("toolkits", "tools")
 ANSWERED_AT_ONCE = (ToolkitListRequest, ToolListRequest)  # what `answer_at_once` may answer
 Mark = tuple[int, int]  # `Vault.mark`: the store's commit mark, this process's drops
 SESSION_ID_CHARS = 64  # sessions.session_id

@@ -26,6 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from toolkit_vault.versions import SCHEMA_REVISION
+
 __all__ = [
     "SCHEMA_REVISION",
     "AuditEvent",
@@ -41,7 +43,6 @@ __all__ = [
     "VaultKey",
 ]
 
-SCHEMA_REVISION = "0004"  # the Alembic head these models match (checked by the tests)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
