@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, or_, select, update
 
 from toolkit_vault.errors import UnknownSession, VaultError
 from toolkit_vault.store.actions import AuditAction
@@ -31,12 +31,14 @@ from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Store
 
 __all__ = [
+    "PurgePreview",
     "PurgeReport",
     "find_principal",
     "history",
     "iso_time",
     "parse_time",
     "purge",
+    "purge_preview",
     "purge_principal",
 ]
 
@@ -199,6 +201,71 @@ def purge_principal(
     return _purge(store, scope_id, toolkit, actor, must_exist=False)
 
 
+@dataclass(frozen=True)
+class PurgePreview:
+    """What a purge of a scope would destroy, counted without writing: the confirmation
+    an operator answers names it."""
+
+    session_id: str  # the scope: a session, or a principal scope
+    principal_id: str | None  # whose scope it is
+    toolkit_name: str | None
+    versions: int  # versions a purge would shred now
+    toolkits: list[str]  # toolkits those versions belong to
+    configured: list[str]  # toolkits configured from this scope now, unconfigured after
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "scope": scope_of(self.session_id),
+            "principal_id": self.principal_id,
+            "toolkit_name": self.toolkit_name,
+            "versions": self.versions,
+            "toolkits": self.toolkits,
+            "configured": self.configured,
+        }
+
+
+def purge_preview(store: Store, scope_id: str, toolkit: str | None = None) -> PurgePreview:
+    """Count what `purge` (a session) or `purge_principal` (its scope id) would destroy,
+    by the same rule, writing nothing; an unknown session raises as `purge` does."""
+    versions = [ConfigVersion.session_id == scope_id, _unshredded()]
+    pointers = [CurrentConfig.session_id == scope_id]
+    if toolkit is not None:
+        versions.append(ConfigVersion.toolkit_name == toolkit)
+        pointers.append(CurrentConfig.toolkit_name == toolkit)
+    with store.read() as conn:
+        owner = conn.execute(
+            select(SessionRow.principal_id).where(SessionRow.session_id == scope_id)
+        ).scalar()
+        if owner is None and principal_of(scope_id) is None:
+            raise UnknownSession(f"unknown session {scope_id}")
+        counts = conn.execute(
+            select(ConfigVersion.toolkit_name, func.count())
+            .where(*versions)
+            .group_by(ConfigVersion.toolkit_name)
+        ).all()
+        configured = conn.execute(select(CurrentConfig.toolkit_name).where(*pointers)).scalars()
+        configured_names = sorted(configured)
+    return PurgePreview(
+        scope_id,
+        owner or principal_of(scope_id),
+        toolkit,
+        sum(int(n) for _, n in counts),
+        sorted(name for name, _ in counts),
+        configured_names,
+    )
+
+
+def _unshredded() -> Any:
+    """A version a purge still has something to destroy in (not purged, or a key or
+    ciphertext left by an interrupted one)."""
+    return or_(
+        ConfigVersion.status != "purged",
+        ConfigVersion.wrapped_dek.is_not(None),
+        ConfigVersion.sealed_secrets.is_not(None),
+    )
+
+
 def _purge(
     store: Store, session: str, toolkit: str | None, actor: str, *, must_exist: bool
 ) -> PurgeReport:
@@ -213,13 +280,8 @@ def _purge(
         if toolkit is not None:
             scope.append(ConfigVersion.toolkit_name == toolkit)
             pointer_scope.append(CurrentConfig.toolkit_name == toolkit)
-        remaining = or_(
-            ConfigVersion.status != "purged",
-            ConfigVersion.wrapped_dek.is_not(None),
-            ConfigVersion.sealed_secrets.is_not(None),
-        )
         rows = conn.execute(
-            select(ConfigVersion).where(*scope, remaining).order_by(ConfigVersion.id)
+            select(ConfigVersion).where(*scope, _unshredded()).order_by(ConfigVersion.id)
         ).all()
         for row in rows:
             conn.execute(

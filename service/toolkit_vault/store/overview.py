@@ -10,10 +10,11 @@ from typing import Any
 
 from sqlalchemy import and_, select
 
+from toolkit_vault.store.integrity import SESSIONS
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig, PrincipalRow, SessionRow
 from toolkit_vault.store.storage import Store
 
-__all__ = ["session_overview"]
+__all__ = ["session_overview", "session_owner"]
 
 
 def session_overview(store: Store, limit: int = 500) -> list[dict[str, Any]]:
@@ -61,3 +62,19 @@ def session_overview(store: Store, limit: int = 500) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+def session_owner(store: Store, session_id: str) -> dict[str, str] | None:
+    """A session's owner (`principal_id`, `name`, `role`), or None for an unknown id and
+    for a row that fails its MAC (a session row written by hand owns nothing)."""
+    if "\x00" in session_id:  # PostgreSQL text cannot hold NUL: not even a lookup
+        return None
+    with store.read() as conn:
+        row = conn.execute(
+            select(SessionRow, PrincipalRow.name, PrincipalRow.role)
+            .join(PrincipalRow, PrincipalRow.principal_id == SessionRow.principal_id)
+            .where(SessionRow.session_id == session_id)
+        ).first()
+    if row is None or not store.authentic(SESSIONS, row._mapping):
+        return None
+    return {"principal_id": row.principal_id, "name": row.name, "role": row.role}

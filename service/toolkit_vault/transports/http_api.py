@@ -51,6 +51,7 @@ from toolkit_vault.store.database import POOL_SIZE
 from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.transports.http_admin import Guards, admin_routes
+from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import RememberOrigin, client_left, install_console
 from toolkit_vault.transports.workers import Workers
@@ -330,6 +331,7 @@ def create_app(
 
     guards = Guards(vault, provider, in_thread, as_auditor, as_operator)
     app.include_router(admin_routes(guards))
+    app.include_router(operator_routes(guards))
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
