@@ -13,10 +13,11 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
+from toolkit_vault.audit.devices import AuditDevices, open_devices
 from toolkit_vault.audit.upgrade import authenticate_state
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
@@ -35,6 +36,7 @@ from toolkit_vault.toolkits.registry import ToolkitRegistry
 __all__ = [
     "LOCAL_PRINCIPAL",
     "InitReport",
+    "audit_devices",
     "init_vault",
     "open_provider",
     "open_store",
@@ -66,12 +68,17 @@ def init_vault(settings: VaultSettings) -> InitReport:
     again. On a vault made by an older release it also finishes its upgrades: row MACs
     (`upgrade`) and the move of its data keys to a vault key (`keyupgrade`)."""
     provider = open_provider(settings)
+    sink = audit_devices(settings)  # a bad device spec stops init before anything changes
     _private_home(settings.home)
     engine = open_engine(settings.database_url)
     created, upgraded, hierarchy = False, None, None
     try:
         migrate(engine)
-        store = Store(engine, witness=Witness(settings.home / WITNESS_NAME))
+        store = Store(
+            engine,
+            witness=Witness(settings.home / WITNESS_NAME),
+            audit_sink=sink,
+        )
         store.makes_witness = True  # a vault made before the witness gets one here
         legacy = legacy_keys(store, provider) if legacy_pending(store) else None
         if read_vault_keys(store):
@@ -125,18 +132,36 @@ def _check_home(home: Path) -> None:
         )
 
 
-def open_store(settings: VaultSettings) -> Store:
-    """The store alone, for read-only auditor commands: no master key, nothing decrypts."""
+def audit_devices(settings: VaultSettings, stream: IO[bytes] | None = None) -> AuditDevices | None:
+    """The audit devices the settings name (`audit.devices`), checked now, opened at the
+    first event; `stream` is where the `stdout` device writes (default stderr: a command's
+    stdout is its output; `serve` passes stdout)."""
+    return open_devices(
+        settings.audit_devices,
+        settings.home,
+        fail_closed=settings.audit_fail_closed,
+        stream=stream,
+    )
+
+
+def open_store(settings: VaultSettings, *, audit_stream: IO[bytes] | None = None) -> Store:
+    """The store alone, for read-only auditor commands: no master key, nothing decrypts.
+    Its writes go to the settings' audit devices (`audit_devices`)."""
     if not settings.initialized:
         raise VaultError(f"no vault in {settings.home}: run `toolkit-vault init` first")
     _check_home(settings.home)
+    sink = audit_devices(settings, audit_stream)
     engine = open_engine(settings.database_url)
     require_current(engine)
-    return Store(engine, witness=Witness(settings.home / WITNESS_NAME))
+    return Store(engine, witness=Witness(settings.home / WITNESS_NAME), audit_sink=sink)
 
 
 def open_vault(
-    settings: VaultSettings, registry: ToolkitRegistry | None = None, *, current: bool = True
+    settings: VaultSettings,
+    registry: ToolkitRegistry | None = None,
+    *,
+    current: bool = True,
+    audit_stream: IO[bytes] | None = None,
 ) -> Vault:
     """Open an initialized vault, or refuse with one clear reason. The key provider is
     asked once per live vault key, here, and never again while nothing rotates.
@@ -144,7 +169,7 @@ def open_vault(
     `current`: also refuse a store whose state cannot be believed (its audit chain breaks,
     or it is behind the home's witness), so a server never starts on it; operators' commands
     (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
-    store = open_store(settings)
+    store = open_store(settings, audit_stream=audit_stream)
     if legacy_pending(store):
         raise VaultError(
             "this vault was made before the key hierarchy and its upgrade has not finished: "

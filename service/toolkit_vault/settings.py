@@ -1,9 +1,10 @@
 """Settings: read once from the environment and the home's record, then frozen.
 
 `init` writes `vault.json` in the home (database URL, key provider and its options, vault
-id), so every later command run with the same home needs no flag. The environment overrides
-the record. Provider options say where the master key is (a KMS key id, a PKCS#11 token);
-never a credential: each provider reads those from its own standard configuration.
+id, audit devices), so every later command run with the same home needs no flag. The
+environment overrides the record. Provider options say where the master key is (a KMS key
+id, a PKCS#11 token); never a credential: each provider reads those from its own standard
+configuration.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class EnvSettings(BaseSettings):
     home: Path = Path("./var")
     database_url: str | None = None
     key_provider: str | None = None
+    audit_devices: str | None = None  # comma-separated specs; "none" for none
+    audit_fail_closed: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class VaultSettings:
     vault_id: str
     initialized: bool
     key_options: Mapping[str, str] = field(default_factory=dict)
+    audit_devices: tuple[str, ...] = ()  # `audit.devices.parse_device` specs
+    audit_fail_closed: bool = False  # a write no audit device accepted is refused
 
     @property
     def record_path(self) -> Path:
@@ -89,7 +94,25 @@ def load_settings(
         vault_id=record.get("vault_id") or str(uuid.uuid4()),
         initialized=bool(record),
         key_options=options,
+        audit_devices=_audit_devices(env.audit_devices, record.get("audit_devices")),
+        audit_fail_closed=bool(
+            record.get("audit_fail_closed", False)
+            if env.audit_fail_closed is None
+            else env.audit_fail_closed
+        ),
     )
+
+
+def _audit_devices(env: str | None, recorded: Any) -> tuple[str, ...]:
+    """The environment's comma-separated specs ("none": none), else the record's list."""
+    if env and env.strip():
+        specs = [spec.strip() for spec in env.split(",")]
+        return () if specs == ["none"] else tuple(spec for spec in specs if spec)
+    if recorded is None:
+        return ()
+    if isinstance(recorded, list) and all(isinstance(spec, str) for spec in recorded):
+        return tuple(recorded)
+    raise VaultError(f"{RECORD_NAME}: audit_devices must be a list of device specs")
 
 
 def write_record(settings: VaultSettings) -> None:
@@ -102,5 +125,7 @@ def write_record(settings: VaultSettings) -> None:
         "database_url": settings.database_url,
         "key_provider": settings.key_provider,
         "key_options": dict(settings.key_options),
+        "audit_devices": list(settings.audit_devices),
+        "audit_fail_closed": settings.audit_fail_closed,
     }
     write_atomically(settings.record_path, json.dumps(record, indent=2).encode())

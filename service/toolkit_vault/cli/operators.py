@@ -11,6 +11,7 @@ import sys
 import click
 
 from toolkit_vault.access.principals import list_principals
+from toolkit_vault.audit.export import json_line
 from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.bootstrap import open_store
 from toolkit_vault.cli.ids import resolve_session, session_ids, unique_prefixes
@@ -222,6 +223,45 @@ def audit_accept_restore(yes: bool, as_json: bool) -> None:
             f"accepted: the witness moved from event {result['witness_seq']} to "
             f"{result['database_seq']} (audited)"
         )
+
+
+@audit.command(
+    "export",
+    short_help="Replay audit events after a sequence number, verified.",
+    epilog=epilog(
+        "toolkit-vault audit export --after 0 --json-lines > trail.jsonl",
+        "toolkit-vault audit export --after 1200 --limit 500 --json-lines",
+    ),
+)
+@click.option(
+    "--after",
+    type=click.IntRange(0),
+    required=True,
+    metavar="SEQ",
+    help="The last event the receiver holds (0: from the first).",
+)
+@click.option("--limit", type=click.IntRange(1), default=None, help="At most this many events.")
+@click.option(
+    "--json-lines", is_flag=True, help="One event a line, as the audit devices send them."
+)
+@guarded
+def audit_export(after: int, limit: int | None, json_lines: bool) -> None:
+    """Replay the audit events after SEQ, for an audit device's receiver that fell behind.
+
+    Each event is checked against the chain (its link from the one before, the last one
+    against the authenticated head) before it is printed; one that does not verify stops
+    the export there, exit status 1. Needs the master key, as `audit verify` does.
+    """
+    events = open_for_operators(load_settings()).export_audit(after, limit)
+    if json_lines:
+        out = sys.stdout.buffer
+        for record in events:
+            out.write(json_line(record))
+        out.flush()
+        return
+    records = list(events)
+    last = records[-1]["seq"] if records else after
+    emit({"after": after, "last_seq": last, "events": records})
 
 
 @click.command(

@@ -17,6 +17,7 @@ from typing import Any
 import click
 from sqlalchemy.engine import make_url
 
+from toolkit_vault.audit.devices import reopen_on_sighup
 from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
 from toolkit_vault.cli.keyflags import key_options, provider_flags
 from toolkit_vault.cli.shell import KEY_ENV, epilog, guarded
@@ -194,7 +195,8 @@ def serve(
     configure_logging("INFO", json_lines=log_format == "json")
     redact_every_record()  # a plugin's own handlers never pass the handler's filter
     settings = load_settings()
-    vault = open_vault(settings)
+    vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
+    reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
     provider = open_provider(settings)
     if vault.store.engine.dialect.name == "postgresql":
         from toolkit_vault.transports.relay import PgEventRelay

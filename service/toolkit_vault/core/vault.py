@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
+from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import PurgeReport, purge, purge_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
@@ -601,6 +602,13 @@ class Vault:
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         return verify_audit_chain(self.store, self._audit_key)
+
+    def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """The audit events after seq `after`, each verified as it is read (`audit.export`):
+        what a receiver of the audit devices replays when it fell behind."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        return export_events(self.store, self._audit_key, after, limit)
 
     def accept_restore(self, actor: str) -> dict[str, Any]:
         """An operator's deliberate restore of an older copy: the database's chain must

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from operator import itemgetter
@@ -56,9 +56,12 @@ from toolkit_vault.store.scopes import PREFIX, principal_of
 from toolkit_vault.store.witness import Witness
 from toolkit_vault.store.writer import Write, Writer
 
-__all__ = ["Source", "Store"]
+__all__ = ["AuditSink", "Source", "Store"]
 
 Source = tuple[str, int]  # where a session's config of a toolkit comes from: (scope id, version)
+# Takes a transaction's audit events (dicts of the chained fields, `mac`, `previous`), in
+# `seq` order, before it commits; raising rolls the transaction back (`audit.devices`).
+AuditSink = Callable[[Sequence[Mapping[str, Any]]], None]
 
 log = logging.getLogger(__name__)
 _SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
@@ -308,11 +311,13 @@ class Store:
         sign: Signer | None = None,
         rows: RowAuthenticator | None = None,
         witness: Witness | None = None,
+        audit_sink: AuditSink | None = None,
     ) -> None:
         self.engine = engine
         self._sign = sign
         self._rows = rows
         self.witness = witness
+        self.audit_sink = audit_sink  # the audit devices: each write's events, in seq order
         self._ledger: Ledger | None = None if sign is None else Ledger(sign)
         self._followed_mark: int | None = None
         self._accepting_restore = False
@@ -504,6 +509,11 @@ class Store:
                                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK}
                             )
                         yield conn
+                        if self.audit_sink is not None and conn.info.get(_WRITTEN):
+                            # Still under the chain's lock (BEGIN IMMEDIATE, the advisory
+                            # lock), so every process sends in seq order; a sink that
+                            # raises (fail-closed) rolls the write back.
+                            self.audit_sink(conn.info[_WRITTEN])
                     written = conn.info.get(_WRITTEN)
                 finally:
                     conn.info.pop(_WRITTEN, None)
