@@ -162,6 +162,7 @@ def test_an_intake_link_for_a_session_or_an_agent_configures_it(api: Api) -> Non
     assert for_agent.status_code == 201, for_agent.text
     assert for_agent.json()["scope"] == "principal"
     assert "about 1 min" in for_agent.json()["message"]
+    assert (for_agent.json()["expires_in"], link["expires_in"]) == (60, 600)
     assert len(api.events("intake_requested")) == 2
 
     create_token(api.vault.store, "auditor", "reader")

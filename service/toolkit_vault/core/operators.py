@@ -28,6 +28,7 @@ from toolkit_vault.audit.history import (
     find_principal,
     purge_preview,
 )
+from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import ToolkitNotFound, UnknownSession, VaultError
 from toolkit_vault.logs import register_secrets
@@ -161,6 +162,7 @@ class IntakeLink:
     scope_id: str  # a session id, or a principal scope
     owner: str  # the name of the principal whose session (or scope) it configures
     message: str
+    lifetime: float  # seconds it stays usable, from now
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +172,7 @@ class IntakeLink:
             "scope": scope_of(self.scope_id),
             "owner": self.owner,
             "message": self.message,
+            "expires_in": round(self.lifetime),
         }
 
 
@@ -192,7 +195,8 @@ def ask_person(
     empty, and the person fills every field. Audited (`intake_requested`) as `actor`."""
     _one_scope(session, principal)
     _no_nul(toolkit_name, session, principal)
-    if vault.intake is None:
+    intake = vault.intake
+    if not isinstance(intake, Intake):
         raise VaultError("intake links need the web console (toolkit-vault serve)")
     try:
         toolkit = vault.registry.get(toolkit_name)
@@ -214,14 +218,15 @@ def ask_person(
         if len(scope_id) > SCOPE_ID_CHARS:
             raise VaultError("this principal's id is too long for a principal scope")
         vault.store.ensure_scope(scope_id, target.principal_id)
-    intake: bool | IntakeOptions = (
-        True if expires_in is None else IntakeOptions(expires_in=expires_in)
-    )
-    request = ToolkitConfigureRequest(toolkit_name=toolkit.definition.name, intake=intake)
-    answer = vault.intake.request(actor, scope_id, toolkit, request)
+    options: bool | IntakeOptions = True
+    lifetime = intake.ttl
+    if expires_in is not None:
+        options, lifetime = IntakeOptions(expires_in=expires_in), min(lifetime, expires_in)
+    request = ToolkitConfigureRequest(toolkit_name=toolkit.definition.name, intake=options)
+    answer = intake.request(actor, scope_id, toolkit, request)
     assert answer.intake_url is not None
-    message = answer.message or ""
-    return IntakeLink(answer.intake_url, toolkit.definition.name, scope_id, owner, message)
+    name, message = toolkit.definition.name, answer.message or ""
+    return IntakeLink(answer.intake_url, name, scope_id, owner, message, lifetime)
 
 
 @dataclass(frozen=True)

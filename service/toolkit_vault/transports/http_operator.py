@@ -80,6 +80,7 @@ class IntakeOut(BaseModel):
     scope: str
     owner: str
     message: str
+    expires_in: int
 
 
 class PurgeIn(BaseModel):

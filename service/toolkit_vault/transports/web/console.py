@@ -1,6 +1,9 @@
 """The console's pages: sign in with a bearer token, then what the role may see and do.
 
-Operators: toolkits, sessions and their configured state, key status, tokens (revoke).
+Operators: toolkits, sessions and their configured state, key status, tokens; and what an
+operator does without a shell (`core.operators`, as the signed-in operator): create a
+token (shown once), revoke one after a confirmation (never their own), ask a person for a
+toolkit's secrets (an intake link), purge after a confirmation naming what it destroys.
 Auditors (and operators, as in the admin API): config history with fingerprints, and an
 audit chain verification. Agents cannot sign in. Each route calls the service API (the
 functions the CLI and the admin API call), in a worker thread; no page shows a secret.
@@ -12,8 +15,19 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
 
-from toolkit_vault.access.principals import authenticate, list_principals, revoke
+from toolkit_vault.access.principals import authenticate, list_principals
 from toolkit_vault.audit.history import history
+from toolkit_vault.core.operators import (
+    NotConfirmed,
+    OwnToken,
+    PurgeTarget,
+    ask_person,
+    issue_token,
+    preview_purge,
+    purge_scope,
+    revoke_token,
+    token_to_revoke,
+)
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.store.overview import session_overview
@@ -27,6 +41,7 @@ __all__ = ["console_routes"]
 CONSOLE_ROLES = ("operator", "auditor")
 HOME = {"operator": "sessions", "auditor": "history"}
 MAX_FILTER = 200
+SCOPE_FIELDS = ("session", "principal", "toolkit")
 
 
 class Console:
@@ -128,8 +143,50 @@ class Console:
         user = await self.signed_in(request, "operator")
         if isinstance(user, Response):
             return user
+        return await self._tokens_page(request, user)
+
+    async def _tokens_page(
+        self, request: Request, user: ConsoleUser, status: int = 200, **form: str
+    ) -> Response:
         everyone = await run_in_threadpool(list_principals, self.state.vault.store)
-        return self.state.render(request, "tokens.html", user=user, principals=everyone)
+        return self.state.render(
+            request,
+            "tokens.html",
+            status,
+            user,
+            principals=everyone,
+            error=form.get("error"),
+            name=form.get("name", ""),
+            role=form.get("role", "agent"),
+        )
+
+    async def _operator_form(
+        self, request: Request
+    ) -> tuple[ConsoleUser, dict[str, str]] | Response:
+        """A POST of an operator's action: signed in as an operator, from a console page."""
+        user = await self.signed_in(request, "operator")
+        if isinstance(user, Response):
+            return user
+        form = await self.posted(request)
+        if isinstance(form, Response):
+            return form
+        return user, form
+
+    async def create_token(self, request: Request) -> Response:
+        """A new token, on a page of its own (never cached), shown this once."""
+        posted = await self._operator_form(request)
+        if isinstance(posted, Response):
+            return posted
+        user, form = posted
+        role, name = form.get("role", ""), form.get("name", "").strip()
+        store = self.state.vault.store
+        try:
+            made = await run_in_threadpool(issue_token, store, user.principal, role, name)
+        except VaultError as exc:
+            return await self._tokens_page(
+                request, user, 422, error=exc.message, name=name, role=role
+            )
+        return self.state.render(request, "token_created.html", user=user, made=made)
 
     async def revoke_token(self, request: Request) -> Response:
         user = await self.signed_in(request, "operator")
@@ -138,14 +195,112 @@ class Console:
         form = await self.posted(request)
         if isinstance(form, Response):
             return form
-        actor = user.principal.principal_id
+        store, target = self.state.vault.store, form.get("principal_id", "")
         try:
             await run_in_threadpool(
-                lambda: revoke(self.state.vault.store, form.get("principal_id", ""), actor=actor)
+                revoke_token, store, user.principal, target, form.get("confirm")
             )
+        except NotConfirmed:
+            found = await run_in_threadpool(token_to_revoke, store, user.principal, target)
+            return self.state.render(request, "revoke_confirm.html", user=user, target=found)
+        except OwnToken as exc:
+            title = "Not revoked: this is your own token"
+            return self.state.message(request, 409, title, exc.message, user)
         except VaultError as exc:
             return self.state.message(request, 404, "Not revoked", exc.message, user)
         return RedirectResponse("/console/tokens", status_code=303)
+
+    async def ask_form(self, request: Request) -> Response:
+        """The form that starts an intake link: a session or an agent, and a toolkit."""
+        user = await self.signed_in(request, "operator")
+        if isinstance(user, Response):
+            return user
+        query = {k: request.query_params.get(k, "")[:MAX_FILTER] for k in SCOPE_FIELDS}
+        return await self._ask_page(request, user, query)
+
+    async def _ask_page(
+        self, request: Request, user: ConsoleUser, form: dict[str, str], status: int = 200
+    ) -> Response:
+        everyone = await run_in_threadpool(list_principals, self.state.vault.store)
+        return self.state.render(
+            request,
+            "ask.html",
+            status,
+            user,
+            toolkits=[t.definition.name for t in self.state.vault.registry.all()],
+            agents=[p.name for p in everyone if p.role == "agent"],
+            error=form.get("error"),
+            session=form.get("session", ""),
+            principal=form.get("principal", ""),
+            toolkit=form.get("toolkit", ""),
+        )
+
+    async def ask(self, request: Request) -> Response:
+        """Start an intake link and show it, to be copied and sent to the person."""
+        posted = await self._operator_form(request)
+        if isinstance(posted, Response):
+            return posted
+        user, form = posted
+        fields = {k: form.get(k, "").strip() for k in SCOPE_FIELDS}
+        try:
+            link = await run_in_threadpool(
+                lambda: ask_person(
+                    self.state.vault,
+                    user.principal,
+                    fields["toolkit"],
+                    session=fields["session"] or None,
+                    principal=fields["principal"] or None,
+                )
+            )
+        except VaultError as exc:
+            return await self._ask_page(request, user, {**fields, "error": exc.message}, 422)
+        return self.state.render(request, "ask_link.html", user=user, link=link)
+
+    async def purge_form(self, request: Request) -> Response:
+        user = await self.signed_in(request, "operator")
+        if isinstance(user, Response):
+            return user
+        query = {k: request.query_params.get(k, "")[:MAX_FILTER] for k in SCOPE_FIELDS}
+        return self._purge_page(request, user, query)
+
+    def _purge_page(
+        self, request: Request, user: ConsoleUser, form: dict[str, str], status: int = 200
+    ) -> Response:
+        return self.state.render(
+            request,
+            "purge.html",
+            status,
+            user,
+            error=form.get("error"),
+            session=form.get("session", ""),
+            principal=form.get("principal", ""),
+            toolkit=form.get("toolkit", ""),
+        )
+
+    async def purge(self, request: Request) -> Response:
+        """Without `confirm`: the page naming what would be destroyed (counts), nothing
+        changed; with it (the scope repeated): the purge, and what it destroyed."""
+        posted = await self._operator_form(request)
+        if isinstance(posted, Response):
+            return posted
+        user, form = posted
+        fields = {k: form.get(k, "").strip() for k in SCOPE_FIELDS}
+        vault = self.state.vault
+        try:
+            target = PurgeTarget(*(fields[k] or None for k in SCOPE_FIELDS))
+            report = await run_in_threadpool(
+                purge_scope, vault, user.principal, target, form.get("confirm")
+            )
+        except NotConfirmed:
+            preview = await run_in_threadpool(preview_purge, vault.store, target)
+            return self.state.render(
+                request, "purge_confirm.html", user=user, target=target, preview=preview
+            )
+        except VaultError as exc:
+            return self._purge_page(request, user, {**fields, "error": exc.message}, 422)
+        return self.state.render(
+            request, "purge_done.html", user=user, target=target, report=report
+        )
 
     async def history_page(self, request: Request) -> Response:
         user = await self.signed_in(request, "auditor", "operator")
@@ -190,6 +345,11 @@ def console_routes(state: WebState) -> APIRouter:
     router.add_api_route("/keys", console.keys, methods=["GET"])
     router.add_api_route("/tokens", console.tokens, methods=["GET"])
     router.add_api_route("/tokens/revoke", console.revoke_token, methods=["POST"])
+    router.add_api_route("/tokens/create", console.create_token, methods=["POST"])
+    router.add_api_route("/ask", console.ask_form, methods=["GET"])
+    router.add_api_route("/ask", console.ask, methods=["POST"])
+    router.add_api_route("/purge", console.purge_form, methods=["GET"])
+    router.add_api_route("/purge", console.purge, methods=["POST"])
     router.add_api_route("/history", console.history_page, methods=["GET"])
     router.add_api_route("/audit", console.audit_page, methods=["GET"])
     router.add_api_route("/audit/verify", console.audit_verify, methods=["POST"])
