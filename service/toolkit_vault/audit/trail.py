@@ -35,6 +35,8 @@ from toolkit_vault.store.storage import Store
 __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "MAX_SEQ",
+    "MAX_TEXT",
     "BadFilter",
     "EventFilter",
     "EventPage",
@@ -49,6 +51,7 @@ __all__ = [
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+MAX_SEQ = 2**62  # a cursor beyond any chain, still a 64-bit integer for every database
 MAX_TEXT = 200  # the longest name, id or toolkit a filter takes (the columns' own width)
 _TOKEN_EVENTS = (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED)
 _INTAKE_ACTOR = "intake:"
@@ -243,8 +246,8 @@ def _time(name: str, value: str | float | None) -> float | None:
 
 
 def _cursor(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadFilter(name, "takes a sequence number, 0 or more")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+        raise BadFilter(name, f"takes a sequence number, 0 to {MAX_SEQ}")
     return value
 
 

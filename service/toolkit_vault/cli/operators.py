@@ -26,6 +26,7 @@ from toolkit_vault.cli.shell import (
     progress,
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.cli.trail import audit_list, audit_tail
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
 from toolkit_vault.toolkits.import_report import printable
@@ -166,6 +167,10 @@ def _fingerprint_cell(
 @click.group(short_help="The tamper-evident audit log.")
 def audit() -> None:
     """The tamper-evident audit log (an HMAC hash chain)."""
+
+
+audit.add_command(audit_list)  # the trail for auditors: `audit list`, `audit tail` (cli.trail)
+audit.add_command(audit_tail)
 
 
 @audit.command(

@@ -51,6 +51,7 @@ from toolkit_vault.store.database import POOL_SIZE
 from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.transports.http_admin import Guards, admin_routes
+from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import RememberOrigin, client_left, install_console
@@ -331,6 +332,7 @@ def create_app(
 
     guards = Guards(vault, provider, in_thread, as_auditor, as_operator)
     app.include_router(admin_routes(guards))
+    app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
 
     # /console: intake forms and the admin console; links signed with the vault's intake key

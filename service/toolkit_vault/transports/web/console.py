@@ -35,6 +35,7 @@ from toolkit_vault.toolkits.registry import RegisteredToolkit
 from toolkit_vault.transports.web.forms import leaves
 from toolkit_vault.transports.web.pages import WebState
 from toolkit_vault.transports.web.security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
+from toolkit_vault.transports.web.trail_view import trail_view
 
 __all__ = ["console_routes"]
 
@@ -322,7 +323,7 @@ class Console:
         user = await self.signed_in(request, "auditor", "operator")
         if isinstance(user, Response):
             return user
-        return self.state.render(request, "audit.html", user=user, report=None)
+        return await self._audit(request, user, None)
 
     async def audit_verify(self, request: Request) -> Response:
         user = await self.signed_in(request, "auditor", "operator")
@@ -332,7 +333,15 @@ class Console:
         if isinstance(form, Response):
             return form
         report = await run_in_threadpool(self.state.vault.verify_audit)
-        return self.state.render(request, "audit.html", user=user, report=report.as_json())
+        return await self._audit(request, user, report.as_json())
+
+    async def _audit(
+        self, request: Request, user: ConsoleUser, report: dict[str, object] | None
+    ) -> Response:
+        """The Audit page: the newest events as filtered (`trail_view`), and a report."""
+        trail = await run_in_threadpool(trail_view, self.state.vault.store, request.query_params)
+        status = 200 if trail.error is None else 422
+        return self.state.render(request, "audit.html", status, user, report=report, trail=trail)
 
 
 def console_routes(state: WebState) -> APIRouter:

@@ -1,0 +1,505 @@
+"""Auditors read the trail: every audited action the product makes shows in `audit list`,
+`GET /v1/audit/events` and the console's Audit page, with its actor's name and in words;
+filters and the cursor on SQLite and PostgreSQL; `audit tail --follow` sees each commit
+and stops cleanly; no secret and no token appears in any listed event."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from markupsafe import escape
+from sqlalchemy import delete
+from starlette.testclient import TestClient
+
+from cli_support import CLI, run_cli
+from toolkit_vault.access.principals import create_token, revoke
+from toolkit_vault.audit.trail import (
+    MAX_LIMIT,
+    BadFilter,
+    EventFilter,
+    list_events,
+    newest_events,
+)
+from toolkit_vault.bootstrap import open_provider
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.keys.admin import retire_key
+from toolkit_vault.keys.rotation import rotate_master_key, rotate_vault_key
+from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.models import PrincipalRow
+from toolkit_vault.transports.http_api import Limits, create_app
+
+pytestmark = pytest.mark.key_providers("file")  # `keys retire` of a master key: file holds it
+
+CORPUS = Path(__file__).parent / "fixtures" / "mcp" / "clients" / "claude"
+IMPORTED = CORPUS / "AccelByte__ags-extend-sdk-mcp-server.json"
+CANARY = "tkv-canary-trail-5b7e"
+HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
+# Only an upgrade of a vault made by an earlier release writes these (tests/test_upgrade.py).
+UPGRADES_ONLY = {
+    AuditAction.INTERNAL_KEY_ADDED,
+    AuditAction.KEK_ADDED,
+    AuditAction.KEK_RETIRED,
+    AuditAction.KEY_HIERARCHY_UPGRADED,
+}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = run_cli(args, env, timeout=120)
+    assert done.returncode == 0, (args, done.stderr)
+    return done
+
+
+def app_client(vault: Vault, home: VaultSettings) -> TestClient:
+    limits = Limits(requests_per_second=10_000, burst=10_000)
+    return TestClient(create_app(vault, open_provider(home), limits), base_url="https://testserver")
+
+
+class A2E:
+    """An agent over HTTP POST /a2e, its session bound by the `A2E-Session` header."""
+
+    def __init__(self, client: TestClient, token: str) -> None:
+        self.client, self.auth = client, {"Authorization": f"Bearer {token}"}
+        self.session = self.ask(HELLO)["session_id"]
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        headers = dict(self.auth)
+        if getattr(self, "session", None):
+            headers["A2E-Session"] = self.session
+        answer: dict[str, Any] = self.client.post("/a2e", json=message, headers=headers).json()
+        return answer
+
+    def configure(self, config: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        message = {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
+        return self.ask(message | extra)
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def sign_in(client: TestClient, token: str) -> None:
+    page = client.get("/console/")
+    done = client.post("/console/signin", data={"csrf": csrf_of(page.text), "token": token})
+    assert done.status_code == 200 and "Sign out" in done.text, done.text
+
+
+def intake(client: TestClient, url: str, form: dict[str, str]) -> httpx.Response:
+    page = client.get(url)
+    assert page.status_code == 200, page.text
+    data = {"csrf": csrf_of(page.text), "link": url.partition("?link=")[2], **form}
+    return client.post("/console/intake", data=data)
+
+
+def every_action(vault: Vault, home: VaultSettings, env: dict[str, str]) -> dict[str, Any]:
+    """Drive each audited action through the CLI, A2E over HTTP, the intake form and the
+    service; returns the names, session and tokens involved."""
+    made = cli(env, "tokens", "create", "--role", "agent", "--name", "alice", "--json")
+    tokens = {"alice": json.loads(made.stdout)}
+    for role, name in (("auditor", "audrey"), ("operator", "olga")):
+        principal_id, token = create_token(vault.store, role, name)
+        tokens[name] = {"principal_id": principal_id, "token": token}
+    with app_client(vault, home) as client:
+        alice = A2E(client, tokens["alice"]["token"])
+        ok = {"endpoint": "https://api.example.test", "api_key": CANARY + "-ok"}
+        assert alice.configure(ok)["status"] == "ok"
+        assert (
+            alice.configure({**ok, "mode": "fail", "api_key": CANARY + "-f"})["status"] == "error"
+        )
+        refused = alice.configure({"endpoint": 5, "api_key": CANARY + "-refused"})
+        assert refused["type"] == "error"
+        asked = alice.configure({"endpoint": "https://intake.example.test"})
+        url = asked["intake_url"]
+        bad = intake(client, url, {"/endpoint": "https://x.test"})  # no /api_key
+        assert bad.status_code == 422, bad.text
+        good = intake(client, url, {"/endpoint": "https://x.test", "/api_key": CANARY + "-in"})
+        assert good.status_code == 200, good.text
+    revoke(vault.store, "audrey", actor=tokens["olga"]["principal_id"])  # as the console does
+    _, audrey_token = create_token(vault.store, "auditor", "audrey2")
+    cli(env, "toolkits", "import", str(IMPORTED), "--secret", "accelbyte-jssdk-mcp:PORT")
+    cli(env, "toolkits", "remove", "accelbyte-jssdk-mcp")
+    cli(env, "purge", "--session", alice.session, "--yes")
+    provider = open_provider(home)  # the key commands' service functions, in this process
+    rotate_master_key(vault.store, provider)
+    rotate_vault_key(vault.store, provider, vault.ring)
+    for key_id in ("vk-1", "kek-1"):
+        retire_key(vault.store, provider, key_id)
+    vault.accept_restore("operator")
+    return {
+        "session": alice.session,
+        "tokens": [*(t["token"] for t in tokens.values()), audrey_token],
+        "ids": {name: t["principal_id"] for name, t in tokens.items()},
+        "auditor": audrey_token,
+        "secrets": [CANARY],
+    }
+
+
+def test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    made = every_action(vault, home, cli_env)
+    listed = json.loads(cli(cli_env, "audit", "list", "--limit", "1000", "--json").stdout)
+    assert listed["next"] is None
+    events = listed["events"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    producible = {a.value for a in AuditAction} - {a.value for a in UPGRADES_ONLY}
+    assert {e["action"] for e in events} == producible
+
+    def one(action: AuditAction, **match: Any) -> dict[str, Any]:
+        found = [e for e in events if e["action"] == action and match.items() <= e.items()]
+        assert found, (action, match)
+        return found[0]
+
+    session, ids = made["session"], made["ids"]
+    assert one(AuditAction.VAULT_INITIALIZED)["actor_name"] == "init"
+    created = one(AuditAction.TOKEN_CREATED, principal_name="alice")
+    assert created["actor_name"] == "operator" and created["summary"] == (
+        "token created for alice (agent)"
+    )
+    revoked = one(AuditAction.TOKEN_REVOKED, principal_name="audrey")
+    assert (revoked["actor"], revoked["actor_name"]) == (ids["olga"], "olga")
+    assert revoked["summary"] == "token revoked for audrey"
+    opened = one(AuditAction.SESSION_CREATED, session_id=session)
+    assert opened["actor_name"] == opened["principal_name"] == "alice"
+    assert one(AuditAction.CONFIGURE, version=1)["summary"] == (
+        f"configured secretive v1 in session {session} (status ok); secret fields /api_key"
+    )
+    failed = one(AuditAction.CONFIGURE, version=2)
+    assert failed["details"]["status"] == "error" and "failed to initialize" in failed["summary"]
+    refused = one(AuditAction.CONFIGURE_REFUSED)
+    assert refused["actor_name"] == "alice" and "/endpoint type" in refused["summary"]
+    asked = one(AuditAction.INTAKE_REQUESTED)
+    assert asked["actor_name"] == "alice" and "asking for /api_key" in asked["summary"]
+    for action in (AuditAction.INTAKE_REFUSED, AuditAction.INTAKE_COMPLETED):
+        person = one(action)
+        assert person["actor"].startswith("intake:")
+        assert person["actor_name"] == "intake link of alice", person
+    assert one(AuditAction.INTAKE_REFUSED)["summary"] == (
+        f"intake form for secretive in session {session} refused: /api_key required"
+    )
+    imported = one(AuditAction.TOOLKIT_IMPORTED)
+    assert imported["summary"] == (
+        "imported toolkit accelbyte-jssdk-mcp with overrides --secret port; secret fields port"
+    )
+    assert one(AuditAction.TOOLKIT_REMOVED)["summary"] == (
+        "removed imported toolkit accelbyte-jssdk-mcp"
+    )
+    purged = one(AuditAction.PURGE)
+    assert purged["actor_name"] == "operator" and purged["principal_name"] == "alice"
+    assert purged["summary"].startswith(f"purged session {session}: 4 versions shredded")
+    assert one(AuditAction.MASTER_KEY_RETIRED)["summary"] == "master key kek-1 retired"
+    assert one(AuditAction.VAULT_KEY_RETIRED)["summary"] == "vault key vk-1 retired"
+
+    with app_client(vault, home) as client:
+        auditor = {"Authorization": f"Bearer {made['auditor']}"}
+        answer = client.get("/v1/audit/events", params={"limit": 1000}, headers=auditor)
+        assert answer.status_code == 200
+        assert answer.json() == listed  # one service function, one shape
+        sign_in(client, made["auditor"])
+        page = client.get("/console/audit")
+        assert page.status_code == 200
+        newest = events[::-1][:50]
+        rows = re.findall(r"<tr>\s*<td>(\d+)</td>", page.text)
+        assert [int(seq) for seq in rows] == [e["seq"] for e in newest]
+        for e in newest:
+            assert escape(e["summary"]) in page.text
+            assert escape(e["actor_name"]) in page.text
+    for text in (json.dumps(listed), answer.text, page.text):
+        for secret in [*made["secrets"], *made["tokens"]]:
+            assert secret not in text
+
+
+def test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing(
+    vault: Vault, home: VaultSettings
+) -> None:
+    agent = create_token(vault.store, "agent", "nosy")[1]
+    operator = create_token(vault.store, "operator", "ops")[1]
+    with app_client(vault, home) as client:
+        assert client.get("/v1/audit/events").status_code == 401
+        refused = client.get("/v1/audit/events", headers={"Authorization": f"Bearer {agent}"})
+        assert refused.status_code == 403 and refused.json()["code"] == "UNAUTHORIZED"
+        bearer = {"Authorization": f"Bearer {operator}"}
+        assert client.get("/v1/audit/events", headers=bearer).status_code == 200
+        for params, name in (
+            ({"since": CANARY}, "since"),
+            ({"until": "2026-01-01", "since": "2026-02-01"}, "until"),
+            ({"action": CANARY}, "action"),
+            ({"principal": CANARY}, "principal"),
+            ({"actor": CANARY}, "actor"),
+            ({"session": CANARY + "\x00"}, "session"),
+            ({"before": 3}, "before"),
+            ({"order": "desc", "after": 3}, "after"),
+        ):
+            answer = client.get("/v1/audit/events", params=params, headers=bearer)
+            assert answer.status_code == 422, (params, answer.text)
+            body = answer.json()
+            assert body["code"] == "INVALID_MESSAGE" and body["message"].startswith(f"{name}: ")
+            assert body["details"] == [{"pointer": f"/query/{name}", "keyword": "filter"}]
+            assert CANARY not in answer.text
+        for params in ({"limit": 0}, {"limit": MAX_LIMIT + 1}, {"after": -1}, {"order": "up"}):
+            answer = client.get("/v1/audit/events", params=params, headers=bearer)
+            assert answer.status_code == 422, params
+
+
+def seqs(page_events: Any) -> list[int]:
+    return [e.seq for e in page_events]
+
+
+def test_filters_and_the_cursor(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str], database_url: str
+) -> None:
+    ids = {}
+    for role, name in (("agent", "alice"), ("agent", "bob"), ("operator", "olga")):
+        ids[name], token = create_token(vault.store, role, name)
+        ids[f"{name}-token"] = token
+    config = {"endpoint": "https://x.test", "api_key": CANARY}
+    with app_client(vault, home) as client:
+        alice = A2E(client, ids["alice-token"])
+        assert alice.configure(config)["status"] == "ok"
+        time.sleep(0.01)
+        middle = time.time()
+        time.sleep(0.01)
+        bob = A2E(client, ids["bob-token"])
+        assert bob.configure(config)["status"] == "ok"
+        scoped = alice.configure(config, scope="principal")
+        assert scoped["status"] == "ok", scoped
+    revoke(vault.store, "bob", actor=ids["olga"])
+    everything = list_events(vault.store, limit=MAX_LIMIT).events
+    assert len(everything) >= 12 and seqs(everything) == sorted(seqs(everything))
+
+    def listed(**given: Any) -> list[tuple[str, str | None]]:
+        page = list_events(vault.store, EventFilter(**given), limit=MAX_LIMIT)
+        return [(e.action, e.principal_name) for e in page.events]
+
+    made = [("token_created", n) for n in ("alice", "bob", "olga")]
+    assert listed(actions=("token_created",)) == made
+    assert listed(actions=("token_revoked", "token_created")) == [*made, ("token_revoked", "bob")]
+    assert listed(actor="olga") == listed(actor=ids["olga"]) == [("token_revoked", "bob")]
+    assert listed(actor="operator") == made  # `create_token`'s actor: the command line
+    alice_session = [("session_created", "alice"), ("configure", "alice")]
+    assert listed(session=alice.session) == alice_session
+    scope = f"principal:{ids['alice']}"
+    assert listed(session=scope) == alice_session
+    assert listed(principal="alice") == [("token_created", "alice"), *alice_session * 2]
+    assert listed(principal=ids["bob"]) == [
+        ("token_created", "bob"),
+        ("session_created", "bob"),
+        ("configure", "bob"),
+        ("token_revoked", "bob"),
+    ]
+    assert listed(toolkit="secretive") == [("configure", n) for n in ("alice", "bob", "alice")]
+    before, after = listed(until=middle), listed(since=middle)
+    assert before + after == [(e.action, e.principal_name) for e in everything]
+    assert ("configure", "bob") in after and ("configure", "bob") not in before
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(middle + 3600))
+    assert listed(since=iso) == [] and listed(until=iso) == listed()
+    assert listed(principal="alice", actions=("configure",), since=middle) == [
+        ("configure", "alice")
+    ]
+
+    # the cursor: pages up from `after`, pages down from the newest, each ending with None
+    up, after_seq = [], 0
+    while True:
+        page = list_events(vault.store, after=after_seq, limit=5)
+        up += page.events
+        if page.next is None:
+            break
+        assert len(page.events) == 5
+        after_seq = page.next
+    assert seqs(up) == seqs(everything)
+    down, cursor = [], None
+    while True:
+        page = newest_events(vault.store, before=cursor, limit=4)
+        down += page.events
+        if page.next is None:
+            break
+        cursor = page.next
+    assert seqs(down) == seqs(everything)[::-1]
+    filtered = list_events(vault.store, EventFilter(actions=("configure",)), limit=2)
+    assert filtered.next is not None and len(filtered.events) == 2
+    rest = list_events(vault.store, EventFilter(actions=("configure",)), after=filtered.next)
+    assert len(rest.events) == 1 and rest.next is None
+
+    for given, name in (
+        ({"actions": ("nope",)}, "action"),
+        ({"actor": "nobody"}, "actor"),
+        ({"principal": "nobody"}, "principal"),
+        ({"since": "yesterday"}, "since"),
+        ({"until": "nan"}, "until"),
+        ({"toolkit": "x\x00"}, "toolkit"),
+        ({"session": ""}, "session"),
+    ):
+        with pytest.raises(BadFilter) as caught:
+            list_events(vault.store, EventFilter(**given))
+        assert caught.value.name == name
+    for kwargs, name in (({"after": -1}, "after"), ({"limit": 0}, "limit")):
+        with pytest.raises(BadFilter) as caught:
+            list_events(vault.store, **kwargs)
+        assert caught.value.name == name
+
+    # the same filters over HTTP (both orders) and on the command line
+    with app_client(vault, home) as client:
+        bearer = {"Authorization": f"Bearer {ids['olga-token']}"}
+        query = {"principal": "bob", "action": ["token_created", "token_revoked"], "limit": 1}
+        first = client.get("/v1/audit/events", params=query, headers=bearer).json()
+        assert [e["summary"] for e in first["events"]] == ["token created for bob (agent)"]
+        second = client.get(
+            "/v1/audit/events", params={**query, "after": first["next"]}, headers=bearer
+        ).json()
+        assert [e["summary"] for e in second["events"]] == ["token revoked for bob"]
+        assert second["next"] is None
+        newest = client.get(
+            "/v1/audit/events", params={"order": "desc", "limit": 3}, headers=bearer
+        ).json()
+        assert [e["seq"] for e in newest["events"]] == seqs(everything)[::-1][:3]
+        older = client.get(
+            "/v1/audit/events",
+            params={"order": "desc", "limit": 3, "before": newest["next"]},
+            headers=bearer,
+        ).json()
+        assert [e["seq"] for e in older["events"]] == seqs(everything)[::-1][3:6]
+    shown = json.loads(cli(cli_env, "audit", "list", "--principal", "bob", "--json").stdout)
+    expected = list_events(vault.store, EventFilter(principal="bob"))
+    assert shown == expected.as_json()
+    prefix = bob.session[:8]
+    table = cli(cli_env, "audit", "list", "--session", prefix, "--limit", "1")
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["SEQ", "TIME", "(UTC)", "ACTION", "ACTOR", "EVENT"]
+    assert "session_created" in lines[1] and "bob" in lines[1]
+    assert f"more follow: --after {shown['events'][1]['seq']}" in table.stderr
+    wrong = run_cli(["audit", "list", "--since", CANARY], cli_env)
+    assert wrong.returncode == 1 and wrong.stderr.startswith("toolkit-vault: error: --since: ")
+
+    # a principal whose row is gone keeps the name its token_created event gave it
+    ghost = create_token(vault.store, "auditor", "ghost")[0]
+    with vault.store.engine.begin() as conn:
+        conn.execute(delete(PrincipalRow).where(PrincipalRow.principal_id == ghost))
+    (gone,) = list_events(vault.store, EventFilter(principal="ghost")).events
+    assert (gone.principal_id, gone.principal_name) == (ghost, "ghost")
+    assert gone.summary == "token created for ghost (auditor)"
+    del database_url
+
+
+def read_line(proc: subprocess.Popen[str], timeout: float = 10) -> str:
+    """One line of the process's stdout, or fail after `timeout` seconds."""
+    import selectors
+
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        assert selector.select(timeout), "no line in time"
+    return proc.stdout.readline()
+
+
+@pytest.fixture
+def tailing(cli_env: dict[str, str]) -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_tail_follows_commits_and_stops_cleanly(
+    vault: Vault, cli_env: dict[str, str], database_url: str, tailing: list[subprocess.Popen[str]]
+) -> None:
+    """SQLite ends it with SIGTERM, PostgreSQL with Ctrl-C (SIGINT): both exit 0, quietly."""
+    sig = signal.SIGTERM if database_url.startswith("sqlite") else signal.SIGINT
+    create_token(vault.store, "agent", "first")
+    args = [CLI, "audit", "tail", "-n", "1", "--follow", "--json", "--action", "token_created"]
+    proc = subprocess.Popen(
+        args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    tailing.append(proc)
+    last = json.loads(read_line(proc))
+    assert (last["action"], last["principal_name"]) == ("token_created", "first")
+    revoke(vault.store, last["principal_id"])  # not a token_created: filtered out
+    made = time.monotonic()
+    create_token(vault.store, "agent", "second")
+    new = json.loads(read_line(proc))
+    assert time.monotonic() - made < 3
+    assert new["summary"] == "token created for second (agent)"
+    assert new["seq"] == last["seq"] + 2
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=10)
+    assert (proc.returncode, out, err) == (0, "", "")
+    plain = cli(cli_env, "audit", "tail", "-n", "2")
+    lines = plain.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].split()[2:4] == ["token_created", "operator"]
+    assert lines[1].endswith("token created for second (agent)")
+
+
+def test_a_soaks_secrets_and_tokens_appear_in_no_listed_event(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """Agents configure, fail, are refused, go through intake, in both scopes; tokens are
+    made and revoked. Not one secret value or token shows in any listing of the trail."""
+    secrets: list[str] = []
+    tokens: list[str] = []
+
+    def secret(tag: str) -> str:
+        secrets.append(f"{CANARY}-{tag}-{len(secrets)}")
+        return secrets[-1]
+
+    with app_client(vault, home) as client:
+        for n in range(3):
+            principal_id, token = create_token(vault.store, "agent", f"soak-{n}")
+            tokens.append(token)
+            for _ in range(2):
+                agent = A2E(client, token)
+                base = {"endpoint": "https://soak.test", "auth": {"password": secret("pw")}}
+                for mode in ("ok", "partial", "fail"):
+                    config = {**base, "api_key": secret(mode), "mode": mode}
+                    config["tokens"] = [secret("t")]
+                    assert agent.configure(config)["status"] in ("ok", "partial", "error")
+                assert agent.configure({"endpoint": secret("e"), "api_key": 7})["type"] == "error"
+                extra = {"endpoint": "https://soak.test", "api_key": secret("x"), "x": secret("y")}
+                assert agent.configure(extra)["type"] == "error"
+                url = agent.configure({"endpoint": "https://soak.test"})["intake_url"]
+                typed = {"/endpoint": "https://soak.test", "/api_key": secret("intake")}
+                assert intake(client, url, {**typed, "/mode": secret("m")}).status_code == 422
+                assert intake(client, url, typed).status_code == 200
+            scoped = {"endpoint": "https://soak.test", "api_key": secret("scope")}
+            agent.configure(scoped, scope="principal")
+            if n == 1:
+                revoke(vault.store, principal_id)
+        auditor = create_token(vault.store, "auditor", "soak-auditor")[1]
+        tokens.append(auditor)
+        bearer = {"Authorization": f"Bearer {auditor}"}
+        answers = []
+        cursor: int | None = 0
+        while cursor is not None:
+            answer = client.get("/v1/audit/events", params={"after": cursor}, headers=bearer)
+            answers.append(answer.text)
+            cursor = answer.json()["next"]
+        sign_in(client, auditor)
+        pages = [client.get("/console/audit").text]
+    service = []
+    cursor = 0
+    while cursor is not None:
+        page = list_events(vault.store, after=cursor, limit=7)
+        service.append(json.dumps(page.as_json()))
+        service += [repr(e) for e in page.events] + [e.summary for e in page.events]
+        cursor = page.next
+    shown = [
+        cli(cli_env, "audit", "list", "--limit", "1000", "--json").stdout,
+        cli(cli_env, "audit", "list", "--limit", "1000", "--wide").stdout,
+        cli(cli_env, "audit", "tail", "-n", "1000", "--json").stdout,
+    ]
+    everything = answers + pages + service + shown
+    assert len(json.loads(shown[0])["events"]) > 60
+    for text in everything:
+        for value in secrets + tokens:
+            assert value not in text
