@@ -57,6 +57,8 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+OPERATOR_API = "tests/test_operator_api.py::"
+OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
 
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
@@ -1049,6 +1051,99 @@ MUTANTS = [
         "                self.audit(conn, made)\n",
         "",
         SCOPE_TESTS,
+    ),
+    # -- operator actions without a shell (issue 37) -------------------------------------------
+    Mutant(
+        "an operator may revoke their own token",
+        V + "core/operators.py",
+        "    if target.principal_id == actor.principal_id:\n        raise OwnToken",
+        "    if False:\n        raise OwnToken",
+        (OPERATOR_API + "test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token",),
+    ),
+    Mutant(
+        "a revoke needs no confirmation",
+        V + "core/operators.py",
+        "if confirm is None or confirm not in (target.name, target.principal_id):",
+        "if False:",
+        (OPERATOR_API + "test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token",),
+    ),
+    Mutant(
+        "a purge needs no confirmation",
+        V + "core/operators.py",
+        "    if confirm != target.named:",
+        "    if False:",
+        (OPERATOR_API + "test_a_purge_needs_its_confirmation_which_names_what_it_destroys",),
+    ),
+    *(
+        Mutant(
+            f"{what} audited as the command line's operator, not the signed-in one",
+            V + "core/operators.py",
+            find,
+            find.replace("actor.principal_id", '"operator"'),
+            (OPERATOR_API + test,),
+        )
+        for what, find, test in (
+            (
+                "a created token",
+                "create_token(store, role, name, actor=actor.principal_id)",
+                "test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event",
+            ),
+            (
+                "a revoke",
+                "revoke(store, target.principal_id, actor=actor.principal_id)",
+                "test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token",
+            ),
+            (
+                "a purge",
+                "vault.purge(actor.principal_id, str(target.session), target.toolkit)",
+                "test_a_purge_needs_its_confirmation_which_names_what_it_destroys",
+            ),
+        )
+    ),
+    Mutant(
+        "an intake link asked for by the console or API audited as its agent",
+        V + "core/operators.py",
+        "answer = intake.request(actor, scope_id, toolkit, request)",
+        'answer = intake.request(Principal("local", "agent"), scope_id, toolkit, request)',
+        (OPERATOR_API + "test_an_intake_link_for_a_session_or_an_agent_configures_it",),
+    ),
+    *(
+        Mutant(
+            f"/v1 {route} open to auditors",
+            V + "transports/http_operator.py",
+            f"body: {model}, {rest}Depends(guards.as_operator)",
+            f"body: {model}, {rest}Depends(guards.as_auditor)",
+            (OPERATOR_API + "test_auditors_and_agents_are_refused_every_operator_action",),
+        )
+        for route, model, rest in (
+            ("token creation", "TokenIn", "response: Response, actor: Principal = "),
+            ("purge", "PurgeIn", "actor: Principal = "),
+        )
+    ),
+    Mutant(
+        "a created token's answer may be cached",
+        V + "transports/http_operator.py",
+        '        response.headers["Cache-Control"] = "no-store"\n',
+        "",
+        (
+            OPERATOR_API
+            + "test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event",
+        ),
+    ),
+    Mutant(
+        "the console's operator actions skip the CSRF and origin check",
+        V + "transports/web/console.py",
+        "        form = await self.posted(request)\n        if isinstance(form, Response):\n"
+        "            return form\n        return user, form",
+        "        form = await read_form(request)\n        return user, form",
+        (OPERATOR_BROWSER + "test_a_post_without_its_confirmation_or_csrf_changes_nothing",),
+    ),
+    Mutant(
+        "the console's operator actions open to auditors",
+        V + "transports/web/console.py",
+        'console page."""\n        user = await self.signed_in(request, "operator")',
+        'console page."""\n        user = await self.signed_in(request, "operator", "auditor")',
+        (OPERATOR_BROWSER + "test_auditors_and_agents_are_refused_every_operator_action",),
     ),
     # -- bounds ------------------------------------------------------------------------------
     Mutant(
