@@ -29,7 +29,7 @@ _WRAPPERS = (  # frames most samples pass through: they say nothing about the co
     "server.py",
     "serving.py",
     "shell.py",
-    "webserver.py",
+    "http_server.py",
     "toolkit-vault",
 )
 

@@ -65,7 +65,7 @@ class RememberOrigin:
 
 async def client_left(_request: Request, _exc: Exception) -> Response:
     """A client that left before its body was in (or was cut off by the body deadline,
-    `webserver`): nothing to answer (uvicorn drops it), logged as 408, no traceback."""
+    `http_server`): nothing to answer (uvicorn drops it), logged as 408, no traceback."""
     return Response(status_code=408)
 
 
