@@ -57,6 +57,8 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
+FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
 
@@ -1160,6 +1162,67 @@ MUTANTS = [
         "if len(encoded) > MAX_REPORT_BYTES:",
         "if False:",
         ("tests/package/test_inspect.py",),
+    ),
+    # -- audit devices (issue 37) ----------------------------------------------------------
+    Mutant(
+        "audit devices: fail-closed commits a write no device accepted",
+        DEVICES,
+        "if self.fail_closed and None not in failures:",
+        "if False:",
+        (FAIL_CLOSED_TEST,),
+    ),
+    Mutant(
+        "audit devices: fail-open refuses a write no device accepted",
+        DEVICES,
+        "if self.fail_closed and None not in failures:",
+        "if None not in failures:",
+        (DEVICE_TESTS + "test_fail_open_carries_on_and_logs_the_cursor_without_a_secret",),
+    ),
+    Mutant(
+        "audit devices: events sent after the commit (fail-closed cannot roll back)",
+        STORAGE,
+        "                            self.audit_sink(conn.info[_WRITTEN])\n"
+        "                    written = conn.info.get(_WRITTEN)\n",
+        "                            pass\n"
+        "                    written = conn.info.get(_WRITTEN)\n"
+        "                    if written and self.audit_sink is not None:\n"
+        "                        self.audit_sink(written)\n",
+        (FAIL_CLOSED_TEST,),
+    ),
+    Mutant(
+        "audit devices: a write's events sent out of order",
+        DEVICES,
+        "failures = [device.send(events, lines) for device in self.devices]",
+        "failures = [device.send(events[::-1], lines[::-1]) for device in self.devices]",
+        (DEVICE_TESTS + "test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap",),
+    ),
+    Mutant(
+        "audit devices: only a write's last event sent (a gap)",
+        STORAGE,
+        "self.audit_sink(conn.info[_WRITTEN])",
+        "self.audit_sink(conn.info[_WRITTEN][-1:])",
+        (DEVICE_TESTS + "test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap",),
+    ),
+    Mutant(
+        "syslog over TCP: a receiver that closed is not noticed before a send",
+        V + "audit/syslog.py",
+        'if sock is not None and self.transport == "tcp" and _peer_closed(sock):',
+        "if False:",
+        (DEVICE_TESTS + "test_a_receiver_restarted_between_two_writes_gets_the_next_one",),
+    ),
+    Mutant(
+        "audit file: SIGHUP does not open the file again",
+        DEVICES,
+        "if self.reopen_requested or self._fd is None:",
+        "if self._fd is None:",
+        (DEVICE_TESTS + "test_sighup_reopens_the_file_after_a_rename_and_loses_nothing",),
+    ),
+    Mutant(
+        "audit export: links not verified",
+        V + "audit/export.py",
+        "if seq != last + 1 or seq > head.seq or not links(sign, previous, event):",
+        "if seq != last + 1 or seq > head.seq:",
+        (DEVICE_TESTS + "test_export_shapes_and_refuses_an_edited_event",),
     ),
 ]
 
