@@ -57,6 +57,7 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+TRAIL = "tests/test_audit_trail.py::"
 DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 OPERATOR_API = "tests/test_operator_api.py::"
@@ -1223,6 +1224,42 @@ MUTANTS = [
         "if seq != last + 1 or seq > head.seq or not links(sign, previous, event):",
         "if seq != last + 1 or seq > head.seq:",
         (DEVICE_TESTS + "test_export_shapes_and_refuses_an_edited_event",),
+    ),
+    # -- the audit trail for auditors (issue 37) ----------------------------------------------
+    Mutant(
+        "audit events: an agent (or no token) reads the trail",
+        V + "transports/http_audit.py",
+        "        _: Principal = Depends(guards.as_auditor),\n",
+        "",
+        (TRAIL + "test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing",),
+    ),
+    Mutant(
+        "audit events: a bad filter's value echoed in the 422",
+        V + "transports/http_audit.py",
+        "raise _refused(exc.name, exc.reason) from None",
+        "raise _refused(exc.name, exc.reason + repr(filters)) from None",
+        (TRAIL + "test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing",),
+    ),
+    Mutant(
+        "audit trail: a refused configure keeps the config it was sent",
+        V + "core/vault.py",
+        'details={"reason": type(exc).__name__, "errors": exc.details},',
+        'details={"reason": type(exc).__name__, "errors": exc.details, "sent": msg.config},',
+        (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
+    ),
+    Mutant(
+        "audit trail: a refused intake form keeps what the person typed",
+        V + "core/intake.py",
+        'details = {"link_id": claim.link_id, "errors": exc.details}',
+        'details = {"link_id": claim.link_id, "errors": exc.details, "typed": config}',
+        (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
+    ),
+    Mutant(
+        "audit trail: token_created holds the token",
+        V + "access/principals.py",
+        "AuditDraft(actor, AuditAction.TOKEN_CREATED, details=details)",
+        'AuditDraft(actor, AuditAction.TOKEN_CREATED, details={**details, "t": token})',
+        (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
     ),
 ]
 
