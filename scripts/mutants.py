@@ -49,6 +49,7 @@ CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit/verify.py", V + "store/chain.
 STORAGE, RECONCILE, WRITER = V + "store/storage.py", V + "store/reconcile.py", V + "store/writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
+LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
@@ -745,6 +746,77 @@ MUTANTS = [
         "            raise PathRefused(UNAVAILABLE)",
         "        pass",
         FILESYSTEM,
+    ),
+    # -- the live registry: imports and removals made elsewhere (issue 37) ---------------------
+    Mutant(
+        "live registry: the chain counts imports and removals",
+        V + "store/ledger.py",
+        "            self.imported[toolkit] = None\n            self.registry_changes += 1\n",
+        "            self.imported[toolkit] = None\n",
+        LIVE_REGISTRY,
+        also=(
+            (
+                V + "store/ledger.py",
+                'details.get("schema_digest"))\n            self.registry_changes += 1\n',
+                'details.get("schema_digest"))\n',
+            ),
+        ),
+    ),
+    Mutant(
+        "live registry: a configure follows the latest import",
+        V + "core/vault.py",
+        "        self.follow_registry()\n        return self.registry.get(name)",
+        "        return self.registry.get(name)",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a list follows the latest import",
+        V + "core/vault.py",
+        "        if self._follow_registry(chain):  # instances may have been dropped",
+        "        if False:  # instances may have been dropped",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a list from memory waits for the latest import",
+        V + "core/vault.py",
+        "            if chain.registry_changes != self._registry_seen:",
+        "            if False:",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a configure's write checks its import is still there",
+        STORAGE,
+        "            if guard is not None:\n                guard(conn)",
+        "            pass",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a configure's write checks its import was not replaced",
+        V + "toolkits/imports.py",
+        "        if found != digest:",
+        "        if False:",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a removal ends the instances made before it",
+        V + "store/ledger.py",
+        "return version <= self.removed.get(toolkit, {}).get(scope, 0)",
+        "return False",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: a removed toolkit's instances are dropped",
+        V + "core/vault.py",
+        "                    if name in now and not (chain and chain.ended_by_removal(",
+        "                    if True or not (chain and chain.ended_by_removal(",
+        LIVE_REGISTRY,
+    ),
+    Mutant(
+        "live registry: serve watches the chain between requests",
+        V + "cli/serving.py",
+        "    RegistryWatch(vault).start()",
+        "    RegistryWatch(vault)",
+        LIVE_REGISTRY,
     ),
     # -- freshness: the verified chain's word (issue 35) --------------------------------------
     Mutant(

@@ -246,7 +246,7 @@ class Intake:
         """Verify a link and that nothing has used it; raises IntakeRefused."""
         claim = self._signer.verify(link, self._clock())
         try:
-            toolkit = self.vault.registry.get(claim.toolkit_name)
+            toolkit = self.vault.toolkit(claim.toolkit_name)  # as imported now
         except ToolkitNotFound:
             raise IntakeRefused("changed") from None
         if toolkit.schema.digest != claim.schema_digest:

@@ -1,6 +1,19 @@
 """The vault's use cases: sessions, list, configure, tools, purge, check; and the toolkit
 instances this process initialized, each with a push callback bound to its session and
 toolkit when it takes one. Transports reach it through `connection.A2EConnection`.
+
+The registry is live: `toolkits import` and `toolkits remove` in any process (or replica)
+apply to the next list, handshake and configure here. Each import and removal is an
+event of the audit chain, which every process already follows (cheaply: on SQLite only
+when `PRAGMA data_version` moved, and a list on PostgreSQL reads it anyway); the chain's
+count of them (`ChainState.registry_changes`) is the registry's generation, so a process
+loads the imported toolkits again only when it moved (`_follow_registry`). The chain, not
+a notice, is the signal: it is authenticated, every process sees it in order, and a
+process that was down or missed a notice cannot miss it. A removal also drops the
+instances made here from the removed toolkit (their connections hear `configured:
+false`), and a configure's write checks, in its transaction, that the import it was
+validated against is still there (`imports.still_imported`), so a removal that lands
+between the two leaves no version current.
 """
 
 from __future__ import annotations
@@ -47,11 +60,17 @@ from toolkit_vault.protocol import (
 )
 from toolkit_vault.schema import check_sealable, merge_secrets
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.ledger import ChainState
+from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Source, Store
-from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.toolkits.imports import still_imported, stored_toolkits
+from toolkit_vault.toolkits.registry import (
+    RegisteredToolkit,
+    SourceKind,
+    Toolkit,
+    ToolkitRegistry,
+)
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -137,6 +156,10 @@ class Vault:
         # session -> (store's commit mark, `_dropped`) when its list last read the store
         self._read_at: dict[str, Mark] = {}
         self._dropped = 0  # counts changes made here to what a read had installed
+        # The chain's `registry_changes` when the imported toolkits were last loaded here
+        # (None: by whoever made the registry; -1: while the chain is not believed).
+        self._registry_seen: int | None = None
+        self._registry_lock = threading.Lock()
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
@@ -190,6 +213,10 @@ class Vault:
             had = dict(self._sources.get(session_id, {}))
             live = {name for name in had if (session_id, name) in self._active}
         current, chain = self.store.effective_sources(session_id, scope_id)
+        if self._follow_registry(chain):  # instances may have been dropped: read them again
+            with self._lock:
+                had = dict(self._sources.get(session_id, {}))
+                live = {name for name in had if (session_id, name) in self._active}
         stale = self._stale(had, chain)
         changed = sorted(
             name
@@ -362,6 +389,8 @@ class Vault:
             chain = self.store.chain_state_at_once()
             if chain is None or self._stale(had, chain):
                 return None  # a version the chain no longer makes current, or no quick read
+            if chain.registry_changes != self._registry_seen:
+                return None  # an import or removal to load first
             with self._lock:
                 if self._sources.get(session_id, {}) != had or mark[1] != self._dropped:
                     return None  # changed here meanwhile
@@ -454,7 +483,7 @@ class Vault:
         if msg.scope == "principal":
             scope_id = principal_scope(principal.principal_id)
         try:
-            toolkit = self.registry.get(msg.toolkit_name)
+            toolkit = self.toolkit(msg.toolkit_name)
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")
@@ -565,11 +594,93 @@ class Vault:
             configured = (session_id, name) in self._active
             self.publish(self._event(session_id, name, configured, outcome))
 
+        guard = None
+        if toolkit.source.kind is SourceKind.PACKAGE:  # removed meanwhile: nothing is stored
+            guard = still_imported(name, toolkit.source.name)
+        configure = AuditAction.CONFIGURE
         if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(session_id, name, build, AuditAction.CONFIGURE, committed)
+            self.store.append_version(session_id, name, build, configure, committed, guard=guard)
         else:  # `configure` resolves the asking session from it next
-            committed(self.store.append_version(session_id, name, build, AuditAction.CONFIGURE))
+            committed(self.store.append_version(session_id, name, build, configure, guard=guard))
         return outcome
+
+    # -- the registry, in line with the chain ------------------------------------------------
+
+    def toolkit(self, name: str) -> RegisteredToolkit:
+        """The toolkit `name` as the store has it now (raises ToolkitNotFound). Built-in and
+        entry-point toolkits are as registered; for any other name the registry is first
+        brought in line with the chain, so a configure follows the latest import (a field
+        reclassified) and refuses a removed toolkit. On SQLite that costs one `PRAGMA
+        data_version` while nothing was committed; on PostgreSQL one read of the chain."""
+        if name in self.registry:
+            found = self.registry.get(name)
+            if found.source.kind is not SourceKind.PACKAGE:
+                return found
+        self.follow_registry()
+        return self.registry.get(name)
+
+    def follow_registry(self) -> None:
+        """Follow the chain and load the imported toolkits again if an import or removal
+        was made since (by any process); what a removal ends is dropped here and told to
+        its connections. Cheap when nothing changed (`serve` calls it a few times a second,
+        so a connection that sends nothing hears of a removal too)."""
+        try:
+            chain: ChainState | None = self.store.chain_state()
+        except StateUnknown:
+            chain = None
+        self._follow_registry(chain)
+
+    def _follow_registry(self, chain: ChainState | None) -> bool:
+        """Load the imported toolkits again when `chain` (followed just now; None: not
+        believed, and then neither is any import) counts other imports and removals than
+        the registry was loaded at; returns whether it did.
+
+        Then every instance here of an imported toolkit that is no longer registered, or
+        that was made from a version a removal ended (even when the toolkit was imported
+        again since: `ChainState.ended_by_removal`), is dropped. Every session connected
+        here hears `configured: false` for a toolkit removed since the last load that it,
+        or its principal, had configured (the chain says which), or whose instance was
+        dropped: each replica tells its own connections, as each follows the chain, so an
+        agent told `configured: true` through another replica's relay hears this too."""
+        seen = -1 if chain is None else chain.registry_changes
+        if seen == self._registry_seen:
+            return False
+        with self._registry_lock:
+            since = self._registry_seen
+            if seen == since:
+                return False
+            imported = {t.definition.name for t in self.registry.all() if _imported(t)}
+            self.registry.load_imported(stored_toolkits(self.store))
+            self._registry_seen = seen
+            now = {t.definition.name for t in self.registry.all() if _imported(t)}
+        removed: dict[str, dict[str, int]] = {}  # since the last load: toolkit -> scopes
+        if chain is not None and since is not None and since >= 0:
+            removals = list(chain.removals.items())  # one copy: the ledger may take more
+            removed = {n: chain.removed.get(n, {}) for n, at in removals if at > since}
+        ended: list[ToolkitStatusEvent] = []
+        with self._lock:
+            dropped: set[tuple[str, str]] = set()
+            for session_id, sources in self._sources.items():
+                for name in sorted((imported | now) & sources.keys()):
+                    scope, version = sources[name]
+                    if name in now and not (chain and chain.ended_by_removal(scope, name, version)):
+                        continue
+                    del sources[name]
+                    self._active.pop((session_id, name), None)
+                    self._unavailable.pop((session_id, name), None)
+                    self._dropped += 1  # a list's read before this no longer says what is live
+                    dropped.add((session_id, name))
+            for session_id, plugins in self._plugins.items():
+                principal_id = next(iter(plugins)).principal.principal_id
+                scopes = (session_id, principal_scope(principal_id))
+                for name in sorted(removed.keys() | {n for s, n in dropped if s == session_id}):
+                    had = any(scope in removed.get(name, {}) for scope in scopes)
+                    if had or (session_id, name) in dropped:
+                        gone = Outcome("error", "toolkit removed")
+                        ended.append(self._event(session_id, name, False, gone))
+        for event in ended:
+            self.deliver(event)
+        return True
 
     # -- operators and auditors ------------------------------------------------------------
 
@@ -745,3 +856,7 @@ class Vault:
         for session_id in connected:
             for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
                 self.deliver(event)
+
+
+def _imported(toolkit: RegisteredToolkit) -> bool:
+    return toolkit.source.kind is SourceKind.PACKAGE

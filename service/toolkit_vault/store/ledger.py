@@ -65,6 +65,11 @@ class ChainState:
         self.purged: dict[str, dict[str, int]] = {}  # scope -> toolkit -> last version purged
         self.principals: dict[str, PrincipalState] = {}
         self.imported: dict[str, tuple[Any, Any] | None] = {}  # None: removed
+        # How many imports and removals the chain holds: a process whose registry was loaded
+        # at another count loads it again (`Vault`), so a change made anywhere shows here.
+        self.registry_changes = 0
+        self.removed: dict[str, dict[str, int]] = {}  # toolkit -> scope -> last version then
+        self.removals: dict[str, int] = {}  # toolkit -> `registry_changes` at its last removal
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -85,9 +90,16 @@ class ChainState:
         elif action == AuditAction.TOOLKIT_REMOVED and toolkit:
             for pointers in self.pointers.values():
                 pointers.pop(toolkit, None)
+            ended = self.removed.setdefault(toolkit, {})
+            for scope_id, written in self.latest.items():
+                if toolkit in written:
+                    ended[scope_id] = written[toolkit]
             self.imported[toolkit] = None
+            self.registry_changes += 1
+            self.removals[toolkit] = self.registry_changes
         elif action == AuditAction.TOOLKIT_IMPORTED and toolkit:
             self.imported[toolkit] = (details.get("digest"), details.get("schema_digest"))
+            self.registry_changes += 1
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):
@@ -105,6 +117,11 @@ class ChainState:
     def last_version(self, scope: str, toolkit: str) -> int:
         """The last version number written for (scope, toolkit), of any status; 0: none."""
         return self.latest.get(scope, {}).get(toolkit, 0)
+
+    def ended_by_removal(self, scope: str, toolkit: str, version: int) -> bool:
+        """Whether a removal of the toolkit ended this version (every version written before
+        it; a version written after a later import of the same name is not ended)."""
+        return version <= self.removed.get(toolkit, {}).get(scope, 0)
 
     def was_purged(self, scope: str, toolkit: str, version: int) -> bool:
         """Whether a purge shredded this version (every version up to the last one then)."""

@@ -789,6 +789,8 @@ class Store:
         toolkit_name: str,
         build: Callable[[int, str], VersionDraft],
         audit_action: AuditAction,
+        *,
+        guard: Callable[[Connection], None] | None = None,
     ) -> int: ...
 
     @overload
@@ -799,6 +801,8 @@ class Store:
         build: Callable[[int, str], VersionDraft],
         audit_action: AuditAction,
         then: Callable[[int], None],
+        *,
+        guard: Callable[[Connection], None] | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -808,10 +812,13 @@ class Store:
         build: Callable[[int, str], VersionDraft],
         audit_action: AuditAction,
         then: Callable[[int], None] | None = None,
+        *,
+        guard: Callable[[Connection], None] | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
-        `retrying`).
+        `retrying`). `guard(conn)` runs first in the write transaction and may raise to
+        write nothing (an imported toolkit removed meanwhile: `imports.still_imported`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -820,6 +827,8 @@ class Store:
         """
 
         def work(conn: Connection) -> int:
+            if guard is not None:
+                guard(conn)
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
             state = _WRITE_STATE(conn, {**key, **pointer}).fetchone()
