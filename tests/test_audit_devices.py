@@ -598,7 +598,9 @@ def test_settings_come_from_the_environment_and_init_records_them(
     assert settings.audit_devices == ("file:audit.jsonl", "stdout")
     assert settings.audit_fail_closed is True
     env = cli_devices(cli_env, "file:audit.jsonl", fail_closed=True)
-    assert run_cli(["init"], env).returncode == 0
+    done = run_cli(["init"], env)
+    assert done.returncode == 0, done.stderr
+    assert "audit to:   file:audit.jsonl (fail-closed)" in done.stderr
     record = json.loads((home.home / "vault.json").read_text())
     assert (record["audit_devices"], record["audit_fail_closed"]) == (["file:audit.jsonl"], True)
     monkeypatch.delenv("TOOLKIT_VAULT_AUDIT_DEVICES")

@@ -65,6 +65,9 @@ def init(key_provider: str | None, **flags: Any) -> None:
     click.echo(f"vault home: {report.home}", err=True)
     click.echo(f"database:   {database}", err=True)
     click.echo(f"master key: {verb} {report.key_location}", err=True)
+    if settings.audit_devices:  # (checked by init_vault: a URL with a password is refused)
+        mode = "fail-closed" if settings.audit_fail_closed else "fail-open"
+        click.echo(f"audit to:   {', '.join(settings.audit_devices)} ({mode})", err=True)
     if report.upgraded is not None:
         signed = sum(report.upgraded["signed"].values())
         left = report.upgraded["unsigned_count"]
