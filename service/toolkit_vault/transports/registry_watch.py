@@ -36,8 +36,15 @@ class RegistryWatch:
         self._stopped.set()
 
     def _watch(self) -> None:
+        failing: str | None = None  # said once, not four times a second, until it passes
         while not self._stopped.wait(self.interval):
             try:
                 self.vault.follow_registry()
             except Exception as exc:  # a database that is away now: requests say so
-                log.warning("registry not followed (%s)", type(exc).__name__)
+                if type(exc).__name__ != failing:
+                    failing = type(exc).__name__
+                    log.warning("registry not followed (%s); trying on", failing)
+                continue
+            if failing is not None:
+                failing = None
+                log.info("registry followed again")
