@@ -63,22 +63,28 @@ def test_auditor_reads_filters_and_pages_the_trail(
         config = {"endpoint": "https://api.example.test", "api_key": CANARY}
         assert bot.configure("secretive", config)["status"] == "ok"
         session = bot.session_id
-    for n in range(50):
-        create_token(server.vault.store, "agent", f"fleet-{n:02}")
-    everything = list_events(server.vault.store, limit=1000).events
-    head = everything[-1].seq
     sign_in(browser, server, server.token("auditor", "audrey"))
-
     browser.get(server.base + "/console/audit")
     assert shown(browser, tmp_path / "console-audit-trail.png") == LABELS
+    assert rows(browser)[0][2:] == [
+        "token_created",
+        "operator",
+        "token created for audrey (auditor)",
+    ]
+    assert browser.find_elements(By.CSS_SELECTOR, ".pager a") == []  # one page: no links
+
+    for n in range(50):
+        create_token(server.vault.store, "agent", f"fleet-{n:02}")
+    head = list_events(server.vault.store, limit=1000).events[-1].seq
+    browser.get(server.base + "/console/audit")
     first = rows(browser)
-    assert [int(r[0]) for r in first] == list(range(head + 1, head - 49, -1))
-    assert first[0][2:] == ["token_created", "operator", "token created for audrey (auditor)"]
+    assert [int(r[0]) for r in first] == list(range(head, head - 50, -1))
+    assert first[0][2:] == ["token_created", "operator", "token created for fleet-49 (agent)"]
     assert browser.find_elements(By.LINK_TEXT, "Newest events") == []
 
     click_through(browser, browser.find_element(By.LINK_TEXT, "Older events"))
     older = rows(browser)
-    assert [int(r[0]) for r in older] == list(range(head - 49, 0, -1))
+    assert [int(r[0]) for r in older] == list(range(head - 50, 0, -1))
     assert browser.find_elements(By.LINK_TEXT, "Older events") == []
     opened = next(r for r in older if r[2] == "session_created")
     assert opened[3] == "worker" and opened[4] == f"session {session} opened by worker"
