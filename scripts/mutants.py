@@ -63,6 +63,7 @@ DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
+EXPIRY_TESTS = "tests/test_token_expiry.py"
 
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
@@ -568,6 +569,62 @@ MUTANTS = [
         "if want is None or want.revoked or",
         "if want is None or",
         STATE_TESTS,
+    ),
+    # -- tokens with an expiry (issue 37) ------------------------------------------------------
+    Mutant(
+        "an expired token is believed",
+        V + "access/principals.py",
+        'if _expired(row["expires_at"], now):',
+        "if False:",
+        (EXPIRY_TESTS,),
+    ),
+    Mutant(
+        "the principal MAC leaves out the expiry",
+        V + "store/integrity.py",
+        '*(() if r.get("expires_at") is None else (r["expires_at"],)),',
+        "*(),",
+        STATE_TESTS,
+        "expiry",
+    ),
+    Mutant(
+        "the principal MAC signs a missing expiry too (rows made before expiries fail)",
+        V + "store/integrity.py",
+        '*(() if r.get("expires_at") is None else (r["expires_at"],)),',
+        'r.get("expires_at"),',
+        ("tests/test_upgrade.py::test_a_legacy_vault_upgrades_with_nothing_lost",),
+        "not postgres and before-hierarchy",
+    ),
+    Mutant(
+        "a principal's expiry is not held to the chain",
+        V + "access/principals.py",
+        'if want.expires_at != row["expires_at"]:',
+        "if False:",
+        STATE_TESTS,
+        "expiry",
+    ),
+    Mutant(
+        "check and audit verify ignore an expiry the chain does not vouch for",
+        RECONCILE,
+        'elif row.expires_at != want.get("expires_at"):',
+        "elif False:",
+        STATE_TESTS,
+        "expiry",
+    ),
+    Mutant(
+        "the network path's cache believes an expired token",
+        V + "transports/http_access.py",
+        "if time.monotonic() - entry[0] >= self.max_age or entry[2].expired():",
+        "if time.monotonic() - entry[0] >= self.max_age:",
+        (EXPIRY_TESTS,),
+        "cache",
+    ),
+    Mutant(
+        "an idle WebSocket outlives its token's expiry",
+        V + "transports/http_api.py",
+        "closer = None if expiry is None else loop.create_task(_close_at(expiry, outbox))",
+        "closer = None",
+        (EXPIRY_TESTS,),
+        "open_websocket",
     ),
     # -- the server's edges (issue 35) ---------------------------------------------------------
     Mutant(

@@ -255,7 +255,7 @@ def test_tokens_list_and_revoke_by_name_id_or_prefix(vault: Vault) -> None:
     done = cli("tokens", "list")
     assert done.exit_code == 0, done.output
     assert done.stdout.splitlines()[0].split() == [
-        "NAME", "ROLE", "TOKEN", "CREATED", "(UTC)", "REVOKED", "(UTC)"
+        "NAME", "ROLE", "TOKEN", "CREATED", "(UTC)", "ENDS", "(UTC)"
     ]  # fmt: skip
     assert long_name in done.stdout.split() and all(i not in done.stdout for i in ids.values())
     assert len(TIME.findall(done.stdout)) == 4 and "+00:00" not in done.stdout

@@ -64,6 +64,8 @@ def test_create_authenticate_revoke_through_the_cli(vault: Vault, cli_env: dict[
         "has_token": True,
         "created_at": principals["alice"]["created_at"],
         "revoked_at": None,
+        "expires_at": None,  # no --ttl: never
+        "expired": False,
     }
     for out in (listing.stdout, table.stdout):
         assert "tkv_" not in out and stored not in out and line not in out

@@ -194,6 +194,8 @@ def test_a_legacy_vault_upgrades_with_nothing_lost(legacy: Legacy, release: str)
         assert SecretiveToolkit.received == [secret_config()]
         assert authenticate(vault.store, made["tokens"]["kept-agent"]) is not None
         assert authenticate(vault.store, made["tokens"]["revoked-agent"]) is None
+        kept = {p["name"]: p for p in _json("tokens", "list")["principals"]}["kept-agent"]
+        assert (kept["expires_at"], kept["expired"]) == (None, False)  # made before expiries
         imported = json.loads(PACKAGE.read_text())["name"]
         assert imported in vault.registry
         conn = connect(vault, AGENT)

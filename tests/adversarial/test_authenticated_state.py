@@ -24,7 +24,7 @@ from sqlalchemy import insert, select, text, update
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
 from toolkit_vault.access.principals import Principal as ServicePrincipal
-from toolkit_vault.access.principals import authenticate, create_token, revoke
+from toolkit_vault.access.principals import TokenExpired, authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.core.connection import connect
@@ -32,6 +32,7 @@ from toolkit_vault.core.spec_plugin import VaultToolkitPlugin
 from toolkit_vault.core.vault import INTEGRITY_FAILED, Outcome, Vault
 from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.integrity import PRINCIPALS
 from toolkit_vault.store.models import (
     ConfigVersion,
     CurrentConfig,
@@ -272,6 +273,45 @@ def test_minted_tokens_and_changed_roles_are_refused(vault: Vault) -> None:
     code, checked, _ = cli("check")
     assert code == 1
     assert {p["row"].split(" ")[0] for p in checked["state_problems"]} >= {"agent-1", "minted"}
+
+
+def test_a_token_swapped_into_an_existing_principal_is_refused(vault: Vault) -> None:
+    """The attacker's own token hash written into a real operator's row: the chain still has
+    that operator (name, role, not revoked), so only the row's MAC, which covers the token
+    hash, refuses it."""
+    _, token = create_token(vault.store, "operator", "ops-1")
+    chosen = "tkv_" + secrets.token_urlsafe(32)
+    swapped = {"token_hash": hashlib.sha256(chosen.encode()).hexdigest()}
+    sql(vault, update(PrincipalRow).where(PrincipalRow.name == "ops-1").values(**swapped))
+    assert authenticate(vault.store, chosen) is None and authenticate(vault.store, token) is None
+    assert_named_by_check_and_audit("principals", "unauthenticated")
+
+
+def test_an_extended_or_removed_expiry_is_refused(vault: Vault) -> None:
+    """A token's expiry is in its row's MAC (issue 37): a row edited to give an expired
+    token a longer life, or none at all, is refused like any tampered principal (not even
+    told apart as expired), and named by `check` and `audit verify`."""
+    _, token = create_token(vault.store, "operator", "lapsed", ttl=60, now=time.time() - 120)
+    with pytest.raises(TokenExpired):
+        authenticate(vault.store, token)
+    lapsed = PrincipalRow.name == "lapsed"
+    for extended in (time.time() + 365 * 86400, None):
+        sql(vault, update(PrincipalRow).where(lapsed).values(expires_at=extended))
+        assert authenticate(vault.store, token) is None
+        assert_named_by_check_and_audit("principals", "unauthenticated")
+
+
+def test_an_expiry_the_chain_does_not_vouch_for_is_refused(vault: Vault) -> None:
+    """Belt and braces: a principal whose expiry differs from its `token_created` event is
+    refused even with a MAC the vault made (as a row from before a renewal would carry, if
+    tokens are ever renewed), and named by `check` and `audit verify`."""
+    _, token = create_token(vault.store, "agent", "renewed", ttl=60, now=time.time() - 120)
+    renewed = PrincipalRow.name == "renewed"
+    row = {**row_of(vault, PrincipalRow, renewed)._mapping, "expires_at": None}
+    signed = {"expires_at": None, "mac": vault.store.mac(PRINCIPALS, row)}
+    sql(vault, update(PrincipalRow).where(renewed).values(**signed))
+    assert authenticate(vault.store, token) is None
+    assert_named_by_check_and_audit("principals", "unaudited")
 
 
 def test_a_session_given_to_another_principal_owns_nothing(

@@ -2,14 +2,24 @@
 
 A token is printed once, at creation, alone on stdout (for scripts); nothing else here ever
 shows one or its hash. Principals are shown and typed by name; an id (or a unique prefix of
-one) works too.
+one) works too. A token made with `--ttl` expires; `tokens list` says when, and whether it
+has.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from toolkit_vault.access.principals import ROLES, create_token, list_principals, revoke
+from toolkit_vault.access.principals import (
+    MAX_TTL,
+    ROLES,
+    create_token,
+    list_principals,
+    parse_ttl,
+    revoke,
+)
 from toolkit_vault.bootstrap import open_store
 from toolkit_vault.cli.ids import resolve_principal
 from toolkit_vault.cli.operators import OPERATOR
@@ -22,6 +32,7 @@ from toolkit_vault.cli.shell import (
     open_for_operators,
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
 
 __all__ = ["tokens"]
@@ -32,27 +43,48 @@ def tokens() -> None:
     """Principals and their bearer tokens (roles: agent, operator, auditor)."""
 
 
+def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_ttl(value)
+    except VaultError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
 @tokens.command(
     "create",
     short_help="Create a principal; print its token once.",
     epilog=epilog(
-        "toolkit-vault tokens create --role agent --name my-agent",
-        "TOKEN=$(toolkit-vault tokens create --role auditor --name alice)",
+        "toolkit-vault tokens create --role agent --name my-agent --ttl 30d",
+        "TOKEN=$(toolkit-vault tokens create --role auditor --name alice --ttl 12h)",
         "toolkit-vault tokens create --role operator --name ops --json",
     ),
 )
 @click.option("--role", required=True, type=click.Choice(ROLES), help="The principal's role.")
 @click.option("--name", required=True, help="A unique name for the principal.")
+@click.option(
+    "--ttl",
+    callback=_ttl,
+    metavar="DURATION",
+    help=f"Expire the token after this long: 90s, 15m, 12h, 30d (at most {MAX_TTL // 86400}d; "
+    "default: never).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output (includes the token).")
 @guarded
-def tokens_create(role: str, name: str, as_json: bool) -> None:
+def tokens_create(role: str, name: str, ttl: float | None, as_json: bool) -> None:
     """Create a principal and print its token: shown this once, stored only hashed."""
     vault = open_for_operators(load_settings())
-    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR)
+    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR, ttl=ttl)
+    made = next(p for p in list_principals(vault.store) if p.principal_id == principal_id)
     if as_json:
-        emit({"principal_id": principal_id, "name": name, "role": role, "token": token})
+        created: dict[str, Any] = {"principal_id": principal_id, "name": name, "role": role}
+        emit({**created, "token": token, "expires_at": made.expires_at})
         return
-    click.echo(f"created {role} {name} ({principal_id}); store the token now:", err=True)
+    until = "never expires"
+    if made.expires_at is not None:
+        until = f"expires {iso_seconds(made.expires_at)}"
+    click.echo(f"created {role} {name} ({principal_id}; {until}); store the token now:", err=True)
     click.echo(token)
 
 
@@ -65,20 +97,21 @@ def tokens_create(role: str, name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def tokens_list(wide: bool, as_json: bool) -> None:
-    """List principals: name, role, whether their token is active, when it was created
-    and revoked. Needs no master key; never shows a token or its hash."""
+    """List principals: name, role, their token's state (active, expired, revoked or none),
+    when it was created and when it ends (its expiry, or its revocation). Needs no master
+    key; never shows a token or its hash."""
     principals = list_principals(open_store(load_settings()))
     if as_json:
         emit({"principals": [p.as_json() for p in principals]})
         return
     columns = [Column("NAME"), Column("ROLE"), Column("TOKEN")]
-    columns += [Column("CREATED (UTC)", fixed=True), Column("REVOKED (UTC)", fixed=True)]
+    columns += [Column("CREATED (UTC)", fixed=True), Column("ENDS (UTC)", fixed=True)]
     if wide:
         columns.append(Column("ID"))
     rows = []
     for p in principals:
-        state = "revoked" if p.revoked_at is not None else "active" if p.has_token else "none"
-        cells = [p.name, p.role, state, iso_seconds(p.created_at), iso_seconds(p.revoked_at)]
+        ends = p.revoked_at if p.revoked_at is not None else p.expires_at
+        cells = [p.name, p.role, p.state(), iso_seconds(p.created_at), iso_seconds(ends)]
         rows.append(Row([*cells, p.principal_id] if wide else cells))
     echo_table(columns, rows, wide=wide)
 

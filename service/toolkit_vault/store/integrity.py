@@ -3,7 +3,7 @@
 Someone who can write to the database but holds no master key can edit any row. Envelopes
 already bind each secret to its row; this module extends that to every row whose meaning
 matters: a config version (including "this version has no ciphertext"), a current-version
-pointer, a principal (name, role, token hash, revocation), a session's owner, an imported
+pointer, a principal (name, role, token hash, revocation, expiry), a session's owner, an imported
 toolkit definition, a vault key record (which one is active, which are retired) and a
 legacy master-key record. Each carries `mac` = HMAC(state key, table || its meaningful
 columns), and the state key is stored only wrapped by a vault key.
@@ -74,6 +74,9 @@ _COVERED: dict[str, Callable[[Row], tuple[Any, ...]]] = {
         r["token_hash"],
         r["created_at"],
         r["revoked_at"],
+        # only when there is one: a row written before expiries (schema 0005), or without
+        # one, signs as it did; removing an expiry leaves a field fewer, which no MAC matches
+        *(() if r.get("expires_at") is None else (r["expires_at"],)),
     ),
     SESSIONS: lambda r: (r["session_id"], r["principal_id"], r["created_at"]),
     IMPORTED: lambda r: (

@@ -43,6 +43,7 @@ class PrincipalState:
     name: Any
     role: Any
     revoked: bool
+    expires_at: Any = None  # as its token_created event says; None: never expires
 
 
 def details_of(details: Any) -> dict[str, Any]:
@@ -105,9 +106,13 @@ class ChainState:
             if isinstance(principal_id, str):
                 was = self.principals.get(principal_id)
                 if action == AuditAction.TOKEN_CREATED:
-                    made = PrincipalState(details.get("name"), details.get("role"), False)
+                    made = PrincipalState(
+                        details.get("name"), details.get("role"), False, details.get("expires_at")
+                    )
                 else:
-                    made = PrincipalState(was and was.name, was and was.role, True)
+                    made = PrincipalState(
+                        was and was.name, was and was.role, True, was and was.expires_at
+                    )
                 self.principals[principal_id] = made
 
     def pointer(self, scope: str, toolkit: str) -> int | None:

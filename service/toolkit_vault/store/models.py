@@ -109,6 +109,7 @@ class PrincipalRow(Base):
     token_hash: Mapped[str | None] = mapped_column(String(128), unique=True, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
     mac: Mapped[bytes | None] = _mac()
 
 

@@ -236,8 +236,8 @@ def _master_keys(conn: Connection) -> Iterator[Finding]:
 
 
 def _principals(conn: Connection) -> Iterator[Finding]:
-    """A principal is what its latest `token_*` event says: its name and role as created,
-    revoked once `token_revoked` names it. The local principal never has a token."""
+    """A principal is what its latest `token_*` event says: its name, role and expiry as
+    created, revoked once `token_revoked` names it. The local principal never has a token."""
     expected: dict[str, dict[str, Any]] = {}
     for event in _events(conn, AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
         details = _details(event)
@@ -257,6 +257,8 @@ def _principals(conn: Connection) -> Iterator[Finding]:
                 found = ("unaudited", "no token_created event names this principal")
         elif (row.name, row.role) != (want.get("name"), want.get("role")):
             found = ("unaudited", "its name or role differs from its token_created event")
+        elif row.expires_at != want.get("expires_at"):
+            found = ("unaudited", "its expiry differs from its token_created event")
         elif want["revoked"] and row.revoked_at is None:
             found = ("replayed", "the audit chain revoked this token; the row is not revoked")
         elif not want["revoked"] and row.revoked_at is not None:

@@ -1,14 +1,15 @@
 """The network path's memory: who a token is, and which sessions an HTTP caller has bound.
 
 `PrincipalCache` answers "who is this bearer token?" with `principals.authenticate` (which
-does every check: format, hash lookup, revocation, integrity) and remembers a positive
+does every check: format, hash lookup, revocation, integrity, expiry) and remembers a positive
 answer for at most `max_age` seconds (one). A revocation therefore reaches every process
 and replica within a second, with no message between them: each entry is simply believed
 no longer than that. In its own process it is learned at once: a write to the principals
 table through this store's engine empties the cache when its connection goes back to the
 pool, that is after its commit. A refusal is never remembered, so a token is refused
 exactly as long as the store refuses it. The cache keys on the token's SHA-256, never the
-token, and holds at most `size` entries.
+token, and holds at most `size` entries. An entry is never believed past its token's
+expiry: from then on the store is asked, which refuses it (`TokenExpired`).
 
 `SharedMarks` lets the lists that arrived together on the event loop share one read of the
 store's commit mark, the one read such a list makes.
@@ -75,7 +76,9 @@ class PrincipalCache:
             entry = self._entries.get(key)
             if entry is None or entry[1] != self._generation:
                 return None
-        return entry[2] if time.monotonic() - entry[0] < self.max_age else None
+        if time.monotonic() - entry[0] >= self.max_age or entry[2].expired():
+            return None  # too old to believe, or its token expired since: ask the store
+        return entry[2]
 
     def authenticate(self, token: str) -> Principal | None:
         """`principals.authenticate`, unless a still-believed answer is remembered."""

@@ -4,7 +4,9 @@ Every route but `/healthz` needs a bearer token, the OpenAPI document included; 
 token's role decides what it reaches: `agent` speaks A2E on its own sessions, `operator`
 sees keys and runs the check, `auditor` (and operator) sees history and the audit chain.
 Tokens are checked through `PrincipalCache` on every request and every WebSocket message,
-so a revoked token stops working within a second everywhere, its open WebSockets included.
+so a revoked token stops working within a second everywhere, its open WebSockets included;
+an expired one is refused from its expiry on (401 saying when it expired), and a WebSocket
+opened with it is closed at that moment, even while its client is silent.
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
 (`A2EConnection.answer_at_once`), which is answered on the event loop; a WebSocket's
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,7 +36,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault import __version__
-from toolkit_vault.access.principals import Principal
+from toolkit_vault.access.principals import Principal, TokenExpired, expiry_message
 from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
 from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
@@ -181,7 +184,10 @@ def create_app(
     async def principal_for(token: str | None) -> Principal:
         principal = None
         if token:
-            principal = access.recall(token) or await in_thread(access.authenticate, token)
+            try:
+                principal = access.recall(token) or await in_thread(access.authenticate, token)
+            except TokenExpired as exc:  # its holder may know when (never the token)
+                raise Refused(401, "UNAUTHORIZED", exc.message) from None
         if principal is None:
             raise Refused(401, "UNAUTHORIZED", "a valid bearer token is required")
         return principal
@@ -392,13 +398,18 @@ class Outbox:
     client sent, so each one is checked when its turn comes (`still_valid`: the token as
     the message loop checks it, from the one-second cache or the store). A push whose
     token is no longer valid is not sent: the socket gets the `UNAUTHORIZED` error and
-    close code 1008 instead (`refuse`), and nothing after them."""
+    close code 1008 instead (`refuse`), and nothing after them; `refusal` says why (revoked,
+    or when it expired)."""
 
     def __init__(
-        self, send: Send, still_valid: Callable[[], Awaitable[bool]] | None = None
+        self,
+        send: Send,
+        still_valid: Callable[[], Awaitable[bool]] | None = None,
+        refusal: Callable[[], str] = lambda: REVOKED,
     ) -> None:
         self._send = send
         self._still_valid = still_valid
+        self._refusal = refusal
         self._line: deque[tuple[str, bool]] = deque()  # (text, is a push)
         self._sending: asyncio.Future[None] | None = None
         self._gone = False
@@ -438,10 +449,11 @@ class Outbox:
         if self._gone:
             return
         self._gone = True
+        reason = self._refusal()
         with contextlib.suppress(OSError):
-            error = dump_message(_error("", "UNAUTHORIZED", REVOKED))
+            error = dump_message(_error("", "UNAUTHORIZED", reason))
             await self._send({"type": "websocket.send", "text": error})
-            await self._send({"type": "websocket.close", "code": 1008, "reason": REVOKED})
+            await self._send({"type": "websocket.close", "code": 1008, "reason": reason})
 
     async def _send_line(self) -> None:
         if self._sending is not None:  # a push scheduled behind a send already under way
@@ -482,13 +494,15 @@ async def _serve_socket(
     one gets an `UNAUTHORIZED` error and close code 1008) and the principal's rate. Answers
     and push events leave in order through its `Outbox`, which checks the token again
     before each push, so a revoked token hears nothing more even while its client is
-    silent."""
+    silent. A token with an expiry has the socket closed when it passes (`_close_at`)."""
     loop = asyncio.get_running_loop()
 
     async def still_valid() -> bool:
         return believed() or await recheck()
 
-    outbox = Outbox(send, still_valid)
+    outbox = Outbox(send, still_valid, partial(_refusal, principal))
+    expiry = principal.expires_at
+    closer = None if expiry is None else loop.create_task(_close_at(expiry, outbox))
 
     def push(event: Message) -> None:  # called from worker threads
         loop.call_soon_threadsafe(outbox.put_nowait, dump_message(event))
@@ -522,5 +536,22 @@ async def _serve_socket(
             for line in lines:
                 await outbox.put(line)
     finally:
+        if closer is not None:
+            closer.cancel()
         await workers.run(connection.close)
         await outbox.drained()
+
+
+def _refusal(principal: Principal) -> str:
+    """Why a socket's token no longer holds: when it expired, if it has, else revoked."""
+    if principal.expires_at is not None and principal.expired():
+        return expiry_message(principal.expires_at)
+    return REVOKED
+
+
+async def _close_at(expires_at: float, outbox: Outbox) -> None:
+    """At the token's expiry, refuse the socket (`UNAUTHORIZED`, close 1008) whether or not
+    its client says anything: the clock, not a message, ends it."""
+    while (left := expires_at - time.time()) > 0:  # a timer may wake a hair early
+        await asyncio.sleep(left)
+    await outbox.refuse()

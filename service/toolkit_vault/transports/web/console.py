@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
 
-from toolkit_vault.access.principals import authenticate, list_principals
+from toolkit_vault.access.principals import TokenExpired, authenticate, list_principals
 from toolkit_vault.audit.history import history
 from toolkit_vault.core.operators import (
     NotConfirmed,
@@ -58,9 +58,12 @@ class Console:
         if user is None:
             return RedirectResponse("/console/", status_code=303)
         token = user.token.reveal().decode()
-        principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
+        try:
+            principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
+        except TokenExpired:
+            principal = None
         if principal != user.principal:
-            self.state.sessions.end(sid)  # revoked since
+            self.state.sessions.end(sid)  # revoked or expired since
             return self.state.signed_out("/console/")
         if user.principal.role not in roles:
             return self.state.message(
@@ -98,7 +101,11 @@ class Console:
         if isinstance(form, Response):
             return form
         token = form.get("token", "").strip()
-        principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
+        try:
+            principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
+        except TokenExpired as exc:
+            error = exc.message[:1].upper() + exc.message[1:] + "."  # when, never the token
+            return self.state.render(request, "signin.html", 401, error=error)
         if principal is None:
             error = "This token is not valid: unknown, malformed or revoked."
             return self.state.render(request, "signin.html", 401, error=error)
