@@ -16,6 +16,7 @@ after a cursor, polling cheaply. Listing proves nothing: `audit verify` proves t
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -55,6 +56,7 @@ MAX_SEQ = 2**62  # a cursor beyond any chain, still a 64-bit integer for every d
 MAX_TEXT = 200  # the longest name, id or toolkit a filter takes (the columns' own width)
 _TOKEN_EVENTS = (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED)
 _INTAKE_ACTOR = "intake:"
+_MADE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # uuid4
 
 
 class BadFilter(VaultError):
@@ -127,8 +129,7 @@ class TrailEvent:
 class EventPage:
     events: list[TrailEvent]
     next: int | None  # the cursor of the next page (`after` going up, `before` going down)
-    head: int = 0  # the chain's last seq when the page was read
-    names: dict[str, str] = field(default_factory=dict, repr=False)
+    names: dict[str, str] = field(default_factory=dict, repr=False)  # id -> name, as shown
 
     def as_json(self) -> dict[str, Any]:
         return {"events": [e.as_json() for e in self.events], "next": self.next}
@@ -285,12 +286,16 @@ def _actors(store: Store, typed: str) -> tuple[str, ...]:
     return (typed,)
 
 
-def _token_events(conn: Any) -> list[Any]:
+def _token_events(conn: Any, ids: Sequence[str] = ()) -> list[Any]:
+    """The `token_created` events (naming one of `ids`, when given), oldest first."""
     query = (
         select(AuditEvent.details)
         .where(AuditEvent.action == AuditAction.TOKEN_CREATED.value)
         .order_by(AuditEvent.seq)
     )
+    if ids:
+        named = [f'%"principal_id": "{_like(i)}"%' for i in ids]
+        query = query.where(or_(*(AuditEvent.details.like(n, escape="\\") for n in named)))
     return list(conn.execute(query))
 
 
@@ -349,7 +354,6 @@ def _page(
     if upto is not None:
         query = query.where(AuditEvent.seq <= upto)
     with store.read() as conn:
-        head = int(conn.execute(select(func.max(AuditEvent.seq))).scalar() or 0)
         rows = conn.execute(query.limit(limit + 1)).all()
         more = len(rows) > limit
         rows = rows[:limit]
@@ -361,7 +365,7 @@ def _page(
         for row, subject in subjects
         if f.principal is None or subject == f.principal  # SQLite's LIKE ignores case
     ]
-    return EventPage(events, rows[-1].seq if more and rows else None, head, names)
+    return EventPage(events, rows[-1].seq if more and rows else None, names)
 
 
 def _subject(row: Any) -> str | None:
@@ -401,11 +405,12 @@ def _names(conn: Any, ids: Iterable[str]) -> dict[str, str]:
             )
         )
         names = {row.principal_id: row.name for row in rows}
-    if principals - set(names):  # rows gone: the chain remembers the names it gave
-        for event in _token_events(conn):
+    gone = sorted(i for i in principals - set(names) if _MADE_ID.fullmatch(i))
+    if gone:  # rows gone: the chain remembers the names it gave (a rare, slower read)
+        for event in _token_events(conn, gone):
             details = details_of(event.details)
             pid, name = details.get("principal_id"), details.get("name")
-            if pid in principals and pid not in names and isinstance(name, str):
+            if pid in gone and pid not in names and isinstance(name, str):
                 names[pid] = name
     for actor, principal in asked.items():
         names[actor] = f"intake link of {names.get(principal, principal)}"
