@@ -205,12 +205,12 @@ class AuditDevices:
         first = events[0]["seq"]
         if self.fail_closed and None not in failures:
             self.refused += len(events)
-            reasons = "; ".join(
-                f"{d.name}: {f}" for d, f in zip(self.devices, failures, strict=True)
-            )
-            raise StoreError(
-                f"no audit device accepted audit event {first} ({reasons}) and auditing is "
-                "fail-closed: nothing was written"
+            named = zip(self.devices, failures, strict=True)
+            reasons = "; ".join(f"{device.name}: {failure}" for device, failure in named)
+            log.error("audit event %s refused, as no device accepted it: %s", first, reasons)
+            raise StoreError(  # devices named in the log only: a caller may be an agent
+                f"no audit device accepted audit event {first} and auditing is fail-closed: "
+                "nothing was written (the vault's log says why)"
             )
         for device, failure in zip(self.devices, failures, strict=True):
             device.settle(first, len(events), failure)
