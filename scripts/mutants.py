@@ -59,11 +59,11 @@ INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
 TRAIL = "tests/test_audit_trail.py::"
-DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
-FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
 EXPIRY_TESTS = "tests/test_token_expiry.py"
+DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
+FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
@@ -953,6 +953,14 @@ MUTANTS = [
         "if sign is not None and hmac.compare_digest(head_link(sign, seq, mac), head_mac):",
         "if sign is not None:",
         REPLAY_TESTS,
+    ),
+    Mutant(
+        "witness: made in place, so a reader can find it empty",
+        V + "store/witness.py",
+        "        self._create()\n        fd = os.open(self.path, os.O_RDWR)",
+        "        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)",
+        ("tests/adversarial/test_replays.py",),
+        "being_made",
     ),
     Mutant(
         "witness: audit verify compares it",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -334,6 +335,35 @@ def test_a_forged_witness_is_refused_and_a_torn_slot_falls_back(
         path.write_bytes(bytes(data))
         assert newest(home)[0] == row_of(vault, AuditHead, AuditHead.id == 1).seq - 1
         reopen(fresh)  # believed: the chain is past the older head
+
+
+def test_a_witness_being_made_is_never_read_short(tmp_path: Path) -> None:
+    """A reader (another process opening the vault) that looks while the first commit makes
+    the witness finds none or a whole one, never an empty file it must call unreadable; and a
+    creation cut short leaves nothing behind. Made here over and over against a reader."""
+    path = tmp_path / WITNESS_NAME
+    stop, seen = threading.Event(), []
+
+    def read_while_made() -> None:
+        reader = Witness(path)
+        while not stop.is_set():
+            try:
+                seen.append(reader.read())
+            except VaultError as exc:
+                seen.append(exc)
+                return
+
+    reader = threading.Thread(target=read_while_made)
+    reader.start()
+    try:
+        for seq in range(1, 300):
+            path.unlink(missing_ok=True)
+            Witness(path).put((seq, b"m" * 32, b"h" * 32))
+    finally:
+        stop.set()
+        reader.join()
+    assert not [s for s in seen if isinstance(s, VaultError)]
+    assert [p.name for p in tmp_path.iterdir()] == [WITNESS_NAME]
 
 
 def test_a_missing_witness_is_refused_until_init(

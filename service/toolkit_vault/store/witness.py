@@ -26,8 +26,10 @@ committed database.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -144,12 +146,13 @@ class Witness:
         later one (another process's), under an exclusive lock on the file."""
         if head[0] <= self._written and not force:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._create()
+        fd = os.open(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = os.pread(fd, 2 * _SLOT, 0)
             if len(data) != 2 * _SLOT:
-                data = _EMPTY + _EMPTY  # a new witness
+                data = _EMPTY + _EMPTY  # not a witness: written over whole below
             slots = [_decode(data[:_SLOT]), _decode(data[_SLOT:])]
             seqs = [-1 if slot is None else slot[0] for slot in slots]
             if force:
@@ -162,6 +165,21 @@ class Witness:
         finally:
             os.close(fd)
         self._written = head[0] if force else max(self._written, head[0])
+
+    def _create(self) -> None:
+        """Make the witness, two empty slots, if there is none: written beside it and linked
+        into place, so no reader, and no crash, ever finds a witness shorter than two slots
+        (an empty file is not a witness: `read` refuses it)."""
+        if self.path.exists():
+            return
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{WITNESS_NAME}.")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(_EMPTY + _EMPTY)
+            with contextlib.suppress(FileExistsError):  # another process made it first
+                os.link(temporary, self.path)
+        finally:
+            os.unlink(temporary)
 
     def _unreadable(self) -> StoreError:
         return StoreError(
