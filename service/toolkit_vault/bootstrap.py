@@ -20,13 +20,14 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.devices import AuditDevices, open_devices
 from toolkit_vault.audit.upgrade import authenticate_state
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.errors import VaultError
+from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
 from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.providers import KeyProvider, ProviderSettings, load_provider
 from toolkit_vault.keys.upgrade import finish_upgrade, legacy_keys, legacy_pending
 from toolkit_vault.settings import VaultSettings, write_record
 from toolkit_vault.store.database import migrate, open_engine, require_current
+from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.reconcile import LOCAL_PRINCIPAL_ID
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.witness import WITNESS_NAME, Witness
@@ -177,8 +178,10 @@ def open_vault(
         )
     keys = VaultKeys(store, open_provider(settings))
     ring, internal = keys.open()
+    loaded_at = None
     if registry is None:
         registry = ToolkitRegistry.default()
+        loaded_at = _registry_changes(store)  # read first: never newer than what loads
         registry.load_imported(stored_toolkits(store))  # `toolkits import`, shared via the store
     if current and (failure := store.state_failure()) is not None:
         raise VaultError(failure)
@@ -191,4 +194,15 @@ def open_vault(
         audit_key=internal["audit"],
         relay_key=crypto.derive_key(internal["state"], "relay"),
         intake_key=crypto.derive_key(internal["state"], "intake"),
+        registry_loaded_at=loaded_at,
     )
+
+
+def _registry_changes(store: Store) -> int | None:
+    """The chain's count of imports and removals (`Vault` loads the imported toolkits
+    again when it moves); None when the chain cannot be followed (then the first request
+    loads them again)."""
+    try:
+        return store.chain_state().registry_changes
+    except (StateUnknown, StoreError):
+        return None

@@ -138,6 +138,7 @@ class Vault:
         audit_key: SecretBytes | None = None,
         relay_key: SecretBytes | None = None,
         intake_key: SecretBytes | None = None,
+        registry_loaded_at: int | None = None,
     ) -> None:
         self.store = store
         self.ring = ring
@@ -157,8 +158,8 @@ class Vault:
         self._read_at: dict[str, Mark] = {}
         self._dropped = 0  # counts changes made here to what a read had installed
         # The chain's `registry_changes` when the imported toolkits were last loaded here
-        # (None: by whoever made the registry; -1: while the chain is not believed).
-        self._registry_seen: int | None = None
+        # (None: not known, so the first request loads them; -1: the chain is not believed).
+        self._registry_seen: int | None = registry_loaded_at
         self._registry_lock = threading.Lock()
         self._lock = threading.Lock()
         self._ring_lock = threading.Lock()
