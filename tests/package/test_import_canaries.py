@@ -107,7 +107,7 @@ def test_no_canary_of_an_imported_secret_field_is_stored_or_shown(
         assert out[0]["status"] == "ok", out
         configured += 1
     print(f"configured {configured} toolkits, {counter[0]} secret fields")
-    assert configured >= 200 and counter[0] >= 330
+    assert configured >= 180 and counter[0] >= 200  # harmless settings are public now
 
     seen: list[tuple[str, bytes]] = []
     for args in (["history", "--json"], ["history"]):

@@ -147,7 +147,7 @@ def test_variable_filling_a_secret_value_is_secret_and_undeclared_ones_fail_clos
         "remotes": [
             {
                 "type": "sse",
-                "url": "https://example.com/{region}/{slug}/sse",
+                "url": "https://example.com/{region}/{shard}/sse",
                 "headers": [
                     {
                         "name": "Authorization",
@@ -165,11 +165,11 @@ def test_variable_filling_a_secret_value_is_secret_and_undeclared_ones_fail_clos
     assert (token.secret, token.reason) == (True, "fills a secret (isSecret)")
     region = field(server, "region")
     assert (region.secret, region.required, region.reason) == (False, True, "harmless name: region")
-    slug = field(server, "slug")  # undeclared, and nothing shows it is public
-    assert (slug.secret, slug.reason) == (True, "nothing shows it is public")
+    shard = field(server, "shard")  # undeclared, and nothing shows it is public
+    assert (shard.secret, shard.reason) == (True, "nothing shows it is public")
     assert [(d.code, d.scope) for d in result.diagnostics] == [
         ("undeclared_variable", "/remotes/0/variables/region"),
-        ("undeclared_variable", "/remotes/0/variables/slug"),
+        ("undeclared_variable", "/remotes/0/variables/shard"),
     ]
 
 
