@@ -23,6 +23,7 @@ from toolkit_package.imported import (
     name_of,
     pick,
     pointer,
+    public_default,
 )
 from toolkit_package.model import StrategyKind
 
@@ -78,6 +79,15 @@ def _wiring(config: dict[str, Any], scope: str) -> tuple[set[str], dict[str, str
     return in_argv, fills, referenced | in_argv
 
 
+def _bound(entry: dict[str, Any], key: str, scope: str) -> float | None:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        if value is not None:
+            raise EntryInvalid(pointer(scope, key), "expected a number")
+        return None
+    return value
+
+
 def _user_config(
     doc: dict[str, Any], in_argv: set[str], fills: dict[str, str]
 ) -> list[ConfigInput]:
@@ -107,18 +117,24 @@ def _user_config(
                 path=kind in ("directory", "file"),
             )
         )
+        secret = verdict.secret
         inputs.append(
             ConfigInput(
                 name=key,
                 description=description,
                 required=bool(pick(entry, ("required",), bool, scope)),
-                secret=verdict.secret,
+                secret=secret,
                 kind="user_config",
                 location=scope,
                 has_fixed_value=False,
                 in_argv=key in in_argv,
                 value_type=value_type,
                 reason=verdict.reason,
+                title=title,
+                default=public_default(entry.get("default"), value_type, secret),
+                format=kind if kind in ("directory", "file") else "",
+                minimum=_bound(entry, "min", scope),
+                maximum=_bound(entry, "max", scope),
             )
         )
     return inputs

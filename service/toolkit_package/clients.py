@@ -12,6 +12,7 @@ kept. The literal ``args`` are not inputs. One invalid entry is skipped with a d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from toolkit_package import placeholders
@@ -27,6 +28,8 @@ from toolkit_package.imported import (
     one_field_per_name,
     pick,
     pointer,
+    public_default,
+    string_choices,
 )
 from toolkit_package.model import StrategyKind
 
@@ -38,7 +41,19 @@ _REMOTE_TYPES = {
     "streamable-http": "streamable-http",
     "sse": "sse",
 }
-Declared = dict[str, tuple[str, bool | None]]  # input id -> (description, password)
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """A VS Code ``inputs`` entry: what the publisher of the config says about one input."""
+
+    description: str
+    password: bool | None
+    options: Any = None
+    default: Any = None
+
+
+Declared = dict[str, _Declared]
 
 
 def client_servers(doc: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
@@ -78,7 +93,12 @@ def _declared_inputs(block: dict[str, Any], base: str, out: Collector) -> Declar
             out.note("invalid_input_declaration", pointer(base, "inputs", i), "ignored")
             continue
         desc = item.get("description")
-        declared[item["id"]] = (desc if isinstance(desc, str) else "", item.get("password"))
+        declared[item["id"]] = _Declared(
+            desc if isinstance(desc, str) else "",
+            item.get("password"),
+            item.get("options") if item.get("type") == "pickString" else None,
+            item.get("default"),
+        )
     return declared
 
 
@@ -94,9 +114,14 @@ def _field(
 ) -> ConfigInput:
     refs = placeholders.names(literal or "") if kind != "variable" else [name]
     described = [declared[r] for r in refs if r in declared]
-    description = " ".join(d for d, _ in described if d)
-    password = [p for _, p in described]
+    description = " ".join(d.description for d in described if d.description)
+    password = [d.password for d in described]
     plain = literal if literal is not None and not refs else None
+    # Only an input that is exactly one declared placeholder offers that input's choices and
+    # default; the config's own literal value is never kept.
+    whole = None
+    if len(described) == 1 and (kind == "variable" or (literal or "").strip() == _ref(refs[0])):
+        whole = described[0]
     verdict = classify(
         Evidence(
             name=name,
@@ -108,6 +133,7 @@ def _field(
             else None,
             url_part=url_part,
             literal=plain,
+            choices=bool(whole and string_choices(whole.options, False)),
         )
     )
     return ConfigInput(
@@ -120,7 +146,13 @@ def _field(
         has_fixed_value=False,
         in_argv=in_argv,
         reason=verdict.reason,
+        default=public_default(whole.default, "string", verdict.secret) if whole else None,
+        choices=string_choices(whole.options, verdict.secret) if whole else (),
     )
+
+
+def _ref(ref: str) -> str:
+    return "${input:" + ref + "}"
 
 
 def _client_entry(name: str, entry: Any, scope: str, declared: Declared) -> ImportedServer:

@@ -1,8 +1,10 @@
 """The neutral, value-free shape every importer produces, and the typed readers they share.
 
 The types hold names, secrecy and placement of configuration inputs, never a configuration
-value: no command, argument, default, fixed value, header value or URL survives parsing, so
-nothing downstream (the inspect report, a toolkit definition) can leak one. The readers turn a
+value: no command, argument, fixed value, header value or URL survives parsing, so nothing
+downstream (the inspect report, a toolkit definition) can leak one. What a publisher declares
+*about* a public input is kept (its title, choices, format, bounds, and a default that is not a
+placeholder: ``public_default``); a secret input keeps none of it. The readers turn a
 wrong type into ``EntryInvalid`` so one bad entry is skipped, with a diagnostic naming only
 its JSON pointer, and never half-imported.
 """
@@ -36,6 +38,8 @@ __all__ = [
     "one_field_per_name",
     "pick",
     "pointer",
+    "public_default",
+    "string_choices",
 ]
 
 MAX_SERVERS = 5000
@@ -50,6 +54,7 @@ Format = Literal[
 ]
 InputKind = Literal["env", "header", "argument", "variable", "user_config"]
 ValueType = Literal["string", "number", "boolean", "array"]
+Scalar = str | int | float | bool
 T = TypeVar("T")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -74,6 +79,12 @@ class ConfigInput:
     in_argv: bool
     value_type: ValueType = "string"
     reason: str = ""
+    title: str = ""
+    default: Scalar | tuple[str, ...] | None = None
+    choices: tuple[str, ...] = ()
+    format: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +213,54 @@ def name_of(value: Any, scope: str) -> str:
     return value
 
 
+_PLACEHOLDER_DEFAULT = re.compile(
+    r"<[^<>]+>|^your[_ -]|\$\{(?:input|env|user_config)[:.]|^x{3,}$|\.\.\.$", re.I
+)
+
+
+def public_default(value: Any, value_type: ValueType, secret: bool) -> Any:
+    """A publisher's default as the form should offer it, or None: never for a secret input,
+    never a placeholder (``<YOUR_ID>``, ``your-team``), and typed (``"8080"`` for a number is
+    8080; one that does not parse is dropped)."""
+    if secret or value is None:
+        return None
+    if value_type == "array":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return tuple(value) if ok else None
+    if value_type == "boolean":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        return {"true": True, "false": False}.get(text)
+    if value_type == "number":
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return value
+        try:
+            number = float(str(value))
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else number
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return None
+    text = str(value)
+    return None if _PLACEHOLDER_DEFAULT.search(text) or len(text) > 1024 else text
+
+
+def string_choices(value: Any, secret: bool) -> tuple[str, ...]:
+    """Declared choices as strings (a VS Code ``{label, value}`` option gives its value)."""
+    if secret or not isinstance(value, list):
+        return ()
+    out = []
+    for item in value:
+        if isinstance(item, dict):
+            item = item.get("value")
+        if isinstance(item, str | int | float) and not isinstance(item, bool):
+            out.append(str(item)[:256])
+    return tuple(dict.fromkeys(out))[:256]
+
+
 def _merge(first: ConfigInput, other: ConfigInput) -> ConfigInput:
     if first.has_fixed_value and not other.has_fixed_value:
         first, other = other, first  # the occurrence a user fills gives the field its place
@@ -215,6 +274,10 @@ def _merge(first: ConfigInput, other: ConfigInput) -> ConfigInput:
         has_fixed_value=first.has_fixed_value and other.has_fixed_value,
         in_argv=first.in_argv or other.in_argv,
         value_type=first.value_type if first.value_type == other.value_type else "string",
+        title=first.title or other.title,
+        default=None if secret else (first.default if first.default is not None else other.default),
+        choices=() if secret else (first.choices or other.choices),
+        format=first.format or other.format,
     )
 
 

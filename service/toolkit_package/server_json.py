@@ -27,6 +27,8 @@ from toolkit_package.imported import (
     one_field_per_name,
     pick,
     pointer,
+    public_default,
+    string_choices,
 )
 from toolkit_package.model import StrategyKind
 
@@ -42,6 +44,16 @@ def _marks(obj: dict[str, Any], scope: str) -> tuple[str | None, str | None]:
     if pick(obj, ("format",), str, scope) == "password":
         return "format: password", None
     return ("isSecret", None) if secret else (None, "isSecret: false" if secret is False else None)
+
+
+def _example(obj: dict[str, Any], scope: str) -> str | None:
+    """The publisher's example of a value (``default``, ``placeholder``), seen for its shape."""
+    for key in ("default", "placeholder", "valueHint", "value_hint"):
+        value = obj.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    del scope
+    return None
 
 
 def _input(
@@ -72,10 +84,12 @@ def _input(
             url_part=url_part,
             path=fmt == "filepath",
             choices=bool(pick(obj, ("choices",), list, scope)),
+            example=_example(obj, scope),
         )
     )
     if fixed and verdict.reason == _UNKNOWN:  # published in the metadata for all to read
         verdict = Verdict(False, "fixed by the package")
+    secret = verdict.secret or fixed  # a fixed input is in no form: nothing about it to offer
     return ConfigInput(
         name=name,
         description=description,
@@ -87,6 +101,9 @@ def _input(
         in_argv=in_argv,
         value_type=value_type,
         reason=verdict.reason,
+        default=public_default(obj.get("default"), value_type, secret),
+        choices=string_choices(obj.get("choices"), secret),
+        format=fmt if fmt not in ("", "string", "number", "boolean") else "",
     )
 
 

@@ -76,14 +76,36 @@ def property_names(inputs: Iterable[ConfigInput]) -> list[str]:
     return names
 
 
-def _property(item: ConfigInput) -> dict[str, Any]:
-    prop: dict[str, Any] = {"type": item.value_type, "title": item.name}
+_SCHEMA_FORMATS = frozenset(
+    {"uri", "uri-reference", "email", "hostname", "ipv4", "ipv6", "date", "date-time", "uuid"}
+)
+
+
+def _property(item: ConfigInput, order: int) -> dict[str, Any]:
+    """One form field: the publisher's title (else the input's name), description, choices
+    (``enum``), default, bounds and format, and ``x-order``, its place in the source (a stored
+    schema's key order is not kept by every database)."""
+    prop: dict[str, Any] = {"type": item.value_type, "title": item.title or item.name}
     if item.value_type == "array":
         prop["items"] = {"type": "string"}
     if item.description:
         prop["description"] = item.description
+    if item.choices and item.value_type == "string":
+        prop["enum"] = list(item.choices)
+    if item.default is not None and not item.secret:
+        default = list(item.default) if isinstance(item.default, tuple) else item.default
+        if not item.choices or default in item.choices:
+            prop["default"] = default
+    if item.format in _SCHEMA_FORMATS:
+        prop["format"] = item.format
+    if item.value_type == "number":
+        if item.minimum is not None:
+            prop["minimum"] = item.minimum
+        if item.maximum is not None:
+            prop["maximum"] = item.maximum
     if item.secret:
         prop["writeOnly"] = True
+    prop["x-order"] = order
     prop["x-toolkit-input"] = {
         "kind": item.kind,
         "name": item.name,
@@ -91,11 +113,24 @@ def _property(item: ConfigInput) -> dict[str, Any]:
         "secret": item.secret,
         "reason": item.reason,
     }
+    if item.format:
+        prop["x-toolkit-input"]["format"] = item.format
     return prop
 
 
+def _relative(location: str, base: str) -> str:
+    return location[len(base) :] if base and location.startswith(base) else location
+
+
 def source_digest(server: ImportedServer) -> str:
-    """``sha256:`` over the canonical JSON of the value-free server description."""
+    """``sha256:`` over the canonical JSON of the value-free server description.
+
+    Locations count relative to the server's own entry, so the digest depends on the server,
+    not on the document wrapping it: a bare registry list, ``{"servers": [...]}`` and the
+    server.json alone give the same digest."""
+    base = server.location
+    inputs = [dataclasses.replace(i, location=_relative(i.location, base)) for i in server.inputs]
+    server = dataclasses.replace(server, location="", inputs=tuple(inputs))
     described = json.dumps(
         dataclasses.asdict(server), sort_keys=True, separators=(",", ":"), default=str
     )
@@ -118,7 +153,10 @@ def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
     schema: dict[str, Any] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
-        "properties": {name: _property(item) for name, item in zip(names, inputs, strict=True)},
+        "properties": {
+            name: _property(item, n)
+            for n, (name, item) in enumerate(zip(names, inputs, strict=True))
+        },
         "required": [name for name, item in zip(names, inputs, strict=True) if item.required],
         "additionalProperties": False,
         "x-toolkit-package": {
