@@ -294,15 +294,47 @@ def test_unknown_format_is_refused(home: VaultSettings, cli_env: dict[str, str])
 def test_an_input_whose_only_server_clashes_is_refused_and_stores_nothing(
     home: VaultSettings, cli_env: dict[str, str]
 ) -> None:
-    package = {"mcpServers": {"filesystem": {"command": "npx", "args": ["-y", "fs-server"]}}}
-    done = vault_cli(cli_env, "toolkits", "import", "-", stdin=json.dumps(package).encode())
-    assert "no_servers: no server could be imported (1 skipped)" in one_error_line(done)
+    package = CORPUS / "clients" / "claude" / "AbuMareBear__dotfiles.json"  # only `filesystem`
+    done = vault_cli(cli_env, "toolkits", "import", str(package))
+    assert one_error_line(done) == (
+        "toolkit-vault: error: package refused: no_servers: no server could be imported: "
+        "'filesystem': name_taken: the name is taken by the built-in toolkit: "
+        "rename it with --rename filesystem=NEW-NAME"
+    )
+    as_json = vault_cli(cli_env, "toolkits", "import", str(package), "--json")
+    assert as_json.returncode == 1 and "--rename filesystem=NEW-NAME" in as_json.stderr
+    report = json.loads(as_json.stdout)  # the report, on stdout, though nothing was imported
+    assert report["toolkits"] == [] and report["skipped_servers"] == 1
+    (skipped,) = report["skipped"]
+    assert (skipped["name"], skipped["code"]) == ("filesystem", "name_taken")
+    assert "--rename filesystem=NEW-NAME" in skipped["message"]
     vault = open_vault(home)
     try:
         assert str(vault.registry.get("filesystem").source) == "built-in"
         assert imported_rows(vault) == [] and events(vault) == []
     finally:
         vault.store.engine.dispose()
+
+
+def test_a_bundle_without_mcp_config_and_a_server_json_without_package_say_why(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    bundle = json.loads((CORPUS / "bundles" / "mcpb" / "hello-world-node.json").read_text())
+    del bundle["server"]["mcp_config"]
+    done = vault_cli(
+        cli_env, "toolkits", "import", "-", "--json", stdin=json.dumps(bundle).encode()
+    )
+    (skipped,) = json.loads(done.stdout)["skipped"]
+    assert (skipped["code"], skipped["scope"]) == ("no_mcp_config", "/server/mcp_config")
+    assert "declares no server.mcp_config" in skipped["message"]
+    assert "no_mcp_config: bundle declares no server.mcp_config" in done.stderr
+    server = json.loads((CORPUS / "registry" / "seed.json").read_text())[-1]
+    server.pop("packages", None), server.pop("remotes", None)
+    done = vault_cli(cli_env, "toolkits", "import", "-", stdin=json.dumps(server).encode())
+    assert one_error_line(done).endswith(
+        f"{server['name']!r}: no_packages_or_remotes: server.json offers no package and no "
+        "remote: nothing to run or connect to"
+    )
 
 
 def test_strict_keeps_all_or_nothing(vault: Vault) -> None:

@@ -140,13 +140,22 @@ def _user_config(
     return inputs
 
 
+def _kind(server_type: str | None) -> str:
+    return f"of type {server_type[:40]!r}" if server_type else "of no type"
+
+
 def _bundle_server(doc: dict[str, Any], out: Collector) -> ImportedServer:
     name = name_of(doc.get("name"), "/name")
     server = pick(doc, ("server",), dict, "") or {}
     server_type = pick(server, ("type",), str, "/server")
     config = pick(server, ("mcp_config",), dict, "/server")
     if config is None and server_type not in _RUNS_ITSELF:
-        raise EntryInvalid("/server/mcp_config", "bundle declares no mcp_config")
+        raise EntryInvalid(
+            "/server/mcp_config",
+            "bundle declares no server.mcp_config, so nothing says how to run it (only uv and "
+            f"python bundles may leave it out; this one is {_kind(server_type)})",
+            "no_mcp_config",
+        )
     wiring = _wiring(config, "/server/mcp_config") if config else (set(), {}, set())
     in_argv, fills, referenced = wiring
     inputs = _user_config(doc, in_argv, fills)

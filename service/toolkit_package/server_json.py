@@ -254,7 +254,8 @@ def parse_server_json(doc: dict[str, Any], max_servers: int, base: str = "") -> 
     if len(packages) + len(remotes) > max_servers:
         raise ImportRefused("too_many_servers", f"more than {max_servers} packages and remotes")
     if not packages and not remotes:
-        out.note("no_packages_or_remotes", base, "server.json offers no package and no remote")
+        message = "server.json offers no package and no remote: nothing to run or connect to"
+        out.skip(EntryInvalid(base, message, "no_packages_or_remotes"), name)
     several = len(packages) + len(remotes) > 1
     entries = [("packages", i, e) for i, e in enumerate(packages)]
     entries += [("remotes", i, e) for i, e in enumerate(remotes)]

@@ -19,6 +19,7 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.toolkits.import_report import describe_toolkit, printable, report_lines
 from toolkit_vault.toolkits.imports import (
+    PackageRefused,
     import_package,
     remove_toolkit,
     stored_toolkits,
@@ -212,9 +213,19 @@ def toolkits_import(
     )
     data = read_package(source)
     vault = open_vault(load_settings())
-    report = import_package(
-        vault.store, vault.registry, data, LOCAL_PRINCIPAL.principal_id, selection, strict=strict
-    )
+    try:
+        report = import_package(
+            vault.store,
+            vault.registry,
+            data,
+            LOCAL_PRINCIPAL.principal_id,
+            selection,
+            strict=strict,
+        )
+    except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
+        if as_json and exc.report is not None:
+            click.echo(json.dumps(exc.report.as_json(), indent=2))
+        raise
     click.echo(
         json.dumps(report.as_json(), indent=2) if as_json else "\n".join(report_lines(report))
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -75,7 +75,12 @@ log = logging.getLogger(__name__)
 
 
 class PackageRefused(VaultError):
-    """A package cannot be imported and nothing was stored; the message holds no value."""
+    """A package cannot be imported and nothing was stored; the message holds no value.
+    ``report``, when there is one, says what was skipped and why (``--json`` prints it)."""
+
+    def __init__(self, message: str, report: ImportReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class PackageToolkit:
@@ -110,8 +115,16 @@ class _Skip(Exception):
         self.code, self.message = code, message
 
 
-def _refuse(message: str) -> PackageRefused:
-    return PackageRefused(f"package refused: {message}")
+def _refuse(message: str, report: ImportReport | None = None) -> PackageRefused:
+    return PackageRefused(f"package refused: {message}", report)
+
+
+def _why_none(skipped: Sequence[SkippedServer]) -> str:
+    """Each skip's reason, so a refusal says what to do (at most three, then a count)."""
+    reasons = [f"{s.name[:80] or '(unnamed)'!r}: {s.code}: {s.message}" for s in skipped[:3]] + (
+        [f"and {len(skipped) - 3} more"] if len(skipped) > 3 else []
+    )
+    return "; ".join(reasons) if reasons else "the input holds no server"
 
 
 def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
@@ -123,7 +136,11 @@ def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
     if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
         source = registry.get(name).source
-        raise _Skip("name_taken", f"the name is taken by the {source} toolkit (--rename it)")
+        raise _Skip(
+            "name_taken",
+            f"the name is taken by the {source} toolkit: rename it with "
+            f"--rename {name[:80]}=NEW-NAME",
+        )
     try:
         definition = coerce_definition(imported.definition)
         schema = compile_schema(definition.config_schema)
@@ -290,7 +307,16 @@ def import_package(
     plans, unusable = _planned(chosen, result.format, registry, strict)
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
-        raise _refuse(f"no_servers: no server could be imported ({len(skipped)} skipped)")
+        refused = ImportReport(
+            format=result.format,
+            input_sha256=result.input_sha256,
+            toolkits=(),
+            skipped_servers=len(skipped),
+            diagnostics=result.diagnostics,
+            warnings=(),
+            skipped=skipped,
+        )
+        raise _refuse(f"no_servers: no server could be imported: {_why_none(skipped)}", refused)
     outcomes: list[ImportOutcome] = store.retrying(partial(_write, store, plans, actor))
     registry.load_imported(stored_toolkits(store))
     return ImportReport(
