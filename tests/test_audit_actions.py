@@ -41,6 +41,9 @@ STORED = {
     "state_authenticated",
     "key_hierarchy_upgraded",
     "restore_accepted",
+    "backup_restored",
+    "recovery_initialized",
+    "recovery_unsealed",
 }
 
 

@@ -72,6 +72,16 @@ COMMANDS = {
     "tokens": CommandEntry(
         "toolkit_vault.cli.tokens", "tokens", "Principals and their bearer tokens."
     ),
+    "backup": CommandEntry(
+        "toolkit_vault.cli.backup",
+        "backup",
+        "Authenticated snapshots of the vault: create, verify.",
+    ),
+    "restore": CommandEntry(
+        "toolkit_vault.cli.backup",
+        "restore",
+        "Restore a verified backup into an empty database (audited).",
+    ),
     "version": CommandEntry(
         "toolkit_vault.cli.about",
         "version_command",

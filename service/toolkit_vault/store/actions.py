@@ -53,3 +53,8 @@ class AuditAction(StrEnum):
 
     # An operator accepted a database behind its witness (`audit accept-restore`).
     RESTORE_ACCEPTED = "restore_accepted"
+
+    # Backups and recovery (`backup`, `restore`, `keys recovery`).
+    BACKUP_RESTORED = "backup_restored"
+    RECOVERY_INITIALIZED = "recovery_initialized"
+    RECOVERY_UNSEALED = "recovery_unsealed"

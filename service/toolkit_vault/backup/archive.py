@@ -1,0 +1,244 @@
+"""The backup file: JSON lines, versioned, authenticated under a key only the vault holds.
+
+```
+{"format": "toolkit-vault-backup", "version": 1, "created_at": ..., "schema_revision":
+ "0006", "source": "sqlite", "vault_id": ..., "key_provider": "file", "key_options": {},
+ "head": {"seq": 42, "mac": "<hex>", "head_mac": "<hex>"},
+ "tables": {"vault_keys": ["key_id", ...], ...}}              line 1: the header
+{"t": "vault_keys", "r": ["vk-1", "<base64>", true, ...]}      one line per row, as stored
+...
+{"rows": {"vault_keys": 1, ...}, "mac": "<hex>"}               the last line: the trailer
+```
+
+Rows are the database's rows as stored: ciphertext stays ciphertext, wrapped keys stay
+wrapped, every row MAC and chain link is kept, so nothing is decrypted to make a backup
+and the restored rows verify exactly as they did. Binary columns are base64; text, numbers
+(Python's float repr round-trips exactly) and booleans are JSON. Tables come in dependency
+order (a row's foreign key names a row already loaded), each ordered by primary key.
+
+`mac` = HMAC-SHA256(backup key, LABEL || SHA-256(every byte before the trailer line) ||
+canonical rows count), with backup key = HKDF(state key, "backup"). The state key is the
+vault-wide key that signs rows; the backup itself carries it only wrapped (by a vault key,
+itself wrapped by the master key). So only someone who can unwrap the backup's own vault
+keys (the master key, or K recovery shares) can check a backup, and no one without them
+can forge or edit one: a changed, added, removed or reordered byte, a truncated file (no
+trailer) and a backup of another vault all fail. The state key never changes (rotations
+rewrap it), so a backup stays verifiable as long as its vault keys open.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from sqlalchemy import LargeBinary, Table
+
+from toolkit_vault import crypto
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import VaultError
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "BackupError",
+    "Header",
+    "Reader",
+    "Writer",
+    "backup_key",
+    "decode_row",
+    "encode_row",
+]
+
+FORMAT = "toolkit-vault-backup"
+VERSION = 1
+LABEL = b"toolkit-vault/backup/v1\x00"
+MAX_LINE = 64 * 1024 * 1024  # a row is far smaller; a longer line is not a backup
+
+
+class BackupError(VaultError):
+    """A file that is not a backup this vault can believe (never says more than why)."""
+
+
+def backup_key(state_key: SecretBytes) -> SecretBytes:
+    return crypto.derive_key(state_key, "backup")
+
+
+def _mac(key: SecretBytes, digest: bytes, rows: Mapping[str, int]) -> bytes:
+    counts = json.dumps(dict(rows), sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key.reveal(), LABEL + digest + counts, hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class Header:
+    created_at: float
+    schema_revision: str
+    source: str
+    vault_id: str
+    key_provider: str
+    key_options: dict[str, str]
+    head: tuple[int, bytes, bytes] | None
+    tables: dict[str, list[str]]
+
+    def as_json(self) -> dict[str, Any]:
+        head = None
+        if self.head is not None:
+            seq, mac, head_mac = self.head
+            head = {"seq": seq, "mac": mac.hex(), "head_mac": head_mac.hex()}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "created_at": self.created_at,
+            "schema_revision": self.schema_revision,
+            "source": self.source,
+            "vault_id": self.vault_id,
+            "key_provider": self.key_provider,
+            "key_options": self.key_options,
+            "head": head,
+            "tables": self.tables,
+        }
+
+    @classmethod
+    def parse(cls, data: Any) -> Header:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise BackupError("not a toolkit-vault backup")
+        if data.get("version") != VERSION:
+            raise BackupError(f"backup format version {data.get('version')!r} is not known")
+        try:
+            head = data["head"]
+            parsed_head = (
+                None
+                if head is None
+                else (int(head["seq"]), bytes.fromhex(head["mac"]), bytes.fromhex(head["head_mac"]))
+            )
+            tables = {str(k): [str(c) for c in v] for k, v in data["tables"].items()}
+            return cls(
+                float(data["created_at"]),
+                str(data["schema_revision"]),
+                str(data["source"]),
+                str(data["vault_id"]),
+                str(data["key_provider"]),
+                {str(k): str(v) for k, v in data["key_options"].items()},
+                parsed_head,
+                tables,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise BackupError("the backup's header is malformed") from None
+
+
+def _binary(table: Table) -> list[bool]:
+    return [isinstance(column.type, LargeBinary) for column in table.columns]
+
+
+def encode_row(table: Table, row: Any) -> list[Any]:
+    return [
+        base64.b64encode(bytes(value)).decode() if binary and value is not None else value
+        for value, binary in zip(row, _binary(table), strict=True)
+    ]
+
+
+def decode_row(table: Table, values: list[Any]) -> dict[str, Any]:
+    if len(values) != len(table.columns):
+        raise BackupError(f"a {table.name} row has {len(values)} columns, not {len(table.columns)}")
+    row = {}
+    for column, value, binary in zip(table.columns, values, _binary(table), strict=True):
+        if binary and value is not None:
+            if not isinstance(value, str):
+                raise BackupError(f"a {table.name} row is malformed")
+            value = base64.b64decode(value, validate=True)
+        row[column.name] = value
+    return row
+
+
+class Writer:
+    """Writes a backup line by line, hashing what it writes; `finish` adds the trailer."""
+
+    def __init__(self, handle: IO[bytes], header: Header) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+        self.rows: dict[str, int] = dict.fromkeys(header.tables, 0)
+        self._line(header.as_json())
+
+    def _line(self, payload: Any) -> None:
+        data = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        self.digest.update(data)
+        self.handle.write(data)
+
+    def row(self, table: Table, row: Any) -> None:
+        self._line({"t": table.name, "r": encode_row(table, row)})
+        self.rows[table.name] += 1
+
+    def finish(self, key: SecretBytes) -> None:
+        mac = _mac(key, self.digest.digest(), self.rows)
+        self.handle.write(json.dumps({"rows": self.rows, "mac": mac.hex()}).encode() + b"\n")
+
+
+class Reader:
+    """Reads a backup: `header`, then `rows()` (table name, values) while hashing them,
+    then `check(key)` against the trailer. Nothing read is believed before `check` holds."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+        self.counts: dict[str, int] = {}
+        self.trailer: dict[str, Any] | None = None
+        first = self._next()
+        if first is None:
+            raise BackupError("the backup is empty")
+        self.header = Header.parse(self._json(first))
+        self.digest.update(first)
+
+    def _next(self) -> bytes | None:
+        line = self.handle.readline(MAX_LINE + 1)
+        if not line:
+            return None
+        if not line.endswith(b"\n"):
+            raise BackupError("the backup is truncated")
+        return line
+
+    @staticmethod
+    def _json(line: bytes) -> Any:
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise BackupError("the backup holds a line that is not JSON") from None
+
+    def rows(self) -> Iterator[tuple[str, list[Any]]]:
+        while (line := self._next()) is not None:
+            data = self._json(line)
+            if isinstance(data, dict) and "mac" in data:
+                self.trailer = data
+                if self._next() is not None:
+                    raise BackupError("the backup has lines after its end")
+                return
+            self.digest.update(line)
+            if not isinstance(data, dict) or not isinstance(data.get("r"), list):
+                raise BackupError("the backup holds a line that is not a row")
+            table = data.get("t")
+            if table not in self.header.tables:
+                raise BackupError(f"the backup holds a row of an unknown table {table!r}")
+            self.counts[table] = self.counts.get(table, 0) + 1
+            yield table, data["r"]
+        raise BackupError("the backup is truncated (it has no end)")
+
+    def check(self, key: SecretBytes) -> None:
+        """The whole file as written by the vault that holds `key`, or BackupError."""
+        trailer = self.trailer
+        if trailer is None:
+            raise BackupError("the backup is truncated (it has no end)")
+        try:
+            claimed = bytes.fromhex(str(trailer["mac"]))
+            rows = {str(k): int(v) for k, v in trailer["rows"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise BackupError("the backup's end is malformed") from None
+        expected = _mac(key, self.digest.digest(), rows)
+        if not hmac.compare_digest(claimed, expected):
+            raise BackupError(
+                "the backup fails its MAC: it was edited, or it belongs to another vault"
+            )
+        if any(self.counts.get(name, 0) != count for name, count in rows.items()):
+            raise BackupError("the backup's row counts do not match its end")

@@ -1,0 +1,201 @@
+"""`backup verify`: believe a backup only once its MAC, its chain and every version hold.
+
+The file is loaded, as it is, into a scratch SQLite database in a private temporary
+directory (never the live vault's), its vault keys are unwrapped with the key provider (or
+the error names the master keys it needs), and then the same checks the live vault runs:
+the file's MAC under the backup key, the audit chain walked to its head and every
+authenticated table reconciled with it (`audit.verify`), every row MAC and every version
+decrypted in memory (`keys.rotation.check_store`). Nothing decrypted is kept or shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import Connection, Engine, insert
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from toolkit_vault.audit.verify import verify_audit_chain
+from toolkit_vault.backup.archive import BackupError, Header, Reader, backup_key, decode_row
+from toolkit_vault.bootstrap import open_provider
+from toolkit_vault.errors import VaultError
+from toolkit_vault.keys.hierarchy import VaultKeys
+from toolkit_vault.keys.keystore import read_vault_keys
+from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
+from toolkit_vault.store.database import open_engine
+from toolkit_vault.store.models import SCHEMA_REVISION, Base
+from toolkit_vault.store.storage import Store
+
+__all__ = [
+    "VerifyReport",
+    "load_rows",
+    "open_backup",
+    "resolve_settings",
+    "scratch_store",
+    "verify_backup",
+    "verify_stream",
+]
+
+BATCH = 1000
+_TABLES = {table.name: table for table in Base.metadata.sorted_tables}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    ok: bool
+    header: Header
+    digest: bytes  # SHA-256 of the body the MAC covers (restore compares what it loads)
+    rows: dict[str, int]
+    versions: dict[str, int]
+    failed_versions: list[dict[str, Any]] = field(default_factory=list)
+    audit: dict[str, Any] = field(default_factory=dict)
+    master_keys: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        header = self.header
+        return {
+            "ok": self.ok,
+            "format_version": 1,
+            "created_at": header.created_at,
+            "source": header.source,
+            "schema_revision": header.schema_revision,
+            "head_seq": None if header.head is None else header.head[0],
+            "key_provider": header.key_provider,
+            "master_keys": self.master_keys,
+            "rows": self.rows,
+            "versions": self.versions,
+            "failed_versions": self.failed_versions,
+            "audit": self.audit,
+        }
+
+
+def resolve_settings(
+    header: Header, key_provider: str | None = None, key_options: dict[str, str] | None = None
+) -> VaultSettings:
+    """Where the backup's master key is: the flags, else the home's record or environment,
+    else what the backup recorded (a restore into a new home on the same provider)."""
+    settings = load_settings(key_provider, key_options)
+    if key_provider is None and not settings.initialized and EnvSettings().key_provider is None:
+        options = {**header.key_options, **(key_options or {})}
+        settings = load_settings(header.key_provider, options)
+    return dataclasses.replace(settings, vault_id=header.vault_id)
+
+
+def load_rows(reader: Reader, conn: Connection) -> None:
+    """Insert every row of the backup into `conn`'s empty tables, in the file's order; a
+    row the database refuses (a duplicate, a dangling key) refuses the backup."""
+    try:
+        _load_rows(reader, conn)
+    except (DBAPIError, StatementError) as exc:
+        raise BackupError(f"the backup's rows do not load ({type(exc.orig).__name__})") from None
+
+
+def _load_rows(reader: Reader, conn: Connection) -> None:
+    batch: list[dict[str, Any]] = []
+    current: str | None = None
+    for name, values in reader.rows():
+        table = _TABLES.get(name)
+        if table is None:
+            raise BackupError(f"this release has no table {name!r}")
+        if name != current or len(batch) >= BATCH:
+            if batch and current is not None:
+                conn.execute(insert(_TABLES[current]), batch)
+            batch, current = [], name
+        batch.append(decode_row(table, values))
+    if batch and current is not None:
+        conn.execute(insert(_TABLES[current]), batch)
+
+
+@contextmanager
+def scratch_store() -> Iterator[Store]:
+    """A Store over a fresh SQLite file in a private temporary directory, gone after."""
+    with tempfile.TemporaryDirectory(prefix="tkv-verify-") as directory:
+        engine = open_engine(f"sqlite:///{Path(directory) / 'backup.db'}")
+        try:
+            Base.metadata.create_all(engine)
+            store = Store(engine)
+            yield store
+            store.close_watch()
+        finally:
+            engine.dispose()
+
+
+def verify_backup(path: Path, settings: VaultSettings) -> VerifyReport:
+    """Check the backup at `path` with the master key `settings` names; raises BackupError
+    when it cannot be believed at all, else reports what each check found."""
+    with open_backup(path) as handle:
+        reader = Reader(handle)
+        return verify_stream(reader, settings)
+
+
+@contextmanager
+def open_backup(path: Path) -> Iterator[IO[bytes]]:
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise BackupError(f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        yield handle
+
+
+def verify_stream(reader: Reader, settings: VaultSettings) -> VerifyReport:
+    header = reader.header
+    if header.schema_revision != SCHEMA_REVISION:
+        raise BackupError(
+            f"the backup is of schema revision {header.schema_revision}; this release reads "
+            f"{SCHEMA_REVISION}: verify or restore it with the release that made it"
+        )
+    with scratch_store() as store:
+        with store.engine.begin() as conn:
+            load_rows(reader, conn)
+        internal, ring, masters = _open_keys(store, settings)
+        reader.check(backup_key(internal["state"]))
+        audit = verify_audit_chain(store, internal["audit"])
+        _same_head(store.engine, header)
+        result = check_store(store, lambda *_ids: ring)
+    versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
+    return VerifyReport(
+        ok=audit.ok and not result["failed"],
+        header=header,
+        digest=reader.digest.digest(),
+        rows=dict(reader.counts),
+        versions=versions,
+        failed_versions=result["failed_versions"],
+        audit=audit.as_json(),
+        master_keys=masters,
+    )
+
+
+def _open_keys(store: Store, settings: VaultSettings) -> tuple[dict[str, Any], Any, list[str]]:
+    records = read_vault_keys(store)
+    masters = sorted({r.master_key for r in records if r.live and r.master_key})
+    provider = open_provider(settings)
+    try:
+        ring, internal = VaultKeys(store, provider).open()
+    except VaultError as exc:
+        needed = ", ".join(masters) or "none recorded"
+        raise BackupError(
+            f"the backup's vault keys do not open with key provider {provider.name} "
+            f"({provider.where}): it needs master key {needed} ({exc.message})"
+        ) from None
+    return internal, ring, masters
+
+
+def _same_head(engine: Engine, header: Header) -> None:
+    from sqlalchemy import select
+
+    from toolkit_vault.store.models import AuditHead
+
+    with engine.connect() as conn:
+        row = conn.execute(select(AuditHead.seq, AuditHead.mac)).first()
+    stored = None if row is None else (int(row.seq), bytes(row.mac))
+    claimed = None if header.head is None else header.head[:2]
+    if stored != claimed:
+        raise BackupError("the backup's header names another audit head than its rows")

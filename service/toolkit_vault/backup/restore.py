@@ -1,0 +1,215 @@
+"""`restore`: put a verified backup into an empty database, as an audited operator step.
+
+A restore is the one legitimate way old rows come back, and from inside the database it
+looks exactly like the replay the witness refuses. So it is explicit:
+
+1. the whole backup is verified first (`check`): MAC, chain, row MACs, every version;
+2. the target database must be empty (migrated here if it has no tables); the rows go in
+   within one transaction, hashed again as they are read and compared with what was
+   verified before it commits (the file cannot change in between);
+3. the home's witness is reset on purpose to the backup's head; a witness that is ahead of
+   the backup (a newer state of the vault was seen here) is refused unless the operator
+   says `over_newer_witness`, and the restore's own audit event names both heads;
+4. the home's record names the database, the key provider and the vault id.
+
+`--dry-run` does step 1 and says what would come back, and what would be lost: the events
+the witness (and a non-empty target database) hold beyond the backup's head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, inspect, select, text
+
+from toolkit_vault.backup.archive import BackupError, Reader
+from toolkit_vault.backup.check import VerifyReport, load_rows, open_backup, verify_stream
+from toolkit_vault.bootstrap import open_provider, open_store
+from toolkit_vault.errors import StoreError, VaultError
+from toolkit_vault.keys.hierarchy import VaultKeys
+from toolkit_vault.settings import VaultSettings, write_record
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.database import migrate, open_engine
+from toolkit_vault.store.models import AuditEvent, Base
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.witness import WITNESS_NAME, Witness
+
+__all__ = ["RestoreReport", "restore_backup"]
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    dry_run: bool
+    restored: bool
+    backup: VerifyReport
+    witness_seq: int | None  # the home's witness before the restore
+    database_seq: int | None  # the target database's head before (None: empty)
+    lost_events: dict[str, int] = field(default_factory=dict)  # action -> count, after the backup
+    needs_over_newer_witness: bool = False
+    database_empty: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        head = self.backup.header.head
+        return {
+            "dry_run": self.dry_run,
+            "restored": self.restored,
+            "backup": self.backup.as_json(),
+            "backup_seq": None if head is None else head[0],
+            "witness_seq": self.witness_seq,
+            "database_seq": self.database_seq,
+            "database_empty": self.database_empty,
+            "lost_events": self.lost_events,
+            "lost_event_count": self._lost_count(),
+            "needs_over_newer_witness": self.needs_over_newer_witness,
+        }
+
+    def _lost_count(self) -> int:
+        head = self.backup.header.head
+        seq = 0 if head is None else head[0]
+        newest = max(self.witness_seq or 0, self.database_seq or 0)
+        return max(newest - seq, 0)
+
+
+def restore_backup(
+    path: Path,
+    settings: VaultSettings,
+    *,
+    dry_run: bool = False,
+    over_newer_witness: bool = False,
+    actor: str = "operator",
+) -> RestoreReport:
+    """Restore `path` into the database and home `settings` name (see the module doc)."""
+    with open_backup(path) as handle:
+        verified = verify_stream(Reader(handle), settings)
+    if not verified.ok:
+        raise BackupError(f"the backup does not verify: {verified.audit.get('message')}")
+    header = verified.header
+    backup_seq = 0 if header.head is None else header.head[0]
+    witness = Witness(settings.home / WITNESS_NAME)
+    try:
+        heads = witness.read()
+    except StoreError:
+        heads = [(-1, b"", b"")]  # unreadable: only the explicit step restores over it
+    newest = heads[0] if heads else None
+    witness_seq = None if newest is None else newest[0]
+    ahead = newest is not None and (
+        newest[0] > backup_seq
+        or newest[0] < 0
+        or (newest[0] == backup_seq and header.head is not None and newest[1] != header.head[1])
+    )
+    engine = open_engine(settings.database_url)
+    try:
+        database_seq, lost, empty = _target_state(engine, backup_seq)
+        report = RestoreReport(
+            dry_run, False, verified, witness_seq, database_seq, lost, ahead, empty
+        )
+        if dry_run:
+            return report
+        if not empty:
+            raise VaultError(
+                "the target database is not empty: restore into an empty database "
+                "(a new one, or one emptied on purpose)"
+            )
+        if ahead and not over_newer_witness:
+            raise VaultError(
+                f"the vault home witnessed audit event {witness_seq}, newer than the backup's "
+                f"{backup_seq}: restoring would lose what happened since; to do it on purpose, "
+                "restore with --over-newer-witness (audited)"
+            )
+        migrate(engine)
+        with open_backup(path) as handle, engine.begin() as conn:
+            reader = Reader(handle)
+            load_rows(reader, conn)
+            if not hmac.compare_digest(reader.digest.digest(), verified.digest):
+                raise BackupError("the backup changed while it was being restored")
+            _advance_sequences(conn)
+    finally:
+        engine.dispose()
+    _settle_home(settings, verified, witness, witness_seq, over_newer_witness and ahead, actor)
+    return dataclasses.replace(report, restored=True)
+
+
+def _target_state(engine: Any, backup_seq: int) -> tuple[int | None, dict[str, int], bool]:
+    """The target database's head, the events it holds after the backup's head (by action,
+    as stored), and whether every vault table is empty (or missing)."""
+    try:
+        present = set(inspect(engine).get_table_names())
+    except Exception:
+        raise VaultError("cannot open the target database; is it reachable?") from None
+    tables = [t for t in Base.metadata.sorted_tables if t.name in present]
+    with engine.connect() as conn:
+        counts = {
+            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in tables
+        }
+        head, lost = None, {}
+        if AuditEvent.__tablename__ in present:
+            head = conn.execute(select(func.max(AuditEvent.seq))).scalar()
+            rows = conn.execute(
+                select(AuditEvent.action, func.count())
+                .where(AuditEvent.seq > backup_seq)
+                .group_by(AuditEvent.action)
+            ).all()
+            lost = {str(action): int(count) for action, count in rows}
+    return head, lost, not any(counts.values())
+
+
+def _advance_sequences(conn: Any) -> None:
+    """PostgreSQL: serial keys continue after the restored rows (SQLite does so itself)."""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in Base.metadata.sorted_tables:
+        for column in table.primary_key.columns:
+            if column.type.python_type is not int:
+                continue
+            quote = conn.dialect.identifier_preparer.quote
+            table_name, column_name = quote(table.name), quote(column.name)
+            # Names from the vault's own models, quoted; the values are bound.
+            highest = f"SELECT COALESCE(MAX({column_name}), 0) + 1 FROM {table_name}"  # noqa: S608
+            conn.execute(
+                text(f"SELECT setval(pg_get_serial_sequence(:t, :c), ({highest}), false)"),
+                {"t": table.name, "c": column.name},
+            )
+
+
+def _settle_home(
+    settings: VaultSettings,
+    verified: VerifyReport,
+    witness: Witness,
+    witness_seq: int | None,
+    over_newer: bool,
+    actor: str,
+) -> None:
+    """The home names the restored database; its witness is the backup's head, on purpose;
+    the restore is the next event of the chain it brought back."""
+    header = verified.header
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings.home.chmod(0o700)
+    provider = open_provider(settings)
+    record = dataclasses.replace(
+        settings, vault_id=header.vault_id, key_options=provider.recorded_options()
+    )
+    write_record(record)
+    if header.head is not None:
+        witness.put(header.head)
+    store = open_store(dataclasses.replace(record, initialized=True))
+    try:
+        VaultKeys(store, provider).open()
+        details = {
+            "backup_seq": None if header.head is None else header.head[0],
+            "backup_created_at": header.created_at,
+            "source": header.source,
+            "witness_seq": witness_seq,
+            "over_newer_witness": over_newer,
+        }
+        store.record_attempt(AuditDraft(actor, AuditAction.BACKUP_RESTORED, details=details))
+        if store.witness is not None:
+            store.witness.flush()
+        if (failure := store.state_failure()) is not None:
+            raise VaultError(f"the restored vault is not believed: {failure}")
+    finally:
+        store.close_watch()
+        store.engine.dispose()

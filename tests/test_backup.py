@@ -1,0 +1,355 @@
+"""Backups and restores (issue 40), on SQLite and PostgreSQL: a backup taken while writers
+write restores every accepted configure once, verifies, opens; a tampered, truncated or
+half-written backup is refused; a restore crosses SQLite and PostgreSQL both ways; a
+restore over a newer witness needs the operator's explicit step and is audited."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, select, text
+
+from cli_support import CLI, run_cli
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.backup import (
+    BackupError,
+    create_backup,
+    resolve_settings,
+    restore_backup,
+    verify_backup,
+)
+from toolkit_vault.backup.archive import Reader
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.errors import VaultError
+from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import AuditEvent, ConfigVersion
+
+pytestmark = pytest.mark.key_providers("file")
+AGENT = Principal("local", "agent")
+CANARY = "tkv-canary-backup-5e1d"
+
+
+def request(conn: A2EConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
+
+
+def session(vault: Vault) -> tuple[A2EConnection, str]:
+    conn = connect(vault, AGENT)
+    response = request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})[0]
+    return conn, response["session_id"]
+
+
+def configure(conn: A2EConnection, n: int) -> str:
+    config = {
+        "endpoint": "https://api.example.test",
+        "api_key": f"{CANARY}-{n}",
+        "auth": {"user": "alice", "password": f"{CANARY}-pw-{n}"},
+    }
+    reply = request(
+        conn, {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
+    )
+    return str(reply[0].get("status"))
+
+
+def header_of(path: Path) -> Any:
+    with path.open("rb") as handle:
+        return Reader(handle).header
+
+
+def other_database(database_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """An empty database of the other kind: PostgreSQL for a SQLite vault, and back."""
+    if database_url.startswith("sqlite"):
+        url: str = request.getfixturevalue("postgres_url")
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+        return url
+    return f"sqlite:///{tmp_path / 'restored' / 'vault.db'}"
+
+
+def restored_home(
+    home: VaultSettings, tmp_path: Path, target: str, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A new, empty home holding only a copy of the master key file (the operator's step)."""
+    new = tmp_path / "restored"
+    new.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy2(home.home / "master-keys.json", new / "master-keys.json")
+    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(new))
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", target)
+    return new
+
+
+def test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_databases(
+    vault: Vault,
+    home: VaultSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    accepted: list[tuple[str, int, float, float]] = []  # (session, n, started, answered)
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def writer() -> None:
+        conn, sid = session(vault)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            started = time.monotonic()
+            if configure(conn, n) == "ok":
+                with lock:
+                    accepted.append((sid, n, started, time.monotonic()))
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    file = tmp_path / "vault.tkvb"
+    before = time.monotonic()
+    report = create_backup(home, file)
+    after = time.monotonic()
+    time.sleep(0.2)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert CANARY.encode() not in file.read_bytes()  # ciphertext stays ciphertext
+
+    verified = verify_backup(file, resolve_settings(header_of(file)))
+    assert verified.ok, verified.audit
+    assert verified.versions["failed"] == 0
+
+    target = other_database(home.database_url, tmp_path, request)
+    restored_home(home, tmp_path, target, monkeypatch)
+    done = restore_backup(file, resolve_settings(header_of(file)))
+    assert done.restored and done.backup.header.source != target.split(":")[0].split("+")[0]
+
+    again = open_vault(load_settings())
+    try:
+        with again.store.engine.connect() as db:
+            rows = db.execute(
+                select(ConfigVersion.session_id, ConfigVersion.version).where(
+                    ConfigVersion.toolkit_name == "secretive"
+                )
+            ).all()
+            last = db.execute(select(AuditEvent.action).order_by(AuditEvent.seq.desc())).first()
+        present = {(s, v) for s, v in rows}
+        assert len(present) == len(rows)  # each once
+        per_session: dict[str, int] = {}
+        for sid, _n, _started, answered in accepted:
+            if answered < before:  # accepted before the snapshot began: must be there
+                per_session[sid] = per_session.get(sid, 0) + 1
+        assert per_session  # the writers were writing before and during the snapshot
+        for sid, count in per_session.items():
+            assert {(sid, v) for v in range(1, count + 1)} <= present
+        late = [a for a in accepted if a[2] > after]  # begun after the backup ended: absent
+        assert all(a[0:2] not in present for a in late)
+        assert len(present) <= len(accepted)
+        assert report.rows["config_versions"] == len(rows)
+        checked = again.check()
+        assert checked["ok"], checked
+        assert checked["failed"] == 0 and checked["intact"] == len(rows)
+        assert again.verify_audit().ok
+        assert last is not None and last.action == "backup_restored"
+    finally:
+        again.store.engine.dispose()
+
+
+def tampered_copies(file: Path, tmp_path: Path) -> dict[str, Path]:
+    data = file.read_bytes()
+    lines = data.splitlines(keepends=True)
+    copies = {
+        "truncated": data[: len(data) // 2],
+        "no trailer": b"".join(lines[:-1]),
+        "row dropped": b"".join(lines[:3] + lines[4:]),
+        "flipped byte": data[:200] + bytes([data[200] ^ 1]) + data[201:],
+        "rows swapped": b"".join([lines[0], lines[2], lines[1], *lines[3:]]),
+        "trailer forged": b"".join(lines[:-1])
+        + json.dumps({"rows": json.loads(lines[-1])["rows"], "mac": "00" * 32}).encode()
+        + b"\n",
+        "extra row": b"".join([*lines[:-1], lines[-2], lines[-1]]),
+    }
+    paths = {}
+    for name, content in copies.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.tkvb"
+        path.write_bytes(content)
+        paths[name] = path
+    return paths
+
+
+def test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore(
+    vault: Vault,
+    home: VaultSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_env: dict[str, str],
+) -> None:
+    conn, _ = session(vault)
+    for n in range(3):
+        assert configure(conn, n) == "ok"
+    file = tmp_path / "good.tkvb"
+    create_backup(home, file)
+    settings = resolve_settings(header_of(file))
+    assert verify_backup(file, settings).ok
+    for name, path in tampered_copies(file, tmp_path).items():
+        with pytest.raises(BackupError):
+            verify_backup(path, settings)
+        done = run_cli(("backup", "verify", str(path)), cli_env)
+        assert done.returncode == 1, name
+        assert CANARY not in done.stderr + done.stdout
+    target = f"sqlite:///{tmp_path / 'restored' / 'vault.db'}"
+    restored_home(home, tmp_path, target, monkeypatch)
+    for name, path in tampered_copies(file, tmp_path).items():
+        with pytest.raises(BackupError):
+            restore_backup(path, resolve_settings(header_of(file)))
+        engine = create_engine(target)
+        with engine.connect() as db:  # nothing was written
+            tables = db.execute(text("select name from sqlite_master where type='table'")).all()
+            if tables:
+                assert db.execute(select(ConfigVersion)).first() is None, name
+        engine.dispose()
+
+
+def test_a_backup_of_another_vault_does_not_verify(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    lines = file.read_bytes().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["vault_id"] = "someone-else"
+    forged = tmp_path / "forged.tkvb"
+    first = json.dumps(header, separators=(",", ":")).encode() + b"\n"
+    forged.write_bytes(first + b"".join(lines[1:]))
+    with pytest.raises(BackupError, match="MAC"):
+        verify_backup(forged, resolve_settings(header_of(file)))
+
+
+def test_restore_over_a_newer_witness_needs_the_explicit_step_and_is_audited(
+    vault: Vault, home: VaultSettings, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    conn, _ = session(vault)
+    assert configure(conn, 1) == "ok"
+    file = tmp_path / "old.tkvb"
+    create_backup(home, file)
+    for n in range(2, 5):
+        assert configure(conn, n) == "ok"
+    vault.store.witness.flush()  # type: ignore[union-attr]
+    vault.store.engine.dispose()
+    # The database is lost; the home (its witness) is not.
+    _empty(home.database_url)
+
+    dry = run_cli(("restore", str(file), "--dry-run", "--json"), cli_env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["restored"] is False and plan["needs_over_newer_witness"] is True
+    assert plan["lost_event_count"] >= 3  # the three configures since the backup
+    refused = run_cli(("restore", str(file), "--yes"), cli_env)
+    assert refused.returncode == 1 and "--over-newer-witness" in refused.stderr
+    done = run_cli(("restore", str(file), "--yes", "--over-newer-witness", "--json"), cli_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["restored"] is True
+
+    again = open_vault(load_settings())
+    try:
+        assert again.verify_audit().ok
+        with again.store.engine.connect() as db:
+            event = db.execute(select(AuditEvent).order_by(AuditEvent.seq.desc())).first()
+        assert event is not None and event.action == "backup_restored"
+        details = json.loads(event.details)
+        assert details["over_newer_witness"] is True
+        assert details["witness_seq"] > details["backup_seq"]
+    finally:
+        again.store.engine.dispose()
+    # A second restore into the (now full) database is refused.
+    full = run_cli(("restore", str(file), "--yes", "--over-newer-witness"), cli_env)
+    assert full.returncode == 1 and "not empty" in full.stderr
+
+
+def _empty(url: str) -> None:
+    if url.startswith("sqlite"):
+        path = Path(url.removeprefix("sqlite:///"))
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_sigkill_during_create_leaves_no_file_that_verifies(
+    vault: Vault, home: VaultSettings, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    conn, _ = session(vault)
+    for n in range(40):
+        assert configure(conn, n) == "ok"
+    settings = resolve_settings(header_of(_one_backup(home, tmp_path)))
+    out = tmp_path / "out"
+    out.mkdir()
+    for delay in (0.2, 0.5, 0.8, 1.1):
+        target = out / f"killed-{delay}.tkvb"
+        process = subprocess.Popen(  # a real process: a signal needs one
+            [CLI, "backup", "create", str(target)],
+            env=cli_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    for path in out.iterdir():
+        if path.name.startswith("."):  # a temporary file the kill left: never verifies
+            with pytest.raises(BackupError):
+                verify_backup(path, settings)
+        else:  # the rename happened: the whole file
+            assert verify_backup(path, settings).ok
+
+
+def _one_backup(home: VaultSettings, tmp_path: Path) -> Path:
+    file = tmp_path / "reference.tkvb"
+    create_backup(home, file)
+    return file
+
+
+def test_verify_names_the_master_key_it_needs(
+    vault: Vault, home: VaultSettings, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    file = tmp_path / "vault.tkvb"
+    done = run_cli(("backup", "create", str(file), "--json"), cli_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"]["vault_keys"] == 1
+    (home.home / "master-keys.json").rename(tmp_path / "elsewhere.json")
+    missing = run_cli(("backup", "verify", str(file)), cli_env)
+    assert missing.returncode == 1
+    assert "kek-1" in missing.stderr, missing.stderr
+    os.rename(tmp_path / "elsewhere.json", home.home / "master-keys.json")
+    ok = run_cli(("backup", "verify", str(file), "--json"), cli_env)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["ok"] is True
+
+
+def test_a_backup_refuses_a_vault_that_is_not_believed(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    with vault.store.engine.begin() as db:
+        db.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE seq = 1"))
+    with pytest.raises(VaultError, match="not believed"):
+        create_backup(home, tmp_path / "vault.tkvb")
+    assert not (tmp_path / "vault.tkvb").exists()
