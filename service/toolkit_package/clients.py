@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit_package import placeholders
+from toolkit_package.argv import argv_credential, url_credential
 from toolkit_package.classify import Evidence, UrlPart, classify
 from toolkit_package.imported import (
     Collector,
@@ -155,7 +156,34 @@ def _ref(ref: str) -> str:
     return "${input:" + ref + "}"
 
 
-def _client_entry(name: str, entry: Any, scope: str, declared: Declared) -> ImportedServer:
+def _moved(
+    found: tuple[str, str], location: str, kind: InputKind, out: Collector, *, in_argv: bool
+) -> ConfigInput:
+    """A credential written into the config becomes a secret field the vault holds; the
+    report names where it was and why, never the value."""
+    name, why = found
+    out.note(
+        "credential_in_config",
+        location,
+        f"a credential is written here ({why}); it was not imported: the vault holds it as "
+        f"the secret field {name!r}; take it out of the file",
+    )
+    return ConfigInput(
+        name=name,
+        description=f"The credential the config wrote in place ({why})",
+        required=True,
+        secret=True,
+        kind=kind,
+        location=location,
+        has_fixed_value=False,
+        in_argv=in_argv,
+        reason=f"credential in the config: {why}",
+    )
+
+
+def _client_entry(
+    name: str, entry: Any, scope: str, declared: Declared, out: Collector
+) -> ImportedServer:
     if not isinstance(entry, dict):
         raise EntryInvalid(scope, "expected an object")
     command = pick(entry, ("command",), str, scope)
@@ -175,10 +203,15 @@ def _client_entry(name: str, entry: Any, scope: str, declared: Declared) -> Impo
         _field(k, "header", pointer(scope, "headers", k), declared, literal=v)
         for k, v in _string_map(entry, "headers", scope).items()
     ]
-    for i, arg in enumerate(_strings(entry, "args", scope)):
+    args = _strings(entry, "args", scope)
+    for i, arg in enumerate(args):
         loc = pointer(scope, "args", i)
         for ref in placeholders.names(arg):
             inputs.append(_field(ref, "variable", loc, declared, in_argv=True))
+        if (found := argv_credential(args, i)) is not None:
+            inputs.append(_moved(found, loc, "argument", out, in_argv=True))
+    if url is not None and (found := url_credential(url)) is not None:
+        inputs.append(_moved(found, pointer(scope, "url"), "variable", out, in_argv=False))
     for ref, part in placeholders.url_parts(url or "").items():
         inputs.append(_field(ref, "variable", pointer(scope, "url"), declared, url_part=part))
     return ImportedServer(
@@ -201,7 +234,7 @@ def parse_client_config(doc: dict[str, Any], max_servers: int) -> Collector:
     for name, entry in servers.items():
         scope = pointer(base, name)
         try:
-            out.servers.append(_client_entry(name_of(name, scope), entry, scope, declared))
+            out.servers.append(_client_entry(name_of(name, scope), entry, scope, declared, out))
         except EntryInvalid as exc:
             out.skip(exc, name)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit_package import placeholders
+from toolkit_package.argv import url_credential
 from toolkit_package.classify import Evidence, UrlPart, Verdict, classify, credential_word
 from toolkit_package.imported import (
     Collector,
@@ -191,6 +192,15 @@ def _arguments(
             name = name_of(hint, ascope) if hint else f"argument-{i}"
         else:
             raise EntryInvalid(pointer(ascope, "type"), "expected 'named' or 'positional'")
+        value = pick(arg, ("value",), str, ascope) or ""
+        found = url_credential(name) or url_credential(value)
+        if found is not None:  # a published argument holding a credential: never its name
+            name = name.split(" ", 1)[0] if name.startswith("-") else f"argument-{i}"
+            out.note(
+                "credential_in_argv",
+                ascope,
+                f"this argument carries a credential ({found[1]}) on the command line",
+            )
         fields += _inputs(arg, ascope, "argument", name, True, out)
     return fields
 
