@@ -14,6 +14,7 @@ __all__ = [
     "ConfigInvalid",
     "DecryptionError",
     "KeyProviderError",
+    "Reconnect",
     "SchemaRefused",
     "StoreError",
     "ToolkitNotFound",
@@ -56,6 +57,15 @@ class ToolkitNotFound(VaultError):
 
 class UnknownSession(VaultError):
     """The session does not exist or belongs to another principal (indistinguishable)."""
+
+
+class Reconnect(VaultError):
+    """An OAuth connection a person must authorize again (or whose server is down);
+    `intake_url` (when one could be made) is where they do it."""
+
+    def __init__(self, message: str, intake_url: str | None = None) -> None:
+        super().__init__(message)
+        self.intake_url = intake_url
 
 
 class StoreError(VaultError):

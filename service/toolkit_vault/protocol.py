@@ -190,6 +190,11 @@ class ToolkitStatusEvent(Message):
     configured: bool = False
     status: ConfigureStatus = "ok"
     message: str | None = None
+    intake_url: str | None = None  # extension: where a person connects again (OAuth)
+
+    @model_serializer(mode="wrap")
+    def _spec_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unused(handler(self), intake_url=None)
 
 
 class ToolInfo(_Wire):

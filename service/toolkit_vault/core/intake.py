@@ -205,30 +205,11 @@ class Intake:
                 raise
             missing = [d["pointer"] for d in exc.details]
         public = toolkit.schema.public_half(msg.config)  # secrets sent anyway are not kept
-        name, digest = toolkit.definition.name, toolkit.schema.digest
-        link_id = secrets.token_urlsafe(16)
+        name = toolkit.definition.name
         ttl = self.ttl
         if isinstance(msg.intake, IntakeOptions) and msg.intake.expires_in is not None:
             ttl = min(ttl, msg.intake.expires_in)
-        expires_at = self._clock() + ttl
-        note = f"waiting for intake {link_id}" + (f": {', '.join(missing)}" if missing else "")
-
-        def build(version: int, _primary_kek: str) -> VersionDraft:
-            return VersionDraft(
-                INTAKE_STATUS, note, principal.principal_id, digest, public, {}, None, None,
-                None, None,
-            )  # fmt: skip
-
-        version = self.vault.store.append_version(session_id, name, build, AuditAction.CONFIGURE)
-        claim = Claim(
-            link_id, session_id, name, digest, version + 1, principal.principal_id, expires_at
-        )
-        url = self._url_for(self._signer.issue(claim))
-        details = {"link_id": link_id, "expires_at": expires_at, "missing": missing}
-        actor = principal.principal_id
-        self.vault.store.record_attempt(
-            AuditDraft(actor, AuditAction.INTAKE_REQUESTED, session_id, name, version, details)
-        )
+        claim, url = self._offer(principal.principal_id, session_id, toolkit, public, missing, ttl)
         minutes = max(1, round(ttl / 60))
         reach = " for every session of this principal" if claim.scope == "principal" else ""
         return ToolkitConfigureResponse(
@@ -239,6 +220,51 @@ class Intake:
             f"about {minutes} min){reach}; the agent never sees them",
             intake_url=url,
         )
+
+    def offer(
+        self,
+        principal_id: str,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        why: str,
+    ) -> str:
+        """A link for a person to configure (or connect) a toolkit again, keeping `public`
+        (an OAuth connection the server refused to refresh, `connect`)."""
+        return self._offer(principal_id, session_id, toolkit, public, [], self.ttl, why)[1]
+
+    def _offer(
+        self,
+        principal_id: str,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        missing: list[str],
+        ttl: float,
+        why: str | None = None,
+    ) -> tuple[Claim, str]:
+        """Store the `intake` version, audit the request, and make the link."""
+        name, digest = toolkit.definition.name, toolkit.schema.digest
+        link_id = secrets.token_urlsafe(16)
+        expires_at = self._clock() + ttl
+        note = f"waiting for intake {link_id}" + (f": {', '.join(missing)}" if missing else "")
+        if why:
+            note += f" ({why})"
+
+        def build(version: int, _primary_kek: str) -> VersionDraft:
+            return VersionDraft(
+                INTAKE_STATUS, note, principal_id, digest, public, {}, None, None, None, None,
+            )  # fmt: skip
+
+        version = self.vault.store.append_version(session_id, name, build, AuditAction.CONFIGURE)
+        claim = Claim(link_id, session_id, name, digest, version + 1, principal_id, expires_at)
+        url = self._url_for(self._signer.issue(claim))
+        details = {"link_id": link_id, "expires_at": expires_at, "missing": missing}
+        action = AuditAction.INTAKE_REQUESTED
+        self.vault.store.record_attempt(
+            AuditDraft(principal_id, action, session_id, name, version, details)
+        )
+        return claim, url
 
     # -- using a link (from the web form) ---------------------------------------------------
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretByt
 from toolkit_vault.errors import (
     ConfigInvalid,
     DecryptionError,
+    Reconnect,
     StoreError,
     ToolkitNotFound,
     UnknownSession,
@@ -43,6 +44,7 @@ from toolkit_vault.errors import (
 )
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.logs import register_secrets
+from toolkit_vault.oauth import without_token_set
 from toolkit_vault.protocol import (
     ConfigureStatus,
     Message,
@@ -98,6 +100,7 @@ class Outcome:
     status: ConfigureStatus
     message: str
     unavailable: frozenset[str] = field(default=frozenset())
+    intake_url: str | None = None  # where a person connects again (an OAuth connection)
 
 
 class SessionListener(Protocol):
@@ -125,6 +128,17 @@ class IntakeOffer(Protocol):
         toolkit: RegisteredToolkit,
         msg: ToolkitConfigureRequest,
     ) -> ToolkitConfigureResponse: ...
+
+
+class TokenSource(Protocol):
+    """The OAuth connections (`connect.OAuthConnections`, when the web console is
+    mounted): a stored config's token made fresh before a toolkit is initialized."""
+
+    def ready(
+        self, record: VersionRecord, toolkit: RegisteredToolkit, config: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]: ...
+
+    def wants_connect(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> bool: ...
 
 
 class Vault:
@@ -165,6 +179,7 @@ class Vault:
         self._ring_lock = threading.Lock()
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
         self.intake: IntakeOffer | None = None  # intake links, set by the web console when mounted
+        self.oauth: TokenSource | None = None  # OAuth connections, set with the intake links
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -239,7 +254,8 @@ class Vault:
             source = (record.session_id, record.version)
             if source == had.get(name) and name in live and record.authentic:
                 continue  # the read before was older; nothing changed after all
-            instance, outcome = self._open(record, inherited=record.session_id != session_id)
+            opened = self._open(record, inherited=record.session_id != session_id)
+            instance, outcome, source = opened[0], opened[1], (record.session_id, opened[2])
             if not self._install(session_id, name, had, outcome, instance, source):
                 continue
             configured = instance is not None
@@ -258,19 +274,33 @@ class Vault:
             name for name, (scope, version) in had.items() if chain.pointer(scope, name) != version
         }
 
-    def _open(self, record: VersionRecord, *, inherited: bool) -> tuple[Toolkit | None, Outcome]:
-        """A fresh instance initialized from a stored version; (None, why) when it fails."""
+    def _open(
+        self, record: VersionRecord, *, inherited: bool
+    ) -> tuple[Toolkit | None, Outcome, int]:
+        """A fresh instance initialized from a stored version (an OAuth token refreshed
+        first when it is about to expire: the version it was made from is returned); (None,
+        why, version) when it fails."""
+        version = record.version
         try:
             toolkit = self.registry.get(record.toolkit_name)
             config = self._decrypt(record)
+            if self.oauth is not None:
+                config, version = self.oauth.ready(record, toolkit, config)
         except DecryptionError:
-            return None, Outcome("error", INTEGRITY_FAILED)
+            return None, Outcome("error", INTEGRITY_FAILED), version
         except ToolkitNotFound:
-            return None, Outcome("error", "toolkit not registered")
+            return None, Outcome("error", "toolkit not registered"), version
+        except Reconnect as exc:
+            return None, Outcome("error", exc.message, intake_url=exc.intake_url), version
         instance, outcome = self._initialize(toolkit, config)
         if inherited and outcome.status == "ok":
             outcome = Outcome("ok", "Toolkit configured from its principal's config")
-        return instance, outcome
+        return instance, outcome, version
+
+    def decrypt(self, record: VersionRecord) -> dict[str, Any]:
+        """A stored version's whole config (OAuth's token set included: `ready` reads it);
+        raises the opaque DecryptionError."""
+        return self._decrypt(record)
 
     def _decrypt(self, record: VersionRecord) -> dict[str, Any]:
         context, sealed = record.sealed()
@@ -288,7 +318,7 @@ class Vault:
         """Run a fresh instance's initialize; its own words never reach the agent (sanitized)."""
         try:
             instance = toolkit.factory()
-            unavailable = instance.initialize(config)
+            unavailable = instance.initialize(without_token_set(config))
         except Exception as exc:
             log.warning(
                 "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
@@ -488,6 +518,8 @@ class Vault:
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")
+                return self.intake.request(principal, self._made(scope_id), toolkit, msg)
+            if self.intake and self.oauth and self.oauth.wants_connect(toolkit, msg.config):
                 return self.intake.request(principal, self._made(scope_id), toolkit, msg)
             public, secrets = toolkit.schema.split(msg.config)  # validates first
             check_sealable(secrets)
@@ -778,6 +810,22 @@ class Vault:
                     log.warning("key ring not reloaded: %s", exc.message)
         return self.ring
 
+    def seal(
+        self,
+        session_id: str,
+        toolkit_name: str,
+        version: int,
+        digest: str,
+        public: dict[str, Any],
+        secrets: dict[str, Any],
+        primary_kek: str,
+    ) -> SealedConfig:
+        """Seal a version's secret fields for (scope, toolkit, version), under the store's
+        primary vault key (`primary_kek`, learnt in the write transaction)."""
+        self.ring_for(primary_kek)
+        bound = crypto.public_digest(public)
+        return self._seal(session_id, toolkit_name, version, digest, bound, secrets)
+
     def _seal(
         self,
         session_id: str,
@@ -802,6 +850,7 @@ class Vault:
             configured=configured,
             status=outcome.status,
             message=outcome.message,
+            intake_url=outcome.intake_url,
         )
 
     def attach(self, session_id: str, plugin: SessionListener) -> None:

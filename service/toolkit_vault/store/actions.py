@@ -26,6 +26,13 @@ class AuditAction(StrEnum):
     INTAKE_REFUSED = "intake_refused"
     INTAKE_COMPLETED = "intake_completed"
 
+    # OAuth connections: a token set stored by the connect flow, refreshed, refused on
+    # refresh (the connection needs a person), revoked on disconnect.
+    OAUTH_CONNECTED = "oauth_connected"
+    OAUTH_REFRESHED = "oauth_refreshed"
+    OAUTH_REFRESH_FAILED = "oauth_refresh_failed"
+    OAUTH_DISCONNECTED = "oauth_disconnected"
+
     # Principals: bearer tokens.
     TOKEN_CREATED = "token_created"  # noqa: S105 (an event name, not a secret)
     TOKEN_REVOKED = "token_revoked"  # noqa: S105 (an event name, not a secret)

@@ -19,12 +19,14 @@ from starlette.requests import ClientDisconnect
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolkit_vault.core.connect import OAuthConnections
 from toolkit_vault.core.intake import DEFAULT_TTL, Intake
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.transports.web.console import console_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
+from toolkit_vault.transports.web.oauth_pages import oauth_routes
 from toolkit_vault.transports.web.pages import STATIC, WebState
 from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
 
@@ -99,6 +101,13 @@ def create_console(
     app.include_router(console_routes(state))
     app.include_router(intake_routes(state))
     vault.intake = intake
+    connections = OAuthConnections(vault, intake, key)  # sets vault.oauth
+
+    def callback_url() -> str:
+        base = (public_url or _origin(_REQUEST.get())).rstrip("/")
+        return f"{base}{MOUNT}/oauth/callback"
+
+    app.include_router(oauth_routes(state, connections, callback_url))
     return app
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from toolkit_vault.core.intake import IntakeRefused, IntakeView
-from toolkit_vault.errors import ConfigInvalid
+from toolkit_vault.errors import ConfigInvalid, SchemaRefused
+from toolkit_vault.oauth import oauth_spec
 from toolkit_vault.transports.web.formdata import initial_values, parse_form, place_errors
 from toolkit_vault.transports.web.forms import Field, leaves
 from toolkit_vault.transports.web.pages import WebState
@@ -61,6 +63,17 @@ def _schema_errors(
     return []
 
 
+def connect_label(schema: Mapping[str, Any]) -> str | None:
+    """The host a Connect button names, for a toolkit that declares `x-oauth`."""
+    try:
+        spec = oauth_spec(schema)
+    except SchemaRefused:
+        return None
+    if spec is None:
+        return None
+    return urlsplit(spec.issuer or spec.authorization_endpoint or "").netloc or None
+
+
 def intake_routes(state: WebState) -> APIRouter:
     router = APIRouter()
 
@@ -91,6 +104,7 @@ def intake_routes(state: WebState) -> APIRouter:
             values={k: v for k, v in values.items() if k not in secret},
             errors=placed,
             form_errors=unplaced,
+            oauth=connect_label(view.toolkit.definition.config_schema),
         )
 
     @router.get("/intake")

@@ -1,0 +1,354 @@
+"""OAuth connections, the vault's policy: connect through an intake link, refresh once,
+and tell a person when only they can fix it.
+
+- **Connect.** An intake link of a toolkit whose schema declares `x-oauth` offers a
+  Connect button: `start` makes a PKCE (S256) verifier and a `state`, both kept in a
+  MACed, short-lived cookie bound to the link (never in the URL the authorization server
+  sees, so an intercepted redirect is useless without the browser); `finish` checks the
+  state, exchanges the code and stores the token set as sealed secret fields of a new
+  version, through the same `Vault.commit` a configure uses (the link's used-once check
+  included). `oauth_connected` joins the chain.
+- **Refresh once.** Before a toolkit is initialized from a token that expires within a
+  minute, `ready` refreshes it inside the store's write transaction, which is serialized
+  across threads, processes and replicas (SQLite's BEGIN IMMEDIATE, PostgreSQL's
+  advisory lock): the token request is made only if the version read is still the last
+  one (a compare-and-set on the version number), else the newer version (another
+  caller's refresh) is read and used. A refresh answer without a refresh token keeps the
+  old one; a rotated one replaces it.
+- **Failure.** `invalid_grant` (or any refusal) stores a version holding no access token
+  and marked `reconnect`: every later initialization reports `configured: false` with a
+  fresh intake link and makes no token request (no hot loop). A server that cannot be
+  reached stores nothing: a token still valid is used; an expired one is reported.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit_vault.core.intake import Intake, IntakeRefused, IntakeView
+from toolkit_vault.core.vault import Outcome, Vault
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import ConfigInvalid, Reconnect, SchemaRefused, VaultError
+from toolkit_vault.logs import register_secrets
+from toolkit_vault.oauth import (
+    OAuthClient,
+    OAuthFailed,
+    OAuthSpec,
+    TokenSet,
+    discover,
+    oauth_spec,
+)
+from toolkit_vault.schema import merge_secrets
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
+from toolkit_vault.store.scopes import principal_of
+from toolkit_vault.toolkits.registry import RegisteredToolkit
+
+__all__ = ["FLOW_TTL", "REFRESH_ACTOR", "Flow", "OAuthConnections"]
+
+FLOW_TTL = 600.0  # seconds a person has for the authorization server's consent step
+REFRESH_ACTOR = "oauth:refresh"
+RECONNECT = "the authorization expired or was revoked: a person must connect again"
+_DOMAIN = b"toolkit-vault oauth flow v1\x00"
+MAX_COOKIE = 3800
+log = logging.getLogger(__name__)
+
+
+class _Moved(Exception):
+    """Another writer appended a version since the one read: use it, ask nothing."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What the flow cookie holds: the link, the state, the PKCE verifier, the callback."""
+
+    link: str
+    state: str
+    verifier: str
+    redirect_uri: str
+    expires_at: float
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class _FlowSigner:
+    def __init__(self, key: SecretBytes) -> None:
+        self._key = hmac.new(key.reveal(), _DOMAIN, hashlib.sha256).digest()
+
+    def _mac(self, payload: str) -> bytes:
+        return hmac.new(self._key, payload.encode(), hashlib.sha256).digest()
+
+    def issue(self, flow: Flow) -> str:
+        fields = [flow.link, flow.state, flow.verifier, flow.redirect_uri, int(flow.expires_at)]
+        payload = _b64(json.dumps(fields).encode())
+        return f"{payload}.{_b64(self._mac(payload))}"
+
+    def verify(self, cookie: str, now: float) -> Flow:
+        payload, _, mac = cookie.rpartition(".")
+        try:
+            if len(cookie) > MAX_COOKIE or not hmac.compare_digest(_unb64(mac), self._mac(payload)):
+                raise IntakeRefused("invalid")
+            link, state, verifier, redirect_uri, expires_at = json.loads(_unb64(payload))
+            flow = Flow(str(link), str(state), str(verifier), str(redirect_uri), float(expires_at))
+        except (ValueError, TypeError, binascii.Error):
+            raise IntakeRefused("invalid") from None
+        if now >= flow.expires_at:
+            raise IntakeRefused("expired")
+        return flow
+
+
+class OAuthConnections:
+    """The connect flow and the refresher of one vault; installed as `vault.oauth`."""
+
+    def __init__(
+        self,
+        vault: Vault,
+        intake: Intake,
+        key: SecretBytes,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.vault, self.intake, self._clock = vault, intake, clock
+        self._flows = _FlowSigner(key)
+        self._specs: dict[str, OAuthSpec | None] = {}
+        self._lock = threading.Lock()
+        vault.oauth = self
+
+    def spec_of(self, toolkit: RegisteredToolkit) -> OAuthSpec | None:
+        """The toolkit's `x-oauth`, once per schema digest; None without one (or a wrong
+        one, logged: such a toolkit cannot connect)."""
+        digest = toolkit.schema.digest
+        with self._lock:
+            if digest in self._specs:
+                return self._specs[digest]
+        try:
+            spec = oauth_spec(toolkit.definition.config_schema)
+        except SchemaRefused as exc:
+            log.warning("toolkit %s: %s", toolkit.definition.name, exc.message)
+            spec = None
+        with self._lock:
+            self._specs[digest] = spec
+        return spec
+
+    def wants_connect(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> bool:
+        """A configure of an OAuth toolkit that carries no token: a person must connect."""
+        spec = self.spec_of(toolkit)
+        if spec is None:
+            return False
+        node: Any = config
+        for part in spec.token_field.split("/")[1:]:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node is None
+
+    def _client(self, spec: OAuthSpec) -> tuple[OAuthClient, str | None, str | None]:
+        found = discover(spec)
+        client = OAuthClient(spec, found.authorization_endpoint, found.token_endpoint)
+        return client, found.issuer, found.revocation_endpoint
+
+    # -- connect ------------------------------------------------------------------------------
+
+    def start(self, link: str, redirect_uri: str) -> tuple[str, str]:
+        """The authorization URL to send the person to, and the flow cookie to set.
+        Raises IntakeRefused (the link), OAuthFailed (the server)."""
+        view = self.intake.open(link)
+        spec = self.spec_of(view.toolkit)
+        if spec is None:
+            raise VaultError("this toolkit does not connect through OAuth")
+        client, _, _ = self._client(spec)
+        state = secrets.token_urlsafe(32)
+        verifier = secrets.token_urlsafe(64)  # 86 characters: RFC 7636 asks for 43 to 128
+        expires_at = min(self._clock() + FLOW_TTL, view.claim.expires_at)
+        cookie = self._flows.issue(Flow(link, state, verifier, redirect_uri, expires_at))
+        return client.authorization_url(redirect_uri, state, verifier), cookie
+
+    def finish(self, cookie: str, state: str, code: str) -> tuple[IntakeView, Outcome]:
+        """Check the state against the flow cookie, exchange the code, store the token set
+        as a new version (once per link). Raises IntakeRefused, OAuthFailed, ConfigInvalid."""
+        flow = self._flows.verify(cookie, self._clock())
+        if not state or not hmac.compare_digest(flow.state.encode(), state.encode()):
+            raise IntakeRefused("invalid")
+        view = self.intake.open(flow.link)
+        claim = view.claim
+        spec = self.spec_of(view.toolkit)
+        if spec is None:
+            raise IntakeRefused("changed")
+        client, issuer, _ = self._client(spec)
+        answer = client.exchange(flow.redirect_uri, code, flow.verifier)
+        try:
+            tokens = TokenSet.from_response(answer, issuer, self._clock(), None)
+        except ValueError:
+            raise OAuthFailed(
+                "invalid_response", "the authorization server sent no token"
+            ) from None
+        register_secrets([tokens.access_token, tokens.refresh_token])
+        public = view.public_config
+        sealed = tokens.secrets(spec.token_field)
+        view.toolkit.schema.validate(merge_secrets(public, {spec.token_field: tokens.access_token}))
+
+        def expect(version: int) -> None:
+            if version != claim.version:
+                raise IntakeRefused("used")
+
+        outcome = self.vault.commit(
+            claim.actor, claim.session_id, view.toolkit, public, sealed, expect
+        )
+        store = self.vault.store
+        details = {"link_id": claim.link_id, "status": outcome.status}
+        for action, more in (
+            (AuditAction.OAUTH_CONNECTED, self._facts(tokens)),
+            (AuditAction.INTAKE_COMPLETED, {}),
+        ):
+            store.record_attempt(
+                AuditDraft(
+                    claim.actor, action, claim.session_id, claim.toolkit_name, claim.version,
+                    {**details, **more},
+                )
+            )  # fmt: skip
+        return view, outcome
+
+    @staticmethod
+    def _facts(tokens: TokenSet, previous: TokenSet | None = None) -> dict[str, Any]:
+        """What an audit event may say of a token set: never a token."""
+        facts: dict[str, Any] = {
+            "issuer": tokens.issuer,
+            "scope": tokens.scope,
+            "expires_at": tokens.expires_at,
+            "has_refresh_token": tokens.refresh_token is not None,
+        }
+        if previous is not None:
+            facts["refresh_token_rotated"] = tokens.refresh_token != previous.refresh_token
+        return facts
+
+    # -- refresh before initialization ---------------------------------------------------------
+
+    def ready(
+        self, record: VersionRecord, toolkit: RegisteredToolkit, config: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        """`config` with a token valid for at least a minute, and the version it is from;
+        refreshes (once across every process) when needed. Raises Reconnect."""
+        spec = self.spec_of(toolkit)
+        if spec is None:
+            return config, record.version
+        for _ in range(5):
+            tokens = TokenSet.of_config(config, spec.token_field)
+            if tokens is None:
+                return config, record.version  # a token typed in: nothing to refresh
+            register_secrets([tokens.refresh_token])
+            if tokens.reconnect:
+                raise Reconnect(RECONNECT, self._reconnect_link(record, toolkit))
+            if not tokens.expiring(self._clock()):
+                return config, record.version
+            fresh = self._refresh(record, toolkit, spec, tokens)
+            if fresh is not None:
+                return fresh
+            latest = self._current(record)
+            if latest is None or latest.version == record.version:
+                break
+            record, config = latest, self.vault.decrypt(latest)
+        raise Reconnect("the stored OAuth connection could not be read again")
+
+    def _current(self, record: VersionRecord) -> VersionRecord | None:
+        for found in self.vault.store.current_versions(record.session_id):
+            if found.toolkit_name == record.toolkit_name and found.authentic:
+                return found
+        return None
+
+    def _refresh(
+        self,
+        record: VersionRecord,
+        toolkit: RegisteredToolkit,
+        spec: OAuthSpec,
+        tokens: TokenSet,
+    ) -> tuple[dict[str, Any], int] | None:
+        """Refresh inside the write transaction if `record` is still the last version;
+        None when another writer got there first."""
+        scope, name = record.session_id, record.toolkit_name
+        got: dict[str, Any] = {}
+
+        def build(version: int, primary_kek: str) -> VersionDraft:
+            if "tokens" not in got:  # asked once: a retried transaction reuses the answer
+                if version != record.version + 1:
+                    raise _Moved
+                got["tokens"], got["refused"] = self._ask(spec, tokens)
+            new: TokenSet = got["tokens"]
+            values = new.secrets(spec.token_field)
+            public = record.public_config
+            digest = record.schema_digest
+            sealed = self.vault.seal(scope, name, version, digest, public, values, primary_kek)
+            if new.reconnect:
+                status, message = "partial", "needs a person to connect again"
+            else:
+                status, message = "ok", "token refreshed"
+            return VersionDraft.of(status, message, REFRESH_ACTOR, digest, public, sealed)
+
+        try:
+            version = self.vault.store.append_version(scope, name, build, AuditAction.CONFIGURE)
+        except _Moved:
+            return None
+        except OAuthFailed as exc:  # unreachable: nothing stored
+            if tokens.expires_at is not None and tokens.expires_at > self._clock():
+                return merge_secrets(record.public_config, tokens.secrets(spec.token_field)), (
+                    record.version
+                )
+            raise Reconnect(
+                "the authorization server cannot be reached; the token expired (retried at "
+                "the next initialization)"
+            ) from exc
+        new = got["tokens"]
+        if new.reconnect:
+            details = {"error": got["refused"], "issuer": tokens.issuer}
+            action = AuditAction.OAUTH_REFRESH_FAILED
+        else:
+            details, action = self._facts(new, tokens), AuditAction.OAUTH_REFRESHED
+        self.vault.store.record_attempt(
+            AuditDraft(REFRESH_ACTOR, action, scope, name, version, details)
+        )
+        if new.reconnect:
+            raise Reconnect(RECONNECT, self._reconnect_link(record, toolkit))
+        register_secrets([new.access_token, new.refresh_token])
+        return merge_secrets(record.public_config, new.secrets(spec.token_field)), version
+
+    def _ask(self, spec: OAuthSpec, tokens: TokenSet) -> tuple[TokenSet, str | None]:
+        """The refreshed set, or one marked `reconnect` with the server's refusal."""
+        dead = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
+        if tokens.refresh_token is None:
+            return dead, "no_refresh_token"
+        client, issuer, _ = self._client(spec)
+        try:
+            answer = client.refresh(tokens.refresh_token)
+        except OAuthFailed as exc:
+            if exc.code == "unavailable":
+                raise
+            return dead, exc.code
+        try:
+            fresh = TokenSet.from_response(answer, issuer or tokens.issuer, self._clock(), tokens)
+        except ValueError:
+            return dead, "invalid_response"
+        return fresh, None
+
+    def _reconnect_link(self, record: VersionRecord, toolkit: RegisteredToolkit) -> str | None:
+        """A fresh intake link for the person to connect again; None when it cannot be made."""
+        public = {k: v for k, v in record.public_config.items()}
+        owner = principal_of(record.session_id) or REFRESH_ACTOR
+        try:
+            return self.intake.offer(owner, record.session_id, toolkit, public, RECONNECT)
+        except (VaultError, ConfigInvalid) as exc:
+            log.warning("no reconnect link for %s: %s", record.toolkit_name, exc.message)
+            return None

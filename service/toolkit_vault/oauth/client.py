@@ -1,0 +1,118 @@
+"""The OAuth client calls, through authlib's httpx client: the authorization URL (code
+flow, PKCE S256, `resource` per RFC 8707), the code exchange, refresh and revocation.
+
+Errors come out as `OAuthFailed` with the server's error code (`invalid_grant`, ...) or
+`unavailable`, and a fixed message: never a token, a code or a server's own words.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from authlib.integrations.base_client import OAuthError
+
+with warnings.catch_warnings():  # authlib 1.7+ suggests httpx2 on import; httpx is locked
+    warnings.simplefilter("ignore")
+    from authlib.integrations.httpx_client import OAuth2Client
+
+from toolkit_vault.errors import VaultError
+from toolkit_vault.oauth.spec import OAuthSpec
+
+__all__ = ["OAuthClient", "OAuthFailed"]
+
+log = logging.getLogger(__name__)
+TIMEOUT = 10.0
+
+
+class OAuthFailed(VaultError):
+    """The authorization server refused or could not be reached; `code` says which
+    (`invalid_grant` means a person must connect again)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class OAuthClient:
+    """One server's client (`spec` + endpoints); a public client, no secret."""
+
+    def __init__(self, spec: OAuthSpec, authorization_endpoint: str, token_endpoint: str) -> None:
+        self.spec = spec
+        self.authorization_endpoint = authorization_endpoint
+        self.token_endpoint = token_endpoint
+
+    def _session(self, **kwargs: Any) -> OAuth2Client:
+        return OAuth2Client(
+            client_id=self.spec.client_id,
+            token_endpoint_auth_method="none",  # noqa: S106 (a public client: no secret)
+            timeout=TIMEOUT,
+            **kwargs,
+        )
+
+    def _extra(self) -> dict[str, str]:
+        return {"resource": self.spec.resource} if self.spec.resource else {}
+
+    def authorization_url(self, redirect_uri: str, state: str, code_verifier: str) -> str:
+        with self._session(
+            redirect_uri=redirect_uri,
+            scope=" ".join(self.spec.scopes) or None,
+            code_challenge_method="S256",
+        ) as session:
+            url, _ = session.create_authorization_url(
+                self.authorization_endpoint,
+                state=state,
+                code_verifier=code_verifier,
+                **self._extra(),
+            )
+        return str(url)
+
+    def exchange(self, redirect_uri: str, code: str, code_verifier: str) -> Mapping[str, Any]:
+        with self._session(redirect_uri=redirect_uri) as session:
+            return self._token(
+                session.fetch_token,
+                self.token_endpoint,
+                grant_type="authorization_code",
+                code=code,
+                code_verifier=code_verifier,
+                **self._extra(),
+            )
+
+    def refresh(self, refresh_token: str) -> Mapping[str, Any]:
+        with self._session() as session:
+            return self._token(
+                session.refresh_token,
+                self.token_endpoint,
+                refresh_token=refresh_token,
+                **self._extra(),
+            )
+
+    def revoke(self, revocation_endpoint: str, token: str, hint: str) -> None:
+        with self._session() as session:
+            self._call(session.revoke_token, revocation_endpoint, token=token, token_type_hint=hint)
+
+    @classmethod
+    def _token(cls, call: Any, *args: Any, **kwargs: Any) -> Mapping[str, Any]:
+        answer = cls._call(call, *args, **kwargs)
+        if not isinstance(answer, Mapping):
+            raise OAuthFailed("invalid_response", "the authorization server sent no token")
+        return answer
+
+    @staticmethod
+    def _call(call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = call(*args, **kwargs)
+        except OAuthError as exc:
+            code = exc.error if isinstance(exc.error, str) and exc.error.isascii() else "error"
+            code = code[:40]
+            log.warning("authorization server refused (%s)", code)
+            raise OAuthFailed(code, f"the authorization server refused ({code})") from None
+        except (httpx.HTTPError, ValueError) as exc:
+            log.warning("authorization server unavailable (%s)", type(exc).__name__)
+            raise OAuthFailed("unavailable", "the authorization server cannot be reached") from None
+        if isinstance(answer, httpx.Response) and answer.status_code >= 400:
+            raise OAuthFailed("unavailable", "the authorization server refused the revocation")
+        return answer

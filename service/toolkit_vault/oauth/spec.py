@@ -1,0 +1,114 @@
+"""`x-oauth`: a toolkit schema's declaration that its token comes from an OAuth server.
+
+`{"issuer": URL, "client_id": str, "scopes": [str], "resource": URL?, "token_field":
+JSON pointer}`; `authorization_endpoint` + `token_endpoint` may replace `issuer`. The
+`token_field` must name a secret (`writeOnly`) string property: the plugin receives the
+access token there and nothing else of the token set. Checked when first read (a toolkit
+whose declaration is wrong cannot connect, and says why in field terms).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from toolkit_vault.errors import SchemaRefused
+from toolkit_vault.schema.values import pointer_tokens
+
+__all__ = ["OAuthSpec", "oauth_spec", "secure_url"]
+
+KEYWORD = "x-oauth"
+
+
+@dataclass(frozen=True)
+class OAuthSpec:
+    client_id: str
+    scopes: tuple[str, ...]
+    token_field: str
+    issuer: str | None = None
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    revocation_endpoint: str | None = None
+    resource: str | None = None
+
+
+def secure_url(url: str) -> bool:
+    """https, or http to a loopback host (RFC 8252 7.3); never credentials in the URL."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    if not parts.hostname or parts.username or parts.password or parts.fragment:
+        return False
+    if parts.scheme == "https":
+        return True
+    if parts.scheme != "http":
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def _refuse(why: str) -> SchemaRefused:
+    return SchemaRefused(f"x-oauth: {why}")
+
+
+def _token_property(schema: Mapping[str, Any], pointer: str) -> Mapping[str, Any] | None:
+    node: Any = schema
+    for token in pointer_tokens(pointer):
+        props = node.get("properties") if isinstance(node, Mapping) else None
+        if not isinstance(props, Mapping) or token not in props:
+            return None
+        node = props[token]
+    return node if isinstance(node, Mapping) else None
+
+
+def oauth_spec(schema: Mapping[str, Any]) -> OAuthSpec | None:
+    """The schema root's `x-oauth`, checked; None without one. Raises SchemaRefused."""
+    raw = schema.get(KEYWORD)
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _refuse("must be an object")
+    urls = ("issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint")
+    for name in (*urls, "resource", "client_id", "token_field"):
+        if name in raw and not isinstance(raw[name], str):
+            raise _refuse(f"{name} must be a string")
+    for name in urls:
+        if name in raw and not secure_url(raw[name]):
+            raise _refuse(f"{name} must be https (or http to a loopback host)")
+    if not raw.get("issuer") and not (
+        raw.get("authorization_endpoint") and raw.get("token_endpoint")
+    ):
+        raise _refuse("needs issuer, or authorization_endpoint and token_endpoint")
+    if not raw.get("client_id"):
+        raise _refuse("needs client_id")
+    scopes = raw.get("scopes", [])
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and s for s in scopes):
+        raise _refuse("scopes must be a list of strings")
+    resource = raw.get("resource")
+    if resource is not None and urlsplit(resource).scheme not in ("https", "http"):
+        raise _refuse("resource must be an absolute URI")
+    field = raw.get("token_field", "")
+    try:
+        prop = _token_property(schema, field) if field.startswith("/") else None
+    except ValueError:
+        prop = None
+    if prop is None or prop.get("type") != "string" or prop.get("writeOnly") is not True:
+        raise _refuse("token_field must point to a writeOnly string property")
+    return OAuthSpec(
+        client_id=raw["client_id"],
+        scopes=tuple(scopes),
+        token_field=field,
+        issuer=raw.get("issuer"),
+        authorization_endpoint=raw.get("authorization_endpoint"),
+        token_endpoint=raw.get("token_endpoint"),
+        revocation_endpoint=raw.get("revocation_endpoint"),
+        resource=resource,
+    )

@@ -1,0 +1,288 @@
+"""A real OAuth 2.1 authorization server on loopback for the OAuth tests: authlib's flask
+`AuthorizationServer` with authorization code + PKCE (S256 required) and refresh tokens,
+RFC 8414 metadata, RFC 7009 revocation, served by werkzeug in a thread.
+
+Knobs make it misbehave as providers do: a short `expires_in`, no `refresh_token` in a
+refresh response, refresh token rotation (the old one dies), `invalid_grant` for every
+refresh. It counts token-endpoint calls and keeps what each request carried (the
+`resource`, the `code_challenge_method`), never to be asserted on as a secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from authlib.integrations.flask_oauth2 import AuthorizationServer
+from authlib.oauth2.rfc6749 import grants
+from authlib.oauth2.rfc7636 import CodeChallenge
+from flask import Flask, jsonify, request
+from werkzeug.serving import make_server
+
+CLIENT_ID = "tkv-test-client"
+CONSENT_BUTTON = "Allow access"
+
+
+@dataclass
+class Knobs:
+    expires_in: int = 3600
+    refresh_returns_refresh_token: bool = True
+    rotate_refresh_tokens: bool = False  # the old refresh token dies on use
+    invalid_grant: bool = False  # every refresh answers invalid_grant
+    token_delay: float = 0.0  # seconds the token endpoint takes
+
+
+@dataclass
+class _Client:
+    client_id: str
+    redirect_uris: list[str]
+
+    def get_client_id(self) -> str:
+        return self.client_id
+
+    def get_default_redirect_uri(self) -> str:
+        return self.redirect_uris[0] if self.redirect_uris else ""
+
+    def get_allowed_scope(self, scope: str) -> str:
+        return scope
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        return not self.redirect_uris or redirect_uri in self.redirect_uris
+
+    def check_client_secret(self, _secret: str) -> bool:
+        return False
+
+    def check_endpoint_auth_method(self, method: str, _endpoint: str) -> bool:
+        return method == "none"  # a public client
+
+    def check_response_type(self, response_type: str) -> bool:
+        return response_type == "code"
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        return grant_type in ("authorization_code", "refresh_token")
+
+
+@dataclass
+class _Code:
+    code: str
+    client_id: str
+    redirect_uri: str
+    scope: str
+    code_challenge: str
+    code_challenge_method: str
+    auth_time: float = field(default_factory=time.time)
+
+    def get_redirect_uri(self) -> str:
+        return self.redirect_uri
+
+    def get_scope(self) -> str:
+        return self.scope
+
+    def get_auth_time(self) -> float:
+        return self.auth_time
+
+    def get_nonce(self) -> None:
+        return None
+
+    def is_expired(self) -> bool:
+        return time.time() > self.auth_time + 300
+
+
+@dataclass
+class _Token:
+    client_id: str
+    scope: str
+    access_token: str
+    refresh_token: str | None
+    revoked: bool = False
+
+    def check_client(self, client: _Client) -> bool:
+        return client.client_id == self.client_id
+
+    def get_scope(self) -> str:
+        return self.scope
+
+    def get_expires_in(self) -> int:
+        return 3600
+
+    def is_expired(self) -> bool:
+        return False
+
+    def is_revoked(self) -> bool:
+        return self.revoked
+
+    def get_user(self) -> str:
+        return "alice"
+
+    def get_client(self) -> _Client:
+        return _Client(self.client_id, [])
+
+
+class AuthServer:
+    """The server's state: clients, codes, tokens, knobs and counters."""
+
+    def __init__(self) -> None:
+        self.knobs = Knobs()
+        self.client = _Client(CLIENT_ID, [])
+        self.codes: dict[str, _Code] = {}
+        self.tokens: list[_Token] = []
+        self.token_calls = 0
+        self.refresh_calls = 0
+        self.revocations: list[str] = []
+        self.authorize_requests: list[dict[str, str]] = []
+        self.token_requests: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.base = ""
+        self.app = self._app()
+
+    @property
+    def issuer(self) -> str:
+        return self.base
+
+    def issued(self) -> list[str]:
+        """Every access and refresh token issued (for canary scans)."""
+        found = [t.access_token for t in self.tokens]
+        return found + [t.refresh_token for t in self.tokens if t.refresh_token]
+
+    def latest(self) -> _Token:
+        return self.tokens[-1]
+
+    def _app(self) -> Flask:
+        app = Flask("tkv_test_oauth")
+        server_state = self
+
+        def query_client(client_id: str) -> _Client | None:
+            return server_state.client if client_id == CLIENT_ID else None
+
+        def save_token(token: dict[str, Any], req: Any) -> None:
+            knobs = server_state.knobs
+            refresh = token.get("refresh_token")
+            refreshing = req.payload.grant_type == "refresh_token"
+            if refreshing and not knobs.refresh_returns_refresh_token:
+                token.pop("refresh_token", None)
+                refresh = req.credential.refresh_token  # the old one stays good
+            token["expires_in"] = knobs.expires_in
+            server_state.tokens.append(
+                _Token(CLIENT_ID, token.get("scope", ""), token["access_token"], refresh)
+            )
+
+        class CodeGrant(grants.AuthorizationCodeGrant):
+            TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 (authlib's attribute)
+
+            def save_authorization_code(self, code: str, req: Any) -> None:
+                payload = req.payload
+                server_state.codes[code] = _Code(
+                    code,
+                    CLIENT_ID,
+                    payload.redirect_uri,
+                    req.scope or "",
+                    payload.data.get("code_challenge"),
+                    payload.data.get("code_challenge_method"),
+                )
+
+            def query_authorization_code(self, code: str, _client: Any) -> _Code | None:
+                return server_state.codes.get(code)
+
+            def delete_authorization_code(self, code: _Code) -> None:
+                server_state.codes.pop(code.code, None)
+
+            def authenticate_user(self, _code: _Code) -> str:
+                return "alice"
+
+        class Refresh(grants.RefreshTokenGrant):
+            TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 (authlib's attribute)
+
+            @property
+            def INCLUDE_NEW_REFRESH_TOKEN(self) -> bool:  # type: ignore[override]
+                knobs = server_state.knobs
+                return knobs.refresh_returns_refresh_token or knobs.rotate_refresh_tokens
+
+            def authenticate_refresh_token(self, refresh_token: str) -> _Token | None:
+                if server_state.knobs.invalid_grant:
+                    return None
+                for token in server_state.tokens:
+                    if token.refresh_token == refresh_token and not token.revoked:
+                        return token
+                return None
+
+            def authenticate_user(self, _credential: _Token) -> str:
+                return "alice"
+
+            def revoke_old_credential(self, credential: _Token) -> None:
+                if server_state.knobs.rotate_refresh_tokens:
+                    credential.revoked = True
+
+        app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True
+        authorization = AuthorizationServer(app, query_client=query_client, save_token=save_token)
+        authorization.register_grant(CodeGrant, [CodeChallenge(required=True)])
+        authorization.register_grant(Refresh)
+
+        @app.route("/.well-known/oauth-authorization-server")
+        def metadata() -> Any:
+            base = server_state.base
+            return jsonify(
+                issuer=base,
+                authorization_endpoint=base + "/authorize",
+                token_endpoint=base + "/token",
+                revocation_endpoint=base + "/revoke",
+                response_types_supported=["code"],
+                grant_types_supported=["authorization_code", "refresh_token"],
+                code_challenge_methods_supported=["S256"],
+                token_endpoint_auth_methods_supported=["none"],
+            )
+
+        @app.route("/authorize", methods=["GET", "POST"])
+        def authorize() -> Any:
+            grant = authorization.get_consent_grant(end_user="alice")
+            if request.method == "GET":
+                server_state.authorize_requests.append(dict(request.args))
+                return (
+                    f"<!doctype html><title>Consent</title><h1>Allow {CLIENT_ID}?</h1>"
+                    f"<p>Scopes: {grant.request.scope}</p><form method=post action="
+                    f"'/authorize?{request.query_string.decode()}'>"
+                    f"<button name=confirm value=yes>{CONSENT_BUTTON}</button></form>"
+                )
+            return authorization.create_authorization_response(grant_user="alice", grant=grant)
+
+        @app.route("/token", methods=["POST"])
+        def token() -> Any:
+            with server_state.lock:
+                server_state.token_calls += 1
+                form = dict(request.form)
+                server_state.token_requests.append(form)
+                if form.get("grant_type") == "refresh_token":
+                    server_state.refresh_calls += 1
+                if server_state.knobs.token_delay:
+                    time.sleep(server_state.knobs.token_delay)
+                return authorization.create_token_response()
+
+        @app.route("/revoke", methods=["POST"])
+        def revoke() -> Any:
+            value = request.form.get("token", "")
+            server_state.revocations.append(value)
+            for issued in server_state.tokens:
+                if value in (issued.access_token, issued.refresh_token):
+                    issued.revoked = True
+            return ""
+
+        app.config["SECRET_KEY"] = secrets.token_hex(16)
+        return app
+
+
+@contextlib.contextmanager
+def running_auth_server() -> Iterator[AuthServer]:
+    server = AuthServer()
+    http = make_server("127.0.0.1", 0, server.app, threaded=True)
+    server.base = f"http://127.0.0.1:{http.server_port}"
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        http.shutdown()
+        thread.join(timeout=5)
