@@ -58,6 +58,7 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+VERIFY = "tests/test_verification.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
@@ -1397,6 +1398,69 @@ MUTANTS = [
         "AuditDraft(actor, AuditAction.TOKEN_CREATED, details=details)",
         'AuditDraft(actor, AuditAction.TOKEN_CREATED, details={**details, "t": token})',
         (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
+    ),
+    Mutant(
+        "credential check: a failed check is stored anyway",
+        V + "core/vault.py",
+        "verify_credential(toolkit, msg.config, self.verify_policy)  # nothing stored",
+        "pass",
+        (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
+    ),
+    Mutant(
+        "credential check: the intake form skips it",
+        V + "core/intake.py",
+        "verify_credential(view.toolkit, config, self.vault.verify_policy)",
+        "pass",
+        (VERIFY + "test_the_intake_form_shows_the_failed_check_and_the_link_stays_good",),
+    ),
+    Mutant(
+        "credential check: a refused configure audits the config",
+        V + "core/vault.py",
+        'details={"reason": "CredentialRejected", "check": exc.message},',
+        'details={"reason": "CredentialRejected", "check": exc.message, "c": msg.config},',
+        (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
+    ),
+    Mutant(
+        "credential check: private and loopback addresses allowed",
+        V + "core/verification.py",
+        "return address.is_global and not address.is_multicast",
+        "return True",
+        (VERIFY + "test_loopback_and_private_addresses_are_refused_by_default",),
+    ),
+    Mutant(
+        "credential check: redirects followed",
+        V + "core/verification.py",
+        "follow_redirects=False",
+        "follow_redirects=True",
+        (VERIFY + "test_a_redirect_is_not_followed",),
+    ),
+    Mutant(
+        "credential check: no deadline",
+        V + "core/verification.py",
+        "timeout=httpx.Timeout(remaining)",
+        "timeout=httpx.Timeout(None)",
+        (VERIFY + "test_a_slow_endpoint_is_cut_at_the_deadline",),
+    ),
+    Mutant(
+        "credential check: a URL value may add a path",
+        V + "core/verification.py",
+        'else urllib.parse.quote(text, safe="")',
+        "else text",
+        (VERIFY + "test_a_url_value_cannot_add_a_path_or_host",),
+    ),
+    Mutant(
+        "credential check: a plugin's check is waited for forever",
+        V + "core/verification.py",
+        "worker.join(deadline)",
+        "worker.join()",
+        (VERIFY + "test_the_plugin_s_own_check",),
+    ),
+    Mutant(
+        "credential check: x-verify may put a secret in the URL",
+        V + "schema/verify_spec.py",
+        "if name not in declared or is_secret_at([name]):",
+        "if name not in declared:",
+        (VERIFY + "test_an_x_verify_that_could_leak_is_refused_at_compile",),
     ),
 ]
 

@@ -136,6 +136,9 @@ class SpecToolkit:
     def __init__(self, plugin_factory: Callable[[], Any], definition: ToolkitDefinition) -> None:
         self.definition = definition
         self._plugin = plugin_factory()
+        check = getattr(self._plugin, "verify", None)
+        if callable(check):  # optional: the credential check before a version is stored
+            self.verify = check
 
     def initialize(self, config: dict[str, Any]) -> list[str] | None:
         name = self.definition.name

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.vault import Outcome, Vault
+from toolkit_vault.core.verification import verify_credential
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
@@ -301,6 +302,7 @@ class Intake:
             check_sealable(secret_values)
             if view.toolkit.check is not None:
                 view.toolkit.check(config)
+            verify_credential(view.toolkit, config, self.vault.verify_policy)
         except ConfigInvalid as exc:
             details = {"link_id": claim.link_id, "errors": exc.details}
             self.vault.store.record_attempt(

@@ -32,6 +32,7 @@ from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import PurgeReport, purge, purge_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
+from toolkit_vault.core.verification import CredentialRejected, VerifyPolicy, verify_credential
 from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from toolkit_vault.errors import (
     ConfigInvalid,
@@ -180,6 +181,8 @@ class Vault:
         self.relay: Callable[[ToolkitStatusEvent], None] | None = None
         self.intake: IntakeOffer | None = None  # intake links, set by the web console when mounted
         self.oauth: TokenSource | None = None  # OAuth connections, set with the intake links
+        # Where a credential check may connect (`verification`; TOOLKIT_VAULT_VERIFY_ALLOW).
+        self.verify_policy = VerifyPolicy.from_environment()
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -525,6 +528,20 @@ class Vault:
             check_sealable(secrets)
             if toolkit.check is not None:
                 toolkit.check(msg.config)  # field-level, like a schema error: nothing stored
+            verify_credential(toolkit, msg.config, self.verify_policy)  # nothing stored
+        except CredentialRejected as exc:  # the config is well formed; its credential is not
+            self.store.record_attempt(
+                AuditDraft(
+                    principal.principal_id,
+                    AuditAction.CONFIGURE_REFUSED,
+                    scope_id,
+                    msg.toolkit_name,
+                    details={"reason": "CredentialRejected", "check": exc.message},
+                )
+            )
+            return ToolkitConfigureResponse(
+                req_id=msg.id, toolkit_name=msg.toolkit_name, status="error", message=exc.message
+            )
         except (ToolkitNotFound, ConfigInvalid) as exc:
             intake = self.intake
             if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):

@@ -43,6 +43,7 @@ from toolkit_vault.schema.values import (
     pointer,
     unfit,
 )
+from toolkit_vault.schema.verify_spec import VerifySpec, read_verify
 
 __all__ = ["CompiledSchema", "compile_schema"]
 
@@ -199,6 +200,7 @@ class CompiledSchema:
         self.schema: Mapping[str, Any] = MappingProxyType(schema)
         refs = self._audit(root, resolver, dialect)
         self._splitter = SecretSplit(root, refs, draft7=dialect.uri == DRAFT7_DIALECT)
+        self.verify: VerifySpec | None = read_verify(root, self._splitter.is_secret_at)
         self._validator = dialect.validator(root, registry=registry, format_checker=dialect.formats)
 
     @staticmethod

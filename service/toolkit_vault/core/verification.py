@@ -1,0 +1,201 @@
+"""Checking a credential before it is stored: the toolkit's own `verify(config)`, or the
+one HTTP request its schema's `x-verify` describes (`schema.verify_spec`).
+
+The request is made by the server, never by the agent, and is built to be SSRF-safe: the
+host is resolved once and the connection made to that address (so a second answer of the
+name, DNS rebinding, cannot move it), an address that is not globally routable (private,
+loopback, link-local, reserved, multicast) is refused unless an operator allows its range
+(`TOOLKIT_VAULT_VERIFY_ALLOW`, comma-separated CIDRs), redirects are never followed (a 3xx
+fails the check), no proxy from the environment is used, and the whole exchange has a
+deadline and reads at most a bounded number of bytes. What a failure says names the check,
+the host and the status or the kind of failure; never the config, the secret or the URL
+(its query may hold the secret).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from toolkit_vault.errors import ConfigInvalid, VaultError
+from toolkit_vault.schema.verify_spec import VerifySpec
+from toolkit_vault.toolkits.registry import RegisteredToolkit
+
+__all__ = ["ALLOW_VARIABLE", "CredentialRejected", "VerifyPolicy", "verify_credential"]
+
+ALLOW_VARIABLE = "TOOLKIT_VAULT_VERIFY_ALLOW"
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class CredentialRejected(ConfigInvalid):
+    """The credential check failed; the message names what failed, never a value. A config
+    error like any other: nothing is stored, and an intake form stays open to correct it."""
+
+    def __init__(self, message: str, pointer: str = "") -> None:
+        detail = {"pointer": pointer, "keyword": "x-verify", "message": message}
+        super().__init__(message, details=[detail])
+
+
+@dataclass(frozen=True)
+class VerifyPolicy:
+    """Where a check may connect and for how long. `allow`: ranges an operator opened
+    besides the public internet; `deadline`: seconds for the whole check."""
+
+    allow: tuple[Network, ...] = ()
+    deadline: float = 5.0
+    max_bytes: int = 64 * 1024
+
+    @classmethod
+    def parse(cls, text: str | None) -> VerifyPolicy:
+        """From the operator's comma-separated CIDRs (raises VaultError on a bad one)."""
+        ranges: list[Network] = []
+        for item in (text or "").split(","):
+            if item.strip():
+                try:
+                    ranges.append(ipaddress.ip_network(item.strip(), strict=False))
+                except ValueError:
+                    raise VaultError(f"{ALLOW_VARIABLE}: {item.strip()!r} is not a CIDR") from None
+        return cls(tuple(ranges))
+
+    @classmethod
+    def from_environment(cls) -> VerifyPolicy:
+        return cls.parse(os.environ.get(ALLOW_VARIABLE))
+
+    def permits(self, address: Address) -> bool:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if any(address in network for network in self.allow):
+            return True
+        return address.is_global and not address.is_multicast
+
+
+def verify_credential(
+    toolkit: RegisteredToolkit, config: Mapping[str, Any], policy: VerifyPolicy
+) -> None:
+    """Run the toolkit's checks on a validated config; raises CredentialRejected. A toolkit
+    without a check passes, as before."""
+    _plugin_check(toolkit, config, policy.deadline)
+    spec = toolkit.schema.verify
+    if spec is not None:
+        _http_check(spec, config, policy)
+
+
+def _plugin_check(toolkit: RegisteredToolkit, config: Mapping[str, Any], deadline: float) -> None:
+    """The plugin's `verify(config)`, on a thread with a deadline (it cannot be killed when
+    late, only no longer waited for). False or raising fails; its own words are not kept."""
+    instance = toolkit.factory()
+    check: Callable[[dict[str, Any]], Any] | None = getattr(instance, "verify", None)
+    if not callable(check):
+        return
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(check(dict(config)))
+        except Exception as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=run, name="toolkit-verify", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if not result:
+        raise CredentialRejected(f"the credential check did not answer within {deadline:g} s")
+    if isinstance(result[0], Exception):
+        kind = type(result[0]).__name__
+        raise CredentialRejected(f"the credential check failed ({kind})")
+    if result[0] is False:
+        raise CredentialRejected("the credential check failed: the toolkit refused it")
+
+
+def _url(spec: VerifySpec, config: Mapping[str, Any]) -> urllib.parse.SplitResult:
+    """The URL from public fields: a leading `{field}` as written (a base URL), any other
+    placeholder percent-encoded whole, so a value cannot add a path, query or host."""
+    values: dict[str, str] = {}
+    for index, name in enumerate(spec.url_fields):
+        value = config.get(name)
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise CredentialRejected(f"the credential check needs the field {name}", f"/{name}")
+        text = str(value)
+        leading = index == 0 and spec.url.startswith("{")
+        values[name] = text.rstrip("/") if leading else urllib.parse.quote(text, safe="")
+    parts = urllib.parse.urlsplit(spec.url.format(**values))
+    if parts.scheme not in ("https", "http") or not parts.hostname or "@" in parts.netloc:
+        raise CredentialRejected("the credential check's URL is not an http(s) URL")
+    return parts
+
+
+def _resolve(host: str, port: int, policy: VerifyPolicy) -> Address:
+    """The one address the check connects to: resolved once, every answer allowed."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise CredentialRejected(f"the credential check could not resolve {host}") from None
+    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    if not addresses or not all(policy.permits(a) for a in addresses):
+        raise CredentialRejected(
+            f"the credential check may not reach {host}: its address is not public "
+            f"(an operator may allow it with {ALLOW_VARIABLE})"
+        )
+    return addresses[0]
+
+
+def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolicy) -> None:
+    parts = _url(spec, config)
+    host = parts.hostname or ""
+    secret = config.get(spec.secret)
+    if not isinstance(secret, str | int) or isinstance(secret, bool):
+        raise CredentialRejected(f"the credential check needs the field {spec.secret}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    started = time.monotonic()
+    address = _resolve(host, port, policy)
+    literal = f"[{address}]" if address.version == 6 else str(address)
+    target = parts._replace(netloc=f"{literal}:{port}").geturl()
+    headers = {"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": "toolkit-vault-verify"}
+    params: dict[str, str] = {}
+    if spec.header is not None:
+        headers[spec.header] = spec.value.format(secret=str(secret))
+    else:
+        params[spec.query or ""] = str(secret)
+    remaining = max(0.05, policy.deadline - (time.monotonic() - started))
+    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+    try:
+        with httpx.Client(
+            follow_redirects=False, trust_env=False, timeout=httpx.Timeout(remaining)
+        ) as client:
+            request = client.build_request(
+                spec.method, target, headers=headers, params=params, extensions=extensions
+            )
+            response = client.send(request, stream=True)
+            try:
+                read = 0
+                for chunk in response.iter_raw():
+                    read += len(chunk)
+                    late = time.monotonic() - started > policy.deadline
+                    if read > policy.max_bytes or late:
+                        break  # the status is all the check needs
+            finally:
+                response.close()
+    except httpx.TimeoutException:
+        raise CredentialRejected(
+            f"the credential check did not answer within {policy.deadline:g} s ({host})"
+        ) from None
+    except httpx.HTTPError as exc:
+        kind = type(exc).__name__
+        raise CredentialRejected(f"the credential check could not reach {host} ({kind})") from None
+    status = response.status_code
+    if 300 <= status < 400:
+        raise CredentialRejected(
+            f"the credential check failed: HTTP {status} from {host} (redirects are not followed)"
+        )
+    if status not in spec.expect:
+        raise CredentialRejected(f"the credential check failed: HTTP {status} from {host}")
