@@ -47,12 +47,14 @@ _CREDENTIAL_STEM = re.compile(
 )
 _CREDENTIAL_WORDS = frozenset(
     {"key", "keys", "pwd", "pass", "pat", "pin", "otp", "cred", "creds", "mfa", "sig", "sk"}
-    | {"sks", "psk", "passcode", "apitoken", "authtoken"}
+    | {"sks", "psk", "passcode", "apitoken", "authtoken", "ak", "sas", "privkey", "mnemonic"}
+    | {"salt", "seedphrase"}
 )
 _DATABASES = frozenset(
     {"database", "db", "postgres", "postgresql", "pg", "mysql", "mariadb", "mongo", "mongodb"}
     | {"redis", "amqp", "rabbitmq", "sql", "jdbc", "mssql", "sqlserver", "clickhouse", "neo4j"}
-    | {"couchbase", "couchbases", "cassandra", "oracle"}
+    | {"couchbase", "couchbases", "cassandra", "oracle", "couchdb", "duckdb", "surrealdb"}
+    | {"cockroachdb", "timescaledb", "tidb", "valkey", "motherduck", "rediss"}
 )
 # A name ending in one of these is a setting about a credential, not the credential itself.
 _SETTING_SUFFIXES = frozenset(
@@ -68,12 +70,25 @@ _SETTING_SUFFIXES = frozenset(
 )
 # A name starting with one of these is a switch or a count, not a credential.
 _SETTING_PREFIXES = frozenset(
-    {"enable", "enabled", "disable", "disabled", "use", "allow", "deny", "skip", "no", "is"}
-    | {"has", "show", "require", "requires", "max", "min", "num", "number", "total", "default"}
+    {"enable", "enabled", "disable", "disabled", "allow", "deny", "skip", "no", "is"}
+    | {"has", "show", "require", "requires", "max", "min", "num", "number", "total"}
+)
+# A key that names a thing rather than opening it: JIRA_PROJECT_KEY, CONFLUENCE_SPACE_KEY.
+_KEYED = frozenset(
+    {"project", "space", "issue", "partition", "primary", "sort", "cache", "idempotency"}
+    | {"routing", "object", "foreign", "dedup", "dedupe", "row", "shard", "board", "table"}
+    | {"item", "entity", "group", "locale", "translation", "i18n", "map", "lookup", "index"}
+    | {"prefix", "redis", "s3", "storage", "bucket", "namespace", "metric", "label", "tag"}
+)
+_AUTH_IDENTIFIERS = frozenset(
+    {"id", "ids", "user", "username", "email", "login", "tenant", "name", "org"}
+    | {"account", "realm", "audience", "issuer"}
 )
 _COUNTED = frozenset({"max", "min", "num", "count", "limit", "total", "budget", "maximum"})
 _URL_SUFFIXES = frozenset({"url", "uri", "urls", "uris", "endpoint", "server", "issuer"})
-_URL_CREDENTIALS = frozenset({"webhook", "dsn", "connection string", "secret", "passw"})
+_URL_CREDENTIALS = frozenset(
+    {"webhook", "dsn", "connection string", "secret", "passw", "private", "session"}
+)
 _HARMLESS_WORDS = frozenset(
     {"port", "host", "hostname", "url", "uri", "endpoint", "path", "dir", "directory", "folder"}
     | {"file", "filename", "root", "workspace", "home", "cwd", "log", "logs", "loglevel"}
@@ -89,6 +104,7 @@ _HARMLESS_WORDS = frozenset(
     | {"tz", "page", "pages", "top", "k", "threshold", "similarity", "stability", "base"}
     | {"allowed", "blocked", "allowlist", "denylist", "whitelist", "blacklist", "location"}
     | {"deployment", "chunk", "embedding", "embeddings", "ssl", "tls", "insecure", "verify"}
+    | {"toolsets", "toolset", "tools", "features", "capabilities", "categories", "modules"}
 )
 _HARMLESS_SUFFIXES = ("path", "dir", "url", "uri", "port", "host", "level", "mode", "timeout")
 # Switch-like first words: ALLOW_SHELL_COMMANDS, USE_MEMORY_BANK, NO_COLOR, ENABLE_SSE.
@@ -134,6 +150,7 @@ _LABEL_WORDS = frozenset(
     | {"sender", "recipient", "from", "to", "phone", "number", "sheet", "spreadsheet", "doc"}
     | {"model", "models", "agent", "assistant", "bot", "engine", "container", "image", "vault"}
     | {"sid", "ref", "arn", "alias", "slug", "handle", "address", "wallet", "network", "chain"}
+    | {"subdomain", "addr", "cert", "certificate", "ca", "tenant", "region", "locale", "dc"}
 )
 _HARMLESS_HEADERS = frozenset(
     {"accept", "accept-language", "content-type", "user-agent", "mcp-protocol-version"}
@@ -212,7 +229,7 @@ def _credential(found: list[str], text: str) -> str | None:
     if stem is not None:  # "APIKEY", "accesstoken": one word holding two
         return "connection string" if stem.group().startswith("conn") else stem.group()
     names = set(found) | _parts(text)
-    database = names & _DATABASES or {n for n in names if n.endswith("db") and len(n) > 2}
+    database = names & _DATABASES
     if "connection string" in " ".join(found):
         return "connection string"
     if database and found and found[-1] in ("url", "uri", "string", "dsn", "conn"):
@@ -233,6 +250,10 @@ def _setting(found: list[str], word: str) -> str | None:
         return next(w for w in found if w in _COUNTED)
     if "tokens" in found and word == "token" and last != "tokens":
         return "tokens"  # TOKENS_PER_MINUTE: a count of model tokens
+    if word == "key" and len(found) >= 2 and found[-1] == "key" and found[-2] in _KEYED:
+        return f"{found[-2]} key"  # JIRA_PROJECT_KEY: names a project, opens nothing
+    if word == "auth" and last in _AUTH_IDENTIFIERS:
+        return last  # GOOGLE_OAUTH_CLIENT_ID: which client, not its secret
     return None
 
 
@@ -254,14 +275,19 @@ def description_word(text: str) -> str | None:
     return match.group().lower() if match else None
 
 
-def _harmless(name: str) -> str | None:
+def _harmless(name: str, *, anywhere: bool = False) -> str | None:
+    """A harmless switch prefix, last word or suffix; with ``anywhere``, any harmless word (a
+    weaker sign, weighed after the description)."""
     found = words(name)
-    if found and found[0] in _SWITCH_PREFIXES and len(found) > 1:
+    if not found:
+        return None
+    if anywhere:
+        return next((w for w in reversed(found) if w in _HARMLESS_WORDS), None)
+    if found[0] in _SWITCH_PREFIXES and len(found) > 1:
         return found[0]
-    hit = next((w for w in reversed(found) if w in _HARMLESS_WORDS), None)
-    if hit is None and found:
-        hit = next((s for s in _HARMLESS_SUFFIXES if found[-1].endswith(s)), None)
-    return hit
+    if found[-1] in _HARMLESS_WORDS:
+        return found[-1]
+    return next((s for s in _HARMLESS_SUFFIXES if found[-1].endswith(s)), None)
 
 
 def _well_known(name: str) -> bool:
@@ -372,6 +398,8 @@ def classify(e: Evidence) -> Verdict:
         return verdict
     if (word := description_word(e.description)) is not None:
         return Verdict(True, f"credential description: {word}")
+    if (hit := _harmless(e.name, anywhere=True)) is not None:
+        return Verdict(False, f"harmless name: {hit}")
     if (label := _label(e.name)) is not None:
         return Verdict(False, f"identifier or label: {label}")
     return Verdict(True, "nothing shows it is public")

@@ -68,6 +68,18 @@ CASES: list[tuple[Evidence, bool, str]] = [
     (Evidence("AUTH_URL"), False, "setting of a credential: url"),
     (Evidence("SLACK_WEBHOOK_URL"), True, "credential name: webhook"),
     (Evidence("AWS_ACCESS_KEY_ID"), True, "credential name: key"),
+    (Evidence("JIRA_PROJECT_KEY"), False, "setting of a credential: project key"),
+    (Evidence("GOOGLE_OAUTH_CLIENT_ID"), False, "setting of a credential: id"),
+    (Evidence("GOOGLE_OAUTH_CLIENT_SECRET"), True, "credential name: auth"),
+    (Evidence("DEFAULT_TOKEN"), True, "credential name: token"),
+    (Evidence("REDIS_URL"), True, "credential name: connection string"),
+    (Evidence("VDB_API_URL"), False, "harmless name: url"),
+    (Evidence("SEED_PHRASE"), True, "nothing shows it is public"),
+    (
+        Evidence("HOME_ASSISTANT", description="a long-lived access token"),
+        True,
+        "credential description: access token",
+    ),
     # switches, well-known variables, example values, identifiers and labels
     (Evidence("ALLOW_SHELL_COMMANDS"), False, "harmless name: allow"),
     (Evidence("NO_COLOR"), False, "harmless name: no"),
