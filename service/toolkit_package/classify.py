@@ -105,6 +105,7 @@ _HARMLESS_WORDS = frozenset(
     | {"allowed", "blocked", "allowlist", "denylist", "whitelist", "blacklist", "location"}
     | {"deployment", "chunk", "embedding", "embeddings", "ssl", "tls", "insecure", "verify"}
     | {"toolsets", "toolset", "tools", "features", "capabilities", "categories", "modules"}
+    | {"budget", "cmd", "command", "args", "arguments", "provider", "schedule", "cron"}
 )
 _HARMLESS_SUFFIXES = ("path", "dir", "url", "uri", "port", "host", "level", "mode", "timeout")
 # Switch-like first words: ALLOW_SHELL_COMMANDS, USE_MEMORY_BANK, NO_COLOR, ENABLE_SSE.
