@@ -1302,6 +1302,53 @@ MUTANTS = [
         "if False:",
         ("tests/package/test_inspect.py",),
     ),
+    # -- the classifier and imports (issue 38) -------------------------------------------------
+    Mutant(
+        "classifier: a name that names a credential is not secret",
+        "toolkit_package/classify.py",
+        "    if (word := credential_word(e.name)) is not None:\n"
+        '        return Verdict(True, f"credential name: {word}")',
+        '    if False:\n        return Verdict(True, "")',
+        ("tests/package/test_classifier_corpus.py",),
+    ),
+    Mutant(
+        "classifier: every *_KEY is taken for a key that names a thing",
+        "toolkit_package/classify.py",
+        'if word == "key" and len(found) >= 2 and found[-1] == "key" and found[-2] in _KEYED:',
+        'if word == "key" and len(found) >= 2 and found[-1] == "key":',
+        ("tests/package/test_classifier_corpus.py",),
+    ),
+    Mutant(
+        "imports: a secret input keeps its published default",
+        "toolkit_package/imported.py",
+        "    if secret or value is None:\n        return None",
+        "    if value is None:\n        return None",
+        (
+            "tests/package/test_importers.py::test_import_result_holds_no_value",
+            "tests/package/test_import_meaning.py",
+        ),
+        also=(
+            (
+                "toolkit_package/toolkit.py",
+                "if item.default is not None and not item.secret:",
+                "if item.default is not None:",
+            ),
+        ),
+    ),
+    Mutant(
+        "imports: a credential written into a client config's args is neither held nor reported",
+        "toolkit_package/clients.py",
+        "if (found := argv_credential(args, i)) is not None:",
+        "if False and (found := argv_credential(args, i)) is not None:",
+        ("tests/package/test_argv_credentials.py",),
+    ),
+    Mutant(
+        "imports: a published argument holding a credential is named by its value",
+        "toolkit_package/server_json.py",
+        '            name = name.split(" ", 1)[0] if name.startswith("-") else f"argument-{i}"',
+        "            pass",
+        ("tests/package/test_argv_credentials.py",),
+    ),
     # -- audit devices (issue 37) ----------------------------------------------------------
     Mutant(
         "audit devices: fail-closed commits a write no device accepted",
