@@ -198,3 +198,12 @@ def keys_retire(key_id: str, as_json: bool) -> None:
         click.echo(f"retired master key {key_id} and removed it from {provider.where}")
     else:
         click.echo(f"retired vault key {key_id}")
+
+
+def _add_recovery() -> None:
+    from toolkit_vault.cli.recovery import recovery
+
+    keys.add_command(recovery, "recovery")
+
+
+_add_recovery()

@@ -18,14 +18,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from toolkit_vault.crypto import FORMAT_VERSION
 from toolkit_vault.errors import DecryptionError, StoreError, VaultError
 from toolkit_vault.keys.providers import Context, blob_header
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VAULT_KEYS
-from toolkit_vault.store.models import InternalKey, VaultKey
+from toolkit_vault.store.models import InternalKey, RecoveryKey, VaultKey
 from toolkit_vault.store.records import AuditDraft, as_bytes
 from toolkit_vault.store.storage import Store
 
@@ -177,8 +177,10 @@ def set_wrapped_keys(conn: Connection, moves: list[tuple[str, bytes, bytes]]) ->
 
 
 def retire_vault_key(store: Store, conn: Connection, record: VaultKeyRecord) -> None:
-    """Mark a vault key retired and destroy its wrapped key, with its audit event."""
+    """Mark a vault key retired and destroy its wrapped key (and its recovery wrap, if the
+    recovery shares cover it), with its audit event."""
     _update(store, conn, record.columns(), retired_at=time.time(), wrapped_key=None)
+    conn.execute(delete(RecoveryKey).where(RecoveryKey.key_id == record.key_id))
     store.audit(
         conn,
         AuditDraft("operator", AuditAction.VAULT_KEY_RETIRED, details={"key_id": record.key_id}),

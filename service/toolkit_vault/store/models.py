@@ -39,6 +39,7 @@ __all__ = [
     "InternalKey",
     "MasterKey",
     "PrincipalRow",
+    "RecoveryKey",
     "SessionRow",
     "VaultKey",
 ]
@@ -97,6 +98,18 @@ class InternalKey(Base):
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     kek_id: Mapped[str] = mapped_column(String(64))
     wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class RecoveryKey(Base):
+    """A vault key wrapped by the recovery key of `keys recovery init`, whose only copies
+    are the shares people hold: the way back to the vault keys when the master key is
+    lost. The wrap is bound to its vault key id and share set (`keys.recovery`)."""
+
+    __tablename__ = "recovery_keys"
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    set_id: Mapped[str] = mapped_column(String(64))
+    wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class PrincipalRow(Base):

@@ -1,0 +1,228 @@
+"""Recovery shares: a second way to the vault keys, held by people, for a lost master key.
+
+`init_recovery` makes a fresh 256-bit recovery key, wraps every live vault key under it
+(`recovery_keys`, beside the master key's wraps in `vault_keys`; each wrap committing and
+bound to its vault key id and share set) and splits the recovery key into N SLIP-39
+shares, any K of which rebuild it (`shamir-mnemonic`, SatoshiLabs' reference
+implementation: words people can write down, each share with an RS1024 checksum, so a
+mistyped share is named before anything is combined). The recovery key itself is never
+stored: it exists only as shares, shown once, and in this process while it runs. Fewer
+than K shares carry no information about it (Shamir's scheme over GF(256)).
+
+`unseal` rebuilds the recovery key from K shares, unwraps the vault keys, and wraps them
+under a master key of any provider (the old one lost: a KMS key deleted, a token gone):
+the same rewrap `keys rotate` makes, one row per vault key, with its audit event.
+
+A vault key made after the shares (`keys rotate --vault-key`) is not covered until `keys
+recovery init` runs again; `recovery_status` says which are.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shamir_mnemonic import (  # type: ignore[import-untyped]
+    MnemonicError,
+    Share,
+    combine_mnemonics,
+    generate_mnemonics,
+)
+from sqlalchemy import Connection, delete, insert, select
+
+from toolkit_vault import crypto
+from toolkit_vault.crypto import KeyRing, SecretBytes
+from toolkit_vault.errors import DecryptionError, VaultError
+from toolkit_vault.keys.hierarchy import unwrap_internal_keys, unwrap_vault_key, use_keys
+from toolkit_vault.keys.keystore import (
+    read_vault_keys,
+    set_wrapped_keys,
+    vault_key_context,
+    verified_vault_keys,
+)
+from toolkit_vault.keys.providers import KeyProvider, blob_header
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.models import RecoveryKey
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.storage import Store
+
+__all__ = [
+    "RecoveryError",
+    "RecoverySet",
+    "combine_shares",
+    "init_recovery",
+    "recovery_status",
+    "share_threshold",
+    "unseal",
+]
+
+MAX_SHARES = 16  # SLIP-39's limit per group
+_RING_ID = "recovery"
+
+
+class RecoveryError(VaultError):
+    """Shares that do not rebuild this vault's recovery key; names the share, never a word."""
+
+
+@dataclass(frozen=True, repr=False)
+class RecoverySet:
+    """A new share set: `shares` are shown once, then forgotten."""
+
+    set_id: str
+    threshold: int
+    shares: list[str]
+    vault_keys: list[str]
+
+    def __repr__(self) -> str:
+        return f"RecoverySet({self.set_id!r}, {self.threshold} of {len(self.shares)})"
+
+
+def _context(set_id: str, key_id: str) -> tuple[str | int, ...]:
+    return (crypto.FORMAT_VERSION, "recovery", set_id, key_id)
+
+
+def init_recovery(
+    store: Store, provider: KeyProvider, *, shares: int, threshold: int, actor: str = "operator"
+) -> RecoverySet:
+    """Replace any earlier share set with a new one covering every live vault key."""
+    if not 2 <= threshold <= shares <= MAX_SHARES:
+        raise VaultError(
+            f"shares and threshold must satisfy 2 <= threshold <= shares <= {MAX_SHARES}"
+        )
+    records = [r for r in verified_vault_keys(store) if r.live]
+    recovery = crypto.new_key()
+    ring = KeyRing({_RING_ID: recovery}, _RING_ID)
+    set_id = secrets.token_hex(8)
+    now = time.time()
+    rows = []
+    for record in records:
+        vault_key = unwrap_vault_key(provider, record)
+        _, wrapped = ring.wrap(vault_key, _context(set_id, record.key_id))
+        rows.append(
+            {"key_id": record.key_id, "set_id": set_id, "wrapped_key": wrapped, "created_at": now}
+        )
+    words = generate_mnemonics(1, [(threshold, shares)], recovery.reveal())[0]
+    covered = [r.key_id for r in records]
+    details = {"set_id": set_id, "shares": shares, "threshold": threshold, "vault_keys": covered}
+
+    def work(conn: Connection) -> None:
+        conn.execute(delete(RecoveryKey))
+        conn.execute(insert(RecoveryKey), rows)
+        store.audit(conn, AuditDraft(actor, AuditAction.RECOVERY_INITIALIZED, details=details))
+
+    store.retrying(work)
+    return RecoverySet(set_id, threshold, list(words), covered)
+
+
+def recovery_status(store: Store) -> dict[str, Any]:
+    """Which live vault keys the share set covers (no share, nothing secret)."""
+    with store.read() as conn:
+        rows = conn.execute(select(RecoveryKey.key_id, RecoveryKey.set_id)).all()
+    live = [r.key_id for r in read_vault_keys(store) if r.live]
+    covered = {key_id for key_id, _ in rows}
+    return {
+        "initialized": bool(rows),
+        "set_id": rows[0][1] if rows else None,
+        "covered": sorted(k for k in live if k in covered),
+        "uncovered": sorted(k for k in live if k not in covered),
+    }
+
+
+def share_threshold(share: str) -> int:
+    """How many shares the set of this (first) share needs, so a prompt knows how many to
+    ask for; RecoveryError if it is not a valid share."""
+    try:
+        return int(Share.from_mnemonic(" ".join(share.lower().split())).member_threshold)
+    except (MnemonicError, ValueError, KeyError, IndexError):
+        raise RecoveryError(
+            "share 1 is not a valid share (a word is wrong, missing or misspelt)"
+        ) from None
+
+
+def combine_shares(shares: list[str]) -> SecretBytes:
+    """The recovery key from K shares; a share that is not valid is named by its place
+    (1-based), never echoed: a typed share is a secret."""
+    decoded = []
+    for place, text in enumerate(shares, 1):
+        try:
+            decoded.append(Share.from_mnemonic(" ".join(text.lower().split())))
+        except (MnemonicError, ValueError, KeyError, IndexError):
+            raise RecoveryError(
+                f"share {place} is not a valid share (a word is wrong, missing or misspelt)"
+            ) from None
+    first = decoded[0]
+    for place, share in enumerate(decoded, 1):
+        if share.common_parameters() != first.common_parameters():
+            raise RecoveryError(f"share {place} belongs to another share set than share 1")
+        for earlier, other in enumerate(decoded[: place - 1], 1):
+            if other.index == share.index:
+                raise RecoveryError(f"share {place} is share {earlier} again")
+    threshold = first.member_threshold
+    if len(decoded) < threshold:
+        raise RecoveryError(
+            f"{len(decoded)} shares given; this share set needs {threshold}: nothing was recovered"
+        )
+    try:
+        return SecretBytes(combine_mnemonics([" ".join(s.lower().split()) for s in shares]))
+    except (MnemonicError, ValueError):
+        raise RecoveryError("the shares do not combine: one of them was altered") from None
+
+
+def unseal(
+    store: Store, shares: list[str], provider: KeyProvider, *, actor: str = "operator"
+) -> dict[str, Any]:
+    """Re-establish the vault under `provider`'s master key (made if it has none) from K
+    shares: every live vault key is unwrapped from its recovery wrap and wrapped anew."""
+    recovery = combine_shares(shares)
+    ring = KeyRing({_RING_ID: recovery}, _RING_ID)
+    with store.read() as conn:
+        wraps = {r.key_id: r for r in conn.execute(select(RecoveryKey)).all()}
+    records = [r for r in read_vault_keys(store) if r.live]
+    if not wraps:
+        raise RecoveryError("this vault has no recovery shares (`keys recovery init` never ran)")
+    missing = [r.key_id for r in records if r.key_id not in wraps]
+    if missing:
+        raise RecoveryError(
+            f"vault key {', '.join(missing)} is not covered by the recovery shares (made after "
+            "`keys recovery init`): the shares cannot re-establish the vault"
+        )
+    keys: dict[str, SecretBytes] = {}
+    for record in records:
+        row = wraps[record.key_id]
+        try:
+            keys[record.key_id] = ring.unwrap(
+                _RING_ID, bytes(row.wrapped_key), _context(row.set_id, record.key_id)
+            )
+        except DecryptionError:
+            raise RecoveryError(
+                "the shares do not open this vault's recovery key (a share set of another "
+                "vault, or an older set replaced since)"
+            ) from None
+    active = [r.key_id for r in records if r.is_active] or [records[-1].key_id]
+    internal = unwrap_internal_keys(store, KeyRing(keys, active[0]))
+    use_keys(store, internal)
+    verified_vault_keys(store)  # the records are the vault's own, believed now
+    created = None
+    if provider.status().current is None:
+        created = provider.create_master_key()
+    moves = [
+        (r.key_id, r.wrapped_key, provider.wrap(keys[r.key_id], vault_key_context(r.key_id)))
+        for r in records
+        if r.wrapped_key is not None
+    ]
+    master = blob_header(moves[0][2])[1]
+    details = {
+        "set_id": next(iter(wraps.values())).set_id,
+        "provider": provider.name,
+        "master_key": master,
+        "vault_keys": [m[0] for m in moves],
+    }
+
+    def work(conn: Connection) -> None:
+        set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])
+        store.audit(conn, AuditDraft(actor, AuditAction.RECOVERY_UNSEALED, details=details))
+
+    store.retrying(work)
+    return {**details, "created_master_key": created is not None}

@@ -1,0 +1,198 @@
+"""Recovery shares (issue 40), on SQLite and PostgreSQL: the drill (an AWS KMS master key
+scheduled for deletion and gone; 3 of 5 shares re-establish the vault under a new master
+key in the file provider; every secret opens, `check` and `audit verify` pass), and what
+fewer or wrong shares get (nothing, the wrong share named)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from provider_support import MotoServer
+from sqlalchemy import create_engine, select
+
+from cli_support import run_cli
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.bootstrap import init_vault, open_vault
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.errors import VaultError
+from toolkit_vault.keys.recovery import RecoveryError, combine_shares
+from toolkit_vault.settings import load_settings
+from toolkit_vault.store.models import AuditEvent, VaultKey
+
+AGENT = Principal("local", "agent")
+CANARY = "tkv-canary-recovery-91c4"
+PLUGINS = Path(__file__).parent / "plugins"
+INIT_5_OF_3 = ("keys", "recovery", "init", "--shares", "5", "--threshold", "3", "--json")
+
+
+def request(conn: A2EConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
+
+
+@pytest.fixture
+def kms(aws_env: None, tmp_path: Path) -> Iterator[str]:
+    """A moto KMS of this test's own: the drill deletes its keys for good."""
+    server = MotoServer(tmp_path / "moto.log")
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def kms_vault(
+    kms: str, tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, str]]:
+    """A vault whose master key is in AWS KMS (moto), with three configs; yields the
+    environment of its operator's commands."""
+    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", database_url)
+    monkeypatch.delenv("TOOLKIT_VAULT_KEY_PROVIDER", raising=False)
+    init_vault(load_settings("aws-kms", {"endpoint_url": kms}))
+    vault = open_vault(load_settings())
+    try:
+        for n in range(3):
+            conn = connect(vault, AGENT)
+            request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+            config = {
+                "endpoint": "https://api.example.test",
+                "api_key": f"{CANARY}-{n}",
+                "auth": {"user": "alice", "password": f"{CANARY}-pw"},
+            }
+            reply = request(
+                conn,
+                {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config},
+            )
+            assert reply[0]["status"] == "ok", reply
+    finally:
+        vault.store.engine.dispose()
+    env = {k: v for k, v in os.environ.items()}
+    env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
+    yield env
+
+
+def lose_the_master_key(kms: str) -> None:
+    """Schedule the KMS key's deletion (the operator's mistake), then let it be gone."""
+    client = boto3.client("kms", endpoint_url=kms)
+    for key in client.list_keys()["Keys"]:
+        client.schedule_key_deletion(KeyId=key["KeyId"], PendingWindowInDays=7)
+    reset = urllib.request.Request(f"{kms}/moto-api/reset", method="POST")  # noqa: S310
+    with urllib.request.urlopen(reset, timeout=10):  # noqa: S310 (the test's own moto)
+        pass
+    assert client.list_keys()["Keys"] == []
+
+
+def wraps(url: str) -> dict[str, bytes]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as db:
+            return {
+                k: bytes(w) for k, w in db.execute(select(VaultKey.key_id, VaultKey.wrapped_key))
+            }
+    finally:
+        engine.dispose()
+
+
+def events(url: str) -> list[str]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as db:
+            return [a for (a,) in db.execute(select(AuditEvent.action).order_by(AuditEvent.seq))]
+    finally:
+        engine.dispose()
+
+
+def test_the_drill_kms_key_gone_three_of_five_shares_restore_everything(
+    kms: str, kms_vault: dict[str, str], database_url: str
+) -> None:
+    env = kms_vault
+    made = run_cli(INIT_5_OF_3, env)
+    assert made.returncode == 0, made.stderr
+    shares = json.loads(made.stdout)["shares"]
+    assert len(shares) == 5 and all(len(s.split()) == 33 for s in shares)
+    assert events(database_url)[-1] == "recovery_initialized"
+    assert not any(s in events(database_url)[-1] for s in shares)
+
+    lose_the_master_key(kms)
+    with pytest.raises(VaultError):
+        open_vault(load_settings())  # the vault is sealed: its master key is gone
+    before = wraps(database_url)
+
+    two = run_cli(
+        ("keys", "recovery", "unseal", "--key-provider", "file"),
+        env,
+        input="\n".join(shares[:2]) + "\n",
+    )
+    assert two.returncode == 1
+    assert "nothing was recovered" in two.stderr
+    assert not any(word in two.stderr for word in shares[0].split()[4:])
+    assert wraps(database_url) == before  # 2 of 5 changed nothing
+    assert events(database_url)[-1] == "recovery_initialized"
+
+    done = run_cli(
+        ("keys", "recovery", "unseal", "--key-provider", "file", "--json"),
+        env,
+        input="\n".join([shares[0], shares[2], shares[4]]) + "\n",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["provider"] == "file" and result["created_master_key"] is True
+    assert events(database_url)[-1] == "recovery_unsealed"
+    assert load_settings().key_provider == "file"
+
+    checked = run_cli(("check", "--json"), env)
+    assert checked.returncode == 0, checked.stderr
+    report = json.loads(checked.stdout)
+    assert (report["versions"], report["intact"], report["failed"]) == (3, 3, 0)
+    assert run_cli(("audit", "verify"), env).returncode == 0
+    vault: Vault = open_vault(load_settings())
+    try:
+        assert vault.check()["ok"]
+    finally:
+        vault.store.engine.dispose()
+    for output in (made.stderr, two.stdout, done.stdout, done.stderr, checked.stdout):
+        assert CANARY not in output
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing(
+    kms_vault: dict[str, str],
+) -> None:
+    made = run_cli(
+        ("keys", "recovery", "init", "--shares", "5", "--threshold", "3", "--json"), kms_vault
+    )
+    shares = json.loads(made.stdout)["shares"]
+    words = shares[1].split()
+    words[10] = "academic" if words[10] != "academic" else "acid"
+    mistyped = " ".join(words)
+    with pytest.raises(RecoveryError, match="share 2 is not a valid share") as caught:
+        combine_shares([shares[0], mistyped, shares[2]])
+    assert mistyped not in str(caught.value) and words[10] not in str(caught.value).split()
+    with pytest.raises(RecoveryError, match="needs 3: nothing was recovered"):
+        combine_shares(shares[:2])
+    with pytest.raises(RecoveryError, match="share 3 is share 1 again"):
+        combine_shares([shares[0], shares[1], shares[0]])
+    other = run_cli(
+        ("keys", "recovery", "init", "--shares", "3", "--threshold", "2", "--json"), kms_vault
+    )
+    foreign = json.loads(other.stdout)["shares"]
+    with pytest.raises(RecoveryError, match="share 2 belongs to another share set"):
+        combine_shares([shares[0], foreign[0], shares[2]])
+    # The first set was replaced: its shares combine, but no longer open the vault.
+    refused = run_cli(
+        ("keys", "recovery", "unseal", "--key-provider", "file"),
+        kms_vault,
+        input="\n".join(shares[:3]) + "\n",
+    )
+    assert refused.returncode == 1 and "do not open this vault" in refused.stderr
+    status = run_cli(("keys", "recovery", "status", "--json"), kms_vault)
+    assert json.loads(status.stdout)["covered"] == ["vk-1"]
