@@ -58,6 +58,7 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
 VERIFY = "tests/test_verification.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
@@ -1508,6 +1509,55 @@ MUTANTS = [
         "if name not in declared or is_secret_at([name]):",
         "if name not in declared:",
         (VERIFY + "test_an_x_verify_that_could_leak_is_refused_at_compile",),
+    ),
+    # -- OAuth connections (issue 39) ----------------------------------------------------
+    Mutant(
+        "oauth: refresh without the compare-and-set on the version read",
+        V + "core/connect.py",
+        "if version != record.version + 1:\n                    raise _Moved",
+        "if False:\n                    raise _Moved",
+        (
+            OAUTH
+            + "test_fifty_concurrent_initializations_of_an_expired_token_make_one_token_request",
+        ),
+    ),
+    Mutant(
+        "oauth: callback state not checked against the flow cookie",
+        V + "core/connect.py",
+        "if not state or not hmac.compare_digest(flow.state.encode(), state.encode()):",
+        "if not state:",
+        (
+            OAUTH_BROWSER
+            + "test_a_callback_without_the_flow_cookie_or_with_another_state_stores_nothing",
+        ),
+    ),
+    Mutant(
+        "oauth: a refresh answer without a refresh token drops the old one",
+        V + "oauth/tokens.py",
+        "refresh = previous.refresh_token if previous else None",
+        "refresh = None",
+        (OAUTH + "test_a_refresh_answer_without_a_refresh_token_keeps_the_old_one",),
+    ),
+    Mutant(
+        "oauth: the plugin gets the whole token set",
+        V + "core/vault.py",
+        "unavailable = instance.initialize(without_token_set(config))",
+        "unavailable = instance.initialize(config)",
+        (OAUTH_BROWSER + "test_connect_in_the_browser_then_the_token_is_used_and_refreshed",),
+    ),
+    Mutant(
+        "oauth: no PKCE",
+        V + "oauth/client.py",
+        '            code_challenge_method="S256",\n',
+        "",
+        (OAUTH + "test_a_rotated_refresh_token_replaces_the_old_one",),
+    ),
+    Mutant(
+        "oauth: a connection marked reconnect is used anyway",
+        V + "core/connect.py",
+        "            if tokens.reconnect:\n                raise Reconnect(",
+        "            if False:\n                raise Reconnect(",
+        (OAUTH + "test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself",),
     ),
 ]
 

@@ -165,7 +165,7 @@ class AuthServer:
             refreshing = req.payload.grant_type == "refresh_token"
             if refreshing and not knobs.refresh_returns_refresh_token:
                 token.pop("refresh_token", None)
-                refresh = req.credential.refresh_token  # the old one stays good
+                refresh = req.refresh_token.refresh_token  # the old one stays good
             token["expires_in"] = knobs.expires_in
             server_state.tokens.append(
                 _Token(CLIENT_ID, token.get("scope", ""), token["access_token"], refresh)

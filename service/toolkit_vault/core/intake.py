@@ -231,7 +231,25 @@ class Intake:
         why: str,
     ) -> str:
         """A link for a person to configure (or connect) a toolkit again, keeping `public`
-        (an OAuth connection the server refused to refresh, `connect`)."""
+        (an OAuth connection the server refused to refresh, `connect`). While an `intake`
+        version is already the last one, a new link to it is signed and nothing is written:
+        every initialization of a broken connection may ask, and each link stays good until
+        one of them is used."""
+        name, digest = toolkit.definition.name, toolkit.schema.digest
+        try:
+            latest = self.vault.store.chain_state().last_version(session_id, name)
+            pending = self.vault.store.version_if_latest(session_id, name, latest)
+        except StateUnknown:
+            pending = None
+        if (
+            pending is not None
+            and pending.status == INTAKE_STATUS
+            and pending.schema_digest == digest
+        ):
+            link_id = secrets.token_urlsafe(16)
+            expires_at = self._clock() + self.ttl
+            claim = Claim(link_id, session_id, name, digest, latest + 1, principal_id, expires_at)
+            return self._url_for(self._signer.issue(claim))
         return self._offer(principal_id, session_id, toolkit, public, [], self.ttl, why)[1]
 
     def _offer(

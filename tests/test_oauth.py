@@ -1,0 +1,301 @@
+"""OAuth connections against a real authorization server on loopback (authlib's, see
+`oauth_server`), on SQLite and PostgreSQL: refresh once however many initializations ask
+at the same time (threads of two vaults opened as two processes open them), a refresh
+answer without a refresh token, refresh token rotation, and `invalid_grant` -> a person
+must reconnect (status event with a fresh intake link, and no token request again).
+
+The consent step is driven over HTTP here (the browser test does it in Chromium); the
+vault's clock is the only seam: tokens expire because time moves, not because of a mock.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from oauth_server import AuthServer, running_auth_server
+from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.audit.history import history
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.connect import OAuthConnections
+from toolkit_vault.core.connection import connect
+from toolkit_vault.core.intake import Intake
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.protocol import Message
+from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.models import Base
+from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
+
+OAUTH_PLUGINS = Path(__file__).resolve().parent / "oauth_plugins"
+PUBLIC = {"calendar": "work"}
+CALLBACK = "http://127.0.0.1:9/console/oauth/callback"
+INTAKE_KEY = SecretBytes(os.urandom(32))
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "tkv_oauth_plugins", OAUTH_PLUGINS / "tkv_oauth_plugins.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tkv_oauth_plugins"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+calendar = _load()
+
+
+class Clock:
+    """The vault's time: real time plus however far a test moved it."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        import time
+
+        return time.time() + self.offset
+
+
+@dataclass
+class Side:
+    """One vault as one process holds it: its intake links and OAuth connections."""
+
+    vault: Vault
+    intake: Intake
+    connections: OAuthConnections
+
+
+@dataclass
+class Rig:
+    auth: AuthServer
+    clock: Clock
+    sides: list[Side] = field(default_factory=list)
+
+    @staticmethod
+    def link_url(link: str) -> str:
+        return f"http://127.0.0.1:9/console/intake?link={link}"
+
+    def open(self, vault: Vault) -> Side:
+        intake = Intake(vault, INTAKE_KEY, self.link_url, clock=self.clock)
+        vault.intake = intake
+        side = Side(vault, intake, OAuthConnections(vault, intake, INTAKE_KEY, clock=self.clock))
+        self.sides.append(side)
+        return side
+
+
+@pytest.fixture
+def auth() -> Iterator[AuthServer]:
+    with running_auth_server() as running:
+        yield running
+
+
+def _registry() -> ToolkitRegistry:
+    registry = ToolkitRegistry.default()
+    registry.register(calendar.CalendarToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
+    return registry
+
+
+@pytest.fixture
+def rig(home: VaultSettings, auth: AuthServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    monkeypatch.setenv("TKV_OAUTH_ISSUER", auth.issuer)
+    made = Rig(auth, Clock())
+    made.open(open_vault(home, _registry()))
+    yield made
+    for side in made.sides:
+        side.vault.store.engine.dispose()
+
+
+def another_process(rig: Rig) -> Side:
+    return rig.open(open_vault(load_settings(), _registry()))
+
+
+class Agent:
+    def __init__(self, vault: Vault, principal: Principal) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.conn = connect(vault, principal, self._pushed)
+        hello = self.send({"type": "handshake/req", "capabilities": ["toolkits"]})
+        assert hello["type"] == "handshake/resp", hello
+        self.session: str = hello["session_id"]
+
+    def _pushed(self, event: Message) -> None:
+        self.events.append(event.model_dump(mode="json"))
+
+    def send(self, message: dict[str, Any]) -> dict[str, Any]:
+        response, *caused = (json.loads(out) for out in self.conn.handle_raw(json.dumps(message)))
+        self.events += caused
+        return dict(response)
+
+    def listed(self) -> dict[str, bool]:
+        answer = self.send({"type": "toolkit/list/req"})
+        return {t["name"]: t["configured"] for t in answer["toolkits"]}
+
+
+def consent(side: Side, intake_url: str) -> None:
+    """A person opens the link, presses Connect and allows access at the server."""
+    link = parse_qs(urlsplit(intake_url).query)["link"][0]
+    url, cookie = side.connections.start(link, CALLBACK)
+    assert httpx.get(url).status_code == 200  # the consent page
+    answer = httpx.post(url, data={"confirm": "yes"})
+    assert answer.status_code == 302, answer.text
+    back = parse_qs(urlsplit(answer.headers["location"]).query)
+    side.connections.finish(cookie, back["state"][0], back["code"][0])
+
+
+def connected(rig: Rig, name: str = "planner") -> tuple[Principal, Agent]:
+    """A principal whose calendar is connected for all its sessions (token for an hour)."""
+    side = rig.sides[0]
+    principal = Principal(create_token(side.vault.store, "agent", name)[0], "agent")
+    first = Agent(side.vault, principal)
+    answer = first.send(
+        {
+            "type": "toolkit/configure/req",
+            "toolkit_name": "calendar",
+            "config": PUBLIC,
+            "scope": "principal",
+        }
+    )
+    assert answer["status"] == "partial" and answer["intake_url"]
+    consent(side, answer["intake_url"])
+    assert first.listed()["calendar"] is True
+    assert rig.auth.token_calls == 1
+    return principal, first
+
+
+def stored_refresh_token(rig: Rig, scope: str) -> str | None:
+    """The refresh token of the current version, opened as the vault opens it."""
+    vault = rig.sides[0].vault
+    (record,) = [r for r in vault.store.current_versions(scope) if r.toolkit_name == "calendar"]
+    token_set = json.loads(vault.decrypt(record)["x-oauth-token-set"])
+    found: str | None = token_set["refresh_token"]
+    return found
+
+
+def dump(url: str, tmp_path: Path) -> list[bytes]:
+    if url.startswith("sqlite"):
+        db = Path(url.removeprefix("sqlite:///"))
+        return [p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name)]
+    engine = create_engine(url)
+    rows = []
+    with engine.connect() as conn:
+        for table in Base.metadata.sorted_tables:
+            query = text(f"SELECT t::text FROM {table.name} t")  # noqa: S608 (our own tables)
+            rows += [row.encode() for (row,) in conn.execute(query)]
+    engine.dispose()
+    return [b"\n".join(rows)]
+
+
+def test_fifty_concurrent_initializations_of_an_expired_token_make_one_token_request(
+    rig: Rig, database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    principal, _ = connected(rig)
+    other = another_process(rig)
+    rig.clock.offset = 7200  # every token is expired now
+    rig.auth.knobs.token_delay = 0.3  # a slow server: every initialization is waiting on it
+    barrier = threading.Barrier(50)
+    agents: list[Agent] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def hello(side: Side) -> None:
+        barrier.wait()
+        try:
+            agent = Agent(side.vault, principal)
+            with lock:
+                agents.append(agent)
+        except BaseException as exc:
+            failures.append(exc)
+
+    sides = [rig.sides[0], other]
+    threads = [threading.Thread(target=hello, args=(sides[i % 2],)) for i in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures and len(agents) == 50
+    assert (rig.auth.token_calls, rig.auth.refresh_calls) == (2, 1)  # connect, one refresh
+    assert all(agent.listed()["calendar"] for agent in agents)
+    assert not [e for agent in agents for e in agent.events if not e.get("configured", True)]
+    assert rig.auth.refresh_calls == 1
+    scope = f"principal:{principal.principal_id}"
+    statuses = [
+        (v["status"], v["current"]) for v in history(rig.sides[0].vault.store, scope, "calendar")
+    ]
+    assert statuses == [("intake", False), ("ok", False), ("ok", True)]
+    assert rig.sides[0].vault.verify_audit().ok
+
+    for side in rig.sides:
+        side.vault.store.engine.dispose()
+    for issued in rig.auth.issued():
+        assert issued not in caplog.text
+        for blob in dump(database_url, tmp_path):
+            assert issued.encode() not in blob
+
+
+def test_a_refresh_answer_without_a_refresh_token_keeps_the_old_one(rig: Rig) -> None:
+    principal, _ = connected(rig)
+    scope = f"principal:{principal.principal_id}"
+    first_refresh = stored_refresh_token(rig, scope)
+    assert first_refresh
+    rig.auth.knobs.refresh_returns_refresh_token = False
+    for hours in (2, 4):  # twice: the second refresh needs the kept token
+        rig.clock.offset = hours * 3600
+        assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
+        assert stored_refresh_token(rig, scope) == first_refresh
+    assert rig.auth.refresh_calls == 2
+    assert [r["refresh_token"] for r in rig.auth.token_requests[1:]] == [first_refresh] * 2
+
+
+def test_a_rotated_refresh_token_replaces_the_old_one(rig: Rig) -> None:
+    principal, _ = connected(rig)
+    scope = f"principal:{principal.principal_id}"
+    rig.auth.knobs.rotate_refresh_tokens = True
+    seen = [stored_refresh_token(rig, scope)]
+    for hours in (2, 4, 6):  # each refresh uses the token the last one rotated in
+        rig.clock.offset = hours * 3600
+        assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
+        seen.append(stored_refresh_token(rig, scope))
+    assert len(set(seen)) == 4 and rig.auth.refresh_calls == 3
+    assert [r["refresh_token"] for r in rig.auth.token_requests[1:]] == seen[:3]
+
+
+def test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    principal, first = connected(rig)
+    rig.auth.knobs.invalid_grant = True
+    rig.clock.offset = 7200
+    agent = Agent(rig.sides[0].vault, principal)
+    (event,) = [e for e in agent.events if e["type"] == "toolkit/status/event"]
+    assert (event["toolkit_name"], event["configured"]) == ("calendar", False)
+    assert "connect again" in event["message"]
+    assert event["intake_url"].startswith("http://127.0.0.1:9/console/intake?link=")
+    assert agent.listed()["calendar"] is False
+    for _ in range(5):  # later sessions, lists: no token request again
+        assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
+    assert rig.auth.refresh_calls == 1
+    actions = [e["action"] for e in rig.sides[0].vault.export_audit(0)]
+    assert actions.count("oauth_refresh_failed") == 1
+
+    rig.auth.knobs.invalid_grant = False  # a person connects again through the link
+    consent(rig.sides[0], event["intake_url"])
+    assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
+    assert rig.auth.refresh_calls == 1
+    for issued in rig.auth.issued():
+        assert issued not in caplog.text
+        assert issued not in json.dumps(agent.events + first.events)
