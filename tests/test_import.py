@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import insert, select
 
 from cli_support import run_cli
-from test_vault import configure, handshake, listed, request
+from test_vault import AGENT, configure, handshake, listed, request
 from toolkit_package.selection import Selection
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.schema import compiled
 from toolkit_vault.settings import VaultSettings
@@ -335,6 +336,37 @@ def test_a_bundle_without_mcp_config_and_a_server_json_without_package_say_why(
         f"{server['name']!r}: no_packages_or_remotes: server.json offers no package and no "
         "remote: nothing to run or connect to"
     )
+
+
+def test_a_bundles_tools_are_listed_once_it_is_configured(vault: Vault) -> None:
+    path = CORPUS / "bundles" / "mcpb" / "hello-world-node.json"
+    declared = [t["name"] for t in json.loads(path.read_text())["tools"]]
+    import_package(vault.store, vault.registry, path.read_bytes(), "local")
+    conn = connect(vault, AGENT)
+    hello = request(conn, {"type": "handshake/req", "capabilities": ["toolkits", "tools"]})
+    assert hello[0]["type"] == "handshake/resp", hello
+    out = configure(conn, "hello-world-node", {"api_key": f"{SECRET}-bundle", "max_results": 5})
+    assert out[0]["status"] == "ok", out
+    (answer,) = request(conn, {"type": "tool/list/req"})
+    tools = [t["name"] for t in answer["tools"] if t["toolkit"] == "hello-world-node"]
+    assert declared and tools == declared
+
+
+def test_the_vault_refuses_a_choice_the_publisher_did_not_offer(vault: Vault) -> None:
+    server = json.loads((CORPUS / "registry" / "seed.json").read_text())[3]  # time-mcp-pypi
+    (package,) = server["packages"][:1]
+    package["environmentVariables"] = [
+        {"name": "DB_TYPE", "choices": ["postgresql", "mysql"], "default": "postgresql"},
+        {"name": "SSL_MODE", "choices": ["disable", "require"]},
+    ]
+    server["packages"] = [package]
+    server.pop("remotes", None)
+    import_package(vault.store, vault.registry, json.dumps(server).encode(), "local")
+    conn, _ = handshake(vault)
+    refused = configure(conn, server["name"], {"db_type": "oracle", "ssl_mode": "bogus"})
+    assert refused[0]["type"] == "error", refused
+    ok = configure(conn, server["name"], {"db_type": "mysql", "ssl_mode": "require"})
+    assert ok[0]["status"] == "ok", ok
 
 
 def test_strict_keeps_all_or_nothing(vault: Vault) -> None:
