@@ -1532,11 +1532,11 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "oauth: a refresh answer without a refresh token drops the old one",
-        V + "oauth/tokens.py",
-        "refresh = previous.refresh_token if previous else None",
-        "refresh = None",
-        (OAUTH + "test_a_refresh_answer_without_a_refresh_token_keeps_the_old_one",),
+        "oauth: metadata naming another issuer believed",
+        V + "oauth/metadata.py",
+        'if document.get("issuer") != issuer:',
+        "if False:",
+        (OAUTH + "test_metadata_that_names_another_issuer_is_refused",),
     ),
     Mutant(
         "oauth: the plugin gets the whole token set",

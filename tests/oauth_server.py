@@ -35,6 +35,7 @@ class Knobs:
     rotate_refresh_tokens: bool = False  # the old refresh token dies on use
     invalid_grant: bool = False  # every refresh answers invalid_grant
     token_delay: float = 0.0  # seconds the token endpoint takes
+    metadata_issuer: str | None = None  # the issuer its metadata names (None: its own)
 
 
 @dataclass
@@ -226,7 +227,7 @@ class AuthServer:
         def metadata() -> Any:
             base = server_state.base
             return jsonify(
-                issuer=base,
+                issuer=server_state.knobs.metadata_issuer or base,
                 authorization_endpoint=base + "/authorize",
                 token_endpoint=base + "/token",
                 revocation_endpoint=base + "/revoke",

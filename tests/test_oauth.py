@@ -35,6 +35,7 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import Base
@@ -299,3 +300,19 @@ def test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself(
     for issued in rig.auth.issued():
         assert issued not in caplog.text
         assert issued not in json.dumps(agent.events + first.events)
+
+
+def test_metadata_that_names_another_issuer_is_refused(rig: Rig) -> None:
+    """RFC 8414 3.3: a server whose metadata speaks for another issuer (a mix-up, or a
+    document served from the wrong place) is not believed; nobody is sent anywhere."""
+    side = rig.sides[0]
+    principal = Principal(create_token(side.vault.store, "agent", "mixed")[0], "agent")
+    agent = Agent(side.vault, principal)
+    message = {"type": "toolkit/configure/req", "toolkit_name": "calendar", "config": PUBLIC}
+    url = agent.send(message)["intake_url"]
+    rig.auth.knobs.metadata_issuer = "https://elsewhere.example.test"
+    link = parse_qs(urlsplit(url).query)["link"][0]
+    with pytest.raises(OAuthFailed) as refused:
+        side.connections.start(link, CALLBACK)
+    assert refused.value.code == "metadata"
+    assert rig.auth.authorize_requests == [] and rig.auth.token_calls == 0
