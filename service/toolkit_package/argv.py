@@ -13,16 +13,11 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+from toolkit_package.classify import TOKEN_SHAPE as _TOKEN_SHAPE
 from toolkit_package.classify import credential_word
 
 __all__ = ["argv_credential", "url_credential"]
 
-# Well-known token shapes: Slack, GitHub, GitLab, OpenAI/Anthropic, Stripe, AWS, Google, JWT.
-_TOKEN_SHAPE = re.compile(
-    r"^(?:xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|sk-[A-Za-z0-9_-]{8}"
-    r"|sk_live_|rk_live_|pk_live_|whsec_|AKIA[0-9A-Z]{12}|ASIA[0-9A-Z]{12}|AIza[0-9A-Za-z_-]{20}"
-    r"|ya29\.|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.|npm_[A-Za-z0-9]{20}|hf_[A-Za-z0-9]{20})"
-)
 _FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_.-]{0,63})(?:=(.*))?$", re.S)
 _DOCKER_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=(.+)$", re.S)
 _PLACEHOLDER = re.compile(r"\$\{[^}]*\}|^<[^>]*>$|^\{[^}]*\}$")

@@ -36,7 +36,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["Evidence", "Verdict", "classify", "credential_word", "description_word", "words"]
+__all__ = [
+    "TOKEN_SHAPE",
+    "Evidence",
+    "Verdict",
+    "classify",
+    "credential_word",
+    "description_word",
+    "words",
+]
 
 UrlPart = Literal["userinfo", "query", "host", "path"]
 
@@ -164,6 +172,12 @@ _PATH = re.compile(
 )
 _URL = re.compile(
     r"^[a-z][a-z0-9+.-]*://(?P<userinfo>[^/@?#\s]*@)?[^?#\s]*(?P<query>\?\S*)?$", re.I
+)
+# Well-known token shapes: Slack, GitHub, GitLab, OpenAI/Anthropic, Stripe, AWS, Google, JWT.
+TOKEN_SHAPE = re.compile(
+    r"^(?:xox[abposr]-|xapp-|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|sk-[A-Za-z0-9_-]{8}"
+    r"|sk_live_|rk_live_|pk_live_|whsec_|AKIA[0-9A-Z]{12}|ASIA[0-9A-Z]{12}|AIza[0-9A-Za-z_-]{20}"
+    r"|ya29\.|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.|npm_[A-Za-z0-9]{20}|hf_[A-Za-z0-9]{20})"
 )
 _DOCKER_ENV = re.compile(r"^(?:-e|--env)[ =]?([A-Za-z_][A-Za-z0-9_]*)$")
 # Words a description uses for a credential: narrower than a name's ("Username for
@@ -303,6 +317,8 @@ def _label(name: str) -> str | None:
 def _shape(value: str) -> Verdict | None:
     """A value seen only for its shape: a URL carrying credentials is secret."""
     text = value.strip()
+    if TOKEN_SHAPE.match(text):
+        return Verdict(True, "a value shaped like a token")
     url = _URL.match(text)
     if url is not None and url.group("userinfo"):
         return Verdict(True, "URL user-info")

@@ -110,6 +110,8 @@ CASES: list[tuple[Evidence, bool, str]] = [
     (Evidence("FLAG", literal="false"), False, "boolean value"),
     (Evidence("WHERE", literal="/srv/data"), False, "path value"),
     (Evidence("FLAVOUR", literal="production"), True, "nothing shows it is public"),
+    (Evidence("PORTAL", literal="ghp_0123456789abcdefghij"), True, "a value shaped like a token"),
+    (Evidence("LOG_DIR", literal="xoxb-1-2"), True, "a value shaped like a token"),
     (Evidence("STRIPE_KEY", literal="1234"), True, "credential name: key"),
 ]
 
