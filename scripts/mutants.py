@@ -60,6 +60,7 @@ TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
 OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
 VERIFY = "tests/test_verification.py::"
+TEMPLATES = "tests/test_templates.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
@@ -1502,6 +1503,41 @@ MUTANTS = [
         "worker.join(deadline)",
         "worker.join()",
         (VERIFY + "test_the_plugin_s_own_check",),
+    ),
+    Mutant(
+        "templates: a secret field may be a template's",
+        V + "core/templates.py",
+        "elif schema.is_secret_at([key]):",
+        "elif False:",
+        (TEMPLATES + "test_a_template_is_checked_against_the_schema_when_set",),
+        also=(
+            (
+                V + "core/templates.py",
+                "if key not in public or public[key] != values[key]",
+                "if False",
+            ),
+        ),
+    ),
+    Mutant(
+        "templates: values are not checked against the schema",
+        V + "core/templates.py",
+        "            schema.validate(dict(values))\n",
+        "            pass\n",
+        (TEMPLATES + "test_a_template_is_checked_against_the_schema_when_set",),
+    ),
+    Mutant(
+        "templates: a field sent overrides the template",
+        V + "core/templates.py",
+        "clashes = [k for k, v in values.items() if k in config and config[k] != v]",
+        "clashes: list[str] = []",
+        (TEMPLATES + "test_the_template_decides_and_a_removed_one_is_refused",),
+    ),
+    Mutant(
+        "templates: a removed template still applies",
+        V + "store/ledger.py",
+        'self.templates.get(toolkit, {}).pop(str(details.get("name")), None)',
+        "pass",
+        (TEMPLATES + "test_the_template_decides_and_a_removed_one_is_refused",),
     ),
     Mutant(
         "credential check: x-verify may put a secret in the URL",

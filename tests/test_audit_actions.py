@@ -33,6 +33,8 @@ STORED = {
     "token_revoked",
     "toolkit_imported",
     "toolkit_removed",
+    "template_set",
+    "template_removed",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

@@ -141,10 +141,12 @@ class ToolkitConfigureRequest(Message):
     intake: bool | IntakeOptions = False  # extension: a person enters the secrets (intake link)
     # extension: "principal" stores the config for the principal, in all its sessions
     scope: Literal["session", "principal"] = "session"
+    # extension: an operator's environment template gives the public fields (`templates`)
+    template: str | None = None
 
     @model_serializer(mode="wrap")
     def _spec_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unused(handler(self), intake=False, scope="session")
+        return _without_unused(handler(self), intake=False, scope="session", template=None)
 
     def __repr__(self) -> str:
         # The config carries credentials: never let a repr or a traceback show it.

@@ -72,6 +72,11 @@ COMMANDS = {
     "tokens": CommandEntry(
         "toolkit_vault.cli.tokens", "tokens", "Principals and their bearer tokens."
     ),
+    "templates": CommandEntry(
+        "toolkit_vault.cli.templates",
+        "templates",
+        "Environment templates: a toolkit's public values by name.",
+    ),
     "backup": CommandEntry(
         "toolkit_vault.cli.backup",
         "backup",

@@ -32,6 +32,7 @@ from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import PurgeReport, purge, purge_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
+from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import CredentialRejected, VerifyPolicy, verify_credential
 from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from toolkit_vault.errors import (
@@ -518,6 +519,9 @@ class Vault:
             scope_id = principal_scope(principal.principal_id)
         try:
             toolkit = self.toolkit(msg.toolkit_name)
+            if msg.template is not None:  # its public values, and the secrets sent
+                config = apply_template(self.store, toolkit, msg.template, msg.config)
+                msg = msg.model_copy(update={"config": config})
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")

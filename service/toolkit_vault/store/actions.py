@@ -41,6 +41,11 @@ class AuditAction(StrEnum):
     TOOLKIT_IMPORTED = "toolkit_imported"
     TOOLKIT_REMOVED = "toolkit_removed"
 
+    # Environment templates: an operator's named public values for a toolkit, kept as
+    # these events alone (the verified chain's `ChainState.templates` is their one store).
+    TEMPLATE_SET = "template_set"
+    TEMPLATE_REMOVED = "template_removed"
+
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"
     VAULT_KEY_ADDED = "vault_key_added"

@@ -71,6 +71,8 @@ class ChainState:
         self.registry_changes = 0
         self.removed: dict[str, dict[str, int]] = {}  # toolkit -> scope -> last version then
         self.removals: dict[str, int] = {}  # toolkit -> `registry_changes` at its last removal
+        # toolkit -> template name -> its public values (`core.templates`)
+        self.templates: dict[str, dict[str, dict[str, Any]]] = {}
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -101,6 +103,15 @@ class ChainState:
         elif action == AuditAction.TOOLKIT_IMPORTED and toolkit:
             self.imported[toolkit] = (details.get("digest"), details.get("schema_digest"))
             self.registry_changes += 1
+        elif (
+            action == AuditAction.TEMPLATE_SET and toolkit and isinstance(details.get("name"), str)
+        ):
+            values = details.get("values")
+            self.templates.setdefault(toolkit, {})[details["name"]] = (
+                values if isinstance(values, dict) else {}
+            )
+        elif action == AuditAction.TEMPLATE_REMOVED and toolkit:
+            self.templates.get(toolkit, {}).pop(str(details.get("name")), None)
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):

@@ -56,6 +56,7 @@ from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings
 from toolkit_vault.transports.http_admin import Guards, admin_routes
 from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_operator import operator_routes
+from toolkit_vault.transports.http_templates import template_routes
 from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import RememberOrigin, client_left, install_console
 from toolkit_vault.transports.workers import Workers
@@ -340,6 +341,7 @@ def create_app(
     app.include_router(admin_routes(guards))
     app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
+    app.include_router(template_routes(guards))  # /v1/templates
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
