@@ -407,6 +407,8 @@ def classify(e: Evidence) -> Verdict:
     elif (
         not _DOCKER_ENV.match(name) and (flag := _FLAG_VALUE.match(name)) is not None
     ):  # `--flag value`: the flag names it
+        if flag.group(2).strip().lower() in ("true", "false"):
+            return Verdict(False, "boolean value")  # `--flag true`: a switch, whatever its name
         e = replace(e, name=flag.group(1), example=e.example or flag.group(2))
     elif (shaped := _shape(name)) is not None and not _NUMBER.match(name):
         return shaped  # a positional argument named by its value: a URL, a path

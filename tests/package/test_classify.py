@@ -101,6 +101,7 @@ CASES: list[tuple[Evidence, bool, str]] = [
     (Evidence("-e NOMAD_TOKEN=secret-token"), True, "credential name: token"),
     (Evidence("--key-file /path/to/key.json"), False, "setting of a credential: file"),
     (Evidence("--token YOUR_TOKEN"), True, "credential name: token"),
+    (Evidence("--automaticAuthentication true"), False, "boolean value"),
     (Evidence("postgresql://admin:pw@db/x"), True, "URL user-info"),
     # a client config's literal value, seen for its shape only
     (Evidence("UPSTREAM", literal="https://u:p@db.example/x"), True, "URL user-info"),
