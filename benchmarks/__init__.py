@@ -7,4 +7,4 @@ exposes `run(ctx) -> list[Result]`; the harness owns databases, timing and repor
 
 __all__ = ["SCENARIOS"]
 
-SCENARIOS = ("configure", "list", "rotation", "restart", "cli", "http", "soak")
+SCENARIOS = ("configure", "list", "rotation", "restart", "cli", "http", "soak", "backup")

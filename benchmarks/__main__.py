@@ -29,6 +29,7 @@ MODULES = {
     "cli": "cli_startup",
     "http": "network",
     "soak": "soak",
+    "backup": "backup",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]

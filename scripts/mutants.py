@@ -67,6 +67,11 @@ OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
 EXPIRY_TESTS = "tests/test_token_expiry.py"
 DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
+BACKUP, BACKUP_TESTS = V + "backup/", "tests/test_backup.py::"
+RECOVERY_TESTS = "tests/test_recovery.py::"
+RESTORE_TEST = (
+    BACKUP_TESTS + "test_restore_over_a_newer_witness_needs_the_explicit_step_and_is_audited"
+)
 
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
@@ -1594,6 +1599,77 @@ MUTANTS = [
         "            if tokens.reconnect:\n                raise Reconnect(",
         "            if False:\n                raise Reconnect(",
         (OAUTH + "test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself",),
+    ),
+    # -- backups and recovery (issue 40) -------------------------------------------------------
+    Mutant(
+        "a backup's MAC is not checked",
+        BACKUP + "archive.py",
+        "if not hmac.compare_digest(claimed, expected):",
+        "if False:",
+        (BACKUP_TESTS + "test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore",),
+    ),
+    Mutant(
+        "a backup is written under its final name, not renamed into place",
+        BACKUP + "snapshot.py",
+        'fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600',
+        "fd, name = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), str(path)",
+        (BACKUP_TESTS + "test_sigkill_during_create_leaves_no_file_that_verifies",),
+    ),
+    Mutant(
+        "a vault whose state is not believed is backed up",
+        BACKUP + "snapshot.py",
+        "if (failure := store.state_failure()) is not None:",
+        "if (failure := store.state_failure()) is not None and False:",
+        (BACKUP_TESTS + "test_a_backup_refuses_a_vault_that_is_not_believed",),
+    ),
+    Mutant(
+        "a restore over a newer witness needs no explicit step",
+        BACKUP + "restore.py",
+        "if ahead and not over_newer_witness:",
+        "if False:",
+        (RESTORE_TEST,),
+    ),
+    Mutant(
+        "a restore goes into a database that is not empty",
+        BACKUP + "restore.py",
+        "        if not empty:\n",
+        "        if False:\n",
+        (RESTORE_TEST,),
+    ),
+    Mutant(
+        "a restore is not audited",
+        BACKUP + "restore.py",
+        "store.record_attempt(AuditDraft(actor, AuditAction.BACKUP_RESTORED, details=details))",
+        "pass",
+        (RESTORE_TEST,),
+    ),
+    Mutant(
+        "fewer shares than the threshold are combined anyway",
+        V + "keys/recovery.py",
+        "if len(decoded) < threshold:",
+        "if False:",
+        (RECOVERY_TESTS + "test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing",),
+    ),
+    Mutant(
+        "a share of another set is not named",
+        V + "keys/recovery.py",
+        "if share.common_parameters() != first.common_parameters():",
+        "if False:",
+        (RECOVERY_TESTS + "test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing",),
+    ),
+    Mutant(
+        "an invalid share's words are echoed",
+        V + "keys/recovery.py",
+        'f"share {place} is not a valid share',
+        'f"share {place} {text} is not a valid share',
+        (RECOVERY_TESTS + "test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing",),
+    ),
+    Mutant(
+        "unseal keeps the lost master key's wraps",
+        V + "keys/recovery.py",
+        "set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])",
+        "pass",
+        (RECOVERY_TESTS + "test_the_drill_kms_key_gone_three_of_five_shares_restore_everything",),
     ),
 ]
 

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import create_engine, select, text
 
 from cli_support import CLI, run_cli
+from test_rotation import fill
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.backup import (
     BackupError,
@@ -205,17 +206,19 @@ def test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore(
     create_backup(home, file)
     settings = resolve_settings(header_of(file))
     assert verify_backup(file, settings).ok
-    for name, path in tampered_copies(file, tmp_path).items():
+    copies = tampered_copies(file, tmp_path)
+    for path in copies.values():
         with pytest.raises(BackupError):
             verify_backup(path, settings)
-        done = run_cli(("backup", "verify", str(path)), cli_env)
-        assert done.returncode == 1, name
+    for name in ("truncated", "trailer forged"):  # the command says so in one line
+        done = run_cli(("backup", "verify", str(copies[name])), cli_env)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, name
         assert CANARY not in done.stderr + done.stdout
     target = f"sqlite:///{tmp_path / 'restored' / 'vault.db'}"
     restored_home(home, tmp_path, target, monkeypatch)
-    for name, path in tampered_copies(file, tmp_path).items():
+    for name in ("truncated", "flipped byte", "trailer forged", "extra row"):
         with pytest.raises(BackupError):
-            restore_backup(path, resolve_settings(header_of(file)))
+            restore_backup(copies[name], resolve_settings(header_of(file)))
         engine = create_engine(target)
         with engine.connect() as db:  # nothing was written
             tables = db.execute(text("select name from sqlite_master where type='table'")).all()
@@ -297,29 +300,39 @@ def _empty(url: str) -> None:
 def test_sigkill_during_create_leaves_no_file_that_verifies(
     vault: Vault, home: VaultSettings, tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
-    conn, _ = session(vault)
-    for n in range(40):
-        assert configure(conn, n) == "ok"
+    fill(vault, 3000)  # a backup of a few megabytes: long enough to be killed while written
     settings = resolve_settings(header_of(_one_backup(home, tmp_path)))
     out = tmp_path / "out"
     out.mkdir()
-    for delay in (0.2, 0.5, 0.8, 1.1):
-        target = out / f"killed-{delay}.tkvb"
+    for attempt in range(3):
         process = subprocess.Popen(  # a real process: a signal needs one
-            [CLI, "backup", "create", str(target)],
+            [CLI, "backup", "create", str(out / f"killed-{attempt}.tkvb")],
             env=cli_env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(delay)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            if any(_size(path) for path in out.iterdir()):  # bytes are being written: now
+                break
+            time.sleep(0.001)
         process.send_signal(signal.SIGKILL)
         process.wait()
-    for path in out.iterdir():
+    left = sorted(out.iterdir())
+    assert any(path.name.startswith(".") for path in left)  # killed mid-write at least once
+    for path in left:
         if path.name.startswith("."):  # a temporary file the kill left: never verifies
             with pytest.raises(BackupError):
                 verify_backup(path, settings)
         else:  # the rename happened: the whole file
             assert verify_backup(path, settings).ok
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _one_backup(home: VaultSettings, tmp_path: Path) -> Path:
@@ -335,6 +348,8 @@ def test_verify_names_the_master_key_it_needs(
     done = run_cli(("backup", "create", str(file), "--json"), cli_env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rows"]["vault_keys"] == 1
+    nowhere = run_cli(("backup", "create", str(tmp_path / "no" / "such" / "dir.tkvb")), cli_env)
+    assert nowhere.returncode == 1 and "cannot write a backup in" in nowhere.stderr
     (home.home / "master-keys.json").rename(tmp_path / "elsewhere.json")
     missing = run_cli(("backup", "verify", str(file)), cli_env)
     assert missing.returncode == 1

@@ -70,7 +70,10 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
             )
         key = backup_key(internal["state"])
         path = path.absolute()
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
+        except OSError as exc:
+            raise VaultError(f"cannot write a backup in {path.parent}: {exc.strerror}") from None
         temporary = Path(name)
         try:
             with os.fdopen(fd, "wb") as handle:
