@@ -362,6 +362,9 @@ def _secret(e: Evidence) -> Verdict | None:
     if e.header:
         if e.name.lower() in _HARMLESS_HEADERS:
             return Verdict(False, "harmless header")
+        found = words(e.name)
+        if found and found[-1] in _LABEL_WORDS | _HARMLESS_WORDS:
+            return None  # X-Workspace-Id, X-Region: judged like any other name
         return Verdict(True, "header")
     return None
 

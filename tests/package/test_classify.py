@@ -41,7 +41,9 @@ CASES: list[tuple[Evidence, bool, str]] = [
         "credential description: connection string",
     ),
     # headers: secret unless harmless
-    (Evidence("X-Tenant", header=True), True, "header"),
+    (Evidence("X-Custom", header=True), True, "header"),
+    (Evidence("X-Tenant", header=True), False, "identifier or label: tenant"),
+    (Evidence("X-Session-Id", header=True), True, "credential name: session"),
     (Evidence("Content-Type", header=True), False, "harmless header"),
     # where a placeholder sits in a URL
     (Evidence("user", url_part="userinfo"), True, "URL user-info"),
