@@ -1279,6 +1279,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "a token made in the console or API ignores its lifetime",
+        V + "core/operators.py",
+        "seconds = parse_ttl(ttl) if ttl else None",
+        "seconds = None",
+        (
+            OPERATOR_API
+            + "test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event",
+        ),
+    ),
+    Mutant(
         "the console's operator actions skip the CSRF and origin check",
         V + "transports/web/console.py",
         "        form = await self.posted(request)\n        if isinstance(form, Response):\n"
@@ -1543,6 +1553,27 @@ MUTANTS = [
         'self.templates.get(toolkit, {}).pop(str(details.get("name")), None)',
         "pass",
         (TEMPLATES + "test_the_template_decides_and_a_removed_one_is_refused",),
+    ),
+    Mutant(
+        "skeletons: a VS Code input is never a password",
+        "toolkit_package/skeletons.py",
+        '"password": f.secret,',
+        '"password": False,',
+        (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
+    ),
+    Mutant(
+        "skeletons: an MCPB user_config entry is never sensitive",
+        "toolkit_package/skeletons.py",
+        '"sensitive": f.secret,',
+        '"sensitive": False,',
+        (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
+    ),
+    Mutant(
+        "skeletons: a field holding secrets is public",
+        V + "core/templates.py",
+        "schema.is_secret_at([n]) or _holds_secrets(schema, n)",
+        "schema.is_secret_at([n])",
+        (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
     ),
     Mutant(
         "credential check: x-verify may put a secret in the URL",

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 from starlette.testclient import TestClient
 
 from cli_support import run_cli
+from toolkit_package.selection import Selection
 from toolkit_vault.access.principals import Principal, create_token, list_principals
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider, open_vault
@@ -23,6 +24,7 @@ from toolkit_vault.core.templates import (
     list_templates,
     remove_template,
     set_template,
+    skeleton_of,
 )
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import ConfigInvalid
@@ -30,6 +32,7 @@ from toolkit_vault.protocol import ToolkitConfigureRequest
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.models import AuditEvent
+from toolkit_vault.toolkits.imports import import_package
 from toolkit_vault.transports.http_api import create_app
 
 from tkv_test_plugins import SecretiveToolkit
@@ -143,6 +146,8 @@ def test_the_command_line(vault: Vault, cli_env: dict[str, str]) -> None:
     assert list(listed["templates"]["secretive"]) == ["prod"]
     assert cli("remove", "secretive", "prod").returncode == 0
     assert json.loads(cli("list", "--json").stdout) == {"templates": {}}
+    printed = run_cli(("toolkits", "template", "secretive", "--format", "env"), cli_env, timeout=60)
+    assert printed.returncode == 0 and "API_KEY=\n" in printed.stdout
     assert list_templates(vault.store) == {}
 
 
@@ -178,3 +183,47 @@ def history_events(vault: Vault) -> list[Any]:
 
 def made_by(vault: Vault, name: str) -> str:
     return next(p.principal_id for p in list_principals(vault.store) if p.name == name)
+
+
+# What each field of `secretive` must be once its skeleton is imported back.
+SECRET_FIELDS = {"api_key": True, "auth": True, "tokens": True, "headers": True}
+PUBLIC_FIELDS = {"endpoint": False, "mode": False}
+
+
+@pytest.mark.parametrize("fmt", ["vscode", "mcpb"])
+def test_a_skeleton_imports_back_with_every_secret_field_still_secret(
+    vault: Vault, fmt: str
+) -> None:
+    set_template(vault.store, "operator", vault.toolkit("secretive"), "prod", PROD)
+    text = skeleton_of(vault.toolkit("secretive"), fmt)
+    for value in (PROD["endpoint"], "svc", CANARY):  # no template value, default or secret
+        assert value not in text
+    doc = json.loads(text)
+    if fmt == "vscode":
+        assert {i["id"]: i["password"] for i in doc["inputs"]} == SECRET_FIELDS | PUBLIC_FIELDS
+    else:
+        marks = {k: v["sensitive"] for k, v in doc["user_config"].items()}
+        assert marks == SECRET_FIELDS | PUBLIC_FIELDS
+    renamed = f"secretive-{fmt}"
+    selection = Selection(rename={"secretive": renamed})
+    import_package(vault.store, vault.registry, text.encode(), "local", selection)
+    imported = vault.toolkit(renamed).definition.config_schema["properties"]
+    secret_by_source = {
+        prop["x-toolkit-input"]["name"]: prop.get("writeOnly") is True for prop in imported.values()
+    }
+    assert secret_by_source == {
+        ("API_KEY" if fmt == "vscode" else "api_key"): True,
+        ("AUTH" if fmt == "vscode" else "auth"): True,
+        ("TOKENS" if fmt == "vscode" else "tokens"): True,
+        ("HEADERS" if fmt == "vscode" else "headers"): True,
+        ("ENDPOINT" if fmt == "vscode" else "endpoint"): False,
+        ("MODE" if fmt == "vscode" else "mode"): False,
+    }
+
+
+def test_env_and_json_skeletons_hold_placeholders_only(vault: Vault) -> None:
+    env = skeleton_of(vault.toolkit("secretive"), "env")
+    assert "# api_key (secret, required)\nAPI_KEY=\n" in env and "# endpoint (required)" in env
+    request = json.loads(skeleton_of(vault.toolkit("secretive"), "json"))
+    assert request["config"]["api_key"] == "${API_KEY}"
+    assert ToolkitConfigureRequest.model_validate(request).toolkit_name == "secretive"

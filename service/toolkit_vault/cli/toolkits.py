@@ -12,9 +12,11 @@ from typing import Any
 import click
 
 from toolkit_package.selection import Selection
+from toolkit_package.skeletons import FORMATS
 from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.core.templates import skeleton_of
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.toolkits.import_report import describe_toolkit, printable, report_lines
@@ -166,6 +168,32 @@ def _renames(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"takes OLD=NEW, not {value!r}", param_hint="--rename")
         renames[old] = new
     return renames
+
+
+@toolkits.command(
+    "template",
+    short_help="A client-config skeleton: a placeholder for every field.",
+    epilog=epilog(
+        "toolkit-vault toolkits template weather",
+        "toolkit-vault toolkits template weather --format vscode > .vscode/mcp.json",
+        "toolkit-vault toolkits template weather --format mcpb > manifest.json",
+    ),
+)
+@click.argument("name")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="json",
+    show_default=True,
+    help="A configure request, .env lines, a VS Code mcp.json or an MCPB manifest.",
+)
+@guarded
+def toolkits_template(name: str, fmt: str) -> None:
+    """Print a skeleton of a client config for toolkit NAME: a placeholder for every field,
+    secret ones declared secret (VS Code: password: true; MCPB: sensitive: true), so
+    `toolkits import` of it marks the same fields secret. Never a value."""
+    click.echo(skeleton_of(open_vault(load_settings()).toolkit(name), fmt), nl=False)
 
 
 @toolkits.command(

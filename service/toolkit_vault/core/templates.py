@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolkit_package.skeletons import fields_of, skeleton
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.schema.values import escape
 from toolkit_vault.store.actions import AuditAction
@@ -30,6 +31,7 @@ __all__ = [
     "list_templates",
     "remove_template",
     "set_template",
+    "skeleton_of",
 ]
 
 TEMPLATE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -131,3 +133,33 @@ def apply_template(
         details = [{"pointer": "/" + escape(k), "keyword": "x-template"} for k in clashes]
         raise ConfigInvalid(f"the template {name} sets these fields already", details=details)
     return {**values, **config}
+
+
+def skeleton_of(toolkit: RegisteredToolkit, fmt: str) -> str:
+    """A client-config skeleton of the toolkit (`toolkit_package.skeletons`): a placeholder
+    for every field, each secret one declared secret as the format says, never a value.
+    A field holding any secret (an object of credentials, a list of tokens) is secret."""
+    schema = toolkit.schema
+    properties = schema.schema.get("properties")
+    names = list(properties) if isinstance(properties, Mapping) else []
+    secret = [n for n in names if schema.is_secret_at([n]) or _holds_secrets(schema, n)]
+    definition = toolkit.definition
+    fields = fields_of(schema.schema, secret)
+    return skeleton(definition.name, definition.description, fields, fmt)
+
+
+def _holds_secrets(schema: Any, name: str) -> bool:
+    """Whether a secret can sit inside field `name`: an array whose items are secret, an
+    object with a secret member or one that admits undeclared members (sealed: `split`)."""
+    prop = schema.schema.get("properties", {}).get(name)
+    if not isinstance(prop, Mapping):
+        return False
+    if prop.get("type") == "array":
+        return bool(schema.is_secret_at([name, 0]))
+    if prop.get("type") != "object":
+        return False
+    members = prop.get("properties")
+    declared = list(members) if isinstance(members, Mapping) else []
+    return prop.get("additionalProperties") is not False or any(
+        schema.is_secret_at([name, member]) for member in declared
+    )
