@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -96,6 +97,18 @@ def test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event(
 
     taken = api.post("/v1/tokens", {"role": "agent", "name": "made-by-api"})
     assert taken.status_code == 422 and "already exists" in taken.json()["message"]
+    assert body["expires_at"] is None  # without a ttl, as tokens create without --ttl
+
+    timed = api.post("/v1/tokens", {"role": "auditor", "name": "for-a-day", "ttl": "12h"})
+    assert timed.status_code == 201, timed.text
+    expires_at = timed.json()["expires_at"]
+    assert abs(expires_at - (time.time() + 12 * 3600)) < 60
+    (listed_entry,) = [p for p in list_principals(api.vault.store) if p.name == "for-a-day"]
+    assert listed_entry.expires_at == expires_at
+    for ttl in ("forever", "0s", "367d"):
+        bad = api.post("/v1/tokens", {"role": "agent", "name": f"never-{ttl}", "ttl": ttl})
+        assert bad.status_code == 422 and "token lifetime" in bad.json()["message"], ttl
+    assert not any(p.name.startswith("never-") for p in list_principals(api.vault.store))
 
 
 def test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token(api: Api) -> None:

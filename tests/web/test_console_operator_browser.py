@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +100,22 @@ def test_an_operator_creates_revokes_asks_a_person_and_purges(
     ops = principal_id(server, "ops")
     browser.get(server.base + "/console/tokens")
     names = screenshot(browser, tmp_path / "console-tokens-create.png")
-    assert names[:4] == ["Sign out", "Name", "Role", "Create the token"]
+    assert names[:5] == ["Sign out", "Name", "Role", "Expires after", "Create the token"]
     assert "Revoke the token of ops" not in names  # one's own: no button, a word instead
     assert "yours: you are signed in with it" in browser.page_source
 
     # create: shown once, on its own page, and it works at once
     browser.find_element(By.ID, "name").send_keys("new-agent")
     Select(browser.find_element(By.ID, "role")).select_by_visible_text("agent")
+    browser.find_element(By.ID, "ttl").send_keys("30d")
     click_through(browser, button(browser, "Create the token"))
     assert heading(browser) == "Token created for new-agent"
     screenshot(browser, tmp_path / "console-token-created.png")
     token = browser.find_element(By.ID, "new-token").get_attribute("value") or ""
     assert token.startswith("tkv_") and authenticate(server.vault.store, token) is not None
+    assert "It expires 20" in browser.page_source  # in 30 days, the date shown
+    (made,) = [p for p in list_principals(server.vault.store) if p.name == "new-agent"]
+    assert made.expires_at is not None and 29 * 86400 < made.expires_at - time.time() <= 30 * 86400
     (created,) = events(server, "token_created")[-1:]
     assert created.actor == ops and json.loads(created.details)["name"] == "new-agent"
     browser.get(server.base + "/console/tokens")

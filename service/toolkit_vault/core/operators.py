@@ -12,6 +12,7 @@ redaction so no log line could carry it even by mistake.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from toolkit_vault.access.principals import (
     PrincipalInfo,
     create_token,
     list_principals,
+    parse_ttl,
     revoke,
 )
 from toolkit_vault.audit.history import (
@@ -111,12 +113,19 @@ def _no_nul(*values: str | None) -> None:
         raise VaultError("a name or id cannot hold a NUL character")
 
 
-def issue_token(store: Store, actor: Principal, role: str, name: str) -> NewToken:
-    """A new principal and its token, audited (`token_created`) with `actor` as its actor."""
-    _no_nul(role, name)
-    principal_id, token = create_token(store, role, name, actor=actor.principal_id)
+def issue_token(
+    store: Store, actor: Principal, role: str, name: str, ttl: str | None = None
+) -> NewToken:
+    """A new principal and its token, audited (`token_created`) with `actor` as its actor;
+    with `ttl` (as `tokens create --ttl` takes it: `12h`, `30d`) the token expires then."""
+    _no_nul(role, name, ttl)
+    seconds = parse_ttl(ttl) if ttl else None
+    now = time.time()
+    principal_id, token = create_token(
+        store, role, name, actor=actor.principal_id, ttl=seconds, now=now
+    )
     register_secrets([token])
-    return NewToken(principal_id, name, role, token)
+    return NewToken(principal_id, name, role, token, None if seconds is None else now + seconds)
 
 
 def _principal(store: Store, name_or_id: str) -> PrincipalInfo:

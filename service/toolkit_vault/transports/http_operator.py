@@ -39,6 +39,7 @@ NAME = Field(min_length=1, max_length=200)
 class TokenIn(BaseModel):
     role: Literal["agent", "operator", "auditor"]
     name: str = NAME
+    ttl: str | None = Field(default=None, max_length=16)  # as `tokens create --ttl`: 30d
 
 
 class TokenOut(BaseModel):
@@ -113,8 +114,8 @@ def operator_routes(guards: Guards) -> APIRouter:
         body: TokenIn, response: Response, actor: Principal = Depends(guards.as_operator)
     ) -> TokenOut:
         """A new principal and its token (shown in this answer only; the store keeps its
-        hash), as `tokens create --json`."""
-        made = await run(issue_token, vault.store, actor, body.role, body.name)
+        hash), as `tokens create --json`; `ttl` (`12h`, `30d`) makes it expire."""
+        made = await run(issue_token, vault.store, actor, body.role, body.name, body.ttl)
         response.headers["Cache-Control"] = "no-store"
         return TokenOut(**made.as_json())
 

@@ -166,6 +166,7 @@ class Console:
             error=form.get("error"),
             name=form.get("name", ""),
             role=form.get("role", "agent"),
+            ttl=form.get("ttl", ""),
         )
 
     async def _operator_form(
@@ -187,12 +188,14 @@ class Console:
             return posted
         user, form = posted
         role, name = form.get("role", ""), form.get("name", "").strip()
-        store = self.state.vault.store
+        ttl, store = form.get("ttl", "").strip(), self.state.vault.store
         try:
-            made = await run_in_threadpool(issue_token, store, user.principal, role, name)
+            made = await run_in_threadpool(
+                issue_token, store, user.principal, role, name, ttl or None
+            )
         except VaultError as exc:
             return await self._tokens_page(
-                request, user, 422, error=exc.message, name=name, role=role
+                request, user, 422, error=exc.message, name=name, role=role, ttl=ttl
             )
         return self.state.render(request, "token_created.html", user=user, made=made)
 
