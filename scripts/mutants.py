@@ -1576,13 +1576,6 @@ MUTANTS = [
         (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
     ),
     Mutant(
-        "credential check: a spec plugin's verify is not called",
-        V + "plugin.py",
-        "if callable(check):  # optional: the credential check before a version is stored",
-        "if False:",
-        (VERIFY + "test_a_spec_plugin_s_own_check",),
-    ),
-    Mutant(
         "credential check: x-verify may put a secret in the URL",
         V + "schema/verify_spec.py",
         "if name not in declared or is_secret_at([name]):",
@@ -1616,6 +1609,13 @@ MUTANTS = [
         'if document.get("issuer") != issuer:',
         "if False:",
         (OAUTH + "test_metadata_that_names_another_issuer_is_refused",),
+    ),
+    Mutant(
+        "oauth: purge without revoking the token set at its server",
+        V + "core/vault.py",
+        "            self.oauth.revoke(actor, scope_id, toolkit_name)\n",
+        "            pass\n",
+        (OAUTH + "test_purging_a_connection_revokes_its_tokens_at_the_server_first",),
     ),
     Mutant(
         "oauth: the plugin gets the whole token set",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 
 OAUTH_PLUGINS = Path(__file__).resolve().parent / "oauth_plugins"
+CLI = str(Path(sys.executable).parent / "toolkit-vault")
 PUBLIC = {"calendar": "work"}
 CALLBACK = "http://127.0.0.1:9/console/oauth/callback"
 INTAKE_KEY = SecretBytes(os.urandom(32))
@@ -272,6 +274,8 @@ def test_a_rotated_refresh_token_replaces_the_old_one(rig: Rig) -> None:
         assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
         seen.append(stored_refresh_token(rig, scope))
     assert len(set(seen)) == 4 and rig.auth.refresh_calls == 3
+    checked = rig.sides[0].vault.check()  # every version decrypts, the chain verifies
+    assert checked["ok"] and not checked["failed"], checked
     assert [r["refresh_token"] for r in rig.auth.token_requests[1:]] == seen[:3]
 
 
@@ -316,3 +320,34 @@ def test_metadata_that_names_another_issuer_is_refused(rig: Rig) -> None:
         side.connections.start(link, CALLBACK)
     assert refused.value.code == "metadata"
     assert rig.auth.authorize_requests == [] and rig.auth.token_calls == 0
+
+
+def test_purging_a_connection_revokes_its_tokens_at_the_server_first(rig: Rig) -> None:
+    principal, first = connected(rig)
+    issued = rig.auth.latest()
+    report = rig.sides[0].vault.purge_principal("operator", principal.principal_id, "calendar")
+    assert report.versions >= 1
+    assert issued.refresh_token in rig.auth.revocations  # RFC 7009, refresh token first
+    assert issued.access_token in rig.auth.revocations
+    events = [e for e in rig.sides[0].vault.export_audit(0) if e["action"] == "oauth_disconnected"]
+    assert [(e["actor"], e["toolkit_name"]) for e in events] == [("operator", "calendar")]
+    assert first.listed()["calendar"] is False
+    assert rig.sides[0].vault.verify_audit().ok
+
+
+def test_toolkits_disconnect_revokes_and_shreds(rig: Rig, cli_env: dict[str, str]) -> None:
+    principal, _ = connected(rig, "leaver")
+    issued = rig.auth.latest()
+    env = {
+        **cli_env,
+        "TKV_OAUTH_ISSUER": rig.auth.issuer,
+        "PYTHONPATH": os.pathsep.join([str(OAUTH_PLUGINS), cli_env.get("PYTHONPATH", "")]),
+    }
+    args = ["toolkits", "disconnect", "calendar", "--principal", "leaver", "--yes", "--json"]
+    done = subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["toolkits"] == ["calendar"]
+    assert issued.refresh_token in rig.auth.revocations, done.stderr
+    assert issued.refresh_token not in done.stdout + done.stderr
+    assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
+    assert rig.auth.refresh_calls == 0

@@ -19,6 +19,7 @@ from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.devices import AuditDevices, open_devices
 from toolkit_vault.audit.upgrade import authenticate_state
+from toolkit_vault.core.connect import OAuthConnections
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
@@ -185,7 +186,7 @@ def open_vault(
         registry.load_imported(stored_toolkits(store))  # `toolkits import`, shared via the store
     if current and (failure := store.state_failure()) is not None:
         raise VaultError(failure)
-    return Vault(
+    vault = Vault(
         store,
         ring,
         internal["fingerprint"],
@@ -196,6 +197,8 @@ def open_vault(
         intake_key=crypto.derive_key(internal["state"], "intake"),
         registry_loaded_at=loaded_at,
     )
+    OAuthConnections(vault, None, None)  # refresh and revoke OAuth tokens in every process
+    return vault
 
 
 def _registry_changes(store: Store) -> int | None:

@@ -7,6 +7,7 @@ names, fields and reasons are untrusted text, so tables render them as plain tex
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -14,6 +15,8 @@ import click
 from toolkit_package.selection import Selection
 from toolkit_package.skeletons import FORMATS
 from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
+from toolkit_vault.cli.ids import resolve_session
+from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.core.templates import skeleton_of
@@ -284,3 +287,47 @@ def toolkits_remove(name: str, as_json: bool) -> None:
         return
     count = len(removed.unconfigured_sessions)
     click.echo(f"removed {printable(removed.name)}; unconfigured in {plural(count, 'session')}")
+
+
+@toolkits.command(
+    "disconnect",
+    short_help="End an OAuth connection: revoke its tokens, shred them.",
+    epilog=epilog(
+        "toolkit-vault toolkits disconnect calendar --session 3f2a9c1e --yes",
+        "toolkit-vault toolkits disconnect calendar --principal my-agent --yes --json",
+    ),
+)
+@click.argument("name")
+@click.option("--session", "session_id", default=None, help="The session (id or unique prefix).")
+@click.option("--principal", default=None, help="The principal (id or name) whose own it is.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def toolkits_disconnect(
+    name: str, session_id: str | None, principal: str | None, yes: bool, as_json: bool
+) -> None:
+    """End a toolkit's OAuth connection in one scope: its tokens are revoked at the
+    authorization server (RFC 7009, where it offers revocation; audited
+    `oauth_disconnected`), then its stored configs there are crypto-shredded as `purge
+    --toolkit` does. The agent connects again through a new intake link."""
+    if (session_id is None) == (principal is None):
+        raise VaultError("name one scope: --session S or --principal P")
+    vault = open_vault(load_settings())  # with its toolkits: their x-oauth names the server
+    if session_id is not None:
+        session_id = resolve_session(vault.store, session_id)
+    what = (f"session {session_id}" if principal is None else f"principal {principal}") + (
+        f", toolkit {printable(name)}"
+    )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise VaultError("disconnect is irreversible: confirm with --yes (stdin is not a tty)")
+        if not click.confirm(f"Revoke and destroy the connection of {what}?", err=True):
+            raise VaultError("disconnect cancelled; nothing was changed")
+    if principal is not None:
+        report = vault.purge_principal(OPERATOR, principal, name)
+    else:
+        report = vault.purge(OPERATOR, str(session_id), name)
+    if as_json:
+        emit(report.as_json())
+    else:
+        click.echo(f"disconnected {what}: {plural(report.versions, 'version')} shredded")

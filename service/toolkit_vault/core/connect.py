@@ -39,7 +39,13 @@ from typing import Any
 from toolkit_vault.core.intake import Intake, IntakeRefused, IntakeView
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
-from toolkit_vault.errors import ConfigInvalid, Reconnect, SchemaRefused, VaultError
+from toolkit_vault.errors import (
+    ConfigInvalid,
+    Reconnect,
+    SchemaRefused,
+    ToolkitNotFound,
+    VaultError,
+)
 from toolkit_vault.logs import register_secrets
 from toolkit_vault.oauth import (
     OAuthClient,
@@ -120,13 +126,16 @@ class OAuthConnections:
     def __init__(
         self,
         vault: Vault,
-        intake: Intake,
-        key: SecretBytes,
+        intake: Intake | None,
+        key: SecretBytes | None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.vault, self.intake, self._clock = vault, intake, clock
-        self._flows = _FlowSigner(key)
+        """`intake` and `key`: the intake links and the key of flow cookies, when the web
+        console is mounted (`create_console`); without them (every process `open_vault`
+        opens) tokens are refreshed and revoked, and connecting needs the console."""
+        self.vault, self._intake, self._clock = vault, intake, clock
+        self._flows = _FlowSigner(key or SecretBytes(secrets.token_bytes(32)))
         self._specs: dict[str, OAuthSpec | None] = {}
         self._lock = threading.Lock()
         vault.oauth = self
@@ -146,6 +155,12 @@ class OAuthConnections:
         with self._lock:
             self._specs[digest] = spec
         return spec
+
+    @property
+    def intake(self) -> Intake:
+        if self._intake is None:
+            raise VaultError("connecting needs the web console (toolkit-vault serve)")
+        return self._intake
 
     def wants_connect(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> bool:
         """A configure of an OAuth toolkit that carries no token: a person must connect."""
@@ -347,8 +362,53 @@ class OAuthConnections:
         """A fresh intake link for the person to connect again; None when it cannot be made."""
         public = {k: v for k, v in record.public_config.items()}
         owner = principal_of(record.session_id) or REFRESH_ACTOR
+        if self._intake is None:
+            return None
         try:
             return self.intake.offer(owner, record.session_id, toolkit, public, RECONNECT)
         except (VaultError, ConfigInvalid) as exc:
             log.warning("no reconnect link for %s: %s", record.toolkit_name, exc.message)
             return None
+
+    # -- revocation (RFC 7009) ----------------------------------------------------------------
+
+    def revoke(self, actor: str, scope_id: str, toolkit_name: str | None = None) -> list[str]:
+        """Revoke at their servers the token sets current in a scope (one toolkit, or all),
+        before a purge shreds them; returns the toolkits revoked, each audited
+        `oauth_disconnected`. A server without a revocation endpoint, or that cannot be
+        reached, is logged and skipped: a purge never waits on it."""
+        revoked = []
+        for record in self.vault.store.current_versions(scope_id):
+            if toolkit_name not in (None, record.toolkit_name) or not record.authentic:
+                continue
+            try:
+                toolkit = self.vault.registry.get(record.toolkit_name)
+            except ToolkitNotFound:  # not loaded here (`purge` on the command line)
+                continue
+            try:
+                spec = self.spec_of(toolkit)
+                if spec is None:
+                    continue
+                tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
+                if tokens is None or tokens.reconnect:
+                    continue
+                register_secrets([tokens.access_token, tokens.refresh_token])
+                client, _, endpoint = self._client(spec)
+                if endpoint is None:
+                    log.info("%s: its server offers no revocation", record.toolkit_name)
+                    continue
+                if tokens.refresh_token:
+                    client.revoke(endpoint, tokens.refresh_token, "refresh_token")
+                client.revoke(endpoint, tokens.access_token, "access_token")
+            except (VaultError, ValueError) as exc:
+                log.warning("%s: tokens not revoked (%s)", record.toolkit_name, type(exc).__name__)
+                continue
+            details = {"revoked": True, "issuer": tokens.issuer}
+            self.vault.store.record_attempt(
+                AuditDraft(
+                    actor, AuditAction.OAUTH_DISCONNECTED, scope_id, record.toolkit_name,
+                    record.version, details,
+                )
+            )  # fmt: skip
+            revoked.append(record.toolkit_name)
+        return revoked

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.export import export_events
-from toolkit_vault.audit.history import PurgeReport, purge, purge_principal
+from toolkit_vault.audit.history import PurgeReport, find_principal, purge, purge_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
 from toolkit_vault.core.templates import apply_template
@@ -141,6 +141,8 @@ class TokenSource(Protocol):
     ) -> tuple[dict[str, Any], int]: ...
 
     def wants_connect(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> bool: ...
+
+    def revoke(self, actor: str, scope_id: str, toolkit_name: str | None = None) -> list[str]: ...
 
 
 class Vault:
@@ -740,7 +742,10 @@ class Vault:
 
     def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
         """Crypto-shred a session (or one toolkit of it); its live instances here make way
-        for its principal's config, or are forgotten, and its connections are told."""
+        for its principal's config, or are forgotten, and its connections are told. OAuth
+        token sets are revoked at their servers first (`connect.OAuthConnections.revoke`)."""
+        if self.oauth is not None:
+            self.oauth.revoke(actor, session_id, toolkit_name)
         report = purge(self.store, session_id, toolkit_name, actor=actor)
         with self._lock:
             known = session_id in self._sources or session_id in self._plugins
@@ -755,6 +760,9 @@ class Vault:
     ) -> PurgeReport:
         """Crypto-shred a principal's own configs (by principal id or name); its sessions'
         configs stay, and every session that used the principal's is told."""
+        if self.oauth is not None:
+            scope_id = principal_scope(find_principal(self.store, principal))
+            self.oauth.revoke(actor, scope_id, toolkit_name)
         report = purge_principal(self.store, principal, toolkit_name, actor=actor)
         purged = Outcome("error", "config purged")
         for name in report.unconfigured:
