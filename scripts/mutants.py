@@ -1233,7 +1233,7 @@ MUTANTS = [
         for what, find, test in (
             (
                 "a created token",
-                "create_token(store, role, name, actor=actor.principal_id)",
+                "store, role, name, actor=actor.principal_id, ttl=seconds, now=now",
                 "test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event",
             ),
             (

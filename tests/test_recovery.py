@@ -196,3 +196,26 @@ def test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing(
     assert refused.returncode == 1 and "do not open this vault" in refused.stderr
     status = run_cli(("keys", "recovery", "status", "--json"), kms_vault)
     assert json.loads(status.stdout)["covered"] == ["vk-1"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_shares_keep_covering_the_vault_across_vault_key_rotations(
+    kms_vault: dict[str, str], kms: str
+) -> None:
+    shares = json.loads(run_cli(INIT_5_OF_3, kms_vault).stdout)["shares"]
+    rotated = run_cli(("keys", "rotate", "--vault-key", "--json"), kms_vault)
+    assert rotated.returncode == 0, rotated.stderr
+    retired = run_cli(("keys", "retire", "vk-1"), kms_vault)
+    assert retired.returncode == 0, retired.stderr
+    status = json.loads(run_cli(("keys", "recovery", "status", "--json"), kms_vault).stdout)
+    assert (status["covered"], status["uncovered"]) == (["vk-2"], [])  # vk-1's wrap is gone
+    lose_the_master_key(kms)
+    done = run_cli(
+        ("keys", "recovery", "unseal", "--key-provider", "file", "--json"),
+        kms_vault,
+        input="\n".join(shares[2:]) + "\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["vault_keys"] == ["vk-2"]
+    checked = json.loads(run_cli(("check", "--json"), kms_vault).stdout)
+    assert (checked["versions"], checked["intact"], checked["ok"]) == (3, 3, True)

@@ -18,6 +18,7 @@ from toolkit_vault.access.principals import Principal, create_token, list_princi
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.connection import connect
+from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.templates import (
     TemplateNotFound,
     get_template,
@@ -27,6 +28,7 @@ from toolkit_vault.core.templates import (
     skeleton_of,
 )
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.protocol import ToolkitConfigureRequest
 from toolkit_vault.settings import VaultSettings
@@ -227,3 +229,17 @@ def test_env_and_json_skeletons_hold_placeholders_only(vault: Vault) -> None:
     request = json.loads(skeleton_of(vault.toolkit("secretive"), "json"))
     assert request["config"]["api_key"] == "${API_KEY}"
     assert ToolkitConfigureRequest.model_validate(request).toolkit_name == "secretive"
+
+
+def test_an_intake_link_for_a_template_asks_only_for_the_secrets(vault: Vault) -> None:
+    key = SecretBytes(b"t" * 32)
+    vault.intake = intake = Intake(vault, key, lambda link: f"https://vault.test/i?link={link}")
+    set_template(vault.store, "operator", vault.toolkit("secretive"), "prod", PROD)
+    asked = Agent(vault).configure({}, template="prod", intake=True)
+    assert asked["status"] == "partial", asked
+    view = intake.open(asked["intake_url"].partition("?link=")[2])
+    assert view.public_config == PROD  # the person is asked for the secrets only
+    outcome = intake.complete(
+        asked["intake_url"].partition("?link=")[2], {**PROD, "api_key": CANARY}
+    )
+    assert outcome.status == "ok" and SecretiveToolkit.received[-1] == {**PROD, "api_key": CANARY}

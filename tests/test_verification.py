@@ -313,3 +313,26 @@ def test_the_intake_form_shows_the_failed_check_and_the_link_stays_good(
         saved = submit(GOOD)
         assert saved.status_code == 200 and "Settings saved" in saved.text
     assert BAD not in audit_text(vault) and "intake_refused" in audit_text(vault)
+
+
+class SpecChecked:
+    """The spec's plugin shape (`_list_toolkits`, `_configure_toolkit`) with `verify`."""
+
+    def _list_toolkits(self, msg: Any) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"api_key": {"type": "string", "x-secret": True}}}
+        toolkit = {"name": "spec-checked", "schema": schema, "tools": ["ping"]}
+        return {"type": "toolkit/list/resp", "req_id": msg.id, "toolkits": [toolkit]}
+
+    def _configure_toolkit(self, msg: Any) -> dict[str, Any]:
+        return {"type": "toolkit/configure/resp", "toolkit_name": msg.toolkit_name, "status": "ok"}
+
+    def verify(self, config: dict[str, Any]) -> bool:
+        return bool(config.get("api_key") == GOOD)
+
+
+def test_a_spec_plugin_s_own_check(vault: Vault) -> None:
+    vault.registry.register_plugin(SpecChecked, SOURCE)
+    refused = configure(vault, "spec-checked", {"api_key": BAD})
+    assert refused["message"] == "the credential check failed: the toolkit refused it"
+    assert stored(vault) == []
+    assert configure(vault, "spec-checked", {"api_key": GOOD})["status"] == "ok"

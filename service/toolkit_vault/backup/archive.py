@@ -130,13 +130,19 @@ class Header:
             raise BackupError("the backup's header is malformed") from None
 
 
+_BINARY: dict[str, list[bool]] = {}  # table name -> which columns are binary (read once)
+
+
 def _binary(table: Table) -> list[bool]:
-    return [isinstance(column.type, LargeBinary) for column in table.columns]
+    flags = _BINARY.get(table.name)
+    if flags is None:
+        flags = _BINARY[table.name] = [isinstance(c.type, LargeBinary) for c in table.columns]
+    return flags
 
 
 def encode_row(table: Table, row: Any) -> list[Any]:
     return [
-        base64.b64encode(bytes(value)).decode() if binary and value is not None else value
+        base64.b64encode(value).decode() if binary and value is not None else value
         for value, binary in zip(row, _binary(table), strict=True)
     ]
 

@@ -13,8 +13,11 @@ than K shares carry no information about it (Shamir's scheme over GF(256)).
 under a master key of any provider (the old one lost: a KMS key deleted, a token gone):
 the same rewrap `keys rotate` makes, one row per vault key, with its audit event.
 
-A vault key made after the shares (`keys rotate --vault-key`) is not covered until `keys
-recovery init` runs again; `recovery_status` says which are.
+The recovery key is also kept wrapped under the active vault key, as the fingerprint, audit
+and state keys are (`internal_keys`, name `recovery`: it gives nothing that a holder of the
+vault keys does not already have), so a vault key rotation wraps its new vault key under
+the recovery key too (`cover_vault_key`) and the shares keep covering the vault without
+being gathered; `recovery_status` says which vault keys they cover.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from shamir_mnemonic import (  # type: ignore[import-untyped]
 from sqlalchemy import Connection, delete, insert, select
 
 from toolkit_vault import crypto
-from toolkit_vault.crypto import KeyRing, SecretBytes
+from toolkit_vault.crypto import KeyRing, SecretBytes, internal_context
 from toolkit_vault.errors import DecryptionError, VaultError
 from toolkit_vault.keys.hierarchy import unwrap_internal_keys, unwrap_vault_key, use_keys
 from toolkit_vault.keys.keystore import (
@@ -44,7 +47,7 @@ from toolkit_vault.keys.keystore import (
 )
 from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.models import RecoveryKey
+from toolkit_vault.store.models import InternalKey, RecoveryKey
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 
@@ -52,6 +55,7 @@ __all__ = [
     "RecoveryError",
     "RecoverySet",
     "combine_shares",
+    "cover_vault_key",
     "init_recovery",
     "recovery_status",
     "share_threshold",
@@ -59,6 +63,7 @@ __all__ = [
 ]
 
 MAX_SHARES = 16  # SLIP-39's limit per group
+RECOVERY_KEY_NAME = "recovery"  # its row in `internal_keys`, wrapped by the active vault key
 _RING_ID = "recovery"
 
 
@@ -97,12 +102,15 @@ def init_recovery(
     set_id = secrets.token_hex(8)
     now = time.time()
     rows = []
+    vault_keys = {}
     for record in records:
-        vault_key = unwrap_vault_key(provider, record)
-        _, wrapped = ring.wrap(vault_key, _context(set_id, record.key_id))
+        vault_keys[record.key_id] = unwrap_vault_key(provider, record)
+        _, wrapped = ring.wrap(vault_keys[record.key_id], _context(set_id, record.key_id))
         rows.append(
             {"key_id": record.key_id, "set_id": set_id, "wrapped_key": wrapped, "created_at": now}
         )
+    active = next(r.key_id for r in records if r.is_active)
+    held = KeyRing(vault_keys, active).wrap(recovery, internal_context(RECOVERY_KEY_NAME))
     words = generate_mnemonics(1, [(threshold, shares)], recovery.reveal())[0]
     covered = [r.key_id for r in records]
     details = {"set_id": set_id, "shares": shares, "threshold": threshold, "vault_keys": covered}
@@ -110,10 +118,34 @@ def init_recovery(
     def work(conn: Connection) -> None:
         conn.execute(delete(RecoveryKey))
         conn.execute(insert(RecoveryKey), rows)
+        conn.execute(delete(InternalKey).where(InternalKey.name == RECOVERY_KEY_NAME))
+        conn.execute(
+            insert(InternalKey).values(name=RECOVERY_KEY_NAME, kek_id=held[0], wrapped_key=held[1])
+        )
         store.audit(conn, AuditDraft(actor, AuditAction.RECOVERY_INITIALIZED, details=details))
 
     store.retrying(work)
     return RecoverySet(set_id, threshold, list(words), covered)
+
+
+def cover_vault_key(conn: Connection, ring: KeyRing, key_id: str, key: SecretBytes) -> bool:
+    """(In the transaction that adds vault key `key_id`.) Wrap it under the recovery key
+    too, so the shares keep covering the vault; False when there are no shares. `ring`
+    holds the vault key the recovery key is kept under."""
+    held = conn.execute(
+        select(InternalKey.kek_id, InternalKey.wrapped_key).where(
+            InternalKey.name == RECOVERY_KEY_NAME
+        )
+    ).first()
+    share_set = conn.execute(select(RecoveryKey.set_id).limit(1)).scalar()
+    if held is None or share_set is None:
+        return False
+    context = internal_context(RECOVERY_KEY_NAME)
+    recovery = ring.unwrap(held.kek_id, bytes(held.wrapped_key), context)
+    _, wrapped = KeyRing({_RING_ID: recovery}, _RING_ID).wrap(key, _context(share_set, key_id))
+    row = {"key_id": key_id, "set_id": share_set, "wrapped_key": wrapped, "created_at": time.time()}
+    conn.execute(insert(RecoveryKey).values(**row))
+    return True
 
 
 def recovery_status(store: Store) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from toolkit_vault.keys.keystore import (
     verified_vault_keys,
 )
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.keys.recovery import cover_vault_key
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.ledger import ChainState, StateUnknown
@@ -182,6 +183,7 @@ def rotate_vault_key(
 
         def work(conn: Connection) -> None:  # the vault-wide keys move with the new key
             add_vault_key(store, conn, new_id, wrapped, actor="operator")
+            cover_vault_key(conn, ring, new_id, key)  # the recovery shares cover it too
             rewrap_internal_keys(conn, moves)
 
         store.retrying(work)
