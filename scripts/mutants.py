@@ -1576,6 +1576,13 @@ MUTANTS = [
         (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
     ),
     Mutant(
+        "credential check: a spec plugin's verify is not called",
+        V + "plugin.py",
+        "if callable(check):  # optional: the credential check before a version is stored",
+        "if False:",
+        (VERIFY + "test_a_spec_plugin_s_own_check",),
+    ),
+    Mutant(
         "credential check: x-verify may put a secret in the URL",
         V + "schema/verify_spec.py",
         "if name not in declared or is_secret_at([name]):",
