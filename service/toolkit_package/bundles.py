@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolkit_package.classify import Evidence, classify, credential_word
+from toolkit_package.argv import argv_credential
+from toolkit_package.classify import TOKEN_SHAPE, Evidence, classify, credential_word
 from toolkit_package.imported import (
     Collector,
     ConfigInput,
@@ -140,6 +141,29 @@ def _user_config(
     return inputs
 
 
+def _hard_coded(config: dict[str, Any], scope: str, out: Collector) -> None:
+    """A credential the manifest writes itself (not through ``${user_config.KEY}``) is
+    reported where it is, never echoed: the bundle cannot be configured without it showing."""
+    args = [a if isinstance(a, str) else "" for a in config.get("args") or []]
+    for i, arg in enumerate(args):
+        if not _USER_CONFIG_REF.search(arg) and (found := argv_credential(args, i)) is not None:
+            out.note(
+                "credential_in_manifest",
+                pointer(scope, "args", i),
+                f"the manifest writes a credential on the command line ({found[1]})",
+            )
+    env = config.get("env")
+    for name, value in (env if isinstance(env, dict) else {}).items():
+        if not isinstance(value, str) or _USER_CONFIG_REF.search(value) or "${" in value:
+            continue
+        if value.strip() and (credential_word(name) is not None or TOKEN_SHAPE.match(value)):
+            out.note(
+                "credential_in_manifest",
+                pointer(scope, "env", name),
+                "the manifest writes a credential into the environment itself",
+            )
+
+
 def _kind(server_type: str | None) -> str:
     return f"of type {server_type[:40]!r}" if server_type else "of no type"
 
@@ -161,6 +185,8 @@ def _bundle_server(doc: dict[str, Any], out: Collector) -> ImportedServer:
     inputs = _user_config(doc, in_argv, fills)
     for ref in sorted(referenced - {i.name for i in inputs}):
         out.note("undeclared_user_config", "/server/mcp_config", f"references undeclared {ref!r}")
+    if config:
+        _hard_coded(config, "/server/mcp_config", out)
     tools = []
     for i, tool in enumerate(pick(doc, ("tools",), list, "") or []):
         if isinstance(tool, dict) and isinstance(tool.get("name"), str):

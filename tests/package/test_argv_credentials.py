@@ -132,3 +132,17 @@ def test_url_shapes() -> None:
     )
     assert url_credential("https://h.example/sse?page=2") is None
     assert url_credential("https://${input:user}:${input:pw}@h.example/") is None
+
+
+def test_a_credential_a_bundle_manifest_writes_itself_is_reported_never_echoed() -> None:
+    bundle = json.loads((CORPUS / "bundles" / "mcpb" / "hello-world-node.json").read_text())
+    config = bundle["server"]["mcp_config"]
+    config["args"] = [*config.get("args", []), "--api-key", SLACK]
+    config["env"] = {**config.get("env", {}), "SERVICE_TOKEN": PASSWORD, "LOG_LEVEL": "debug"}
+    result = import_metadata(json.dumps(bundle).encode())
+    notes = [(d.scope, d.message) for d in result.diagnostics if d.code == "credential_in_manifest"]
+    assert [scope for scope, _ in notes] == [
+        f"/server/mcp_config/args/{len(config['args']) - 1}",
+        "/server/mcp_config/env/SERVICE_TOKEN",
+    ]
+    assert SLACK not in repr(result) and PASSWORD not in repr(result)
