@@ -1710,6 +1710,13 @@ MUTANTS = [
         (RECOVERY_TESTS + "test_a_wrong_share_is_named_and_fewer_than_k_recover_nothing",),
     ),
     Mutant(
+        "a vault key rotation leaves the new vault key outside the shares",
+        V + "keys/rotation.py",
+        "cover_vault_key(conn, ring, new_id, key)",
+        "None",
+        (RECOVERY_TESTS + "test_the_shares_keep_covering_the_vault_across_vault_key_rotations",),
+    ),
+    Mutant(
         "unseal keeps the lost master key's wraps",
         V + "keys/recovery.py",
         "set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])",
