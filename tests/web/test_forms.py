@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from toolkit_vault.schema import compile_schema
-from toolkit_vault.transports.web.formdata import initial_values, parse_form, place_errors
+from toolkit_vault.transports.web.formdata import (
+    field_error,
+    initial_values,
+    parse_form,
+    place_errors,
+    prefilled,
+)
 from toolkit_vault.transports.web.forms import Field, build_fields, leaves
 
 from tkv_test_plugins import SECRETIVE_SCHEMA
@@ -168,3 +174,41 @@ def test_awkward_names_and_unrenderable_schemas() -> None:
     assert deepest.count("/next") == 7 and found[deepest].kind == "json"  # depth is bounded
     config, _ = parse_form(fields_of(schema), {"/a~1b~0c": "x", "/pairs": '[{"k": 1}]'})
     assert config == {"a/b~c": "x", "pairs": [{"k": 1}]}
+
+
+def test_labels_are_readable_names_in_declared_order_secret_fields_last() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "SSL_MODE": {"enum": ["disable", "require"], "default": "require"},
+            "api_key": {"type": "string", "x-secret": True, "x-order": 1},
+            "--host": {"type": "string", "default": "localhost", "x-order": 2},
+            "port": {"type": "integer", "title": "Server port", "x-order": 3},
+            "oauthClientId": {"type": "string"},
+            "verbose": {"type": "boolean", "default": True},
+        },
+        "required": ["port"],
+    }
+    compiled = compile_schema(schema)
+    fields = build_fields(schema, compiled.is_secret_at)
+    assert [f.label for f in fields] == [
+        "Host", "Server port", "SSL mode", "OAuth client ID", "Verbose", "API key",
+    ]  # fmt: skip
+    assert [f.secret for f in fields] == [False] * 5 + [True]
+    by = {f.pointer: f for f in fields}
+    assert initial_values(fields, {})["/--host"] == "localhost"  # the default is shown
+    # an unticked checkbox is false when that differs from the default, absent otherwise
+    assert parse_form(fields, {"/port": "5"})[0] == {"port": 5, "verbose": False}
+    assert parse_form(fields, {"/port": "5", "/verbose": "true"})[0]["verbose"] is True
+    assert field_error(by["/port"], [{"pointer": "/port", "keyword": "required"}] * 2) == (
+        "Enter Server port."
+    )
+    twice = [{"pointer": "/port", "keyword": "required"}, {"pointer": "/port", "keyword": "type"}]
+    assert field_error(by["/port"], twice) == "This value has the wrong type."
+    chosen = prefilled(fields, {"--host": "evil.test", "SSL_MODE": "disable", "api_key": "k"})
+    assert [(f.label, text) for f, text in chosen] == [
+        ("Host", "evil.test"),
+        ("SSL mode", "disable"),
+    ]
+    urls = prefilled(fields, {"oauthClientId": "c", "--host": "https://evil.test"})
+    assert [f.label for f, _ in urls] == ["Host", "OAuth client ID"]

@@ -242,3 +242,18 @@ def database_dump(url: str) -> list[Path]:
                 dump.write(row + "\n")
     engine.dispose()
     return [out]
+
+
+WIDTHS = (1280, 390)  # a laptop and a phone
+
+
+def sideways(driver: WebDriver, widths: tuple[int, ...] = WIDTHS) -> list[tuple[int, int]]:
+    """(width, scrollWidth) for each window width at which the page scrolls sideways."""
+    wide = []
+    for width in widths:
+        driver.set_window_size(width, 900)
+        inner = int(driver.execute_script("return window.innerWidth"))
+        scroll = int(driver.execute_script("return document.documentElement.scrollWidth"))
+        if scroll > inner:
+            wide.append((width, scroll))
+    return wide

@@ -4,7 +4,9 @@ When a configure leaves required secret fields out (or asks for an intake), the 
 stores the public half as a version of status `intake` (never current, never initialized)
 and answers with a one-time link. The link is a capability that carries no secret: a
 random id and what it is bound to (scope: a session or its principal, see `scopes`;
-toolkit, schema digest, the version it must write, expiry), MACed under the intake key.
+toolkit, schema digest, the version it must write, expiry), encrypted (AES-GCM under a key
+derived from the intake key, so the link is opaque: no session or principal id can be read
+from it) and MACed under the intake key.
 It works once because the version it stores must take the number right after the intake
 version, checked inside the serialized write transaction: once any version follows (this
 link's, or the agent's own configure), the link is spent. Creating, refusing and
@@ -24,7 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolkit_vault.access.principals import Principal
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from toolkit_vault.access.principals import Principal, list_principals
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.core.verification import verify_credential
 from toolkit_vault.crypto import SecretBytes
@@ -89,6 +94,7 @@ class IntakeView:
     claim: Claim
     toolkit: RegisteredToolkit
     public_config: dict[str, Any]
+    requester: str = ""  # the name of the agent token (principal) that asked
 
 
 def _b64(data: bytes) -> str:
@@ -100,12 +106,17 @@ def _unb64(text: str) -> bytes:
 
 
 class LinkSigner:
-    """Encodes a claim as `payload.mac` (URL-safe) and checks the MAC before reading it."""
+    """Encodes a claim as `payload.mac` (URL-safe), the payload encrypted so the link is
+    opaque (nonce + AES-GCM), and checks the MAC before decrypting it."""
 
     def __init__(self, key: SecretBytes) -> None:
         if len(key) < 32:
             raise ValueError("the intake link key must be at least 32 bytes")
         self._key = key
+
+    def _aead(self) -> AESGCM:
+        derived = hmac.new(self._key.reveal(), _DOMAIN + b"encrypt", hashlib.sha256).digest()
+        return AESGCM(derived)
 
     def _mac(self, payload: str) -> bytes:
         return hmac.new(self._key.reveal(), _DOMAIN + payload.encode(), hashlib.sha256).digest()
@@ -121,7 +132,8 @@ class LinkSigner:
             "p": claim.principal_id,
             "e": int(claim.expires_at),
         }
-        payload = _b64(canonical_json(fields))
+        nonce = secrets.token_bytes(12)
+        payload = _b64(nonce + self._aead().encrypt(nonce, canonical_json(fields), _DOMAIN))
         return f"{payload}.{_b64(self._mac(payload))}"
 
     def verify(self, link: str, now: float) -> Claim:
@@ -131,12 +143,13 @@ class LinkSigner:
                 _unb64(mac), self._mac(payload)
             ):
                 raise IntakeRefused("invalid")
-            fields = json.loads(_unb64(payload))
+            sealed = _unb64(payload)
+            fields = json.loads(self._aead().decrypt(sealed[:12], sealed[12:], _DOMAIN))
             claim = Claim(
                 fields["i"], fields["s"], fields["t"], fields["d"], fields["n"], fields["p"],
                 float(fields["e"]),
             )  # fmt: skip
-        except (ValueError, KeyError, TypeError, binascii.Error):
+        except (ValueError, KeyError, TypeError, binascii.Error, InvalidTag):
             raise IntakeRefused("invalid") from None
         if fields.get("v") != 1:
             raise IntakeRefused("invalid")
@@ -279,9 +292,10 @@ class Intake:
         claim = Claim(link_id, session_id, name, digest, version + 1, principal_id, expires_at)
         url = self._url_for(self._signer.issue(claim))
         details = {"link_id": link_id, "expires_at": expires_at, "missing": missing}
-        action = AuditAction.INTAKE_REQUESTED
         self.vault.store.record_attempt(
-            AuditDraft(principal_id, action, session_id, name, version, details)
+            AuditDraft(
+                principal_id, AuditAction.INTAKE_REQUESTED, session_id, name, version, details
+            )
         )
         return claim, url
 
@@ -306,7 +320,8 @@ class Intake:
             raise IntakeRefused("used")  # or its row no longer holds what the vault wrote
         if pending.status != INTAKE_STATUS:
             raise IntakeRefused("changed")  # purged since
-        return IntakeView(claim, toolkit, pending.public_config)
+        names = {p.principal_id: p.name for p in list_principals(self.vault.store)}
+        return IntakeView(claim, toolkit, pending.public_config, names.get(claim.principal_id, ""))
 
     def complete(self, link: str, config: dict[str, Any]) -> Outcome:
         """Validate, seal, store and initialize a person's config, exactly once per link.

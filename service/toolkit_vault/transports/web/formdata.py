@@ -14,7 +14,7 @@ from typing import Any
 
 from toolkit_vault.transports.web.forms import Field, leaves
 
-__all__ = ["error_text", "initial_values", "parse_form", "place_errors"]
+__all__ = ["error_text", "field_error", "initial_values", "parse_form", "place_errors", "prefilled"]
 
 _MESSAGES = {
     "required": "This field is required.",
@@ -106,6 +106,9 @@ def _parse(
                 config[name] = section
             continue
         raw = form.get(field.pointer, "")
+        if raw == "" and field.kind == "boolean" and (field.required or field.default is True):
+            config[name] = False  # an unticked checkbox sends nothing: it means false
+            continue
         if raw == "":
             continue
         value = _leaf(field, raw, errors)
@@ -154,6 +157,47 @@ def initial_values(fields: Sequence[Field], config: Mapping[str, Any]) -> dict[s
 
 def error_text(keyword: str) -> str:
     return _MESSAGES.get(keyword, "This value is not valid.")
+
+
+def field_error(field: Field, details: Sequence[Mapping[str, Any]]) -> str:
+    """One clear sentence for a field, whatever number of faults the schema found: the
+    first that is not about a missing value, else "Enter <label>"."""
+    if not details:
+        return ""
+    other = [
+        d for d in details if d.get("keyword") != "required" or d.get("pointer") != field.pointer
+    ]
+    if not other:
+        return f"Enter {field.label}." if field.kind != "group" else "Fill in this section."
+    detail = other[0]
+    if detail.get("keyword") == "required":
+        return "A field of this section is required."
+    text = error_text(str(detail.get("keyword", "")))
+    where = str(detail.get("pointer", ""))
+    return text if where == field.pointer else f"{text} (item {where[len(field.pointer) + 1 :]})"
+
+
+def _is_url(field: Field, text: str) -> bool:
+    return field.input_type == "url" or "://" in text or text.startswith("//")
+
+
+def prefilled(fields: Sequence[Field], config: Mapping[str, Any]) -> list[tuple[Field, str]]:
+    """The public values the agent chose (kept in the intake version), URLs first: a person
+    sees at once if an agent pointed an endpoint at a server of its own."""
+    found: list[tuple[Field, str]] = []
+    for field in leaves(fields):
+        node: Any = config
+        for token in field.path:
+            node = node.get(token) if isinstance(node, Mapping) else None
+        if node is None or field.secret:
+            continue
+        text = _shown(field, node)
+        if text is None:
+            continue
+        if field.kind == "enum":
+            text = field.options[int(text)]
+        found.append((field, text))
+    return sorted(found, key=lambda pair: not _is_url(*pair))
 
 
 def place_errors(

@@ -11,13 +11,15 @@ by default (fail closed: its contents may be undeclared, hence secret, propertie
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolkit_vault.schema.values import pointer, pointer_tokens
 
-__all__ = ["Field", "build_fields", "leaves"]
+__all__ = ["Field", "build_fields", "leaves", "readable"]
 
 Kind = Literal["group", "text", "number", "integer", "boolean", "enum", "list", "json"]
 IsSecret = Callable[[Sequence[str | int]], bool]
@@ -31,6 +33,44 @@ _SCALARS: dict[str, Kind] = {
 }
 _COMBINERS = ("anyOf", "oneOf", "allOf", "not", "if", "patternProperties", "$dynamicRef")
 _INPUT_TYPES = {"email": "email", "uri": "url", "iri": "url", "date": "date"}
+
+
+_ACRONYMS = {
+    "api", "aws", "cpu", "db", "dns", "gcp", "gpu", "http", "https", "id", "ip", "json",
+    "jwt", "llm", "mcp", "oauth", "sql", "ssh", "ssl", "tls", "ttl", "ui", "uri", "url",
+    "uuid", "smtp", "imap", "s3", "sso", "pat",
+}  # fmt: skip
+_SPELLED = {"oauth": "OAuth"}
+_WORD = re.compile(r"[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+")
+
+
+def readable(name: str) -> str:
+    """A property name made readable: `--host` -> "Host", `SSL_MODE` -> "SSL mode",
+    `apiKey` -> "API key"; a name with no letters stays as it is."""
+    words = _WORD.findall(name)
+    if not words:
+        return name
+    shown = []
+    for index, word in enumerate(words):
+        low = word.lower()
+        if low in _ACRONYMS:
+            shown.append(_SPELLED.get(low, low.upper()))
+        else:
+            shown.append(low.capitalize() if index == 0 else low)
+    return " ".join(shown)
+
+
+def _order(properties: Mapping[str, Any]) -> list[str]:
+    """The declared order: `x-order` (a number) first, then the schema's property order."""
+
+    def key(item: tuple[int, str]) -> tuple[float, int]:
+        raw = properties[item[1]]
+        order = raw.get("x-order") if isinstance(raw, Mapping) else None
+        if isinstance(order, int | float) and not isinstance(order, bool):
+            return (float(order), item[0])
+        return (math.inf, item[0])
+
+    return [name for _, name in sorted(enumerate(properties), key=key)]
 
 
 @dataclass(frozen=True)
@@ -130,7 +170,8 @@ def _attrs(node: Mapping[str, Any], kind: Kind) -> tuple[tuple[str, str], ...]:
 
 
 def build_fields(schema: Mapping[str, Any], is_secret: IsSecret) -> tuple[Field, ...]:
-    """The fields of a toolkit's config form, in the schema's property order."""
+    """The fields of a toolkit's config form in declared order (`x-order`, then property
+    order), at each level the public fields first and the secret ones together after them."""
     root = _resolve(schema, schema)
     return _group(schema, root or {}, (), 0, is_secret)
 
@@ -145,8 +186,9 @@ def _group(
     properties = node.get("properties")
     required = node.get("required", [])
     fields = []
-    for name, raw in properties.items() if isinstance(properties, Mapping) else ():
-        child = _resolve(root, raw)
+    declared: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    for name in _order(declared):
+        child = _resolve(root, declared[name])
         here = (*path, name)
         kind = _kind(child, depth + 1) if child is not None else "json"
         child = child or {}
@@ -158,7 +200,7 @@ def _group(
             Field(
                 pointer=pointer(here),
                 path=here,
-                label=str(child.get("title") or name),
+                label=str(child.get("title") or readable(name)),
                 kind=kind,
                 required=name in required,
                 secret=secret and kind != "group",
@@ -173,7 +215,7 @@ def _group(
                 children=_group(root, child, here, depth + 1, is_secret) if kind == "group" else (),
             )
         )
-    return tuple(fields)
+    return tuple(sorted(fields, key=lambda field: field.secret))  # secret fields together, last
 
 
 def leaves(fields: Sequence[Field]) -> Iterator[Field]:

@@ -18,7 +18,13 @@ from starlette.concurrency import run_in_threadpool
 from toolkit_vault.core.intake import IntakeRefused, IntakeView
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 from toolkit_vault.oauth import oauth_spec
-from toolkit_vault.transports.web.formdata import initial_values, parse_form, place_errors
+from toolkit_vault.transports.web.formdata import (
+    field_error,
+    initial_values,
+    parse_form,
+    place_errors,
+    prefilled,
+)
 from toolkit_vault.transports.web.forms import Field, leaves
 from toolkit_vault.transports.web.pages import WebState
 from toolkit_vault.transports.web.security import BadForm, read_form
@@ -92,6 +98,7 @@ def intake_routes(state: WebState) -> APIRouter:
         fields = state.fields(view.toolkit)
         placed, unplaced = place_errors(fields, details)
         secret = {f.pointer for f in leaves(fields) if f.secret}
+        agent_values = prefilled(fields, view.public_config)
         return state.render(
             request,
             "intake.html",
@@ -104,6 +111,10 @@ def intake_routes(state: WebState) -> APIRouter:
             values={k: v for k, v in values.items() if k not in secret},
             errors=placed,
             form_errors=unplaced,
+            field_error=field_error,
+            requester=view.requester or view.claim.principal_id[:8],
+            prefilled=agent_values,
+            agent_set={f.pointer for f, _ in agent_values},
             oauth=connect_label(view.toolkit.definition.config_schema),
         )
 
