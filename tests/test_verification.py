@@ -195,7 +195,8 @@ def test_the_secret_as_a_query_parameter(vault: Vault, upstream: str) -> None:
 def test_loopback_and_private_addresses_are_refused_by_default(vault: Vault, upstream: str) -> None:
     registered(vault, declared("bearer", BEARER))
     Upstream.seen.clear()
-    for base in (upstream, "http://10.1.2.3", "http://169.254.169.254", "http://[::1]:9"):
+    private = ("http://10.1.2.3", "http://169.254.169.254", "http://[::1]:9", "http://localhost:9")
+    for base in (upstream, *private):  # an address, or a name that resolves to one
         answer = configure(vault, "bearer", {"base": base, "path": "me", "api_key": GOOD})
         assert answer["status"] == "error", base
         assert "its address is not public" in answer["message"]
