@@ -219,3 +219,41 @@ def test_the_shares_keep_covering_the_vault_across_vault_key_rotations(
     assert json.loads(done.stdout)["vault_keys"] == ["vk-2"]
     checked = json.loads(run_cli(("check", "--json"), kms_vault).stdout)
     assert (checked["versions"], checked["intact"], checked["ok"]) == (3, 3, True)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_backup_restores_with_shares_when_the_master_key_and_the_database_are_gone(
+    kms_vault: dict[str, str], kms: str, tmp_path: Path
+) -> None:
+    shares = json.loads(run_cli(INIT_5_OF_3, kms_vault).stdout)["shares"]
+    backup = tmp_path / "vault.tkvb"
+    assert run_cli(("backup", "create", str(backup)), kms_vault).returncode == 0
+    lose_the_master_key(kms)
+    new = {
+        **kms_vault,
+        "TOOLKIT_VAULT_HOME": str(tmp_path / "new-home"),
+        "TOOLKIT_VAULT_DATABASE_URL": f"sqlite:///{tmp_path / 'new-home' / 'vault.db'}",
+    }
+    two = "\n".join(shares[1:3]) + "\n"
+    refused = run_cli(("backup", "verify", str(backup), "--with-shares"), new, input=two)
+    assert refused.returncode == 1 and "nothing was recovered" in refused.stderr
+    three = "\n".join(shares[1:4]) + "\n"
+    verified = run_cli(
+        ("backup", "verify", str(backup), "--with-shares", "--json"), new, input=three
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["versions"]["intact"] == 3
+    done = run_cli(
+        ("restore", str(backup), "--yes", "--with-shares", "--key-provider", "file", "--json"),
+        new,
+        input=three,
+    )
+    assert done.returncode == 0, done.stderr
+    checked = json.loads(run_cli(("check", "--json"), new).stdout)
+    assert (checked["versions"], checked["intact"], checked["ok"]) == (3, 3, True)
+    trail = run_cli(("audit", "verify", "--json"), new)
+    assert trail.returncode == 0, trail.stderr
+    assert events(f"sqlite:///{tmp_path / 'new-home' / 'vault.db'}")[-2:] == [
+        "recovery_unsealed",
+        "backup_restored",
+    ]

@@ -27,6 +27,7 @@ from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.keystore import read_vault_keys
+from toolkit_vault.keys.recovery import open_with_shares
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store.database import open_engine
@@ -127,12 +128,15 @@ def scratch_store() -> Iterator[Store]:
             engine.dispose()
 
 
-def verify_backup(path: Path, settings: VaultSettings) -> VerifyReport:
-    """Check the backup at `path` with the master key `settings` names; raises BackupError
-    when it cannot be believed at all, else reports what each check found."""
+def verify_backup(
+    path: Path, settings: VaultSettings, shares: list[str] | None = None
+) -> VerifyReport:
+    """Check the backup at `path` with the master key `settings` names (or, when the master
+    key is lost, K recovery shares); raises BackupError when it cannot be believed at all,
+    else reports what each check found."""
     with open_backup(path) as handle:
         reader = Reader(handle)
-        return verify_stream(reader, settings)
+        return verify_stream(reader, settings, shares)
 
 
 @contextmanager
@@ -145,7 +149,9 @@ def open_backup(path: Path) -> Iterator[IO[bytes]]:
         yield handle
 
 
-def verify_stream(reader: Reader, settings: VaultSettings) -> VerifyReport:
+def verify_stream(
+    reader: Reader, settings: VaultSettings, shares: list[str] | None = None
+) -> VerifyReport:
     header = reader.header
     if header.schema_revision != SCHEMA_REVISION:
         raise BackupError(
@@ -155,7 +161,7 @@ def verify_stream(reader: Reader, settings: VaultSettings) -> VerifyReport:
     with scratch_store() as store:
         with store.engine.begin() as conn:
             load_rows(reader, conn)
-        internal, ring, masters = _open_keys(store, settings)
+        internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
         audit = verify_audit_chain(store, internal["audit"])
         _same_head(store.engine, header)
@@ -173,9 +179,14 @@ def verify_stream(reader: Reader, settings: VaultSettings) -> VerifyReport:
     )
 
 
-def _open_keys(store: Store, settings: VaultSettings) -> tuple[dict[str, Any], Any, list[str]]:
+def _open_keys(
+    store: Store, settings: VaultSettings, shares: list[str] | None
+) -> tuple[dict[str, Any], Any, list[str]]:
     records = read_vault_keys(store)
     masters = sorted({r.master_key for r in records if r.live and r.master_key})
+    if shares is not None:
+        recovered = open_with_shares(store, shares)
+        return recovered.internal, recovered.ring, masters
     provider = open_provider(settings)
     try:
         ring, internal = VaultKeys(store, provider).open()

@@ -31,6 +31,7 @@ from toolkit_vault.backup.check import VerifyReport, load_rows, open_backup, ver
 from toolkit_vault.bootstrap import open_provider, open_store
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
+from toolkit_vault.keys.recovery import unseal
 from toolkit_vault.settings import VaultSettings, write_record
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.database import migrate, open_engine
@@ -81,10 +82,11 @@ def restore_backup(
     dry_run: bool = False,
     over_newer_witness: bool = False,
     actor: str = "operator",
+    shares: list[str] | None = None,
 ) -> RestoreReport:
     """Restore `path` into the database and home `settings` name (see the module doc)."""
     with open_backup(path) as handle:
-        verified = verify_stream(Reader(handle), settings)
+        verified = verify_stream(Reader(handle), settings, shares)
     if not verified.ok:
         raise BackupError(f"the backup does not verify: {verified.audit.get('message')}")
     header = verified.header
@@ -129,7 +131,8 @@ def restore_backup(
             _advance_sequences(conn)
     finally:
         engine.dispose()
-    _settle_home(settings, verified, witness, witness_seq, over_newer_witness and ahead, actor)
+    over = over_newer_witness and ahead
+    _settle_home(settings, verified, witness, witness_seq, over, actor, shares)
     return dataclasses.replace(report, restored=True)
 
 
@@ -182,6 +185,7 @@ def _settle_home(
     witness_seq: int | None,
     over_newer: bool,
     actor: str,
+    shares: list[str] | None,
 ) -> None:
     """The home names the restored database; its witness is the backup's head, on purpose;
     the restore is the next event of the chain it brought back."""
@@ -189,6 +193,8 @@ def _settle_home(
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings.home.chmod(0o700)
     provider = open_provider(settings)
+    if shares is not None and provider.status().current is None:
+        provider.create_master_key()  # the backup's master key is lost: a new one
     record = dataclasses.replace(
         settings, vault_id=header.vault_id, key_options=provider.recorded_options()
     )
@@ -197,6 +203,8 @@ def _settle_home(
         witness.put(header.head)
     store = open_store(dataclasses.replace(record, initialized=True))
     try:
+        if shares is not None:  # the restored vault keys move under the new master key
+            unseal(store, shares, provider, actor=actor)
         VaultKeys(store, provider).open()
         details = {
             "backup_seq": None if header.head is None else header.head[0],

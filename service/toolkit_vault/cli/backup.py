@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from toolkit_vault.cli.keyflags import key_options, provider_flags
+from toolkit_vault.cli.recovery import prompt_shares
 from toolkit_vault.cli.shell import emit, epilog, guarded
 from toolkit_vault.errors import VaultError
 
@@ -56,10 +57,15 @@ def backup_create(file: Path, as_json: bool) -> None:
     ),
 )
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--with-shares",
+    is_flag=True,
+    help="The master key is lost: open the backup with K recovery shares (prompted).",
+)
 @provider_flags
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
-def backup_verify(file: Path, as_json: bool, **flags: Any) -> None:
+def backup_verify(file: Path, with_shares: bool, as_json: bool, **flags: Any) -> None:
     """Verify FILE: its MAC, its audit chain and head, every row MAC, and every config
     version decrypted in memory (nothing is shown). Needs the master key the backup's vault
     keys are wrapped under; names it when the provider lacks it. Exit 1 unless all hold."""
@@ -71,7 +77,8 @@ def backup_verify(file: Path, as_json: bool, **flags: Any) -> None:
     options = key_options(flags)
     with open_backup(file) as handle:
         header = Reader(handle).header
-    report = verify_backup(file, resolve_settings(header, provider, options or None))
+    shares = prompt_shares() if with_shares else None
+    report = verify_backup(file, resolve_settings(header, provider, options or None), shares)
     if as_json:
         emit(report.as_json())
     else:
@@ -102,11 +109,22 @@ def backup_verify(file: Path, as_json: bool, **flags: Any) -> None:
     help="Restore although the home witnessed a newer audit head (loses what came since).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
+@click.option(
+    "--with-shares",
+    is_flag=True,
+    help="The master key is lost: open the backup with K recovery shares (prompted).",
+)
 @provider_flags
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def restore(
-    file: Path, dry_run: bool, over_newer_witness: bool, yes: bool, as_json: bool, **flags: Any
+    file: Path,
+    dry_run: bool,
+    over_newer_witness: bool,
+    yes: bool,
+    with_shares: bool,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
     """Restore FILE into the (empty) database and home of TOOLKIT_VAULT_HOME and
     TOOLKIT_VAULT_DATABASE_URL, after verifying all of it. The home's witness is reset to
@@ -120,13 +138,18 @@ def restore(
     options = key_options(flags)
     with open_backup(file) as handle:
         header = Reader(handle).header
+    if with_shares and provider is None:
+        raise click.UsageError("with --with-shares, name the new master key's --key-provider")
     settings = resolve_settings(header, provider, options or None)
+    shares = prompt_shares() if with_shares else None
     if not dry_run and not yes:
         if not sys.stdin.isatty():
             raise VaultError("confirm the restore with --yes (stdin is not a tty)")
         if not click.confirm(f"Restore {file} into {settings.database_url}?", err=True):
             raise VaultError("cancelled; nothing was changed")
-    report = restore_backup(file, settings, dry_run=dry_run, over_newer_witness=over_newer_witness)
+    report = restore_backup(
+        file, settings, dry_run=dry_run, over_newer_witness=over_newer_witness, shares=shares
+    )
     payload = report.as_json()
     if as_json:
         emit(payload)

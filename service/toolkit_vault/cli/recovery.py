@@ -14,7 +14,7 @@ from toolkit_vault.cli.keyflags import key_options, provider_flags
 from toolkit_vault.cli.shell import emit, epilog, guarded
 from toolkit_vault.errors import VaultError
 
-__all__ = ["recovery"]
+__all__ = ["prompt_shares", "recovery"]
 
 
 @click.group(short_help="Recovery shares for a lost master key: init, unseal, status.")
@@ -99,7 +99,6 @@ def recovery_unseal(as_json: bool, **flags: Any) -> None:
     not a terminal), and the vault keys are wrapped under a master key of the provider
     named here (made if it holds none), which the home then records. Audited."""
     from toolkit_vault.backup.recovery import unseal_vault
-    from toolkit_vault.keys.recovery import share_threshold
     from toolkit_vault.settings import load_settings
 
     provider = flags.pop("key_provider")
@@ -108,10 +107,7 @@ def recovery_unseal(as_json: bool, **flags: Any) -> None:
     options = key_options(flags)
     settings = load_settings()
     new = load_settings(provider, options)
-    shares = [_share(1, None)]
-    needed = share_threshold(shares[0])
-    shares += [_share(place, needed) for place in range(2, needed + 1)]
-    result = unseal_vault(settings, shares, new)
+    result = unseal_vault(settings, prompt_shares(), new)
     if as_json:
         emit(result)
     else:
@@ -119,6 +115,16 @@ def recovery_unseal(as_json: bool, **flags: Any) -> None:
             f"unsealed: vault keys {', '.join(result['vault_keys'])} now wrapped by master key "
             f"{result['master_key']} ({result['provider']}); audited"
         )
+
+
+def prompt_shares() -> list[str]:
+    """K shares: the first says how many its set needs (a hidden prompt on a terminal, one
+    per line on stdin otherwise); never from argv."""
+    from toolkit_vault.keys.recovery import share_threshold
+
+    shares = [_share(1, None)]
+    needed = share_threshold(shares[0])
+    return shares + [_share(place, needed) for place in range(2, needed + 1)]
 
 
 def _share(place: int, needed: int | None) -> str:

@@ -52,11 +52,13 @@ from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 
 __all__ = [
+    "Recovered",
     "RecoveryError",
     "RecoverySet",
     "combine_shares",
     "cover_vault_key",
     "init_recovery",
+    "open_with_shares",
     "recovery_status",
     "share_threshold",
     "unseal",
@@ -202,11 +204,21 @@ def combine_shares(shares: list[str]) -> SecretBytes:
         raise RecoveryError("the shares do not combine: one of them was altered") from None
 
 
-def unseal(
-    store: Store, shares: list[str], provider: KeyProvider, *, actor: str = "operator"
-) -> dict[str, Any]:
-    """Re-establish the vault under `provider`'s master key (made if it has none) from K
-    shares: every live vault key is unwrapped from its recovery wrap and wrapped anew."""
+@dataclass(frozen=True, repr=False)
+class Recovered:
+    """The vault keys rebuilt from shares, with the vault-wide keys they wrap."""
+
+    ring: KeyRing
+    keys: dict[str, SecretBytes]
+    internal: dict[str, SecretBytes]
+    records: list[Any]
+    set_id: str
+
+
+def open_with_shares(store: Store, shares: list[str]) -> Recovered:
+    """Every live vault key from its recovery wrap (K shares), then the vault-wide keys
+    under them; the store is given the audit and state keys, and the vault key records are
+    checked with them. No provider is asked."""
     recovery = combine_shares(shares)
     ring = KeyRing({_RING_ID: recovery}, _RING_ID)
     with store.read() as conn:
@@ -217,8 +229,8 @@ def unseal(
     missing = [r.key_id for r in records if r.key_id not in wraps]
     if missing:
         raise RecoveryError(
-            f"vault key {', '.join(missing)} is not covered by the recovery shares (made after "
-            "`keys recovery init`): the shares cannot re-establish the vault"
+            f"vault key {', '.join(missing)} is not covered by the recovery shares: the "
+            "shares cannot re-establish the vault"
         )
     keys: dict[str, SecretBytes] = {}
     for record in records:
@@ -233,9 +245,21 @@ def unseal(
                 "vault, or an older set replaced since)"
             ) from None
     active = [r.key_id for r in records if r.is_active] or [records[-1].key_id]
-    internal = unwrap_internal_keys(store, KeyRing(keys, active[0]))
+    vault_ring = KeyRing(keys, active[0])
+    internal = unwrap_internal_keys(store, vault_ring)
     use_keys(store, internal)
     verified_vault_keys(store)  # the records are the vault's own, believed now
+    set_id = str(next(iter(wraps.values())).set_id)
+    return Recovered(vault_ring, keys, internal, records, set_id)
+
+
+def unseal(
+    store: Store, shares: list[str], provider: KeyProvider, *, actor: str = "operator"
+) -> dict[str, Any]:
+    """Re-establish the vault under `provider`'s master key (made if it has none) from K
+    shares: every live vault key is unwrapped from its recovery wrap and wrapped anew."""
+    recovered = open_with_shares(store, shares)
+    keys, records = recovered.keys, recovered.records
     created = None
     if provider.status().current is None:
         created = provider.create_master_key()
@@ -246,7 +270,7 @@ def unseal(
     ]
     master = blob_header(moves[0][2])[1]
     details = {
-        "set_id": next(iter(wraps.values())).set_id,
+        "set_id": recovered.set_id,
         "provider": provider.name,
         "master_key": master,
         "vault_keys": [m[0] for m in moves],
