@@ -1717,6 +1717,16 @@ MUTANTS = [
         (RECOVERY_TESTS + "test_the_shares_keep_covering_the_vault_across_vault_key_rotations",),
     ),
     Mutant(
+        "a restore with shares keeps the lost master key's wraps",
+        BACKUP + "restore.py",
+        "unseal(store, shares, provider, actor=actor)",
+        "None",
+        (
+            RECOVERY_TESTS
+            + "test_a_backup_restores_with_shares_when_the_master_key_and_the_database_are_gone",
+        ),
+    ),
+    Mutant(
         "unseal keeps the lost master key's wraps",
         V + "keys/recovery.py",
         "set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])",
