@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, text
 from oauth_server import AuthServer, running_auth_server
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.audit.history import history
+from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connect import OAuthConnections
 from toolkit_vault.core.connection import connect
@@ -301,6 +302,12 @@ def test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself(
     consent(rig.sides[0], event["intake_url"])
     assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
     assert rig.auth.refresh_calls == 1
+    page = list_events(rig.sides[0].vault.store, EventFilter(toolkit="calendar"), limit=500)
+    said = {e.action: e.summary for e in page.events if e.action.startswith("oauth_")}
+    assert said["oauth_connected"].startswith(
+        f"calendar for principal planner connected at {rig.auth.issuer}"
+    )
+    assert "(invalid_grant): a person must connect again" in said["oauth_refresh_failed"]
     for issued in rig.auth.issued():
         assert issued not in caplog.text
         assert issued not in json.dumps(agent.events + first.events)

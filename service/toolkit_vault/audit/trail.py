@@ -565,6 +565,26 @@ def _intake_completed(w: _Words) -> str:
     return f"intake for {w.toolkit} {w.where} completed (status {w.d('status')})"
 
 
+def _oauth_connected(w: _Words) -> str:
+    return f"{w.toolkit} {w.where} connected at {w.d('issuer')} (scope {w.d('scope')})"
+
+
+def _oauth_refreshed(w: _Words) -> str:
+    rotated = " and rotated its refresh token" if w.d("refresh_token_rotated") else ""
+    return f"refreshed the OAuth token of {w.toolkit} v{w.event.version} {w.where}{rotated}"
+
+
+def _oauth_refresh_failed(w: _Words) -> str:
+    return (
+        f"{w.d('issuer')} refused to refresh {w.toolkit} {w.where} ({w.d('error')}): "
+        "a person must connect again"
+    )
+
+
+def _oauth_disconnected(w: _Words) -> str:
+    return f"revoked the OAuth tokens of {w.toolkit} {w.where} at {w.d('issuer')}"
+
+
 def _token_created(w: _Words) -> str:
     text = f"token created for {w.d('name') or w.who(w.d('principal_id'))} ({w.d('role')})"
     if w.d("expires_at") is not None:
@@ -653,6 +673,10 @@ _SAY: dict[str, Callable[[_Words], str]] = {
     AuditAction.INTAKE_REQUESTED: _intake_requested,
     AuditAction.INTAKE_REFUSED: _intake_refused,
     AuditAction.INTAKE_COMPLETED: _intake_completed,
+    AuditAction.OAUTH_CONNECTED: _oauth_connected,
+    AuditAction.OAUTH_REFRESHED: _oauth_refreshed,
+    AuditAction.OAUTH_REFRESH_FAILED: _oauth_refresh_failed,
+    AuditAction.OAUTH_DISCONNECTED: _oauth_disconnected,
     AuditAction.TOKEN_CREATED: _token_created,
     AuditAction.TOKEN_REVOKED: _token_revoked,
     AuditAction.TOOLKIT_IMPORTED: _imported,
