@@ -1668,6 +1668,16 @@ MUTANTS = [
         (BACKUP_TESTS + "test_a_backup_refuses_a_vault_that_is_not_believed",),
     ),
     Mutant(
+        "a backup's own header chooses the master key that verifies it",
+        BACKUP + "check.py",
+        "        if not trust_header:\n",
+        "        if False:\n",
+        (
+            BACKUP_TESTS
+            + "test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_databases",
+        ),
+    ),
+    Mutant(
         "a restore over a newer witness needs no explicit step",
         BACKUP + "restore.py",
         "if ahead and not over_newer_witness:",

@@ -136,7 +136,8 @@ def test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_da
 
     target = other_database(home.database_url, tmp_path, request)
     restored_home(home, tmp_path, target, monkeypatch)
-    done = restore_backup(file, resolve_settings(header_of(file)))
+    assert "--key-provider file" in _refused(lambda: resolve_settings(header_of(file)))
+    done = restore_backup(file, resolve_settings(header_of(file), "file"))
     assert done.restored and done.backup.header.source != target.split(":")[0].split("+")[0]
 
     again = open_vault(load_settings())
@@ -168,6 +169,12 @@ def test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_da
         assert last is not None and last.action == "backup_restored"
     finally:
         again.store.engine.dispose()
+
+
+def _refused(work: Any) -> str:
+    with pytest.raises(BackupError) as caught:
+        work()
+    return str(caught.value)
 
 
 def tampered_copies(file: Path, tmp_path: Path) -> dict[str, Path]:
@@ -218,7 +225,7 @@ def test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore(
     restored_home(home, tmp_path, target, monkeypatch)
     for name in ("truncated", "flipped byte", "trailer forged", "extra row"):
         with pytest.raises(BackupError):
-            restore_backup(copies[name], resolve_settings(header_of(file)))
+            restore_backup(copies[name], resolve_settings(header_of(file), "file"))
         engine = create_engine(target)
         with engine.connect() as db:  # nothing was written
             tables = db.execute(text("select name from sqlite_master where type='table'")).all()

@@ -19,9 +19,10 @@ from websockets.sync.client import connect
 
 from toolkit_vault.access.principals import list_principals, revoke
 from toolkit_vault.audit.history import history
+from toolkit_vault.transports.web.console import HISTORY_PAGE
 from toolkit_vault.transports.web.security import SECURITY_HEADERS
 
-from web_support import Server, agent, click_through, screenshot
+from web_support import Server, agent, click_through, screenshot, sideways
 
 CANARY = "tkv-canary-console-93c2aa"
 SECRETIVE = {"endpoint": "https://api.example.test", "api_key": CANARY}
@@ -254,3 +255,43 @@ def test_every_page_carries_the_security_headers(server: Server) -> None:
         for name, value in SECURITY_HEADERS.items():
             assert response.headers[name] == value
         assert "<script" not in response.text and "style=" not in response.text
+
+
+CONSOLE_PAGES = ("sessions", "toolkits", "keys", "tokens", "ask", "purge", "history", "audit")
+
+
+def test_history_reads_as_the_cli_and_no_page_scrolls_sideways(
+    server: Server, browser: WebDriver, tmp_path: Path
+) -> None:
+    with agent(server, server.token("agent", "worker")) as bot:
+        for n in range(HISTORY_PAGE + 1):  # one more than a page
+            config = {**SECRETIVE, "endpoint": f"https://api{n}.example.test"}
+            assert bot.configure("secretive", config)["status"] == "ok"
+        session = bot.session_id
+    browser.get(server.base + "/")  # `/` leads to the console
+    assert browser.current_url == server.base + "/console/"
+    hint = browser.find_element(By.ID, "get-token").text
+    assert "toolkit-vault tokens create --role operator --name NAME" in hint
+    assert sideways(browser) == []
+    sign_in(browser, server, server.token("operator", "ops"))
+    for page in CONSOLE_PAGES:
+        browser.get(f"{server.base}/console/{page}")
+        assert sideways(browser) == [], page
+
+    visit(browser, server, f"history?session={session[:8]}&toolkit=CRET", tmp_path / "h.png")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert len(rows) == HISTORY_PAGE  # a prefix as the CLI prints it, any part of a name
+    actors = {r.find_element(By.CSS_SELECTOR, "td.actor").text for r in rows}
+    assert actors == {"worker"}  # a name, not a principal id
+    assert sideways(browser) == []
+    click_through(browser, browser.find_element(By.LINK_TEXT, "Older"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tbody tr")) == 1
+    assert "https://api0.example.test" in browser.page_source  # the oldest, on page 2
+    browser.find_element(By.LINK_TEXT, "Newer")
+    browser.get(f"{server.base}/console/history?toolkit=nothing-like-it")
+    assert browser.find_elements(By.CSS_SELECTOR, "tbody tr") == []
+
+    visit(browser, server, "toolkits?q=ledg", tmp_path / "t.png")
+    names = [s.text for s in browser.find_elements(By.CSS_SELECTOR, "tbody td strong")]
+    assert names == ["ledger"]
+    assert "1 of" in browser.find_element(By.ID, "toolkit-count").text

@@ -40,6 +40,7 @@ __all__ = [
     "purge",
     "purge_preview",
     "purge_principal",
+    "session_matches",
 ]
 
 
@@ -80,6 +81,26 @@ def find_principal(store: Store, name_or_id: str) -> str:
     if found is None:
         raise VaultError(f"no principal named or with id {name_or_id!r}")
     return str(found.principal_id)
+
+
+def session_matches(store: Store, typed: str, limit: int = 6) -> list[str]:
+    """The session ids `typed` names, as the CLI reads them: the id itself, else every id
+    it is a prefix of (at most `limit`; more than one is ambiguous)."""
+    if not typed or "\x00" in typed:
+        return []
+    with store.read() as conn:
+        exact = conn.execute(
+            select(SessionRow.session_id).where(SessionRow.session_id == typed)
+        ).scalar()
+        if exact is not None:
+            return [exact]
+        query = (
+            select(SessionRow.session_id)
+            .where(SessionRow.session_id.startswith(typed, autoescape=True))
+            .order_by(SessionRow.session_id)
+            .limit(limit)
+        )
+        return list(conn.execute(query).scalars())
 
 
 def history(

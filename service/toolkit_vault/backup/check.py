@@ -78,14 +78,27 @@ class VerifyReport:
 
 
 def resolve_settings(
-    header: Header, key_provider: str | None = None, key_options: dict[str, str] | None = None
+    header: Header,
+    key_provider: str | None = None,
+    key_options: dict[str, str] | None = None,
+    *,
+    trust_header: bool = False,
 ) -> VaultSettings:
-    """Where the backup's master key is: the flags, else the home's record or environment,
-    else what the backup recorded (a restore into a new home on the same provider)."""
+    """Where the backup's master key is: the flags, else the home's record or environment.
+    Never the backup's own word alone: a forged backup could name a key its forger holds
+    (a KMS endpoint of theirs, a key file of theirs) and would then verify under it; the
+    header's record is only suggested to the operator, to state with flags
+    (`trust_header`: the provider is not used, as when shares open the backup)."""
     settings = load_settings(key_provider, key_options)
     if key_provider is None and not settings.initialized and EnvSettings().key_provider is None:
-        options = {**header.key_options, **(key_options or {})}
-        settings = load_settings(header.key_provider, options)
+        if not trust_header:
+            options = "".join(f" --key-option {k}={v}" for k, v in header.key_options.items())
+            raise BackupError(
+                "this home records no key provider: say where the backup's master key is "
+                f"(the backup names --key-provider {header.key_provider}{options}; check it "
+                "before you rely on it)"
+            )
+        settings = load_settings(header.key_provider, header.key_options)
     return dataclasses.replace(settings, vault_id=header.vault_id)
 
 

@@ -78,7 +78,8 @@ def backup_verify(file: Path, with_shares: bool, as_json: bool, **flags: Any) ->
     with open_backup(file) as handle:
         header = Reader(handle).header
     shares = prompt_shares() if with_shares else None
-    report = verify_backup(file, resolve_settings(header, provider, options or None), shares)
+    settings = resolve_settings(header, provider, options or None, trust_header=with_shares)
+    report = verify_backup(file, settings, shares)
     if as_json:
         emit(report.as_json())
     else:

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
+from starlette.responses import RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -111,7 +112,13 @@ def create_console(
     return app
 
 
+async def _to_console() -> RedirectResponse:
+    """`/` leads to the console (its sign-in page, or the signed-in person's home)."""
+    return RedirectResponse(MOUNT + "/", status_code=307)
+
+
 def install_console(app: FastAPI, vault: Vault, provider: KeyProvider, **options: Any) -> None:
     """Mount the console under `/console` of the A2E app, and remember request origins."""
     app.mount(MOUNT, create_console(vault, provider, **options))
+    app.add_api_route("/", _to_console, methods=["GET"], include_in_schema=False)
     app.add_middleware(RememberOrigin)

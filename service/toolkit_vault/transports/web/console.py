@@ -11,12 +11,14 @@ functions the CLI and the admin API call), in a worker thread; no page shows a s
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
 
 from toolkit_vault.access.principals import TokenExpired, authenticate, list_principals
-from toolkit_vault.audit.history import history
+from toolkit_vault.audit.history import history, session_matches
 from toolkit_vault.core.operators import (
     NotConfirmed,
     OwnToken,
@@ -42,6 +44,7 @@ __all__ = ["console_routes"]
 CONSOLE_ROLES = ("operator", "auditor")
 HOME = {"operator": "sessions", "auditor": "history"}
 MAX_FILTER = 200
+HISTORY_PAGE = 50
 SCOPE_FIELDS = ("session", "principal", "toolkit")
 
 
@@ -130,8 +133,13 @@ class Console:
         user = await self.signed_in(request, "operator")
         if isinstance(user, Response):
             return user
-        listed = [(t, self._secret_pointers(t)) for t in self.state.vault.registry.all()]
-        return self.state.render(request, "toolkits.html", user=user, toolkits=listed)
+        query = request.query_params.get("q", "").strip()[:MAX_FILTER]
+        everything = self.state.vault.registry.all()
+        found = [t for t in everything if _matches(t, query)]
+        listed = [(t, self._secret_pointers(t)) for t in found]
+        return self.state.render(
+            request, "toolkits.html", user=user, toolkits=listed, q=query, total=len(everything)
+        )
 
     async def sessions(self, request: Request) -> Response:
         user = await self.signed_in(request, "operator")
@@ -317,16 +325,42 @@ class Console:
         user = await self.signed_in(request, "auditor", "operator")
         if isinstance(user, Response):
             return user
-        session = request.query_params.get("session", "")[:MAX_FILTER] or None
-        toolkit = request.query_params.get("toolkit", "")[:MAX_FILTER] or None
-        versions = await run_in_threadpool(history, self.state.vault.store, session, toolkit)
+        typed = request.query_params.get("session", "").strip()[:MAX_FILTER]
+        toolkit = request.query_params.get("toolkit", "").strip()[:MAX_FILTER]
+        try:
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            page = 1
+        store, error = self.state.vault.store, None
+        session = None
+        if typed:  # an id or a prefix of one, as the CLI prints them
+            matches = await run_in_threadpool(session_matches, store, typed)
+            session = matches[0] if len(matches) == 1 else typed
+            if len(matches) > 1:
+                error = f"Session {typed!r} is the start of more than one id: type more of it."
+        versions = [] if error else await run_in_threadpool(history, store, session)
+        wanted = toolkit.lower()
+        versions = [v for v in versions[::-1] if wanted in str(v["toolkit_name"]).lower()]
+        names = {p.principal_id: p.name for p in await run_in_threadpool(list_principals, store)}
+        pages = max(1, -(-len(versions) // HISTORY_PAGE))
+        page = min(page, pages)
+        shown = versions[(page - 1) * HISTORY_PAGE : page * HISTORY_PAGE]
+        kept = {k: v for k, v in (("session", typed), ("toolkit", toolkit)) if v}
         return self.state.render(
             request,
             "history.html",
-            user=user,
-            versions=versions[::-1],
-            session=session or "",
-            toolkit=toolkit or "",
+            200 if error is None else 422,
+            user,
+            versions=shown,
+            total=len(versions),
+            page_no=page,
+            pages=pages,
+            newer=urlencode({**kept, "page": page - 1}) if page > 1 else None,
+            older=urlencode({**kept, "page": page + 1}) if page < pages else None,
+            names=names,
+            error=error,
+            session=typed,
+            toolkit=toolkit,
         )
 
     async def audit_page(self, request: Request) -> Response:
@@ -352,6 +386,15 @@ class Console:
         trail = await run_in_threadpool(trail_view, self.state.vault.store, request.query_params)
         status = 200 if trail.error is None else 422
         return self.state.render(request, "audit.html", status, user, report=report, trail=trail)
+
+
+def _matches(toolkit: RegisteredToolkit, query: str) -> bool:
+    """Whether a toolkit's name, alias, description or tags contain `query` (any case)."""
+    if not query:
+        return True
+    d = toolkit.definition
+    words = [d.name, d.alias or "", d.description or "", *(getattr(d, "tags", None) or [])]
+    return any(query.lower() in str(word).lower() for word in words)
 
 
 def console_routes(state: WebState) -> APIRouter:
