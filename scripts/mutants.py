@@ -1685,6 +1685,17 @@ MUTANTS = [
         (RESTORE_TEST,),
     ),
     Mutant(
+        "a restore into PostgreSQL leaves its serial keys behind the restored rows",
+        BACKUP + "restore.py",
+        "            _advance_sequences(conn)\n",
+        "",
+        (
+            BACKUP_TESTS
+            + "test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_databases",
+        ),
+        select="",
+    ),
+    Mutant(
         "a restore goes into a database that is not empty",
         BACKUP + "restore.py",
         "        if not empty:\n",

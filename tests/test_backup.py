@@ -167,6 +167,8 @@ def test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_da
         assert checked["failed"] == 0 and checked["intact"] == len(rows)
         assert again.verify_audit().ok
         assert last is not None and last.action == "backup_restored"
+        fresh, _ = session(again)  # the restored vault takes writes (PostgreSQL's serials moved on)
+        assert configure(fresh, 1) == "ok"
     finally:
         again.store.engine.dispose()
 
