@@ -1754,6 +1754,37 @@ MUTANTS = [
         "pass",
         (RECOVERY_TESTS + "test_the_drill_kms_key_gone_three_of_five_shares_restore_everything",),
     ),
+    Mutant(
+        "intake link: its payload readable (base64 JSON naming the session)",
+        V + "core/intake.py",
+        "payload = _b64(nonce + self._aead().encrypt(nonce, canonical_json(fields), _DOMAIN))",
+        "payload = _b64(canonical_json(fields))",
+        ("tests/web/test_intake_browser.py::test_a_link_cannot_be_pointed_at_another_session",),
+        also=(
+            (
+                V + "core/intake.py",
+                "fields = json.loads(self._aead().decrypt(sealed[:12], sealed[12:], _DOMAIN))",
+                "fields = json.loads(sealed)",
+            ),
+        ),
+    ),
+    Mutant(
+        "intake form: the values the agent chose are not marked",
+        V + "transports/web/intake_pages.py",
+        "agent_set={f.pointer for f, _ in agent_values},",
+        "agent_set=set(),",
+        ("tests/web/test_intake_browser.py::test_a_schema_with_every_kind_of_field",),
+    ),
+    Mutant(
+        "intake form: the agent's URLs not listed first",
+        V + "transports/web/formdata.py",
+        "return sorted(found, key=lambda pair: not _is_url(*pair))",
+        "return found",
+        (
+            "tests/web/test_forms.py::"
+            "test_labels_are_readable_names_in_declared_order_secret_fields_last",
+        ),
+    ),
 ]
 
 

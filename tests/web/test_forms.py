@@ -210,5 +210,5 @@ def test_labels_are_readable_names_in_declared_order_secret_fields_last() -> Non
         ("Host", "evil.test"),
         ("SSL mode", "disable"),
     ]
-    urls = prefilled(fields, {"oauthClientId": "c", "--host": "https://evil.test"})
-    assert [f.label for f, _ in urls] == ["Host", "OAuth client ID"]
+    urls = prefilled(fields, {"SSL_MODE": "disable", "oauthClientId": "https://evil.test"})
+    assert [f.label for f, _ in urls] == ["OAuth client ID", "SSL mode"]  # URLs first
