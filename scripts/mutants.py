@@ -1625,6 +1625,13 @@ MUTANTS = [
         (OAUTH + "test_purging_a_connection_revokes_its_tokens_at_the_server_first",),
     ),
     Mutant(
+        "oauth: a token refreshed ahead never reaches the live instance",
+        V + "core/connect.py",
+        "            self.vault.reinitialize(scope_id, name)\n",
+        "            pass\n",
+        (OAUTH + "test_a_live_toolkit_gets_its_token_refreshed_before_it_expires",),
+    ),
+    Mutant(
         "oauth: the plugin gets the whole token set",
         V + "core/vault.py",
         "unavailable = instance.initialize(without_token_set(config))",

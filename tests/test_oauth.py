@@ -358,3 +358,28 @@ def test_toolkits_disconnect_revokes_and_shreds(rig: Rig, cli_env: dict[str, str
     assert issued.refresh_token not in done.stdout + done.stderr
     assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
     assert rig.auth.refresh_calls == 0
+
+
+def test_a_live_toolkit_gets_its_token_refreshed_before_it_expires(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proactive refresh (`refresh_ahead`, every half minute in `serve`): an instance that
+    stays initialized is given the new access token before the old one expires."""
+    monkeypatch.setenv("TKV_WEB_PROOF_DIR", str(tmp_path))
+    principal, first = connected(rig)
+    side = rig.sides[0]
+    before = len(list(tmp_path.glob("calendar-*.json")))
+    assert side.connections.refresh_ahead(300) == []  # an hour left: nothing to do
+    rig.clock.offset = 3600 - 200  # within five minutes of its expiry, not yet within one
+    scope = f"principal:{principal.principal_id}"
+    assert side.connections.refresh_ahead(300) == [f"{scope}/calendar"]
+    assert rig.auth.refresh_calls == 1
+    proofs = sorted(tmp_path.glob("calendar-*.json"), key=lambda p: p.stat().st_mtime)
+    assert len(proofs) == before + 1  # the live instance, initialized again
+    fresh = rig.auth.latest().access_token
+    assert json.loads(proofs[-1].read_text())["sha256"] == calendar.config_digest(
+        {**PUBLIC, "access_token": fresh}
+    )
+    assert any(e.get("configured") for e in first.events if e["type"] == "toolkit/status/event")
+    assert side.connections.refresh_ahead(300) == []  # the new token has an hour
+    assert rig.auth.refresh_calls == 1 and first.listed()["calendar"] is True

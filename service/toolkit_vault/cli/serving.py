@@ -185,6 +185,7 @@ def serve(
     (`tokens create`). A port already in use is one line on stderr, exit status 1."""
     from toolkit_vault.transports.http_api import Limits, create_app
     from toolkit_vault.transports.http_server import run
+    from toolkit_vault.transports.oauth_watch import OAuthWatch
     from toolkit_vault.transports.registry_watch import RegistryWatch
 
     if (tls_cert is None) != (tls_key is None):
@@ -207,6 +208,7 @@ def serve(
 
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
     RegistryWatch(vault).start()  # imports and removals made elsewhere reach idle sockets
+    OAuthWatch(vault).start()  # OAuth tokens of live toolkits refreshed before they expire
     limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "

@@ -412,3 +412,44 @@ class OAuthConnections:
             )  # fmt: skip
             revoked.append(record.toolkit_name)
         return revoked
+
+    # -- proactive refresh ----------------------------------------------------------------------
+
+    def refresh_ahead(self, ahead: float) -> list[str]:
+        """Refresh the token sets this process's live instances were made from that expire
+        within `ahead` seconds (once across processes, as at initialization), and initialize
+        those instances again (`transports.oauth_watch` calls it every half minute). Returns
+        the (scope, toolkit) refreshed, as `scope/toolkit`. A refusal marks the connection
+        for reconnecting, as at initialization; an unreachable server waits for next time."""
+        done = []
+        for scope_id, name in sorted(self.vault.live_scopes()):
+            record = self._current_of(scope_id, name)
+            if record is None:
+                continue
+            try:
+                toolkit = self.vault.registry.get(name)
+                spec = self.spec_of(toolkit)
+                if spec is None:
+                    continue
+                tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
+                if tokens is None or tokens.reconnect or tokens.expires_at is None:
+                    continue
+                if tokens.expires_at - self._clock() >= ahead:
+                    continue
+                register_secrets([tokens.access_token, tokens.refresh_token])
+                if self._refresh(record, toolkit, spec, tokens) is None:
+                    continue  # another process got there first: its version is current
+            except Reconnect:
+                pass  # stored: the instances are initialized again and say so
+            except VaultError as exc:
+                log.warning("%s: not refreshed ahead (%s)", name, type(exc).__name__)
+                continue
+            self.vault.reinitialize(scope_id, name)
+            done.append(f"{scope_id}/{name}")
+        return done
+
+    def _current_of(self, scope_id: str, name: str) -> VersionRecord | None:
+        for found in self.vault.store.current_versions(scope_id):
+            if found.toolkit_name == name and found.authentic:
+                return found
+        return None

@@ -660,6 +660,32 @@ class Vault:
             committed(self.store.append_version(session_id, name, build, configure, guard=guard))
         return outcome
 
+    def live_scopes(self) -> set[tuple[str, str]]:
+        """(scope, toolkit) of every instance live in this process: what a proactive OAuth
+        refresh looks at (`connect.OAuthConnections.refresh_ahead`)."""
+        with self._lock:
+            return {
+                (scope, name)
+                for session_id, sources in self._sources.items()
+                for name, (scope, _) in sources.items()
+                if (session_id, name) in self._active
+            }
+
+    def reinitialize(self, scope_id: str, toolkit_name: str) -> None:
+        """Initialize again, from the store, the instances of `toolkit_name` this process
+        made from `scope_id`'s config for sessions with a connection here (a token refreshed
+        ahead of its expiry); they hear of it. Other sessions follow at their next use."""
+        with self._lock:
+            sessions = [
+                (session_id, next(iter(self._plugins[session_id])).principal.principal_id)
+                for session_id, sources in self._sources.items()
+                if sources.get(toolkit_name, ("", 0))[0] == scope_id
+                and self._plugins.get(session_id)
+            ]
+        for session_id, principal_id in sessions:
+            for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
+                self.deliver(event)
+
     # -- the registry, in line with the chain ------------------------------------------------
 
     def toolkit(self, name: str) -> RegisteredToolkit:
