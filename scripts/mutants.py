@@ -538,8 +538,8 @@ MUTANTS = [
     Mutant(
         "a list believes memory after a drop",
         V + "core/vault.py",
-        "            self._dropped += 1",
-        "            pass",
+        "            )\n            self._dropped += 1",
+        "            )\n            pass",
         ("tests/test_http_access.py",),
     ),
     # -- authenticated state (issue 11) ------------------------------------------------------
