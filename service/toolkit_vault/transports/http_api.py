@@ -290,7 +290,7 @@ def create_app(
             response = await a2e_post(request)
         except Refused as exc:
             response = await refused(request, exc)
-        except ClientDisconnect as exc:  # gone, or its body too slow (`webserver`)
+        except ClientDisconnect as exc:  # gone, or its body too slow (`http_server`)
             response = await client_left(request, exc)
         await response(scope, receive, send)
 
