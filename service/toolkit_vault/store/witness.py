@@ -120,6 +120,8 @@ class Witness:
             return cached[1]  # unchanged since (a write within the clock's tick: one behind)
         try:
             fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # gone since the stat, as if the stat had not found it
         except OSError:
             raise self._unreadable() from None
         try:
