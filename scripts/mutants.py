@@ -1663,8 +1663,8 @@ MUTANTS = [
     Mutant(
         "a backup is written under its final name, not renamed into place",
         BACKUP + "snapshot.py",
-        'fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600',
-        "fd, name = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), str(path)",
+        "            with atomic_writer(path) as handle:",
+        '            with open(path, "wb") as handle:',
         (BACKUP_TESTS + "test_sigkill_during_create_leaves_no_file_that_verifies",),
     ),
     Mutant(

@@ -14,8 +14,6 @@ most a temporary file without a trailer, which verifies as nothing.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +26,7 @@ from sqlalchemy import Connection, Engine, select, text
 from toolkit_vault.backup.archive import Header, Writer, backup_key
 from toolkit_vault.bootstrap import open_provider, open_store
 from toolkit_vault.errors import VaultError
+from toolkit_vault.files import atomic_writer
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import AuditHead, Base
@@ -71,13 +70,7 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
         key = backup_key(internal["state"])
         path = path.absolute()
         try:
-            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
-        except OSError as exc:
-            raise VaultError(f"cannot write a backup in {path.parent}: {exc.strerror}") from None
-        temporary = Path(name)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o600)
+            with atomic_writer(path) as handle:
                 with _snapshot(store.engine) as conn:
                     revision = str(
                         conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
@@ -107,18 +100,9 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
                         for row in result:
                             writer.row(table, row)
                 writer.finish(key)
-                handle.flush()
-                os.fsync(handle.fileno())
-            size = temporary.stat().st_size
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        except OSError as exc:
+            raise VaultError(f"cannot write a backup in {path.parent}: {exc.strerror}") from None
+        size = path.stat().st_size
     finally:
         store.close_watch()
         store.engine.dispose()
