@@ -111,6 +111,13 @@ def events(url: str) -> list[str]:
         engine.dispose()
 
 
+def echoes(share: str, text: str) -> bool:
+    """Whether `text` holds any three words of `share` in a row. (One word alone proves
+    nothing: SLIP-39's are common English words an error message may use too.)"""
+    words, said = share.split(), " ".join(text.split())
+    return any(" ".join(words[i : i + 3]) in said for i in range(len(words) - 2))
+
+
 def test_the_drill_kms_key_gone_three_of_five_shares_restore_everything(
     kms: str, kms_vault: dict[str, str], database_url: str
 ) -> None:
@@ -134,7 +141,7 @@ def test_the_drill_kms_key_gone_three_of_five_shares_restore_everything(
     )
     assert two.returncode == 1
     assert "nothing was recovered" in two.stderr
-    assert not any(word in two.stderr for word in shares[0].split()[4:])
+    assert not echoes(shares[0], two.stderr)
     assert wraps(database_url) == before  # 2 of 5 changed nothing
     assert events(database_url)[-1] == "recovery_initialized"
 
