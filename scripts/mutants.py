@@ -1466,14 +1466,14 @@ MUTANTS = [
     Mutant(
         "credential check: a failed check is stored anyway",
         V + "core/vault.py",
-        "verify_credential(toolkit, msg.config, self.verify_policy)  # nothing stored",
+        "self.check_credential(toolkit, msg.config)  # nothing stored",
         "pass",
         (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
     ),
     Mutant(
         "credential check: the intake form skips it",
         V + "core/intake.py",
-        "verify_credential(view.toolkit, config, self.vault.verify_policy)",
+        "self.vault.check_credential(view.toolkit, config)",
         "pass",
         (VERIFY + "test_the_intake_form_shows_the_failed_check_and_the_link_stays_good",),
     ),
@@ -1511,6 +1511,13 @@ MUTANTS = [
         'else urllib.parse.quote(text, safe="")',
         "else text",
         (VERIFY + "test_a_url_value_cannot_add_a_path_or_host",),
+    ),
+    Mutant(
+        "credential check: who has a verify is believed for a replaced toolkit too",
+        V + "core/verification.py",
+        "if known is not None and known[0] is toolkit and not known[1]:",
+        "if known is not None and not known[1]:",
+        (VERIFY + "test_a_replaced_toolkit_is_looked_at_again",),
     ),
     Mutant(
         "credential check: a plugin's check is waited for forever",

@@ -20,7 +20,12 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.core.verification import VerifyPolicy, verify_credential
+from toolkit_vault.core.verification import (
+    CredentialRejected,
+    PluginChecks,
+    VerifyPolicy,
+    verify_credential,
+)
 from toolkit_vault.errors import SchemaRefused
 from toolkit_vault.schema import compile_schema
 from toolkit_vault.settings import VaultSettings
@@ -337,3 +342,49 @@ def test_a_spec_plugin_s_own_check(vault: Vault) -> None:
     assert refused["message"] == "the credential check failed: the toolkit refused it"
     assert stored(vault) == []
     assert configure(vault, "spec-checked", {"api_key": GOOD})["status"] == "ok"
+
+
+class Counted:
+    """A toolkit without a check of its own that counts its instances."""
+
+    made: ClassVar[int] = 0
+    definition: ClassVar[dict[str, Any]] = {
+        "name": "counted",
+        "schema": {
+            "type": "object",
+            "properties": {"api_key": {"type": "string", "x-secret": True}},
+        },
+        "tools": ["call"],
+    }
+
+    def __init__(self) -> None:
+        Counted.made += 1
+
+    def initialize(self, config: dict[str, Any]) -> None:
+        return None
+
+
+def test_who_has_a_check_is_looked_up_once_per_registered_toolkit(vault: Vault) -> None:
+    registered(vault, Counted)
+    Counted.made = 0
+    for _ in range(3):
+        assert configure(vault, "counted", {"api_key": GOOD})["status"] == "ok"
+    assert Counted.made == 3 + 1  # one instance per initialization, one to look for `verify`
+
+
+def test_a_replaced_toolkit_is_looked_at_again() -> None:
+    """The live registry replaces a re-imported toolkit by a new object: what was learnt of
+    the old one (no check) must not skip the new one's check."""
+    checks = PluginChecks()
+    without = RegisteredToolkit(coerce_definition(Counted.definition), Counted, SOURCE)
+    assert checks.instance(without) is None
+    assert checks.instance(without) is None
+
+    class Replaced(Counted):
+        def verify(self, config: dict[str, Any]) -> bool:
+            return False
+
+    replaced = RegisteredToolkit(coerce_definition(Counted.definition), Replaced, SOURCE)
+    assert isinstance(checks.instance(replaced), Replaced)
+    with pytest.raises(CredentialRejected, match="the toolkit refused it"):
+        verify_credential(replaced, {"api_key": GOOD}, LOOPBACK, checks)

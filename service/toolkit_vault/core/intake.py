@@ -31,7 +31,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from toolkit_vault.access.principals import Principal, list_principals
 from toolkit_vault.core.vault import Outcome, Vault
-from toolkit_vault.core.verification import verify_credential
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
@@ -335,7 +334,7 @@ class Intake:
             check_sealable(secret_values)
             if view.toolkit.check is not None:
                 view.toolkit.check(config)
-            verify_credential(view.toolkit, config, self.vault.verify_policy)
+            self.vault.check_credential(view.toolkit, config)
         except ConfigInvalid as exc:
             details = {"link_id": claim.link_id, "errors": exc.details}
             self.vault.store.record_attempt(

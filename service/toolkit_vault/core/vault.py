@@ -33,7 +33,12 @@ from toolkit_vault.audit.history import PurgeReport, find_principal, purge, purg
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
 from toolkit_vault.core.templates import apply_template
-from toolkit_vault.core.verification import CredentialRejected, VerifyPolicy, verify_credential
+from toolkit_vault.core.verification import (
+    CredentialRejected,
+    PluginChecks,
+    VerifyPolicy,
+    verify_credential,
+)
 from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, SecretBytes
 from toolkit_vault.errors import (
     ConfigInvalid,
@@ -186,6 +191,7 @@ class Vault:
         self.oauth: TokenSource | None = None  # OAuth connections, set with the intake links
         # Where a credential check may connect (`verification`; TOOLKIT_VAULT_VERIFY_ALLOW).
         self.verify_policy = VerifyPolicy.from_environment()
+        self._plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -534,7 +540,7 @@ class Vault:
             check_sealable(secrets)
             if toolkit.check is not None:
                 toolkit.check(msg.config)  # field-level, like a schema error: nothing stored
-            verify_credential(toolkit, msg.config, self.verify_policy)  # nothing stored
+            self.check_credential(toolkit, msg.config)  # nothing stored
         except CredentialRejected as exc:  # the config is well formed; its credential is not
             self.store.record_attempt(
                 AuditDraft(
@@ -580,6 +586,11 @@ class Vault:
             status=outcome.status,
             message=message,
         )
+
+    def check_credential(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> None:
+        """The toolkit's credential check (`verification`) under this vault's policy; raises
+        CredentialRejected. A configure and an intake form both ask here."""
+        verify_credential(toolkit, config, self.verify_policy, self._plugin_checks)
 
     def _made(self, scope_id: str) -> str:
         """A principal scope's row, made on its first use (a session's exists already)."""

@@ -30,7 +30,13 @@ from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.schema.verify_spec import VerifySpec
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 
-__all__ = ["ALLOW_VARIABLE", "CredentialRejected", "VerifyPolicy", "verify_credential"]
+__all__ = [
+    "ALLOW_VARIABLE",
+    "CredentialRejected",
+    "PluginChecks",
+    "VerifyPolicy",
+    "verify_credential",
+]
 
 ALLOW_VARIABLE = "TOOLKIT_VAULT_VERIFY_ALLOW"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -79,24 +85,49 @@ class VerifyPolicy:
         return address.is_global and not address.is_multicast
 
 
+class PluginChecks:
+    """Which toolkits have a `verify(config)` of their own, looked up once per registered
+    toolkit: a configure of a toolkit without one then makes no instance only to look.
+
+    Keyed by name, and believed only for the very `RegisteredToolkit` it was learnt from:
+    the live registry replaces a toolkit by a new object when its import changes (and
+    keeps the object while it does not), so a re-imported toolkit is looked at again."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[RegisteredToolkit, bool]] = {}
+
+    def instance(self, toolkit: RegisteredToolkit) -> Any | None:
+        """A fresh instance whose `verify` to call, or None when the toolkit has none."""
+        known = self._known.get(toolkit.definition.name)
+        if known is not None and known[0] is toolkit and not known[1]:
+            return None
+        instance = toolkit.factory()
+        verifies = callable(getattr(instance, "verify", None))
+        self._known[toolkit.definition.name] = (toolkit, verifies)
+        return instance if verifies else None
+
+
 def verify_credential(
-    toolkit: RegisteredToolkit, config: Mapping[str, Any], policy: VerifyPolicy
+    toolkit: RegisteredToolkit,
+    config: Mapping[str, Any],
+    policy: VerifyPolicy,
+    plugins: PluginChecks | None = None,
 ) -> None:
     """Run the toolkit's checks on a validated config; raises CredentialRejected. A toolkit
-    without a check passes, as before."""
-    _plugin_check(toolkit, config, policy.deadline)
+    without a check passes, as before. `plugins`: the vault's lookup of who has a `verify`
+    (None: looked up afresh)."""
+    instance = (plugins or PluginChecks()).instance(toolkit)
+    if instance is not None:
+        _plugin_check(instance, config, policy.deadline)
     spec = toolkit.schema.verify
     if spec is not None:
         _http_check(spec, config, policy)
 
 
-def _plugin_check(toolkit: RegisteredToolkit, config: Mapping[str, Any], deadline: float) -> None:
+def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> None:
     """The plugin's `verify(config)`, on a thread with a deadline (it cannot be killed when
     late, only no longer waited for). False or raising fails; its own words are not kept."""
-    instance = toolkit.factory()
-    check: Callable[[dict[str, Any]], Any] | None = getattr(instance, "verify", None)
-    if not callable(check):
-        return
+    check: Callable[[dict[str, Any]], Any] = instance.verify
     result: list[Any] = []
 
     def run() -> None:
