@@ -30,7 +30,6 @@ from sqlalchemy import (
     insert,
     literal,
     select,
-    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
@@ -51,6 +50,7 @@ from toolkit_vault.store.models import (
     SessionRow,
     VaultKey,
 )
+from toolkit_vault.store.notices import STATE_CHANNEL, CommitNotices
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord, version_record
 from toolkit_vault.store.scopes import PREFIX, principal_of
 from toolkit_vault.store.witness import Witness
@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 _SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
+# A PostgreSQL write's first round trip: the chain's lock, and the notice its commit sends
+# to every process's `notices` (two statements, sent at once: no parameters).
+_PG_BEGIN_WRITE = f"SELECT pg_advisory_xact_lock({_PG_LOCK}); NOTIFY {STATE_CHANNEL}"
 
 
 def _as_given(params: dict[str, Any]) -> dict[str, Any]:
@@ -323,15 +326,16 @@ class Store:
         self._accepting_restore = False
         self.makes_witness = False  # `init`: a home without a witness gets one
         self._witness_verified: tuple[int, bytes, bytes] | None = None
-        # SQLite: this process's writes queue for its writer thread, which commits them in
-        # groups (`writer`), and a write of its own (`write`) waits on the same lock, instead
-        # of on SQLite's busy handler, which sleeps up to 100 ms between tries (and so gave
-        # concurrent writers a p99 of seconds: BENCHMARKS.md). Other processes queue on the file.
-        self._writers: threading.RLock | None = None
-        self._writer: Writer | None = None
-        if engine.dialect.name == "sqlite":
-            self._writers = threading.RLock()
-            self._writer = Writer(self._commit_group, self._again, self._writers, _busy_s)
+        # This process's writes queue for its writer thread, which commits them in groups
+        # (`writer`), and a write of its own (`write`) waits on the same lock. SQLite: instead
+        # of on its busy handler, which sleeps up to 100 ms between tries (and so gave
+        # concurrent writers a p99 of seconds: BENCHMARKS.md); other processes queue on the
+        # file. PostgreSQL: a group holds the chain's advisory lock once for all the writes
+        # queued meanwhile, instead of each write taking it in a transaction of its own (its
+        # throughput fell as connections rose: BENCHMARKS.md); other processes queue on it.
+        self._writers = threading.RLock()
+        self._writer = Writer(self._commit_group, self._again, self._writers, _busy_s)
+        self.notices: CommitNotices | None = None  # PostgreSQL's commit mark, once `listen`ed
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
         # never creates a missing file. None: nothing to watch (PostgreSQL, in memory, URI).
@@ -345,9 +349,20 @@ class Store:
 
     @property
     def commits_in_groups(self) -> bool:
-        """Whether this process's writes commit on the store's writer thread (SQLite), so
-        a caller's thread leaves its write there instead of waiting on the database."""
-        return self._writer is not None
+        """Whether this process's writes commit on the store's writer thread, so a caller's
+        thread leaves its write there instead of waiting on the database (always, now; kept
+        for the transports that ask)."""
+        return True
+
+    def listen(self) -> CommitNotices:
+        """PostgreSQL: keep a LISTEN connection whose notices give `commit_mark` (`notices`),
+        started once; a long-running server calls this, a short command need not."""
+        if self.engine.dialect.name != "postgresql":
+            raise StoreError("only PostgreSQL needs a LISTEN connection for its commit mark")
+        if self.notices is None:
+            url = self.engine.url.set(drivername="postgresql")
+            self.notices = CommitNotices(url.render_as_string(hide_password=False))
+        return self.notices
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
@@ -365,7 +380,7 @@ class Store:
         ledger = self._ledger
         if ledger is None:
             raise StoreError("the audit key is not loaded")
-        mark = self.commit_mark()
+        mark = self._exact_mark()
         if ledger.failure is None and (force or mark is None or mark != self._followed_mark):
             witness = self.witnessed()
             after = ledger.seq
@@ -384,7 +399,7 @@ class Store:
         ledger = self._ledger
         if ledger is None or ledger.failure is not None or ledger.seq == 0:
             return None
-        mark = self.commit_mark()
+        mark = self._exact_mark()
         if mark is None:
             return None
         if mark != self._followed_mark:
@@ -496,7 +511,7 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         queue = self._writers
-        if queue is not None and not queue.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+        if not queue.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise StoreError("the database refused the write (busy)")
         try:
             with self.engine.connect().execution_options(vault_write=True) as conn:
@@ -505,9 +520,9 @@ class Store:
                         if conn.dialect.name == "postgresql":
                             # The audit chain is one sequence: writers queue here, as SQLite's
                             # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
-                            conn.execute(
-                                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK}
-                            )
+                            # The same round trip queues the commit's notice (`notices`).
+                            driver: Any = conn.connection.dbapi_connection
+                            driver.execute(_PG_BEGIN_WRITE)
                         yield conn
                         if self.audit_sink is not None and conn.info.get(_WRITTEN):
                             # Still under the chain's lock (BEGIN IMMEDIATE, the advisory
@@ -517,6 +532,8 @@ class Store:
                     written = conn.info.get(_WRITTEN)
                 finally:
                     conn.info.pop(_WRITTEN, None)
+            if self.notices is not None:
+                self.notices.moved()  # this process's own commit shows before its notice
             if written:  # committed: the witness may move to its head, the ledger take them
                 last = written[-1]
                 self._advance_witness(last["seq"], last["mac"], force=self._accepting_restore)
@@ -528,8 +545,7 @@ class Store:
                 raise
             raise refusal from None
         finally:
-            if queue is not None:
-                queue.release()
+            queue.release()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -562,9 +578,18 @@ class Store:
 
         SQLite's `data_version`, read on a connection of its own that never writes (no
         transaction; a few microseconds alone, several times that in a busy server, where
-        `access.SharedMarks` shares one read among the lists waiting together). None where
-        there is no such signal (PostgreSQL, an in-memory or URI database) or it cannot be
-        read: then there is no telling, and the caller reads."""
+        `access.SharedMarks` shares one read among the lists waiting together). PostgreSQL's
+        `notices`, once `listen`ed: exact for this process's commits, another process's as
+        soon as its notice arrives (sent by its commit), so a list may run that much behind
+        another replica. None where there is no such signal (PostgreSQL not listening or in
+        doubt, an in-memory or URI database) or it cannot be read: then the caller reads."""
+        if self.notices is not None:
+            return self.notices.mark()
+        return self._exact_mark()
+
+    def _exact_mark(self) -> int | None:
+        """`commit_mark` where it never runs behind (SQLite's): what the chain's followers
+        go by, since they compare the chain with rows read at once (`current_versions`)."""
         rows = self._on_watch("PRAGMA data_version", ())
         return None if rows is None else int(rows[0][0])
 
@@ -607,13 +632,13 @@ class Store:
         self, work: Callable[[Connection], Any], then: Callable[[Any], None] | None = None
     ) -> Any:
         """`work` in a write transaction, tried again from a fresh read when it lost a race
-        (`_again`); on SQLite, in a group commit (`writer`). `then`
+        (`_again`), in a group commit (`writer`). `then`
         runs with its result once it is committed; given one, inside `writer.deferring`,
         the write is left to commit and this returns None at once."""
         writer = self._writer
-        if writer is not None and not writer.on_writer_thread():
+        if not writer.on_writer_thread():
             return writer.submit(work, then)
-        write = Write(work, None)  # PostgreSQL (or a write made by the writer thread)
+        write = Write(work, None)  # a write made by the writer thread, inside its group
         while True:
             try:
                 with self.write() as conn:
@@ -650,6 +675,9 @@ class Store:
         """(The writer thread, writers' lock held.) `group` in one transaction, each write
         under a savepoint of its own (`writer`). Never raises: a group that cannot commit
         fails every write in it."""
+        postgresql = self.engine.dialect.name == "postgresql"
+        if len(group) > 1 and postgresql and self._commit_all_or_none(group):
+            return
         try:
             with self.write() as conn:
                 if len(group) == 1:
@@ -671,6 +699,21 @@ class Store:
                 if write.error is None:
                     write.error = exc
                     write.result = None
+
+    def _commit_all_or_none(self, group: list[Write]) -> bool:
+        """PostgreSQL: `group` in one transaction without savepoints, each of which costs a
+        round trip there (two a write: most of a grouped configure's); whether it committed.
+        Writes rarely fail once they hold the chain's lock (no other writer can race them),
+        so when one does, the whole group is undone and `_commit_group` writes it again,
+        each write under its savepoint (every `work` may run again: `retrying`)."""
+        try:
+            with self.write() as conn:
+                results = [write.work(conn) for write in group]
+        except Exception:
+            return False
+        for write, result in zip(group, results, strict=True):
+            write.result = result
+        return True
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's

@@ -10,6 +10,11 @@ sealed (AES-256-GCM, committing; see `crypto.seal`) under the relay key, a subke
 state key that only the master key unwraps: a listener learns nothing but sizes and times,
 and a forged or altered payload is dropped. A payload older than `MAX_AGE` seconds, or one
 seen before, is dropped too, so a recorded one cannot be replayed.
+
+Sending costs the writer nothing: `send` queues the event, and a thread of its own seals
+what queued meanwhile and NOTIFYs it in one round trip on an autocommit connection of its
+own (a transaction per event from the pool was a large part of a PostgreSQL configure's
+CPU: BENCHMARKS.md). Receiving shares the store's LISTEN connection (`store.notices`).
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ import threading
 import time
 import uuid
 from collections import deque
+from typing import Any
 
 import psycopg
-from sqlalchemy import text
 
 from toolkit_vault import crypto
 from toolkit_vault.core.vault import Vault
@@ -34,6 +39,7 @@ __all__ = ["CHANNEL", "PgEventRelay"]
 
 CHANNEL = "toolkit_vault_events"
 MAX_AGE = 30.0  # seconds a relayed event stays acceptable
+_NOTIFY_ALL = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
 log = logging.getLogger(__name__)
 
 
@@ -49,48 +55,57 @@ class PgEventRelay:
         url = vault.store.engine.url.set(drivername="postgresql")
         self._conninfo = url.render_as_string(hide_password=False)
         self._stopped = threading.Event()
-        self.listening = threading.Event()
+        self._queued: list[ToolkitStatusEvent] = []
+        self._wake = threading.Condition()
+        self._notices = vault.store.listen()
+        self._notices.subscribe(CHANNEL, self._receive)
+        self.listening = self._notices.listening
 
     def start(self) -> PgEventRelay:
         self.vault.relay = self.send
-        threading.Thread(target=self._listen, name="pg-event-relay", daemon=True).start()
+        self._notices.start()
+        threading.Thread(target=self._send_queued, name="pg-event-send", daemon=True).start()
         return self
 
     def stop(self) -> None:
         self._stopped.set()
+        self._notices.stop()
+        with self._wake:
+            self._wake.notify()
 
     def send(self, event: ToolkitStatusEvent) -> None:
+        """Queue `event` for the sending thread."""
+        with self._wake:
+            self._queued.append(event)
+            self._wake.notify()
+
+    def _send_queued(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stopped.is_set():
+            with self._wake:
+                self._wake.wait_for(lambda: self._queued or self._stopped.is_set())
+                events, self._queued = self._queued, []
+            if not events:
+                continue
+            payloads = [self._sealed(event) for event in events]
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self._conninfo, autocommit=True)
+                conn.execute(_NOTIFY_ALL, (CHANNEL, payloads))
+            except psycopg.Error as exc:  # the event is advisory: the configure is stored
+                log.warning("could not relay status events (%s)", type(exc).__name__)
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def _sealed(self, event: ToolkitStatusEvent) -> str:
         body = {
             "origin": self.origin,
             "sent": time.time(),
             "event": json.loads(dump_message(event)),
         }
         sealed = crypto.seal(self._key, json.dumps(body).encode(), CHANNEL.encode())
-        payload = base64.b64encode(sealed).decode()
-        try:
-            with self.vault.store.engine.begin() as conn:
-                conn.execute(
-                    text("SELECT pg_notify(:channel, :payload)"),
-                    {"channel": CHANNEL, "payload": payload},
-                )
-        except Exception as exc:  # the event is advisory: the configure itself is stored
-            log.warning("could not relay a status event (%s)", type(exc).__name__)
-
-    def _listen(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    self.listening.set()
-                    while not self._stopped.is_set():  # wake each second to notice stop()
-                        for notice in conn.notifies(timeout=1.0):
-                            self._receive(notice.payload)
-            except psycopg.Error as exc:
-                self.listening.clear()
-                log.warning(
-                    "event relay lost its connection (%s); reconnecting", type(exc).__name__
-                )
-                time.sleep(1.0)
+        return base64.b64encode(sealed).decode()
 
     def _receive(self, payload: str) -> None:
         try:

@@ -1,0 +1,110 @@
+"""PostgreSQL's commit mark: a number that changes whenever any process commits a write.
+
+SQLite has `PRAGMA data_version`, so a list is answered from memory while nothing was
+committed since its last read (`Store.commit_mark`). PostgreSQL has no such number, so
+every write transaction of every vault process sends `NOTIFY` on `STATE_CHANNEL` (in the
+transaction: delivered only if it commits, in commit order, before its writer is told it
+committed), and this process keeps one connection that LISTENs to it. Its mark moves on
+every notice, on every commit of this process (so its own writes show at once, before
+their notice is back), and on every (re)connection; the notice carries nothing, so a
+forged one only costs a read.
+
+It believes its LISTEN only while it has proof that nothing was missed: the connection is
+up, and it read the chain head on that connection within the last `STALE_S` seconds (each
+`CHECK_S` it does; a head that moved without a notice, from a writer that sent none, moves
+the mark too). Otherwise `mark()` is None, and every list reads the database. Other
+channels (`transports.relay`'s status events) share the connection: `subscribe`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+
+__all__ = ["CHECK_S", "STALE_S", "STATE_CHANNEL", "CommitNotices"]
+
+STATE_CHANNEL = "toolkit_vault_state"
+CHECK_S = 1.0  # how often the head is read on the listening connection
+STALE_S = 3.0  # a mark is believed this long after the last such read, no longer
+_HEAD = "SELECT seq FROM audit_head WHERE id = 1"
+log = logging.getLogger(__name__)
+
+
+class CommitNotices:
+    """The listening thread of one process and its mark (see the module's docstring)."""
+
+    def __init__(self, conninfo: str, check_s: float = CHECK_S) -> None:
+        self._conninfo, self.check_s = conninfo, check_s
+        self._channels: dict[str, Callable[[str], None]] = {}
+        self._lock = threading.Lock()
+        self._count = 0
+        self._checked: float | None = None  # monotonic time of the last head read; None: down
+        self._stopped = threading.Event()
+        self.listening = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def subscribe(self, channel: str, receive: Callable[[str], None]) -> None:
+        """`receive(payload)` for each notice on `channel` (before `start`)."""
+        self._channels[channel] = receive
+
+    def start(self) -> CommitNotices:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pg-notices", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def mark(self) -> int | None:
+        """The mark, or None when a missed commit cannot be ruled out."""
+        with self._lock:
+            checked = self._checked
+            if checked is None or time.monotonic() - checked > STALE_S:
+                return None
+            return self._count
+
+    def moved(self) -> None:
+        """Something was committed (a notice, or a commit of this process)."""
+        with self._lock:
+            self._count += 1
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    for channel in (STATE_CHANNEL, *self._channels):
+                        conn.execute(f"LISTEN {channel}")
+                    head = self._head(conn)  # after LISTEN: any later commit is heard
+                    self.listening.set()
+                    while not self._stopped.is_set():
+                        for notice in conn.notifies(timeout=self.check_s):
+                            if notice.channel == STATE_CHANNEL:
+                                self.moved()
+                            else:
+                                self._channels[notice.channel](notice.payload)
+                        now = self._head(conn, moved=head)
+                        head = now
+            except psycopg.Error as exc:
+                log.warning("lost the notices connection (%s); reconnecting", type(exc).__name__)
+            finally:
+                self.listening.clear()
+                with self._lock:
+                    self._checked = None
+            self._stopped.wait(1.0)
+
+    def _head(self, conn: psycopg.Connection[tuple[int]], moved: object = ...) -> object:
+        """Read the chain head on the listening connection; a head other than `moved` (or a
+        first read, after a (re)connection) moves the mark; either way the mark is believed
+        for `STALE_S` more."""
+        row = conn.execute(_HEAD).fetchone()
+        head = None if row is None else row[0]
+        with self._lock:
+            if head != moved:
+                self._count += 1
+            self._checked = time.monotonic()
+        return head
