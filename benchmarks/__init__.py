@@ -5,6 +5,17 @@ prints the table and, on a full run, regenerates `BENCHMARKS.md`. Each scenario 
 exposes `run(ctx) -> list[Result]`; the harness owns databases, timing and reporting.
 """
 
-__all__ = ["SCENARIOS"]
+__all__ = ["ON_DEMAND", "SCENARIOS"]
 
-SCENARIOS = ("configure", "list", "rotation", "restart", "cli", "http", "soak", "backup")
+SCENARIOS = (
+    "configure",
+    "list",
+    "rotation",
+    "restart",
+    "cli",
+    "http",
+    "soak",
+    "backup",
+    "replicas",
+)
+ON_DEMAND: tuple[str, ...] = ()  # run only when `--only` names them (they take minutes)

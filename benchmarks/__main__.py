@@ -15,7 +15,7 @@ from types import ModuleType
 
 from rich.console import Console
 
-from . import SCENARIOS
+from . import ON_DEMAND, SCENARIOS
 from .harness import DATABASES, SCALES, Context, Result, postgres_admin_url, reachable, safe_url
 from .machine import describe
 from .network_report import plot
@@ -30,6 +30,7 @@ MODULES = {
     "http": "network",
     "soak": "soak",
     "backup": "backup",
+    "replicas": "replicas",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +50,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scale", choices=sorted(SCALES), help=argparse.SUPPRESS)
     parser.add_argument(
         "--only",
-        type=lambda v: _names(v, SCENARIOS, "scenario"),
+        type=lambda v: _names(v, SCENARIOS + ON_DEMAND, "scenario"),
         default=SCENARIOS,
-        help=f"comma-separated scenarios ({','.join(SCENARIOS)})",
+        help=f"comma-separated scenarios ({','.join(SCENARIOS)}; on demand only: "
+        f"{','.join(ON_DEMAND) or 'none'})",
     )
     parser.add_argument(
         "--databases",
