@@ -627,6 +627,14 @@ MUTANTS = [
         "cache",
     ),
     Mutant(
+        "another process believes a revoked token for half a minute (issue 42: replicas)",
+        V + "transports/http_access.py",
+        "max_age: float = 1.0,",
+        "max_age: float = 30.0,",
+        ("tests/test_replicas.py",),
+        "one_vault",
+    ),
+    Mutant(
         "an idle WebSocket outlives its token's expiry",
         V + "transports/http_api.py",
         "closer = None if expiry is None else loop.create_task(_close_at(expiry, outbox))",
