@@ -627,14 +627,6 @@ MUTANTS = [
         "cache",
     ),
     Mutant(
-        "another process believes a revoked token for half a minute (issue 42: replicas)",
-        V + "transports/http_access.py",
-        "max_age: float = 1.0,",
-        "max_age: float = 30.0,",
-        ("tests/test_replicas.py",),
-        "one_vault",
-    ),
-    Mutant(
         "an idle WebSocket outlives its token's expiry",
         V + "transports/http_api.py",
         "closer = None if expiry is None else loop.create_task(_close_at(expiry, outbox))",
@@ -1606,14 +1598,36 @@ MUTANTS = [
     ),
     # -- OAuth connections (issue 39) ----------------------------------------------------
     Mutant(
-        "oauth: refresh without the compare-and-set on the version read",
-        V + "core/connect.py",
-        "if version != record.version + 1:\n                    raise _Moved",
-        "if False:\n                    raise _Moved",
+        "oauth: refresh without the lease (every process asks the server)",
+        V + "store/leases.py",
+        "if row.holder not in (None, holder) and row.expires_at > now:",
+        "if False:",
         (
             OAUTH
             + "test_fifty_concurrent_initializations_of_an_expired_token_make_one_token_request",
         ),
+    ),
+    Mutant(
+        "oauth: the token request made inside the write transaction",
+        V + "core/connect.py",
+        "new, refused = self._ask(spec, tokens)  # no transaction open: nobody waits",
+        "with self.vault.store.write():\n"
+        "                    new, refused = self._ask(spec, tokens)",
+        (OAUTH + "test_a_token_request_in_flight_blocks_no_other_write",),
+    ),
+    Mutant(
+        "oauth: a server that keeps failing never hands the connection to a person",
+        V + "core/connect.py",
+        "if failures < MAX_FAILURES:",
+        "if True:",
+        (OAUTH + "test_a_failing_server_is_retried_spaced_then_a_person_reconnects",),
+    ),
+    Mutant(
+        "oauth: a failing server asked again at once (no backoff)",
+        V + "store/leases.py",
+        "retry_at = now + spacing * 2 ** (failures - 1)",
+        "retry_at = now",
+        (OAUTH + "test_a_failing_server_is_retried_spaced_then_a_person_reconnects",),
     ),
     Mutant(
         "oauth: callback state not checked against the flow cookie",
@@ -1638,6 +1652,13 @@ MUTANTS = [
         "            self.oauth.revoke(actor, scope_id, toolkit_name)\n",
         "            pass\n",
         (OAUTH + "test_purging_a_connection_revokes_its_tokens_at_the_server_first",),
+    ),
+    Mutant(
+        "oauth: the operators' purge command shreds without revoking",
+        V + "core/connect.py",
+        "registry = ToolkitRegistry.default()",
+        "registry = ToolkitRegistry()",
+        (OAUTH + "test_the_operators_purge_command_revokes_too",),
     ),
     Mutant(
         "oauth: a token refreshed ahead never reaches the live instance",

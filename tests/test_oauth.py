@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +33,7 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.audit.history import history
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.connect import OAuthConnections
+from toolkit_vault.core.connect import LEASE_TTL, RETRY_SPACING, OAuthConnections
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.vault import Vault
@@ -40,6 +41,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 
@@ -188,6 +190,22 @@ def stored_refresh_token(rig: Rig, scope: str) -> str | None:
     token_set = json.loads(vault.decrypt(record)["x-oauth-token-set"])
     found: str | None = token_set["refresh_token"]
     return found
+
+
+class Outage:
+    """The authorization server's token endpoint down (503 from its gateway), as a WSGI
+    middleware in front of the real server: `calls` counts the token requests it refused."""
+
+    def __init__(self, auth: AuthServer) -> None:
+        self.down, self.calls, self._app = True, 0, auth.app.wsgi_app
+        auth.app.wsgi_app = self  # type: ignore[method-assign]
+
+    def __call__(self, environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        if self.down and environ["PATH_INFO"] == "/token":
+            self.calls += 1
+            start("503 Service Unavailable", [("Content-Type", "text/html")])
+            return [b"<h1>Service Unavailable</h1>"]
+        return self._app(environ, start)  # type: ignore[no-any-return]
 
 
 def dump(url: str, tmp_path: Path) -> list[bytes]:
@@ -360,6 +378,28 @@ def test_toolkits_disconnect_revokes_and_shreds(rig: Rig, cli_env: dict[str, str
     assert rig.auth.refresh_calls == 0
 
 
+def test_the_operators_purge_command_revokes_too(rig: Rig, cli_env: dict[str, str]) -> None:
+    """`toolkit-vault purge` opens the vault without toolkits (a broken plugin cannot stop
+    an operator); it loads them to revoke when it meets an OAuth token set."""
+    principal, _ = connected(rig, "purged")
+    issued = rig.auth.latest()
+    env = {
+        **cli_env,
+        "TKV_OAUTH_ISSUER": rig.auth.issuer,
+        "PYTHONPATH": os.pathsep.join([str(OAUTH_PLUGINS), cli_env.get("PYTHONPATH", "")]),
+    }
+    args = ["purge", "--principal", "purged", "--yes", "--json"]
+    done = subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["toolkits"] == ["calendar"]
+    assert issued.refresh_token in rig.auth.revocations, done.stderr
+    assert issued.access_token in rig.auth.revocations
+    assert issued.refresh_token not in done.stdout + done.stderr
+    events = [e for e in rig.sides[0].vault.export_audit(0) if e["action"] == "oauth_disconnected"]
+    assert [(e["actor"], e["toolkit_name"]) for e in events] == [("operator", "calendar")]
+    assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
+
+
 def test_a_live_toolkit_gets_its_token_refreshed_before_it_expires(
     rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,3 +423,98 @@ def test_a_live_toolkit_gets_its_token_refreshed_before_it_expires(
     assert any(e.get("configured") for e in first.events if e["type"] == "toolkit/status/event")
     assert side.connections.refresh_ahead(300) == []  # the new token has an hour
     assert rig.auth.refresh_calls == 1 and first.listed()["calendar"] is True
+
+
+def test_a_token_request_in_flight_blocks_no_other_write(rig: Rig, tmp_path: Path) -> None:
+    """The token request is made under a lease, outside any write transaction: while a
+    slow server answers one refresh, another toolkit's configure is stored at once."""
+    principal, _ = connected(rig)
+    side = rig.sides[0]
+    busy = Agent(side.vault, Principal(create_token(side.vault.store, "agent", "busy")[0], "agent"))
+    rig.clock.offset = 7200
+    rig.auth.knobs.token_delay = 3.0
+    refreshing = threading.Thread(target=Agent, args=(side.vault, principal))
+    refreshing.start()
+    deadline = time.monotonic() + 10
+    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    answer = busy.send(
+        {
+            "type": "toolkit/configure/req",
+            "toolkit_name": "filesystem",
+            "config": {"root_dir": str(tmp_path)},
+        }
+    )
+    took = time.monotonic() - started
+    assert answer["status"] == "ok", answer
+    assert refreshing.is_alive() and took < 1.5, took  # the token request is still in flight
+    refreshing.join(timeout=30)
+    assert rig.auth.refresh_calls == 1
+    assert Agent(side.vault, principal).listed()["calendar"] is True
+
+
+def test_a_lease_left_by_a_killed_process_expires(rig: Rig) -> None:
+    """A process killed while it held the refresh lease holds nobody up for long: the
+    others wait until the lease ends, then one of them refreshes."""
+    principal, _ = connected(rig)
+    side = rig.sides[0]
+    scope = f"principal:{principal.principal_id}"
+    (record,) = [
+        r for r in side.vault.store.current_versions(scope) if r.toolkit_name == "calendar"
+    ]
+    rig.clock.offset = 7200
+    taken_at = rig.clock() - LEASE_TTL + 1.0  # its lease ends in a second
+    leases = RefreshLeases(side.vault.store)
+    assert leases.claim(scope, "calendar", record.version, "killed", taken_at, LEASE_TTL).won
+    started = time.monotonic()
+    assert Agent(side.vault, principal).listed()["calendar"] is True
+    assert 0.5 < time.monotonic() - started < 10
+    assert rig.auth.refresh_calls == 1
+
+
+def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that cannot refresh (down, 5xx) is tried again only after a growing pause
+    (never in a loop, at initialization or in the background), and after three failures in
+    a row the connection waits for a person, as after invalid_grant."""
+    principal, first = connected(rig)
+    side = rig.sides[0]
+    outage = Outage(rig.auth)
+    rig.clock.offset = 7200
+    agent = Agent(side.vault, principal)
+    assert agent.listed()["calendar"] is False  # expired, and the server is down
+    assert outage.calls == 1
+    for _ in range(3):  # within the pause: nobody asks, neither sessions nor the background
+        assert Agent(side.vault, principal).listed()["calendar"] is False
+        assert side.connections.refresh_ahead(300) == []
+    assert outage.calls == 1
+    rig.clock.offset += RETRY_SPACING + 1
+    assert Agent(side.vault, principal).listed()["calendar"] is False
+    assert outage.calls == 2
+    rig.clock.offset += RETRY_SPACING + 1  # the pause doubled: not yet
+    assert side.connections.refresh_ahead(300) == []
+    assert outage.calls == 2
+    rig.clock.offset += RETRY_SPACING
+    third = Agent(side.vault, principal)
+    assert outage.calls == 3
+    (event,) = [e for e in third.events if "connect again" in (e.get("message") or "")]
+    assert event["configured"] is False
+    assert event["intake_url"].startswith("http://127.0.0.1:9/console/intake?link=")
+    rig.clock.offset += 3600
+    for _ in range(3):  # marked: no token request again, whatever asks
+        assert Agent(side.vault, principal).listed()["calendar"] is False
+        side.connections.refresh_ahead(300)
+    assert outage.calls == 3 and rig.auth.refresh_calls == 0
+    failed = [e for e in side.vault.export_audit(0) if e["action"] == "oauth_refresh_failed"]
+    assert [e["details"]["error"] for e in failed] == ["unavailable"]
+
+    outage.down = False  # a person connects again through a link given now
+    (again,) = [e for e in Agent(side.vault, principal).events if e.get("intake_url")]
+    consent(side, again["intake_url"])
+    assert Agent(side.vault, principal).listed()["calendar"] is True
+    for issued in rig.auth.issued():
+        assert issued not in caplog.text
+        assert issued not in json.dumps(list(side.vault.export_audit(0)))
+        assert issued not in json.dumps(third.events + first.events)

@@ -55,17 +55,27 @@ from toolkit_vault.oauth import (
     discover,
     oauth_spec,
 )
+from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.schema import merge_secrets
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of
-from toolkit_vault.toolkits.registry import RegisteredToolkit
+from toolkit_vault.toolkits.imports import stored_toolkits
+from toolkit_vault.toolkits.registry import RegisteredToolkit, ToolkitRegistry
 
 __all__ = ["FLOW_TTL", "REFRESH_ACTOR", "Flow", "OAuthConnections"]
 
 FLOW_TTL = 600.0  # seconds a person has for the authorization server's consent step
 REFRESH_ACTOR = "oauth:refresh"
 RECONNECT = "the authorization expired or was revoked: a person must connect again"
+LEASE_TTL = 60.0  # seconds a refresh lease holds: more than discovery and a token request take
+WAIT_S = 30.0  # seconds an initialization waits for another process's refresh
+FIRST_POLL, MAX_POLL = 0.02, 0.5  # seconds between two looks at the lease, doubling
+MAX_FAILURES = 3  # the server failed this many refreshes in a row: a person must connect
+RETRY_SPACING = 60.0  # seconds before a try after a failure, doubled with each one in a row
+# The server failed rather than refused: worth another try, after the spacing.
+TRANSIENT = frozenset({"unavailable", "metadata", "server_error", "temporarily_unavailable"})
 _DOMAIN = b"toolkit-vault oauth flow v1\x00"
 MAX_COOKIE = 3800
 log = logging.getLogger(__name__)
@@ -73,6 +83,10 @@ log = logging.getLogger(__name__)
 
 class _Moved(Exception):
     """Another writer appended a version since the one read: use it, ask nothing."""
+
+
+class _Marked(Reconnect):
+    """A version marked for reconnecting was just stored (refused, or failed too often)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,8 @@ class OAuthConnections:
         self.vault, self._intake, self._clock = vault, intake, clock
         self._flows = _FlowSigner(key or SecretBytes(secrets.token_bytes(32)))
         self._specs: dict[str, OAuthSpec | None] = {}
+        self._seen: dict[tuple[str, str], int] = {}  # (scope, toolkit) -> version, last round
+        self._revoking: ToolkitRegistry | None = None  # loaded to revoke (`_toolkit_to_revoke`)
         self._lock = threading.Lock()
         vault.oauth = self
 
@@ -292,17 +308,92 @@ class OAuthConnections:
         spec: OAuthSpec,
         tokens: TokenSet,
     ) -> tuple[dict[str, Any], int] | None:
-        """Refresh inside the write transaction if `record` is still the last version;
-        None when another writer got there first."""
+        """Refresh `record`'s token set once across every process: take its lease, ask the
+        server outside any transaction, append the new version only if `record` is still
+        the last. None when another process refreshed it meanwhile (read the latest).
+        Raises Reconnect (`_Marked` when a version marked for reconnecting was stored)."""
         scope, name = record.session_id, record.toolkit_name
-        got: dict[str, Any] = {}
+        leases, holder = RefreshLeases(self.vault.store), secrets.token_hex(16)
+        delay, give_up = FIRST_POLL, time.monotonic() + WAIT_S
+        while True:
+            now = self._clock()
+            claim = leases.peek(scope, name, record.version, holder, now)
+            if claim.won:
+                claim = leases.claim(scope, name, record.version, holder, now, LEASE_TTL)
+                if claim.won:
+                    break
+            if claim.backing_off(now):  # the server failed lately: not asked again yet
+                return self._unreachable(record, spec, tokens)
+            if time.monotonic() >= give_up:
+                raise Reconnect("another refresh of this OAuth token is taking long; try again")
+            time.sleep(delay)  # another process is asking: wait for its version
+            delay = min(delay * 2, MAX_POLL)
+            if self._moved(record):
+                return None
+        try:
+            if self._moved(record):  # appended between this read and the claim
+                return None
+            try:
+                new, refused = self._ask(spec, tokens)  # no transaction open: nobody waits
+            except OAuthFailed as exc:  # unavailable: counted, spaced, then a person is asked
+                failures = leases.failed(scope, name, holder, self._clock(), RETRY_SPACING)
+                log.warning(
+                    "%s: the authorization server failed a refresh (%s), %d time(s) in a row",
+                    name, exc.code, failures,
+                )  # fmt: skip
+                if failures < MAX_FAILURES:
+                    return self._unreachable(record, spec, tokens)
+                new = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
+                refused = exc.code
+            try:
+                version = self._append(record, spec, new)
+            except _Moved:  # the lease outlived: another refreshed too (it is current)
+                log.warning("%s: refreshed twice (a lease expired); the other is kept", name)
+                return None
+        finally:
+            leases.release(scope, name, holder)
+        if new.reconnect:
+            details = {"error": refused, "issuer": tokens.issuer}
+            action = AuditAction.OAUTH_REFRESH_FAILED
+        else:
+            details, action = self._facts(new, tokens), AuditAction.OAUTH_REFRESHED
+        self.vault.store.record_attempt(
+            AuditDraft(REFRESH_ACTOR, action, scope, name, version, details)
+        )
+        self._tell_replicas(scope, name, new.reconnect)
+        if new.reconnect:
+            raise _Marked(RECONNECT, self._reconnect_link(record, toolkit))
+        register_secrets([new.access_token, new.refresh_token])
+        return merge_secrets(record.public_config, new.secrets(spec.token_field)), version
+
+    def _tell_replicas(self, scope: str, name: str, marked: bool) -> None:
+        """The other replicas (`serve` on PostgreSQL: the relay) hear of the new version:
+        their instances from a principal's scope are initialized again at once, with the
+        new token (or told to reconnect); any other instance there follows at that
+        replica's next `refresh_ahead` round."""
+        if self.vault.relay is None:
+            return
+        event = ToolkitStatusEvent(
+            session_id=scope,
+            toolkit_name=name,
+            configured=not marked,
+            status="partial" if marked else "ok",
+            message=RECONNECT if marked else "token refreshed",
+        )
+        self.vault.relay(event)
+
+    def _moved(self, record: VersionRecord) -> bool:
+        latest = self._current(record)
+        return latest is None or latest.version != record.version
+
+    def _append(self, record: VersionRecord, spec: OAuthSpec, new: TokenSet) -> int:
+        """Store `new` as the next version, only if `record` is still the last (a
+        compare-and-set on the version number); raises _Moved."""
+        scope, name = record.session_id, record.toolkit_name
 
         def build(version: int, primary_kek: str) -> VersionDraft:
-            if "tokens" not in got:  # asked once: a retried transaction reuses the answer
-                if version != record.version + 1:
-                    raise _Moved
-                got["tokens"], got["refused"] = self._ask(spec, tokens)
-            new: TokenSet = got["tokens"]
+            if version != record.version + 1:
+                raise _Moved
             values = new.secrets(spec.token_field)
             public = record.public_config
             digest = record.schema_digest
@@ -313,35 +404,24 @@ class OAuthConnections:
                 status, message = "ok", "token refreshed"
             return VersionDraft.of(status, message, REFRESH_ACTOR, digest, public, sealed)
 
-        try:
-            version = self.vault.store.append_version(scope, name, build, AuditAction.CONFIGURE)
-        except _Moved:
-            return None
-        except OAuthFailed as exc:  # unreachable: nothing stored
-            if tokens.expires_at is not None and tokens.expires_at > self._clock():
-                return merge_secrets(record.public_config, tokens.secrets(spec.token_field)), (
-                    record.version
-                )
-            raise Reconnect(
-                "the authorization server cannot be reached; the token expired (retried at "
-                "the next initialization)"
-            ) from exc
-        new = got["tokens"]
-        if new.reconnect:
-            details = {"error": got["refused"], "issuer": tokens.issuer}
-            action = AuditAction.OAUTH_REFRESH_FAILED
-        else:
-            details, action = self._facts(new, tokens), AuditAction.OAUTH_REFRESHED
-        self.vault.store.record_attempt(
-            AuditDraft(REFRESH_ACTOR, action, scope, name, version, details)
+        return self.vault.store.append_version(scope, name, build, AuditAction.CONFIGURE)
+
+    def _unreachable(
+        self, record: VersionRecord, spec: OAuthSpec, tokens: TokenSet
+    ) -> tuple[dict[str, Any], int]:
+        """The server cannot refresh now: a token still valid is used; an expired one is
+        reported (nothing stored; tried again once the backoff has passed)."""
+        if tokens.expires_at is not None and tokens.expires_at > self._clock():
+            return merge_secrets(record.public_config, tokens.secrets(spec.token_field)), (
+                record.version
+            )
+        raise Reconnect(
+            "the authorization server cannot be reached; the token expired (tried again later)"
         )
-        if new.reconnect:
-            raise Reconnect(RECONNECT, self._reconnect_link(record, toolkit))
-        register_secrets([new.access_token, new.refresh_token])
-        return merge_secrets(record.public_config, new.secrets(spec.token_field)), version
 
     def _ask(self, spec: OAuthSpec, tokens: TokenSet) -> tuple[TokenSet, str | None]:
-        """The refreshed set, or one marked `reconnect` with the server's refusal."""
+        """The refreshed set, or one marked `reconnect` with the server's refusal. Raises
+        OAuthFailed when the server failed rather than refused (worth another try)."""
         dead = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
         if tokens.refresh_token is None:
             return dead, "no_refresh_token"
@@ -349,7 +429,7 @@ class OAuthConnections:
         try:
             answer = client.refresh(tokens.refresh_token)
         except OAuthFailed as exc:
-            if exc.code == "unavailable":
+            if exc.code in TRANSIENT:
                 raise
             return dead, exc.code
         try:
@@ -381,9 +461,8 @@ class OAuthConnections:
         for record in self.vault.store.current_versions(scope_id):
             if toolkit_name not in (None, record.toolkit_name) or not record.authentic:
                 continue
-            try:
-                toolkit = self.vault.registry.get(record.toolkit_name)
-            except ToolkitNotFound:  # not loaded here (`purge` on the command line)
+            toolkit = self._toolkit_to_revoke(record.toolkit_name)
+            if toolkit is None:
                 continue
             try:
                 spec = self.spec_of(toolkit)
@@ -413,6 +492,30 @@ class OAuthConnections:
             revoked.append(record.toolkit_name)
         return revoked
 
+    def _toolkit_to_revoke(self, name: str) -> RegisteredToolkit | None:
+        """The toolkit whose `x-oauth` names the server to revoke at. A vault opened without
+        toolkits (the operators' `purge`, so a broken plugin cannot stop it) loads them
+        here, once, only when a purge meets one it lacks; a plugin that fails to load is
+        left out as always (its tokens then expire at the server instead)."""
+        try:
+            return self.vault.registry.get(name)
+        except ToolkitNotFound:
+            pass
+        with self._lock:
+            if self._revoking is None:
+                try:
+                    registry = ToolkitRegistry.default()
+                    registry.load_imported(stored_toolkits(self.vault.store))
+                except VaultError as exc:
+                    log.warning("toolkits not loaded to revoke tokens (%s)", exc.message)
+                    registry = ToolkitRegistry()
+                self._revoking = registry
+            registry = self._revoking
+        try:
+            return registry.get(name)
+        except ToolkitNotFound:
+            return None
+
     # -- proactive refresh ----------------------------------------------------------------------
 
     def refresh_ahead(self, ahead: float) -> list[str]:
@@ -420,7 +523,12 @@ class OAuthConnections:
         within `ahead` seconds (once across processes, as at initialization), and initialize
         those instances again (`transports.oauth_watch` calls it every half minute). Returns
         the (scope, toolkit) refreshed, as `scope/toolkit`. A refusal marks the connection
-        for reconnecting, as at initialization; an unreachable server waits for next time."""
+        for reconnecting, as at initialization; an unreachable server is tried again after
+        the backoff (`RETRY_SPACING`), and marks it after `MAX_FAILURES` in a row.
+
+        Instances here made from a version another process (or session) replaced since the
+        last round (a refresh made elsewhere) are initialized again too, so they get the new
+        token even when no relay told this process."""
         done = []
         for scope_id, name in sorted(self.vault.live_scopes()):
             record = self._current_of(scope_id, name)
@@ -431,22 +539,37 @@ class OAuthConnections:
                 spec = self.spec_of(toolkit)
                 if spec is None:
                     continue
-                tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
-                if tokens is None or tokens.reconnect or tokens.expires_at is None:
-                    continue
-                if tokens.expires_at - self._clock() >= ahead:
-                    continue
-                register_secrets([tokens.access_token, tokens.refresh_token])
-                if self._refresh(record, toolkit, spec, tokens) is None:
-                    continue  # another process got there first: its version is current
-            except Reconnect:
-                pass  # stored: the instances are initialized again and say so
+                moved = self._seen.get((scope_id, name)) != record.version
+                refreshed = self._ahead(record, toolkit, spec, ahead)
             except VaultError as exc:
                 log.warning("%s: not refreshed ahead (%s)", name, type(exc).__name__)
                 continue
-            self.vault.reinitialize(scope_id, name)
-            done.append(f"{scope_id}/{name}")
+            if refreshed or moved:
+                self.vault.reinitialize(scope_id, name)
+            if refreshed:
+                done.append(f"{scope_id}/{name}")
+            latest = self._current_of(scope_id, name) if refreshed else record
+            self._seen[(scope_id, name)] = latest.version if latest else 0
         return done
+
+    def _ahead(
+        self, record: VersionRecord, toolkit: RegisteredToolkit, spec: OAuthSpec, ahead: float
+    ) -> bool:
+        """Refresh `record`'s token set if it expires within `ahead` seconds; whether a
+        version was stored here (refreshed, or marked for reconnecting)."""
+        tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
+        if tokens is None or tokens.reconnect or tokens.expires_at is None:
+            return False
+        if tokens.expires_at - self._clock() >= ahead:
+            return False
+        register_secrets([tokens.access_token, tokens.refresh_token])
+        try:
+            fresh = self._refresh(record, toolkit, spec, tokens)
+        except _Marked:
+            return True  # stored: the instances are initialized again and say so
+        except Reconnect:
+            return False  # the server cannot be reached: tried again after the backoff
+        return fresh is not None and fresh[1] != record.version
 
     def _current_of(self, scope_id: str, name: str) -> VersionRecord | None:
         for found in self.vault.store.current_versions(scope_id):

@@ -40,6 +40,7 @@ __all__ = [
     "MasterKey",
     "PrincipalRow",
     "RecoveryKey",
+    "RefreshLease",
     "SessionRow",
     "VaultKey",
 ]
@@ -217,3 +218,19 @@ class AuditHead(Base):
     seq: Mapped[int] = mapped_column(Integer)
     mac: Mapped[bytes] = mapped_column(LargeBinary(32))
     head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+
+
+class RefreshLease(Base):
+    """Who asks an OAuth server for a (scope, toolkit)'s next token set, until when, and how
+    its last tries went (`leases`). Taken by compare-and-set, so one process of all asks
+    while the others wait for the version it appends; held outside any write transaction.
+    No MAC: a database writer can only make a refresh wait, back off or happen twice."""
+
+    __tablename__ = "refresh_leases"
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    toolkit_name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)  # the version the holder read
+    holder: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    expires_at: Mapped[float] = mapped_column(Float)  # the lease's end (a killed holder's)
+    failures: Mapped[int] = mapped_column(Integer)  # consecutive tries the server failed
+    retry_at: Mapped[float] = mapped_column(Float)  # no try before (backing off)

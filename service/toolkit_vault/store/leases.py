@@ -1,0 +1,127 @@
+"""Refresh leases: one process at a time asks an OAuth server for a (scope, toolkit)'s next
+token set, and none holds the database while it does.
+
+A token request may take seconds; made inside a write transaction it held every writer of
+the vault (SQLite's one writer, PostgreSQL's chain lock) for as long. So the asker first
+takes a lease (`claim`): a compare-and-set on one `refresh_leases` row in a short write
+transaction, which every writer of every process takes in turn. It then asks outside any
+transaction and appends the new version only if the one it read is still the last (the
+caller's compare-and-set, `Store.append_version`). The others find the lease held and wait
+for that version. A lease ends when its holder `release`s it, or at `expires_at` (a killed
+holder's). The row also counts the server's consecutive failures (`failed`) and says when
+the next try may be made, so a server that is down is never asked in a loop.
+
+The row carries no MAC: whoever can write the database can already make a refresh wait or
+fail; here it can only delay one, or let two happen (the append stays a compare-and-set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Row, delete, insert, select, update
+
+from toolkit_vault.store.models import RefreshLease
+from toolkit_vault.store.storage import Store
+
+__all__ = ["Claim", "RefreshLeases"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What `claim` found: `won` (the caller holds the lease and asks), else why not:
+    another holds it, or the server failed `failures` times and is not asked before
+    `retry_at`."""
+
+    won: bool
+    failures: int = 0
+    retry_at: float = 0.0
+
+    def backing_off(self, now: float) -> bool:
+        return not self.won and self.retry_at > now
+
+
+class RefreshLeases:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def _key(scope: str, toolkit: str) -> list[ColumnElement[bool]]:
+        return [RefreshLease.session_id == scope, RefreshLease.toolkit_name == toolkit]
+
+    def _row(self, conn: Connection, scope: str, toolkit: str) -> Row[Any] | None:
+        return conn.execute(select(RefreshLease).where(*self._key(scope, toolkit))).first()
+
+    def peek(self, scope: str, toolkit: str, version: int, holder: str, now: float) -> Claim:
+        """`claim`'s answer as far as a read can tell, writing nothing: `won` means the
+        lease looks free (a `claim` may take it)."""
+        with self.store.read() as conn:
+            row = self._row(conn, scope, toolkit)
+        return _judge(row, version, holder, now)
+
+    def claim(
+        self, scope: str, toolkit: str, version: int, holder: str, now: float, ttl: float
+    ) -> Claim:
+        """Take the lease for a refresh of `version` until `now + ttl`, unless another holds
+        it or the server is being backed off; failures counted for an older version are
+        forgotten (a person connected again since)."""
+
+        def work(conn: Connection) -> Claim:
+            row = self._row(conn, scope, toolkit)
+            found = _judge(row, version, holder, now)
+            if not found.won:
+                return found
+            values = {"version": version, "holder": holder, "expires_at": now + ttl}
+            values |= {"failures": found.failures, "retry_at": found.retry_at}
+            if row is None:
+                row_key = {"session_id": scope, "toolkit_name": toolkit}
+                conn.execute(insert(RefreshLease).values(row_key | values))
+            else:
+                conn.execute(update(RefreshLease).where(*self._key(scope, toolkit)).values(values))
+            return found
+
+        claim: Claim = self.store.retrying(work)
+        return claim
+
+    def release(self, scope: str, toolkit: str, holder: str) -> None:
+        """The holder is done (the version appended, or not needed): the row goes, and with
+        it the failures counted."""
+        where = [*self._key(scope, toolkit), RefreshLease.holder == holder]
+        self.store.retrying(lambda conn: conn.execute(delete(RefreshLease).where(*where)))
+
+    def failed(self, scope: str, toolkit: str, holder: str, now: float, spacing: float) -> int:
+        """The holder's try failed (the server down): count it, give the lease up, and let
+        nobody try again for `spacing` seconds, doubled with each failure in a row. Returns
+        the failures in a row so far."""
+
+        def work(conn: Connection) -> int:
+            row = self._row(conn, scope, toolkit)
+            if row is None or row.holder != holder:
+                return 0  # the lease expired and another took it: its count stands
+            failures = int(row.failures) + 1
+            retry_at = now + spacing * 2 ** (failures - 1)
+            values = {"holder": None, "expires_at": 0.0, "failures": failures}
+            conn.execute(
+                update(RefreshLease)
+                .where(*self._key(scope, toolkit))
+                .values(values | {"retry_at": retry_at})
+            )
+            return failures
+
+        failures: int = self.store.retrying(work)
+        return failures
+
+
+def _judge(row: Row[Any] | None, version: int, holder: str, now: float) -> Claim:
+    if row is None:
+        return Claim(True)
+    if row.version < version:  # a lease or count of an older version: moot
+        return Claim(True)
+    if row.version > version:  # the caller read a version since replaced: it waits
+        return Claim(False, row.failures, 0.0)
+    if row.holder not in (None, holder) and row.expires_at > now:
+        return Claim(False, row.failures, 0.0)
+    if row.retry_at > now:
+        return Claim(False, row.failures, row.retry_at)
+    return Claim(True, row.failures, row.retry_at)
