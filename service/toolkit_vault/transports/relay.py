@@ -14,7 +14,9 @@ seen before, is dropped too, so a recorded one cannot be replayed.
 Sending costs the writer nothing: `send` queues the event, and a thread of its own seals
 what queued meanwhile and NOTIFYs it in one round trip on an autocommit connection of its
 own (a transaction per event from the pool was a large part of a PostgreSQL configure's
-CPU: BENCHMARKS.md). Receiving shares the store's LISTEN connection (`store.notices`).
+CPU: BENCHMARKS.md), after `GATHER_S` so that a busy server sends many at once. Receiving
+shares the store's LISTEN connection (`store.notices`); a payload this process sent comes
+back too, and is known by its text and dropped without opening it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ __all__ = ["CHANNEL", "PgEventRelay"]
 
 CHANNEL = "toolkit_vault_events"
 MAX_AGE = 30.0  # seconds a relayed event stays acceptable
+GATHER_S = 0.005  # what a queued event waits for others to go with it
+_SENT_KEPT = 10_000  # payloads sent and not yet heard back, at most
 _NOTIFY_ALL = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,8 @@ class PgEventRelay:
         self._conninfo = url.render_as_string(hide_password=False)
         self._stopped = threading.Event()
         self._queued: list[ToolkitStatusEvent] = []
+        self._sent: dict[str, None] = {}  # payloads sent here, until they come back
+        self._sent_lock = threading.Lock()
         self._wake = threading.Condition()
         self._notices = vault.store.listen()
         self._notices.subscribe(CHANNEL, self._receive)
@@ -87,7 +93,15 @@ class PgEventRelay:
                 events, self._queued = self._queued, []
             if not events:
                 continue
+            if self._stopped.wait(GATHER_S):
+                break
+            with self._wake:
+                events, self._queued = events + self._queued, []
             payloads = [self._sealed(event) for event in events]
+            with self._sent_lock:
+                self._sent.update(dict.fromkeys(payloads))
+                while len(self._sent) > _SENT_KEPT:
+                    del self._sent[next(iter(self._sent))]
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self._conninfo, autocommit=True)
@@ -108,6 +122,9 @@ class PgEventRelay:
         return base64.b64encode(sealed).decode()
 
     def _receive(self, payload: str) -> None:
+        with self._sent_lock:
+            if self._sent.pop(payload, 0) is None:
+                return  # sent here: heard back
         try:
             sealed = base64.b64decode(payload, validate=True)
             data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))

@@ -1,0 +1,133 @@
+"""PostgreSQL's commit mark (`store.notices`): a list is answered from memory only while the
+mark proves that nothing was committed since its read (issue 42).
+
+Two vaults on one database stand for two replicas. The mark moves when the other one
+commits (its transaction NOTIFYs), is not believed while the LISTEN connection is down or
+its head was not checked lately, and moves again on a reconnection (what was committed
+meanwhile was not heard). The chain's followers never go by it: a token created by the other
+replica is believed here before its notice arrives. SQLite has its own exact mark
+(`PRAGMA data_version`): these tests are PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from toolkit_vault.access.principals import authenticate, create_token
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.settings import VaultSettings
+from toolkit_vault.store import notices as notices_module
+from toolkit_vault.store.notices import CommitNotices
+
+pytestmark = pytest.mark.postgres
+PROBE = "toolkit_vault_test_probe"
+
+
+@pytest.fixture
+def replica(home: VaultSettings) -> Iterator[Vault]:
+    """A second vault on the same database: another process, as far as marks go."""
+    if not home.database_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's commit mark (SQLite's is `data_version`)")
+    other = open_vault(home)
+    yield other
+    other.store.engine.dispose()
+
+
+@pytest.fixture
+def listening(vault: Vault, replica: Vault) -> Iterator[CommitNotices]:
+    """The first vault's notices, started; its head check far apart, so only a notice (or
+    a reconnection) moves its mark during a test."""
+    notices = vault.store.listen()
+    notices.check_s = 30.0
+    notices.subscribe(PROBE, lambda payload: BLOCKS.get(payload, threading.Event()).wait(10))
+    notices.start()
+    assert notices.listening.wait(10)
+    yield notices
+    notices.stop()
+
+
+BLOCKS: dict[str, threading.Event] = {}
+
+
+def _until(check: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _sql(vault: Vault, statement: str) -> None:
+    url = vault.store.engine.url.set(drivername="postgresql")
+    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def test_a_commit_in_another_process_moves_the_mark_by_its_notice(
+    vault: Vault, replica: Vault, listening: CommitNotices
+) -> None:
+    mark = vault.store.commit_mark()
+    assert mark is not None
+    assert vault.store.commit_mark() == mark  # nothing committed: lists from memory
+    create_token(replica.store, "agent", "elsewhere")
+    assert _until(lambda: vault.store.commit_mark() not in (mark, None), 2.0)
+
+
+def test_a_commit_here_moves_the_mark_at_once(vault: Vault, listening: CommitNotices) -> None:
+    blocked = BLOCKS.setdefault("hold", threading.Event())
+    try:
+        _sql(vault, f"NOTIFY {PROBE}, 'hold'")  # the notices thread waits: no notice is heard
+        time.sleep(0.2)
+        mark = vault.store.commit_mark()
+        create_token(vault.store, "agent", "here")
+        assert vault.store.commit_mark() != mark
+    finally:
+        blocked.set()
+
+
+def test_the_chain_is_followed_without_waiting_for_the_notice(
+    vault: Vault, replica: Vault, listening: CommitNotices
+) -> None:
+    blocked = BLOCKS.setdefault("wait", threading.Event())
+    try:
+        _sql(vault, f"NOTIFY {PROBE}, 'wait'")
+        time.sleep(0.2)
+        mark = vault.store.commit_mark()
+        token = create_token(replica.store, "agent", "new-elsewhere")[1]
+        assert vault.store.commit_mark() == mark  # its notice is not heard yet
+        principal = authenticate(vault.store, token)
+        assert principal is not None and principal.role == "agent"
+    finally:
+        blocked.set()
+
+
+def test_a_lost_connection_is_not_believed_and_a_new_one_moves_the_mark(
+    vault: Vault, replica: Vault, listening: CommitNotices
+) -> None:
+    mark = vault.store.commit_mark()
+    assert mark is not None
+    _sql(  # the listening connection: the last statement it ran is its head check
+        vault,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+        "current_database() AND query = 'SELECT seq FROM audit_head WHERE id = 1'",
+    )
+    assert _until(lambda: vault.store.commit_mark() is None, 0.9)
+    create_token(replica.store, "agent", "while-down")  # its notice is lost
+    assert _until(lambda: vault.store.commit_mark() is not None, 5.0)
+    assert vault.store.commit_mark() != mark
+
+
+def test_a_mark_not_checked_lately_is_not_believed(
+    vault: Vault, listening: CommitNotices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert vault.store.commit_mark() is not None
+    monkeypatch.setattr(notices_module, "STALE_S", 0.3)
+    time.sleep(0.4)
+    assert vault.store.commit_mark() is None
