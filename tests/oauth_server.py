@@ -20,6 +20,7 @@ from typing import Any
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
@@ -36,6 +37,7 @@ class Knobs:
     invalid_grant: bool = False  # every refresh answers invalid_grant
     token_delay: float = 0.0  # seconds the token endpoint takes
     metadata_issuer: str | None = None  # the issuer its metadata names (None: its own)
+    registration: bool = False  # RFC 7591: metadata offers a registration_endpoint
 
 
 @dataclass
@@ -137,6 +139,8 @@ class AuthServer:
         self.revocations: list[str] = []
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, str]] = []
+        self.registered: dict[str, _Client] = {}  # RFC 7591 clients, by client_id
+        self.registrations: list[dict[str, Any]] = []  # what each registration asked for
         self.lock = threading.Lock()
         self.base = ""
         self.app = self._app()
@@ -158,6 +162,8 @@ class AuthServer:
         server_state = self
 
         def query_client(client_id: str) -> _Client | None:
+            if client_id in server_state.registered:
+                return server_state.registered[client_id]
             return server_state.client if client_id == CLIENT_ID else None
 
         def save_token(token: dict[str, Any], req: Any) -> None:
@@ -223,10 +229,31 @@ class AuthServer:
         authorization.register_grant(CodeGrant, [CodeChallenge(required=True)])
         authorization.register_grant(Refresh)
 
+        class Registration(ClientRegistrationEndpoint):
+            def authenticate_token(self, _request: Any) -> bool:
+                return True  # open registration, as MCP authorization servers offer it
+
+            def get_server_metadata(self) -> dict[str, Any]:
+                return {"token_endpoint_auth_methods_supported": ["none"]}
+
+            def save_client(self, info: dict[str, Any], metadata: dict[str, Any], _r: Any) -> Any:
+                server_state.registrations.append(dict(metadata))
+                made = _Client(info["client_id"], list(metadata.get("redirect_uris", [])))
+                server_state.registered[made.client_id] = made
+                return made
+
+        authorization.register_endpoint(Registration)
+
+        @app.route("/register", methods=["POST"])
+        def register() -> Any:
+            return authorization.create_endpoint_response("client_registration")
+
         @app.route("/.well-known/oauth-authorization-server")
         def metadata() -> Any:
             base = server_state.base
+            offered = {"registration_endpoint": base + "/register"}
             return jsonify(
+                **(offered if server_state.knobs.registration else {}),
                 issuer=server_state.knobs.metadata_issuer or base,
                 authorization_endpoint=base + "/authorize",
                 token_endpoint=base + "/token",

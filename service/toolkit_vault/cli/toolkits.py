@@ -22,8 +22,14 @@ from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.core.templates import skeleton_of
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.toolkits.import_report import describe_toolkit, printable, report_lines
+from toolkit_vault.toolkits.import_report import (
+    describe_toolkit,
+    oauth_warnings,
+    printable,
+    report_lines,
+)
 from toolkit_vault.toolkits.imports import (
+    DiscoveryOptions,
     PackageRefused,
     import_package,
     remove_toolkit,
@@ -31,6 +37,7 @@ from toolkit_vault.toolkits.imports import (
 )
 from toolkit_vault.toolkits.package_sources import read_package
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
+from toolkit_vault.toolkits.remote_oauth import DEFAULT_PUBLIC_URL
 
 __all__ = ["toolkits"]
 
@@ -145,6 +152,11 @@ def toolkits_show(name: str, as_json: bool) -> None:
     click.echo(f"  tools: {printable(', '.join(definition.get('tools', [])))}")
     click.echo(f"  source digest: {shown['source_digest'] or '-'}")
     click.echo(f"  schema digest: {shown['schema_digest']}")
+    if (oauth := shown["oauth"]) is not None:
+        where = (oauth.get("discovered") or {}).get("metadata")
+        click.echo(f"  oauth: {printable(str(oauth.get('issuer') or oauth.get('token_endpoint')))}")
+        if where:
+            click.echo(f"  oauth metadata: {printable(str(where))} (RFC 9728, at import)")
     columns = [Column(h) for h in ("FIELD", "INPUT", "KIND", "SECRET", "REASON")]
     rows = [
         Row(
@@ -207,6 +219,8 @@ def toolkits_template(name: str, fmt: str) -> None:
         "toolkit-vault toolkits import claude_desktop_config.json --skip github",
         "toolkit-vault toolkits import - --rename filesystem=fs-server < mcp.json",
         "toolkit-vault toolkits import https://registry.example/v0/servers",
+        "toolkit-vault toolkits import server.json --oauth-client-id my-client-id",
+        "toolkit-vault toolkits import server.json --no-discover   # no network",
     ),
 )
 @click.argument("source")
@@ -216,6 +230,24 @@ def toolkits_template(name: str, fmt: str) -> None:
 @click.option("--secret", multiple=True, metavar="[SERVER:]FIELD", help="Mark a field secret.")
 @click.option("--public", multiple=True, metavar="[SERVER:]FIELD", help="Mark a field public.")
 @click.option("--strict", is_flag=True, help="All or nothing: any unusable server refuses all.")
+@click.option(
+    "--no-discover",
+    is_flag=True,
+    help="Do not read remote servers' OAuth metadata (RFC 9728): no network at all.",
+)
+@click.option(
+    "--oauth-client-id",
+    metavar="ID",
+    default=None,
+    help="The client id for remote servers that use OAuth (else RFC 7591 registration).",
+)
+@click.option(
+    "--public-url",
+    metavar="URL",
+    default=DEFAULT_PUBLIC_URL,
+    show_default=True,
+    help="The origin `serve` is reached at: a registration names its OAuth callback there.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def toolkits_import(
@@ -226,6 +258,9 @@ def toolkits_import(
     secret: tuple[str, ...],
     public: tuple[str, ...],
     strict: bool,
+    no_discover: bool,
+    oauth_client_id: str | None,
+    public_url: str,
     as_json: bool,
 ) -> None:
     """Import MCP servers from SOURCE: a file, `-` (stdin) or a registry URL.
@@ -233,7 +268,8 @@ def toolkits_import(
     Reads a server.json, a registry listing or a JSON list of server.json, a bundle
     manifest.json, a Claude Desktop or VS Code config (JSONC) or a VS Code settings.json,
     at most 16 MiB. Each server becomes one toolkit; one that cannot be imported is skipped
-    with its reason (exit 0 when any was imported).
+    with its reason (exit 0 when any was imported). A remote server whose protected resource
+    metadata (RFC 9728) names an authorization server gets `x-oauth` (docs/oauth.md).
     """
     selection = Selection(
         only=frozenset(only),
@@ -252,6 +288,7 @@ def toolkits_import(
             LOCAL_PRINCIPAL.principal_id,
             selection,
             strict=strict,
+            discovery=DiscoveryOptions(not no_discover, oauth_client_id, public_url),
         )
     except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
         if as_json and exc.report is not None:
@@ -262,6 +299,8 @@ def toolkits_import(
     )
     for warning in report.warnings:
         click.echo(f"toolkit-vault: WARNING: {warning.message}", err=True)
+    for message in oauth_warnings(report):
+        click.echo(f"toolkit-vault: WARNING: {message}", err=True)
 
 
 @toolkits.command(

@@ -19,7 +19,7 @@ import httpx
 from toolkit_vault.oauth.client import OAuthFailed
 from toolkit_vault.oauth.spec import OAuthSpec, secure_url
 
-__all__ = ["Endpoints", "discover"]
+__all__ = ["Endpoints", "discover", "server_metadata"]
 
 MAX_AGE = 300.0
 MAX_DOCUMENT = 64 * 1024
@@ -70,6 +70,27 @@ def discover(spec: OAuthSpec, *, timeout: float = 10.0, now: float | None = None
         cached = _cache.get(issuer)
     if cached is not None and moment - cached[0] < MAX_AGE:
         return cached[1]
+    document = server_metadata(issuer, timeout=timeout)
+    names = ("authorization_endpoint", "token_endpoint")
+    if not all(isinstance(document.get(n), str) and secure_url(document[n]) for n in names):
+        raise OAuthFailed("metadata", "the authorization server's metadata is incomplete")
+    revocation = document.get("revocation_endpoint")
+    if not (isinstance(revocation, str) and secure_url(revocation)):
+        revocation = None
+    found = Endpoints(
+        issuer,
+        document["authorization_endpoint"],
+        document["token_endpoint"],
+        spec.revocation_endpoint or revocation,
+    )
+    with _cache_lock:
+        _cache[issuer] = (moment, found)
+    return found
+
+
+def server_metadata(issuer: str, *, timeout: float = 10.0) -> dict[str, Any]:
+    """The issuer's metadata document, which must name the issuer it was asked for (RFC
+    8414 3.3); raises OAuthFailed. Import-time discovery reads `registration_endpoint` here."""
     for url in _well_known(issuer):
         document = _read(url, timeout)
         if document is None:
@@ -78,19 +99,5 @@ def discover(spec: OAuthSpec, *, timeout: float = 10.0, now: float | None = None
             raise OAuthFailed(
                 "metadata", "the authorization server's metadata names another issuer"
             )
-        names = ("authorization_endpoint", "token_endpoint")
-        if not all(isinstance(document.get(n), str) and secure_url(document[n]) for n in names):
-            raise OAuthFailed("metadata", "the authorization server's metadata is incomplete")
-        revocation = document.get("revocation_endpoint")
-        if not (isinstance(revocation, str) and secure_url(revocation)):
-            revocation = None
-        found = Endpoints(
-            issuer,
-            document["authorization_endpoint"],
-            document["token_endpoint"],
-            spec.revocation_endpoint or revocation,
-        )
-        with _cache_lock:
-            _cache[issuer] = (moment, found)
-        return found
+        return document
     raise OAuthFailed("metadata", "the authorization server publishes no metadata")

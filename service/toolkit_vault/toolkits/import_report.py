@@ -20,6 +20,7 @@ __all__ = [
     "ImportReport",
     "ImportedEntry",
     "describe_toolkit",
+    "oauth_warnings",
     "printable",
     "report_lines",
 ]
@@ -59,6 +60,7 @@ class ImportedEntry:
     secret_fields: tuple[str, ...]
     marks: tuple[FieldMark, ...] = ()
     source_name: str = ""  # its name in the input, when --rename changed it
+    oauth: dict[str, Any] | None = None  # a remote server's OAuth discovery (remote_oauth)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class ImportReport:
                     "secret_fields": list(t.secret_fields),
                     "classification": [m.as_json() for m in t.marks],
                     "renamed_from": t.source_name if t.source_name != t.name else None,
+                    "oauth": t.oauth,
                 }
                 for t in self.toolkits
             ],
@@ -128,6 +131,26 @@ class ImportReport:
         }
 
 
+def oauth_warnings(report: ImportReport) -> list[str]:
+    """A remote toolkit imported without `x-oauth` because its metadata could not be read."""
+    return [
+        f"{printable(t.name)}: OAuth discovery failed, imported without x-oauth: "
+        f"{printable(t.oauth['reason'] or '')}"
+        for t in report.toolkits
+        if t.oauth and t.oauth["status"] == "failed"
+    ]
+
+
+def _oauth_line(oauth: dict[str, Any]) -> str:
+    if oauth["status"] == "generated":
+        return (
+            f"  oauth: x-oauth for {printable(oauth['issuer'])}, from the protected resource "
+            f"metadata at {printable(oauth['metadata'])} ({oauth['via']}; client id from "
+            f"{oauth['client_id_from']})"
+        )
+    return f"  oauth: {oauth['status']}: {printable(oauth['reason'] or '')}"
+
+
 def printable(text: str) -> str:
     """Names and scopes are untrusted source text: escape what a terminal would act on."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
@@ -142,6 +165,8 @@ def report_lines(report: ImportReport) -> list[str]:
         for m in t.marks:
             mark = "secret" if m.secret else "public"
             lines.append(f"  {mark} {m.field}: {printable(m.reason)}")
+        if t.oauth:
+            lines.append(_oauth_line(t.oauth))
     if report.skipped:
         lines.append(f"skipped {len(report.skipped)} server(s):")
     for s in report.skipped:
@@ -202,4 +227,9 @@ def describe_toolkit(toolkit: RegisteredToolkit) -> dict[str, Any]:
         "definition": definition.model_dump(mode="json", by_alias=True, exclude={"configured"}),
         "fields": fields,
         "other_fields_secret": schema.get("additionalProperties") is not False,
+        "oauth": (
+            {**schema["x-oauth"], "discovered": package.get("oauth")}
+            if isinstance(schema.get("x-oauth"), dict)
+            else None
+        ),
     }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -29,6 +29,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from toolkit_package.imported import SkippedServer
 from toolkit_package.importers import ImportedServer, ImportRefused, import_metadata
+from toolkit_package.jsonbound import loads_bounded
+from toolkit_package.model import StrategyKind
 from toolkit_package.selection import Selected, Selection, SelectionRefused
 from toolkit_package.selection import select as select_servers
 from toolkit_package.toolkit import property_names, to_toolkit_definition
@@ -56,9 +58,18 @@ from toolkit_vault.toolkits.registry import (
     ToolkitSource,
     coerce_definition,
 )
+from toolkit_vault.toolkits.remote_oauth import (
+    MAX_DISCOVERED,
+    Discovery,
+    DiscoveryOptions,
+    discover_oauth,
+    remote_url,
+    with_oauth,
+)
 
 __all__ = [
     "MAX_IMPORT_BYTES",
+    "DiscoveryOptions",
     "ImportReport",
     "PackageRefused",
     "PackageToolkit",
@@ -127,11 +138,16 @@ def _why_none(skipped: Sequence[SkippedServer]) -> str:
     return "; ".join(reasons) if reasons else "the input holds no server"
 
 
-def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
+def _plan(
+    chosen: Selected, fmt: str, registry: ToolkitRegistry, found: Discovery | None = None
+) -> _Plan:
     """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve."""
     server = chosen.server
+    if found is not None and found.status == "refused":
+        raise _Skip("oauth_refused", f"OAuth discovery: {found.reason}")
     imported = to_toolkit_definition(server, fmt)
-    name = str(imported.definition["name"])
+    definition_fields = with_oauth(imported.definition, found) if found else imported.definition
+    name = str(definition_fields["name"])
     if len(name) > MAX_NAME_CHARS:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
     if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
@@ -142,7 +158,7 @@ def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
             f"--rename {name[:80]}=NEW-NAME",
         )
     try:
-        definition = coerce_definition(imported.definition)
+        definition = coerce_definition(definition_fields)
         schema = compile_schema(definition.config_schema)
     except VaultError as exc:
         raise _Skip("invalid_schema", exc.message) from None
@@ -167,9 +183,10 @@ def _plan(chosen: Selected, fmt: str, registry: ToolkitRegistry) -> _Plan:
         secret_fields=secret,
         marks=marks,
         source_name=chosen.source_name,
+        oauth=found.as_json() if found is not None else None,
     )
     overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
-    return _Plan(entry, canonical_json(imported.definition).decode(), fmt, overrides)
+    return _Plan(entry, canonical_json(definition_fields).decode(), fmt, overrides)
 
 
 def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
@@ -217,6 +234,7 @@ def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> li
             "secret_fields": list(entry.secret_fields),
             "overrides": list(plan.overrides),
             "renamed_from": entry.source_name if entry.source_name != entry.name else None,
+            "oauth": entry.oauth if entry.oauth and entry.oauth["status"] == "generated" else None,
         }
         store.audit(
             conn,
@@ -248,17 +266,46 @@ def _remove(store: Store, name: str, actor: str, conn: Connection) -> Removed:
     return Removed(name, found, sessions)
 
 
+def _discovered(
+    chosen: list[Selected], data: bytes, registry: ToolkitRegistry, options: DiscoveryOptions
+) -> list[Discovery | None]:
+    """Each chosen remote server's OAuth discovery (None: a local server), before any
+    write; the first `MAX_DISCOVERED` remote servers are asked, the others are not."""
+    doc = loads_bounded(data, max_bytes=MAX_IMPORT_BYTES, jsonc=True)  # parsed once already
+    found: list[Discovery | None] = []
+    asked = 0
+    for item in chosen:
+        if item.server.strategy is not StrategyKind.REMOTE_MCP:
+            found.append(None)
+            continue
+        if asked >= MAX_DISCOVERED and options.enabled:
+            why = f"more than {MAX_DISCOVERED} remote servers in one import: choose with --only"
+            found.append(Discovery("failed", why))
+            continue
+        asked += 1
+        name = item.server.name
+        earlier: Mapping[str, Any] | None = None
+        if name in registry and registry.get(name).source.kind is SourceKind.PACKAGE:
+            earlier = registry.get(name).schema.schema
+        found.append(discover_oauth(remote_url(doc, item.server), options, earlier))
+    return found
+
+
 def _planned(
-    chosen: list[Selected], fmt: str, registry: ToolkitRegistry, strict: bool
+    chosen: list[Selected],
+    fmt: str,
+    registry: ToolkitRegistry,
+    strict: bool,
+    discovered: list[Discovery | None],
 ) -> tuple[list[_Plan], list[SkippedServer]]:
     plans: list[_Plan] = []
     skipped: list[SkippedServer] = []
     names: set[str] = set()
-    for item in chosen:
+    for item, found in zip(chosen, discovered, strict=True):
         try:
             if item.server.name in names:
                 raise _Skip("duplicate_name", "another server of this input has the same name")
-            plan = _plan(item, fmt, registry)
+            plan = _plan(item, fmt, registry, found)
         except _Skip as exc:
             if strict:
                 raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
@@ -279,8 +326,13 @@ def import_package(
     selection: Selection | None = None,
     *,
     strict: bool = False,
+    discovery: DiscoveryOptions | None = None,
 ) -> ImportReport:
     """Import the servers of `data` the user selected; refresh `registry` after.
+
+    With `discovery`, each remote server's OAuth metadata is read first (`remote_oauth`):
+    its toolkit may gain `x-oauth`, be imported with a warning, or be skipped with its
+    reason. Without it, nothing goes over the network.
 
     Raises PackageRefused (a VaultError) naming the reason when nothing could be imported,
     when a choice names nothing in the input, or (with `strict`) when any server fails;
@@ -304,7 +356,10 @@ def import_package(
     if strict and unusable_input:
         first = unusable_input[0]
         raise _refuse(f"{first.code} at {first.scope}: {first.message} (--strict)")
-    plans, unusable = _planned(chosen, result.format, registry, strict)
+    discovered: list[Discovery | None] = (
+        _discovered(chosen, data, registry, discovery) if discovery else [None] * len(chosen)
+    )
+    plans, unusable = _planned(chosen, result.format, registry, strict, discovered)
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
         refused = ImportReport(

@@ -1,0 +1,295 @@
+"""Imported remote MCP servers get `x-oauth` from their RFC 9728 protected resource
+metadata, against real servers on loopback: an MCP-like resource server (werkzeug, here)
+whose metadata names the authlib authorization server of `oauth_server`.
+
+The server.json is a published one (`fixtures/mcp/registry/seed.json`, a server with one
+streamable-http remote) whose remote URL is pointed at the loopback resource server.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask, jsonify, redirect, request
+from werkzeug.serving import make_server
+
+from oauth_server import CLIENT_ID, AuthServer, running_auth_server
+from test_oauth import CALLBACK, Agent, Clock, Rig, consent
+from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.oauth import oauth_spec
+from toolkit_vault.settings import VaultSettings
+from toolkit_vault.toolkits.import_report import describe_toolkit
+from toolkit_vault.toolkits.imports import (
+    DiscoveryOptions,
+    PackageRefused,
+    import_package,
+    stored_toolkits,
+)
+
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "mcp"
+CLI = str(Path(sys.executable).parent / "toolkit-vault")
+NAME = "io.github.getcyphrex/cyphrex-mcp"
+PUBLIC_URL = CALLBACK.removesuffix("/console/oauth/callback")
+
+
+@dataclass
+class ResourceServer:
+    """An MCP-like server: `/mcp` and its protected resource metadata, as `mode` says:
+    `well-known` (RFC 9728 3.1), `www-authenticate` (only its 401 points to the metadata),
+    `redirect` (the well-known URL redirects to the metadata) or `none`."""
+
+    issuer: str
+    mode: str = "well-known"
+    resource: str | None = None  # the `resource` the metadata names (None: the server's URL)
+    base: str = ""
+    hits: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.base + "/mcp"
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "resource": self.resource or self.url,
+            "authorization_servers": [self.issuer],
+            "scopes_supported": ["mcp.read", "mcp.write"],
+            "bearer_methods_supported": ["header"],
+        }
+
+    def app(self) -> Flask:
+        app = Flask("tkv_test_resource")
+
+        @app.before_request
+        def count() -> None:
+            self.hits.append(request.path)
+
+        @app.route("/.well-known/oauth-protected-resource/mcp")
+        def well_known() -> Any:
+            if self.mode == "redirect":
+                return redirect("/elsewhere/metadata", code=302)
+            if self.mode != "well-known":
+                return "not found", 404
+            return jsonify(self.metadata())
+
+        @app.route("/elsewhere/metadata")
+        def elsewhere() -> Any:
+            return jsonify(self.metadata())
+
+        @app.route("/mcp", methods=["GET", "POST"])
+        def mcp() -> Any:
+            if self.mode != "www-authenticate":
+                return "method not allowed", 405
+            pointer = f'Bearer resource_metadata="{self.base}/elsewhere/metadata"'
+            return "unauthorized", 401, {"WWW-Authenticate": pointer}
+
+        return app
+
+
+@pytest.fixture
+def auth() -> Iterator[AuthServer]:
+    with running_auth_server() as running:
+        yield running
+
+
+@pytest.fixture
+def resource(auth: AuthServer) -> Iterator[ResourceServer]:
+    server = ResourceServer(auth.issuer)
+    http = make_server("127.0.0.1", 0, server.app(), threaded=True)
+    server.base = f"http://127.0.0.1:{http.server_port}"
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    http.shutdown()
+    thread.join(timeout=5)
+
+
+def server_json(url: str) -> bytes:
+    """The published server.json with its remote pointed at `url`."""
+    (published,) = [
+        s for s in json.loads((CORPUS / "registry" / "seed.json").read_text()) if s["name"] == NAME
+    ]
+    assert published["remotes"][0]["type"] == "streamable-http"
+    published["remotes"][0]["url"] = url
+    return json.dumps(published).encode()
+
+
+def discovering(client_id: str | None = CLIENT_ID) -> DiscoveryOptions:
+    return DiscoveryOptions(client_id=client_id, public_url=PUBLIC_URL)
+
+
+def test_a_remote_server_gets_x_oauth_from_its_metadata(
+    vault: Vault, resource: ResourceServer, auth: AuthServer
+) -> None:
+    report = import_package(
+        vault.store, vault.registry, server_json(resource.url), "local", discovery=discovering()
+    )
+    (entry,) = report.toolkits
+    schema = vault.registry.get(NAME).schema.schema
+    assert schema["x-oauth"] == {
+        "issuer": auth.issuer,
+        "client_id": CLIENT_ID,
+        "scopes": ["mcp.read", "mcp.write"],
+        "resource": resource.url,
+        "token_field": "/access_token",
+    }
+    assert oauth_spec(schema) is not None  # the declaration reads as any x-oauth does
+    token = schema["properties"]["access_token"]
+    assert (token["type"], token["writeOnly"]) == ("string", True)
+    assert "access_token" in schema["required"]
+    where = f"{resource.base}/.well-known/oauth-protected-resource/mcp"
+    assert entry.oauth == {
+        "status": "generated",
+        "reason": None,
+        "issuer": auth.issuer,
+        "metadata": where,
+        "via": "well-known",
+        "client_id_from": "operator",
+    }
+    shown = describe_toolkit(vault.registry.get(NAME))["oauth"]
+    assert (shown["issuer"], shown["discovered"]["metadata"]) == (auth.issuer, where)
+    (event,) = [e for e in vault.export_audit(0) if e["action"] == "toolkit_imported"]
+    assert event["details"]["oauth"]["metadata"] == where
+
+
+def test_the_401_points_to_the_metadata_and_the_client_registers_itself(
+    home: VaultSettings, resource: ResourceServer, auth: AuthServer
+) -> None:
+    """No well-known document, no client id: the server's 401 names its metadata (MCP
+    authorization 2025-06-18), the client id comes from RFC 7591 registration, and the
+    imported toolkit then connects end to end: configure answers partial with an
+    intake_url, consent stores the token, the toolkit is configured."""
+    resource.mode = "www-authenticate"
+    auth.knobs.registration = True
+    rig = Rig(auth, Clock())
+    side = rig.open(open_vault(home))
+    try:
+        vault = side.vault
+        data = server_json(resource.url)
+        report = import_package(
+            vault.store, vault.registry, data, "local", discovery=discovering(None)
+        )
+        (entry,) = report.toolkits
+        assert entry.oauth is not None
+        assert (entry.oauth["via"], entry.oauth["client_id_from"]) == (
+            "www-authenticate",
+            "registration",
+        )
+        (asked,) = auth.registrations
+        assert asked["redirect_uris"] == [CALLBACK]
+        assert asked["token_endpoint_auth_method"] == "none"
+        (client_id,) = auth.registered
+        declared = vault.registry.get(NAME).schema.schema["x-oauth"]
+        assert declared["client_id"] == client_id
+
+        again = import_package(
+            vault.store, vault.registry, data, "local", discovery=discovering(None)
+        )
+        assert again.toolkits[0].outcome == "unchanged"  # the registered client is reused
+        assert len(auth.registrations) == 1
+
+        principal = Principal(create_token(vault.store, "agent", "remote")[0], "agent")
+        agent = Agent(vault, principal)
+        answer = agent.send({"type": "toolkit/configure/req", "toolkit_name": NAME, "config": {}})
+        assert answer["status"] == "partial" and answer["intake_url"]
+        consent(side, answer["intake_url"])
+        assert agent.listed()[NAME] is True
+        assert auth.authorize_requests[-1]["client_id"] == client_id
+        assert auth.authorize_requests[-1]["resource"] == resource.url  # RFC 8707
+        assert auth.token_calls == 1
+    finally:
+        vault.store.engine.dispose()
+
+
+def test_metadata_naming_another_resource_is_refused_with_its_reason(
+    vault: Vault, resource: ResourceServer
+) -> None:
+    """RFC 9728 3.3: metadata that speaks for another resource is not believed; the server
+    is skipped with the reason and nothing is stored."""
+    resource.resource = "https://elsewhere.example.test/mcp"
+    data = server_json(resource.url)
+    with pytest.raises(PackageRefused) as refused:
+        import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert "oauth_refused" in str(refused.value)
+    assert "names the resource 'https://elsewhere.example.test/mcp'" in str(refused.value)
+    assert "RFC 9728 3.3" in str(refused.value)
+    assert NAME not in vault.registry
+    assert not [e for e in vault.export_audit(0) if e["action"] == "toolkit_imported"]
+
+
+def test_an_unreachable_server_is_imported_without_x_oauth_and_a_warning(vault: Vault) -> None:
+    """Unreachable proves nothing either way: the toolkit is imported as before (no
+    x-oauth) and the report says why; importing again later can add it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed when the block ends: nothing listens there
+    data = server_json(f"http://127.0.0.1:{port}/mcp")
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    (entry,) = report.toolkits
+    assert entry.oauth is not None and entry.oauth["status"] == "failed"
+    assert "cannot be reached" in entry.oauth["reason"]
+    assert "x-oauth" not in vault.registry.get(NAME).schema.schema
+
+
+def test_a_redirect_is_not_followed(vault: Vault, resource: ResourceServer) -> None:
+    resource.mode = "redirect"
+    data = server_json(resource.url)
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    (entry,) = report.toolkits
+    assert entry.oauth is not None and entry.oauth["status"] == "failed"
+    assert "redirects are not followed" in entry.oauth["reason"]
+    assert "/elsewhere/metadata" not in resource.hits
+    assert "x-oauth" not in vault.registry.get(NAME).schema.schema
+
+
+def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
+    vault: Vault,
+    cli_env: dict[str, str],
+    database_url: str,
+    resource: ResourceServer,
+    auth: AuthServer,
+    tmp_path: Path,
+) -> None:
+    """`--no-discover` asks nothing; the report and `toolkits show` say where x-oauth came
+    from; a failed re-import warns on stderr and keeps the earlier x-oauth."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip(
+            "what the CLI prints does not depend on the database (the API tests run on both)"
+        )
+    path = tmp_path / "server.json"
+    path.write_bytes(server_json(resource.url))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([CLI, *args], env=cli_env, capture_output=True, text=True, timeout=60)
+
+    done = cli("toolkits", "import", str(path), "--no-discover", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
+    assert resource.hits == []  # nothing went over the network
+
+    done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID)
+    assert done.returncode == 0, done.stderr
+    assert f"oauth: x-oauth for {auth.issuer}" in done.stdout
+    shown = cli("toolkits", "show", NAME)
+    assert shown.returncode == 0, shown.stderr
+    assert f"oauth metadata: {resource.base}/.well-known/oauth-protected-resource/mcp" in (
+        shown.stdout
+    )
+
+    resource.mode = "redirect"
+    done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" in done.stderr and "redirects are not followed" in done.stderr
+    assert "the earlier import's x-oauth is kept" in done.stderr
+    vault.registry.load_imported(stored_toolkits(vault.store))
+    assert vault.registry.get(NAME).schema.schema["x-oauth"]["issuer"] == auth.issuer
