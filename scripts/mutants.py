@@ -1668,6 +1668,21 @@ MUTANTS = [
         (OAUTH + "test_a_live_toolkit_gets_its_token_refreshed_before_it_expires",),
     ),
     Mutant(
+        "oauth: a refresh not relayed to the other replicas",
+        V + "core/connect.py",
+        "        if self.vault.relay is None:\n            return\n",
+        "        return\n",
+        (OAUTH + "test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others",),
+        select="postgres",
+    ),
+    Mutant(
+        "oauth: instances made from a version replaced elsewhere not followed",
+        V + "core/connect.py",
+        "if refreshed or moved:",
+        "if refreshed:",
+        (OAUTH + "test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others",),
+    ),
+    Mutant(
         "oauth: the plugin gets the whole token set",
         V + "core/vault.py",
         "unavailable = instance.initialize(without_token_set(config))",

@@ -44,6 +44,7 @@ from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
+from toolkit_vault.transports.relay import PgEventRelay
 
 OAUTH_PLUGINS = Path(__file__).resolve().parent / "oauth_plugins"
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
@@ -518,3 +519,45 @@ def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
         assert issued not in caplog.text
         assert issued not in json.dumps(list(side.vault.export_audit(0)))
         assert issued not in json.dumps(third.events + first.events)
+
+
+def test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others(
+    rig: Rig, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the relay at once (serve on PostgreSQL); without one, at the other
+    process's next round, which sees the version moved. No second token request."""
+    monkeypatch.setenv("TKV_WEB_PROOF_DIR", str(tmp_path))
+    principal, _ = connected(rig)
+    here, elsewhere = rig.sides[0], another_process(rig)
+    there = Agent(elsewhere.vault, principal)
+    assert there.listed()["calendar"] is True
+    relays = []
+    if database_url.startswith("postgresql"):
+        relays = [PgEventRelay(side.vault).start() for side in (here, elsewhere)]
+        assert all(relay.listening.wait(10) for relay in relays)
+    try:
+        assert elsewhere.connections.refresh_ahead(300) == []  # an hour left
+        rig.clock.offset = 3600 - 200
+        scope = f"principal:{principal.principal_id}"
+        assert here.connections.refresh_ahead(300) == [f"{scope}/calendar"]
+        fresh = calendar.config_digest({**PUBLIC, "access_token": rig.auth.latest().access_token})
+
+        def made_with_the_new_token() -> int:
+            proofs = [json.loads(p.read_text()) for p in tmp_path.glob("calendar-*.json")]
+            return sum(proof["sha256"] == fresh for proof in proofs)
+
+        if relays:
+            deadline = time.monotonic() + 10
+            while made_with_the_new_token() < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            assert made_with_the_new_token() == 1  # here only, until the other's round
+            assert elsewhere.connections.refresh_ahead(300) == []
+        assert made_with_the_new_token() == 2
+        told = [e for e in there.events if e["type"] == "toolkit/status/event"]
+        assert told and told[-1]["configured"] is True
+        assert elsewhere.connections.refresh_ahead(300) == []
+        assert rig.auth.refresh_calls == 1
+    finally:
+        for relay in relays:
+            relay.stop()
