@@ -58,6 +58,7 @@ FILESYSTEM = ("tests/test_filesystem.py",)
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
+NOTICES, NOTICES_TESTS = V + "store/notices.py", "tests/test_commit_notices.py::"
 OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
 VERIFY = "tests/test_verification.py::"
 TEMPLATES = "tests/test_templates.py::"
@@ -1842,6 +1843,63 @@ MUTANTS = [
             "tests/web/test_forms.py::"
             "test_labels_are_readable_names_in_declared_order_secret_fields_last",
         ),
+    ),
+    # -- PostgreSQL's commit mark (issue 42) ---------------------------------------------------
+    Mutant(
+        "postgres: a write sends no notice of its commit",
+        STORAGE,
+        '_PG_BEGIN_WRITE = f"SELECT pg_advisory_xact_lock({_PG_LOCK}); NOTIFY {STATE_CHANNEL}"',
+        '_PG_BEGIN_WRITE = f"SELECT pg_advisory_xact_lock({_PG_LOCK})"',
+        (NOTICES_TESTS + "test_a_commit_in_another_process_moves_the_mark_by_its_notice",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a notice does not move the mark",
+        NOTICES,
+        "if notice.channel == STATE_CHANNEL:\n                                self.moved()",
+        "if notice.channel == STATE_CHANNEL:\n                                pass",
+        (NOTICES_TESTS + "test_a_commit_in_another_process_moves_the_mark_by_its_notice",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a commit here waits for its notice to move the mark",
+        STORAGE,
+        "self.notices.moved()  # this process's own commit shows before its notice",
+        "pass",
+        (NOTICES_TESTS + "test_a_commit_here_moves_the_mark_at_once",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: the chain is followed by the notices' mark",
+        STORAGE,
+        "mark = self._exact_mark()\n        if ledger.failure is None and (force",
+        "mark = self.commit_mark()\n        if ledger.failure is None and (force",
+        (NOTICES_TESTS + "test_the_chain_is_followed_without_waiting_for_the_notice",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a lost LISTEN connection is believed",
+        NOTICES,
+        "self._checked = None",
+        "pass",
+        (NOTICES_TESTS + "test_a_lost_connection_is_not_believed_and_a_new_one_moves_the_mark",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a reconnection does not move the mark",
+        NOTICES,
+        "if head != moved:",
+        "if False:",
+        (NOTICES_TESTS + "test_a_lost_connection_is_not_believed_and_a_new_one_moves_the_mark",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a mark not checked lately is believed",
+        NOTICES,
+        "if checked is None or time.monotonic() - checked > STALE_S:",
+        "if checked is None:",
+        (NOTICES_TESTS + "test_a_mark_not_checked_lately_is_not_believed",),
+        select="postgres",
     ),
 ]
 

@@ -100,6 +100,7 @@ def test_the_chain_is_followed_without_waiting_for_the_notice(
         _sql(vault, f"NOTIFY {PROBE}, 'wait'")
         time.sleep(0.2)
         mark = vault.store.commit_mark()
+        vault.store.chain_state()  # followed here at this mark
         token = create_token(replica.store, "agent", "new-elsewhere")[1]
         assert vault.store.commit_mark() == mark  # its notice is not heard yet
         principal = authenticate(vault.store, token)
