@@ -4,9 +4,10 @@ This VM's speed drifts by 15-65% from one hour to the next, so two separate benc
 cannot show a 5% change. Here both builds serve at once (each its own `serve` process and
 SQLite home, the base build exported with `git archive`), and short runs alternate between
 them: each pair sees the same machine, and the median of the per-pair ratios is the change.
-Cases are those of the `http` scenario at 16 connections, and `soak` (`scripts/soak.py`
-against each build in turn). `--env NAME=VALUE` sets a variable for the candidate only, to
-compare a setting. The base must share the working tree's database schema.
+Cases are those of the `http` scenario at 16 connections (`--connections`), on SQLite or
+PostgreSQL (`--database`; each build its own scratch database), and `soak`
+(`scripts/soak.py` against each build in turn). `--env NAME=VALUE` sets a variable for the
+candidate only, to compare a setting. The base must share the working tree's schema.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="WebSocket list,HTTP configure", help=",".join(names))
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--connections", type=int, default=16)
     args = parser.parse_args(argv)
     chosen = [n.strip() for n in args.cases.split(",")]
     if unknown := set(chosen) - set(names):
@@ -75,18 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tkv-ab-") as tmp:
         work = Path(tmp)
         base_source = _export(args.base, work)
-        ctx = Context(SCALES["quick"], work, ("sqlite",), postgres_admin_url(), log=print)
+        ctx = Context(SCALES["quick"], work, (args.database,), postgres_admin_url(), log=print)
         wsload = build_wsload(work)
         cases = [c for c in CASES if c.name in chosen]
         with ExitStack() as stack:
             builds = {}
             if cases:
                 builds = {
-                    "base": stack.enter_context(_serving(ctx, "sqlite", "base", base_source)),
-                    "this": stack.enter_context(_serving(ctx, "sqlite", "this", None, env)),
+                    "base": stack.enter_context(_serving(ctx, args.database, "base", base_source)),
+                    "this": stack.enter_context(_serving(ctx, args.database, "this", None, env)),
                 }
             for case in cases:
-                _pairs(case, builds, wsload, args.pairs, args.seconds)
+                _pairs(case, builds, wsload, args.pairs, args.seconds, args.connections)
         if SOAK in chosen:
             rates = []
             for n in range(args.pairs):
@@ -101,14 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _pairs(case: Case, builds: dict[str, Setup], wsload: Path, pairs: int, seconds: float) -> None:
+def _pairs(
+    case: Case, builds: dict[str, Setup], wsload: Path, pairs: int, seconds: float, conns: int
+) -> None:
     rates, cpus = [], []
     for n in range(pairs):
         order = ("base", "this") if n % 2 == 0 else ("this", "base")
         got = {}
         for name in order:
             setup = builds[name]
-            got[name] = _drive(case, setup, setup.server, True, wsload, 16, seconds)
+            got[name] = _drive(case, setup, setup.server, True, wsload, conns, seconds)
         (base, base_cpu), (this, this_cpu) = got["base"], got["this"]
         rates.append(this.rate / base.rate)
         cpus.append(this_cpu / base_cpu)
