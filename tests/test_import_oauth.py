@@ -227,6 +227,28 @@ def test_metadata_naming_another_resource_is_refused_with_its_reason(
     assert not [e for e in vault.export_audit(0) if e["action"] == "toolkit_imported"]
 
 
+def test_an_authorization_server_over_plain_http_is_refused(
+    vault: Vault, resource: ResourceServer
+) -> None:
+    """A token endpoint over plain http to another host would carry the code and the
+    tokens in clear: metadata naming one is not used."""
+    resource.issuer = "http://auth.example.test"
+    data = server_json(resource.url)
+    with pytest.raises(PackageRefused, match="authorization servers that are not https URLs"):
+        import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert NAME not in vault.registry
+
+
+def test_a_url_with_a_query_is_not_asked(vault: Vault, resource: ResourceServer) -> None:
+    data = server_json(resource.url + "?tenant=acme")
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert report.toolkits[0].oauth == {
+        "status": "skipped",
+        "reason": "the URL carries a query or credentials, which are not sent anywhere else",
+    }
+    assert resource.hits == []
+
+
 def test_an_unreachable_server_is_imported_without_x_oauth_and_a_warning(vault: Vault) -> None:
     """Unreachable proves nothing either way: the toolkit is imported as before (no
     x-oauth) and the report says why; importing again later can add it."""

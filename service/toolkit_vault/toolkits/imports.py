@@ -234,7 +234,7 @@ def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> li
             "secret_fields": list(entry.secret_fields),
             "overrides": list(plan.overrides),
             "renamed_from": entry.source_name if entry.source_name != entry.name else None,
-            "oauth": entry.oauth if entry.oauth and entry.oauth["status"] == "generated" else None,
+            "oauth": entry.oauth if entry.oauth and entry.oauth.get("issuer") else None,
         }
         store.audit(
             conn,
