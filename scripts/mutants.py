@@ -1704,6 +1704,29 @@ MUTANTS = [
         "            if False:\n                raise Reconnect(",
         (OAUTH + "test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself",),
     ),
+    Mutant(
+        "oauth import: protected resource metadata naming another resource believed",
+        V + "oauth/resource.py",
+        "if not isinstance(resource, str) or not same_resource(resource, url):",
+        "if not isinstance(resource, str):",
+        (
+            "tests/test_import_oauth.py::test_metadata_naming_another_resource_is_refused_with_its_reason",
+        ),
+    ),
+    Mutant(
+        "oauth import: an authorization server over plain http believed",
+        V + "oauth/resource.py",
+        "if servers is None or not all(secure_url(s) for s in servers):",
+        "if servers is None:",
+        ("tests/test_import_oauth.py::test_an_authorization_server_over_plain_http_is_refused",),
+    ),
+    Mutant(
+        "oauth import: a redirect followed to metadata the server did not name",
+        V + "oauth/fetch.py",
+        "follow_redirects=False, trust_env=False",
+        "follow_redirects=True, trust_env=False",
+        ("tests/test_import_oauth.py::test_a_redirect_is_not_followed",),
+    ),
     # -- backups and recovery (issue 40) -------------------------------------------------------
     Mutant(
         "a backup's MAC is not checked",
