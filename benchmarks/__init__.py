@@ -18,4 +18,4 @@ SCENARIOS = (
     "backup",
     "replicas",
 )
-ON_DEMAND: tuple[str, ...] = ()  # run only when `--only` names them (they take minutes)
+ON_DEMAND = ("capacity",)  # run only when `--only` names them (they take minutes)

@@ -31,6 +31,7 @@ MODULES = {
     "soak": "soak",
     "backup": "backup",
     "replicas": "replicas",
+    "capacity": "capacity",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]
