@@ -61,6 +61,7 @@ SCOPE_TESTS = ("tests/test_scopes.py",)
 NOTICES, NOTICES_TESTS = V + "store/notices.py", "tests/test_commit_notices.py::"
 OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
 VERIFY = "tests/test_verification.py::"
+EXPIRY = "tests/test_expiry.py::"
 TEMPLATES = "tests/test_templates.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
@@ -626,6 +627,14 @@ MUTANTS = [
         "if time.monotonic() - entry[0] >= self.max_age:",
         (EXPIRY_TESTS,),
         "cache",
+    ),
+    Mutant(
+        "another process believes a revoked token for half a minute (issue 42: replicas)",
+        V + "transports/http_access.py",
+        "max_age: float = 1.0,",
+        "max_age: float = 30.0,",
+        ("tests/test_replicas.py",),
+        "one_vault",
     ),
     Mutant(
         "an idle WebSocket outlives its token's expiry",
@@ -1467,15 +1476,15 @@ MUTANTS = [
     Mutant(
         "credential check: a failed check is stored anyway",
         V + "core/vault.py",
-        "self.check_credential(toolkit, msg.config)  # nothing stored",
-        "pass",
+        "ends = self.check_credential(toolkit, msg.config, secrets)  # nothing stored",
+        "ends = None",
         (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
     ),
     Mutant(
         "credential check: the intake form skips it",
         V + "core/intake.py",
-        "self.vault.check_credential(view.toolkit, config)",
-        "pass",
+        "ends = self.vault.check_credential(view.toolkit, config, secret_values)",
+        "ends = None",
         (VERIFY + "test_the_intake_form_shows_the_failed_check_and_the_link_stays_good",),
     ),
     Mutant(
@@ -1526,6 +1535,27 @@ MUTANTS = [
         "worker.join(deadline)",
         "worker.join()",
         (VERIFY + "test_the_plugin_s_own_check",),
+    ),
+    Mutant(
+        "credential expiry: a credential past its end is initialized anyway",
+        V + "core/vault.py",
+        "if ends is not None and ends <= self.clock():",
+        "if False:",
+        (EXPIRY + "test_reminded_once_ahead_then_ended_with_a_status_event_and_a_renewal_link",),
+    ),
+    Mutant(
+        "credential expiry: the toolkit sees the vault's expiry fact",
+        V + "core/vault.py",
+        "instance.initialize(without_expiry(without_token_set(config)))",
+        "instance.initialize(without_token_set(config))",
+        (EXPIRY + "test_an_expiry_the_check_tells_is_kept_listed_and_never_seen_by_the_toolkit",),
+    ),
+    Mutant(
+        "credential expiry: reminded at every round",
+        V + "core/reminders.py",
+        " and (scope, name, version) not in self._reminded:",
+        ":",
+        (EXPIRY + "test_reminded_once_ahead_then_ended_with_a_status_event_and_a_renewal_link",),
     ),
     Mutant(
         "templates: a secret field may be a template's",

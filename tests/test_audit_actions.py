@@ -29,6 +29,7 @@ STORED = {
     "oauth_refreshed",
     "oauth_refresh_failed",
     "oauth_disconnected",
+    "credential_expiring",
     "token_created",
     "token_revoked",
     "toolkit_imported",

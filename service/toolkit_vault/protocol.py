@@ -107,6 +107,9 @@ class ToolkitDefinition(_Wire):
     tools: list[str]
     configured: bool = False
     version: str = "1.0.0"
+    # extension: when the credential configured in this session ends (epoch seconds), if a
+    # check or the credential said (`core.expiry`); absent otherwise, as for a spec peer
+    expires_at: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ToolkitListRequest(Message):

@@ -677,6 +677,10 @@ _SAY: dict[str, Callable[[_Words], str]] = {
     AuditAction.OAUTH_REFRESHED: _oauth_refreshed,
     AuditAction.OAUTH_REFRESH_FAILED: _oauth_refresh_failed,
     AuditAction.OAUTH_DISCONNECTED: _oauth_disconnected,
+    AuditAction.CREDENTIAL_EXPIRING: lambda w: (
+        f"the credential of {w.toolkit} v{w.event.version} {w.where} ends at "
+        f"{_when(w.d('expires_at'))}"
+    ),
     AuditAction.TOKEN_CREATED: _token_created,
     AuditAction.TOKEN_REVOKED: _token_revoked,
     AuditAction.TOOLKIT_IMPORTED: _imported,

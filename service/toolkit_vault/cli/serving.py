@@ -183,6 +183,8 @@ def serve(
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
     (OpenAPI at /openapi.json, with a token); every route but /healthz needs a bearer token
     (`tokens create`). A port already in use is one line on stderr, exit status 1."""
+    from toolkit_vault.core.reminders import ExpiryReminders
+    from toolkit_vault.transports.expiry_watch import ExpiryWatch
     from toolkit_vault.transports.http_api import Limits, create_app
     from toolkit_vault.transports.http_server import run
     from toolkit_vault.transports.oauth_watch import OAuthWatch
@@ -209,6 +211,7 @@ def serve(
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets
     RegistryWatch(vault).start()  # imports and removals made elsewhere reach idle sockets
     OAuthWatch(vault).start()  # OAuth tokens of live toolkits refreshed before they expire
+    ExpiryWatch(ExpiryReminders(vault)).start()  # credentials that end: reminded, then ended
     limits = Limits(max_message_bytes, connections_per_principal, rate, max(1, int(rate * 2)))
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "

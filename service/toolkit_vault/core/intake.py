@@ -30,6 +30,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from toolkit_vault.access.principals import Principal, list_principals
+from toolkit_vault.core.expiry import with_expiry
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
@@ -334,7 +335,7 @@ class Intake:
             check_sealable(secret_values)
             if view.toolkit.check is not None:
                 view.toolkit.check(config)
-            self.vault.check_credential(view.toolkit, config)
+            ends = self.vault.check_credential(view.toolkit, config, secret_values)
         except ConfigInvalid as exc:
             details = {"link_id": claim.link_id, "errors": exc.details}
             self.vault.store.record_attempt(
@@ -349,6 +350,7 @@ class Intake:
             if version != claim.version:
                 raise IntakeRefused("used")
 
+        public = with_expiry(public, ends)
         outcome = self.vault.commit(
             claim.actor, claim.session_id, view.toolkit, public, secret_values, expect
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,14 @@ from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import PurgeReport, find_principal, purge, purge_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
+from toolkit_vault.core.expiry import (
+    earliest,
+    expired_message,
+    expiry_of,
+    jwt_expiry,
+    with_expiry,
+    without_expiry,
+)
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (
     CredentialRejected,
@@ -108,6 +117,7 @@ class Outcome:
     message: str
     unavailable: frozenset[str] = field(default=frozenset())
     intake_url: str | None = None  # where a person connects again (an OAuth connection)
+    expires_at: float | None = None  # when the credential ends, if known (`expiry`)
 
 
 class SessionListener(Protocol):
@@ -135,6 +145,15 @@ class IntakeOffer(Protocol):
         toolkit: RegisteredToolkit,
         msg: ToolkitConfigureRequest,
     ) -> ToolkitConfigureResponse: ...
+
+    def offer(
+        self,
+        principal_id: str,
+        session_id: str,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        why: str,
+    ) -> str: ...
 
 
 class TokenSource(Protocol):
@@ -174,6 +193,9 @@ class Vault:
         self._active: dict[tuple[str, str], Toolkit] = {}
         self._sources: dict[str, dict[str, Source]] = {}  # session -> toolkit -> tried here
         self._unavailable: dict[tuple[str, str], frozenset[str]] = {}  # named by `partial`
+        # session -> toolkit -> when the credential of its live instance ends (`expiry`)
+        self._expires: dict[str, dict[str, float]] = {}
+        self.clock: Callable[[], float] = time.time  # what "expired" is measured against
         self._scopes: set[str] = set()  # principal scopes whose row exists
         self._next_version: dict[tuple[str, str], int] = {}  # a guess: saves a read per call
         self._plugins: dict[str, set[SessionListener]] = {}
@@ -323,14 +345,17 @@ class Vault:
         except ConfigInvalid:  # the public half was edited: the version cannot be put together
             raise DecryptionError from None
 
-    @staticmethod
     def _initialize(
-        toolkit: RegisteredToolkit, config: dict[str, Any]
+        self, toolkit: RegisteredToolkit, config: dict[str, Any]
     ) -> tuple[Toolkit | None, Outcome]:
-        """Run a fresh instance's initialize; its own words never reach the agent (sanitized)."""
+        """Run a fresh instance's initialize; its own words never reach the agent (sanitized).
+        A credential past its known expiry makes no instance: a person must renew it."""
+        ends = expiry_of(config)
+        if ends is not None and ends <= self.clock():
+            return None, Outcome("error", expired_message(ends), expires_at=ends)
         try:
             instance = toolkit.factory()
-            unavailable = instance.initialize(without_token_set(config))
+            unavailable = instance.initialize(without_expiry(without_token_set(config)))
         except Exception as exc:
             log.warning(
                 "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
@@ -339,8 +364,8 @@ class Vault:
         known = frozenset(t for t in (unavailable or []) if t in toolkit.definition.tools)
         if known:
             message = "tools unavailable: " + ", ".join(sorted(known))
-            return instance, Outcome("partial", message, known)
-        return instance, Outcome("ok", "Toolkit configured successfully")
+            return instance, Outcome("partial", message, known, expires_at=ends)
+        return instance, Outcome("ok", "Toolkit configured successfully", expires_at=ends)
 
     def _activate(
         self, key: tuple[str, str], instance: Toolkit, version: int, outcome: Outcome
@@ -379,9 +404,14 @@ class Vault:
             if instance is None:
                 self._active.pop(key, None)
                 self._unavailable.pop(key, None)
+                self._expires.get(session_id, {}).pop(name, None)
             else:
                 self._active[key] = instance
                 self._unavailable[key] = outcome.unavailable
+                if outcome.expires_at is None:
+                    self._expires.get(session_id, {}).pop(name, None)
+                else:
+                    self._expires.setdefault(session_id, {})[name] = outcome.expires_at
         bind = getattr(instance, "set_push_callback", None)
         if not callable(bind):
             return True
@@ -397,7 +427,14 @@ class Vault:
     def list_toolkits(
         self, principal: Principal, session_id: str, msg: ToolkitListRequest
     ) -> ToolkitListResponse:
-        return self._toolkits(self._configured(principal, session_id), msg)
+        configured = self._configured(principal, session_id)
+        return self._toolkits(configured, msg, self._ends(session_id, configured))
+
+    def _ends(self, session_id: str, configured: set[str]) -> dict[str, float]:
+        """When the credentials of the session's configured toolkits end, where known."""
+        with self._lock:
+            ends = dict(self._expires.get(session_id, {}))
+        return {name: at for name, at in ends.items() if name in configured}
 
     def answer_at_once(
         self,
@@ -441,23 +478,32 @@ class Vault:
                 configured = self._live(session_id)
         if isinstance(msg, ToolListRequest):
             return dump_message(self._tools(session_id, configured, msg))
-        listed = [json for _, json in self._listed(configured, msg)]
+        ends = self._ends(session_id, configured)
+        listed = [json for _, json in self._listed(configured, msg, ends)]
         return dump_toolkit_list(msg.id, listed)
 
-    def _toolkits(self, configured: set[str], msg: ToolkitListRequest) -> ToolkitListResponse:
-        toolkits = [definition for definition, _ in self._listed(configured, msg)]
+    def _toolkits(
+        self, configured: set[str], msg: ToolkitListRequest, ends: Mapping[str, float]
+    ) -> ToolkitListResponse:
+        toolkits = [definition for definition, _ in self._listed(configured, msg, ends)]
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
 
     def _listed(
-        self, configured: set[str], msg: ToolkitListRequest
+        self, configured: set[str], msg: ToolkitListRequest, ends: Mapping[str, float]
     ) -> list[tuple[ToolkitDefinition, str]]:
-        """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`."""
+        """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`;
+        one whose credential has a known end says when (`expires_at`, an extension)."""
         shown = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
             if msg.filter_kind and definition.category != msg.filter_kind:
                 continue
             if msg.filter_tags and not set(msg.filter_tags) <= set(definition.tags):
+                continue
+            if definition.name in ends:
+                ending = {"configured": True, "expires_at": int(ends[definition.name])}
+                dated = definition.model_copy(update=ending)
+                shown.append((dated, dated.model_dump_json(by_alias=True)))
                 continue
             shown.append(toolkit.listed(definition.name in configured))
         return shown
@@ -540,7 +586,7 @@ class Vault:
             check_sealable(secrets)
             if toolkit.check is not None:
                 toolkit.check(msg.config)  # field-level, like a schema error: nothing stored
-            self.check_credential(toolkit, msg.config)  # nothing stored
+            ends = self.check_credential(toolkit, msg.config, secrets)  # nothing stored
         except CredentialRejected as exc:  # the config is well formed; its credential is not
             self.store.record_attempt(
                 AuditDraft(
@@ -570,6 +616,7 @@ class Vault:
             )
             raise
         scope_id = self._made(scope_id)
+        public = with_expiry(public, ends)  # a fact beside the public fields, never a secret
         outcome = self.commit(principal.principal_id, scope_id, toolkit, public, secrets)
         message = outcome.message
         name = msg.toolkit_name
@@ -587,10 +634,14 @@ class Vault:
             message=message,
         )
 
-    def check_credential(self, toolkit: RegisteredToolkit, config: Mapping[str, Any]) -> None:
+    def check_credential(
+        self, toolkit: RegisteredToolkit, config: Mapping[str, Any], secrets: Mapping[str, Any]
+    ) -> float | None:
         """The toolkit's credential check (`verification`) under this vault's policy; raises
-        CredentialRejected. A configure and an intake form both ask here."""
-        verify_credential(toolkit, config, self.verify_policy, self._plugin_checks)
+        CredentialRejected. Returns when the credential ends, if the check or a secret that
+        is a JWT says (`expiry`). A configure and an intake form both ask here."""
+        checked = verify_credential(toolkit, config, self.verify_policy, self._plugin_checks)
+        return earliest([checked, jwt_expiry(secrets)])
 
     def _made(self, scope_id: str) -> str:
         """A principal scope's row, made on its first use (a session's exists already)."""
@@ -670,6 +721,47 @@ class Vault:
         else:  # `configure` resolves the asking session from it next
             committed(self.store.append_version(session_id, name, build, configure, guard=guard))
         return outcome
+
+    def expiring(self) -> list[tuple[str, str, Source, float]]:
+        """(session, toolkit, where its instance was made from, when its credential ends)
+        of every live instance here whose credential has a known end (`reminders`)."""
+        with self._lock:
+            return [
+                (session_id, name, self._sources[session_id][name], ends)
+                for session_id, known in self._expires.items()
+                for name, ends in known.items()
+                if (session_id, name) in self._active and name in self._sources.get(session_id, {})
+            ]
+
+    def end_expired(self, session_id: str, name: str, source: Source, ends: float) -> None:
+        """A live instance's credential ended: the instance is dropped (its source kept, so
+        nothing makes it again but a new version, and `_initialize` refuses this one), and
+        the session's connections here hear `configured: false`, with a link to renew it
+        when the intake is on."""
+        with self._lock:
+            plugins = list(self._plugins.get(session_id, ()))
+        link = None
+        if plugins and self.intake is not None:
+            link = self._renewal_link(session_id, plugins[0].principal.principal_id, name, source)
+        outcome = Outcome("error", expired_message(ends), intake_url=link)
+        if self._install(session_id, name, {name: source}, outcome, None, source):
+            self.deliver(self._event(session_id, name, False, outcome))
+
+    def _renewal_link(
+        self, session_id: str, principal_id: str, name: str, source: Source
+    ) -> str | None:
+        """An intake link asking a person for the secrets again, the public fields kept."""
+        try:
+            record = self.store.effective_versions(session_id, principal_scope(principal_id))
+            current = record.get(name)
+            if self.intake is None or current is None or current.version != source[1]:
+                return None
+            public = without_expiry(current.public_config)
+            why = "the credential expired"
+            return self.intake.offer(principal_id, source[0], self.toolkit(name), public, why)
+        except (VaultError, ConfigInvalid) as exc:
+            log.warning("no renewal link for %s: %s", name, exc.message)
+            return None
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth
@@ -761,6 +853,7 @@ class Vault:
                     del sources[name]
                     self._active.pop((session_id, name), None)
                     self._unavailable.pop((session_id, name), None)
+                    self._expires.get(session_id, {}).pop(name, None)
                     self._dropped += 1  # a list's read before this no longer says what is live
                     dropped.add((session_id, name))
             for session_id, plugins in self._plugins.items():
@@ -969,6 +1062,7 @@ class Vault:
                     del sources[toolkit_name]
                     self._active.pop((session_id, toolkit_name), None)
                     self._unavailable.pop((session_id, toolkit_name), None)
+                    self._expires.get(session_id, {}).pop(toolkit_name, None)
         for session_id in connected:
             for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
                 self.deliver(event)

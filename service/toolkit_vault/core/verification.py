@@ -10,11 +10,16 @@ fails the check), no proxy from the environment is used, and the whole exchange 
 deadline and reads at most a bounded number of bytes. What a failure says names the check,
 the host and the status or the kind of failure; never the config, the secret or the URL
 (its query may hold the secret).
+
+A passing check may also say when the credential ends (`core.expiry`): the plugin's
+`verify` returning that time instead of None, or the header or JSON field the `x-verify`
+names; `verify_credential` returns it.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 import threading
@@ -26,7 +31,9 @@ from typing import Any
 
 import httpx
 
+from toolkit_vault.core.expiry import earliest, read_expiry
 from toolkit_vault.errors import ConfigInvalid, VaultError
+from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.schema.verify_spec import VerifySpec
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 
@@ -112,21 +119,25 @@ def verify_credential(
     config: Mapping[str, Any],
     policy: VerifyPolicy,
     plugins: PluginChecks | None = None,
-) -> None:
+) -> float | None:
     """Run the toolkit's checks on a validated config; raises CredentialRejected. A toolkit
-    without a check passes, as before. `plugins`: the vault's lookup of who has a `verify`
-    (None: looked up afresh)."""
+    without a check passes, as before. Returns when the credential ends, if a check said
+    (epoch seconds). `plugins`: the vault's lookup of who has a `verify` (None: looked up
+    afresh)."""
+    ends: list[float | None] = []
     instance = (plugins or PluginChecks()).instance(toolkit)
     if instance is not None:
-        _plugin_check(instance, config, policy.deadline)
+        ends.append(_plugin_check(instance, config, policy.deadline))
     spec = toolkit.schema.verify
     if spec is not None:
-        _http_check(spec, config, policy)
+        ends.append(_http_check(spec, config, policy))
+    return earliest(ends)
 
 
-def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> None:
+def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> float | None:
     """The plugin's `verify(config)`, on a thread with a deadline (it cannot be killed when
-    late, only no longer waited for). False or raising fails; its own words are not kept."""
+    late, only no longer waited for). False or raising fails; its own words are not kept.
+    A time returned (a datetime, epoch seconds, `{"expires_at": ...}`) is the expiry."""
     check: Callable[[dict[str, Any]], Any] = instance.verify
     result: list[Any] = []
 
@@ -146,6 +157,10 @@ def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> 
         raise CredentialRejected(f"the credential check failed ({kind})")
     if result[0] is False:
         raise CredentialRejected("the credential check failed: the toolkit refused it")
+    answer = result[0]
+    if isinstance(answer, Mapping):
+        answer = answer.get("expires_at")
+    return read_expiry(answer)
 
 
 def _url(spec: VerifySpec, config: Mapping[str, Any]) -> urllib.parse.SplitResult:
@@ -180,7 +195,7 @@ def _resolve(host: str, port: int, policy: VerifyPolicy) -> Address:
     return addresses[0]
 
 
-def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolicy) -> None:
+def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolicy) -> float | None:
     parts = _url(spec, config)
     host = parts.hostname or ""
     secret = config.get(spec.secret)
@@ -191,7 +206,11 @@ def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolic
     address = _resolve(host, port, policy)
     literal = f"[{address}]" if address.version == 6 else str(address)
     target = parts._replace(netloc=f"{literal}:{port}").geturl()
-    headers = {"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": "toolkit-vault-verify"}
+    headers = {
+        "Host": parts.netloc.rsplit("@", 1)[-1],
+        "User-Agent": "toolkit-vault-verify",
+        "Accept-Encoding": "identity",  # the bound counts the bytes read, not inflated ones
+    }
     params: dict[str, str] = {}
     if spec.header is not None:
         headers[spec.header] = spec.value.format(secret=str(secret))
@@ -207,13 +226,14 @@ def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolic
                 spec.method, target, headers=headers, params=params, extensions=extensions
             )
             response = client.send(request, stream=True)
+            body = bytearray()
             try:
-                read = 0
                 for chunk in response.iter_raw():
-                    read += len(chunk)
+                    body += chunk
                     late = time.monotonic() - started > policy.deadline
-                    if read > policy.max_bytes or late:
-                        break  # the status is all the check needs
+                    if len(body) > policy.max_bytes or late:
+                        body.clear()  # cut short: the status is all the check has
+                        break
             finally:
                 response.close()
     except httpx.TimeoutException:
@@ -230,3 +250,19 @@ def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolic
         )
     if status not in spec.expect:
         raise CredentialRejected(f"the credential check failed: HTTP {status} from {host}")
+    if spec.expires_header is not None:
+        return read_expiry(response.headers.get(spec.expires_header))
+    if spec.expires_pointer is not None:
+        return read_expiry(_at_pointer(bytes(body), spec.expires_pointer))
+    return None
+
+
+def _at_pointer(body: bytes, pointer: str) -> Any:
+    """The JSON value at `pointer` in a response body; None when there is none."""
+    try:
+        found: Any = json.loads(body)
+        for token in pointer_tokens(pointer):
+            found = found[int(token)] if isinstance(found, list) else found[token]
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return None
+    return found

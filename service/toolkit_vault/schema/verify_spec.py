@@ -9,7 +9,11 @@ what the request is.
 
     "x-verify": {"method": "GET", "url": "https://{region}.api.example.com/v1/me",
                  "secret": "api_key", "header": "Authorization", "value": "Bearer {secret}",
-                 "expect": 200}
+                 "expect": 200, "expires": {"json": "/key/expires_at"}}
+
+`expires` (optional) names where a passing answer says when the credential ends: a
+response header (`{"header": "X-Key-Expires"}`) or a JSON pointer into the response body
+(`{"json": "/expires_at"}`); `core.expiry` reads the value and the vault keeps it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ __all__ = ["KEYWORD", "VerifySpec", "read_verify"]
 KEYWORD = "x-verify"
 METHODS = ("GET", "HEAD", "POST")
 MAX_URL = 2048
-_KEYS = {"method", "url", "secret", "header", "value", "query", "expect"}
+_KEYS = {"method", "url", "secret", "header", "value", "query", "expect", "expires"}
 _TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")  # RFC 9110 token
 _NAME = re.compile(r"^[A-Za-z0-9._~-]{1,64}$")
 # Headers the request itself owns: naming one would let a schema steer where it goes.
@@ -48,6 +52,8 @@ class VerifySpec:
     value: str
     query: str | None
     expect: tuple[int, ...]
+    expires_header: str | None = None
+    expires_pointer: str | None = None
 
 
 def _refuse(where: str, what: str) -> SchemaRefused:
@@ -125,6 +131,24 @@ def read_verify(
         or not all(type(c) is int and 200 <= c <= 299 for c in codes)
     ):
         raise _refuse("/expect", "must be a 2xx status or a list of at most 10 of them")
+    expires_header, expires_pointer = _expires(spec.get("expires"))
     return VerifySpec(
-        method, url, tuple(names), secret, header, value, query, tuple(sorted(set(codes)))
-    )
+        method, url, tuple(names), secret, header, value, query, tuple(sorted(set(codes))),
+        expires_header, expires_pointer,
+    )  # fmt: skip
+
+
+def _expires(where: Any) -> tuple[str | None, str | None]:
+    """`expires`: one response header, or one JSON pointer into the body."""
+    if where is None:
+        return None, None
+    if not isinstance(where, Mapping) or len(where) != 1 or not set(where) <= {"header", "json"}:
+        raise _refuse("/expires", 'must be {"header": NAME} or {"json": POINTER}')
+    header, pointer = where.get("header"), where.get("json")
+    if header is not None and (not isinstance(header, str) or not _TOKEN.match(header)):
+        raise _refuse("/expires/header", "must be a header name")
+    if pointer is not None and (
+        not isinstance(pointer, str) or not pointer.startswith("/") or len(pointer) > 256
+    ):
+        raise _refuse("/expires/json", "must be a JSON pointer such as /expires_at")
+    return header, pointer

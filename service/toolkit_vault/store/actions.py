@@ -33,6 +33,9 @@ class AuditAction(StrEnum):
     OAUTH_REFRESH_FAILED = "oauth_refresh_failed"
     OAUTH_DISCONNECTED = "oauth_disconnected"
 
+    # A credential whose end a check or the credential told (`core.expiry`) ends soon.
+    CREDENTIAL_EXPIRING = "credential_expiring"
+
     # Principals: bearer tokens.
     TOKEN_CREATED = "token_created"  # noqa: S105 (an event name, not a secret)
     TOKEN_REVOKED = "token_revoked"  # noqa: S105 (an event name, not a secret)
