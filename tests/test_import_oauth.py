@@ -162,6 +162,24 @@ def test_a_remote_server_gets_x_oauth_from_its_metadata(
     assert event["details"]["oauth"]["metadata"] == where
 
 
+def test_a_client_config_entry_with_a_url_is_asked_and_a_command_entry_is_not(
+    vault: Vault, resource: ResourceServer, auth: AuthServer
+) -> None:
+    config = {
+        "mcpServers": {
+            "remote": {"type": "http", "url": resource.url},
+            "local": {"command": "npx", "args": ["-y", "some-mcp-server"]},
+        }
+    }
+    data = json.dumps(config).encode()
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    found = {t.name: t.oauth for t in report.toolkits}
+    assert found["local"] is None
+    assert found["remote"] is not None and found["remote"]["issuer"] == auth.issuer
+    assert vault.registry.get("remote").schema.schema["x-oauth"]["resource"] == resource.url
+    assert "x-oauth" not in vault.registry.get("local").schema.schema
+
+
 def test_the_401_points_to_the_metadata_and_the_client_registers_itself(
     home: VaultSettings, resource: ResourceServer, auth: AuthServer
 ) -> None:

@@ -59,6 +59,7 @@ from toolkit_vault.toolkits.registry import (
     coerce_definition,
 )
 from toolkit_vault.toolkits.remote_oauth import (
+    DISCOVERY_BUDGET,
     MAX_DISCOVERED,
     Discovery,
     DiscoveryOptions,
@@ -270,24 +271,30 @@ def _discovered(
     chosen: list[Selected], data: bytes, registry: ToolkitRegistry, options: DiscoveryOptions
 ) -> list[Discovery | None]:
     """Each chosen remote server's OAuth discovery (None: a local server), before any
-    write; the first `MAX_DISCOVERED` remote servers are asked, the others are not."""
+    write: the first `MAX_DISCOVERED` remote servers are asked, within `DISCOVERY_BUDGET`
+    seconds for them all; the others fail (keeping an earlier import's x-oauth)."""
     doc = loads_bounded(data, max_bytes=MAX_IMPORT_BYTES, jsonc=True)  # parsed once already
     found: list[Discovery | None] = []
-    asked = 0
+    asked, ends = 0, time.monotonic() + DISCOVERY_BUDGET
     for item in chosen:
         if item.server.strategy is not StrategyKind.REMOTE_MCP:
             found.append(None)
             continue
-        if asked >= MAX_DISCOVERED and options.enabled:
-            why = f"more than {MAX_DISCOVERED} remote servers in one import: choose with --only"
-            found.append(Discovery("failed", why))
-            continue
-        asked += 1
         name = item.server.name
         earlier: Mapping[str, Any] | None = None
         if name in registry and registry.get(name).source.kind is SourceKind.PACKAGE:
             earlier = registry.get(name).schema.schema
-        found.append(discover_oauth(remote_url(doc, item.server), options, earlier))
+        left = ends - time.monotonic()
+        if options.enabled and (asked >= MAX_DISCOVERED or left < 1.0):
+            why = (
+                f"not asked: more than {MAX_DISCOVERED} remote servers, or "
+                f"{DISCOVERY_BUDGET:g} s, in one import (choose with --only)"
+            )
+            found.append(Discovery("failed", why).kept_from(earlier))
+            continue
+        asked += 1
+        bounded = replace(options, deadline=min(options.deadline, left))
+        found.append(discover_oauth(remote_url(doc, item.server), bounded, earlier))
     return found
 
 

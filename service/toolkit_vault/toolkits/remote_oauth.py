@@ -4,8 +4,9 @@ like any OAuth toolkit instead of asking a person to paste a token.
 
 `toolkit_package` reads packages without touching the network; this is the one import
 step that does, and only for remote servers (a server.json `remotes` entry, a client
-config entry with a `url`), at most `MAX_DISCOVERED` per import, each exchange bounded
-(`oauth.fetch`), and never with `--no-discover`. The outcome of each is one `Discovery`:
+config entry with a `url`), at most `MAX_DISCOVERED` per import within `DISCOVERY_BUDGET`,
+each exchange bounded (`oauth.fetch`), and never with `--no-discover`. The outcome of
+each is one `Discovery`:
 - `generated`: the metadata names an authorization server; the schema gains `x-oauth`
   (issuer: the first one, scopes: `scopes_supported`, resource: the server's URL, a
   client id from `--oauth-client-id`, an earlier import, or RFC 7591 registration) and a
@@ -42,6 +43,7 @@ from toolkit_vault.schema.values import pointer_tokens
 
 __all__ = [
     "DEFAULT_PUBLIC_URL",
+    "DISCOVERY_BUDGET",
     "MAX_DISCOVERED",
     "Discovery",
     "DiscoveryOptions",
@@ -52,6 +54,7 @@ __all__ = [
 ]
 
 MAX_DISCOVERED = 20  # remote servers one import asks over the network (a listing has more)
+DISCOVERY_BUDGET = 30.0  # seconds for all of one import's discovery (each exchange has 5)
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8600"  # where `serve` answers by default
 CALLBACK_PATH = "/console/oauth/callback"
 Status = Literal["generated", "none", "failed", "refused", "skipped"]
