@@ -359,7 +359,7 @@ def test_relay_payloads_are_sealed_and_forgeries_dropped(vault: Vault, database_
     plugin.set_push_callback(received.append)
     vault.attach(session, plugin)
     relay = PgEventRelay(vault).start()
-    other = PgEventRelay(vault)  # another replica: its own origin, the same vault key
+    other = PgEventRelay(vault).start()  # another replica: its own origin, the same vault key
     forged = {
         "origin": "elsewhere",
         "event": {
@@ -390,6 +390,7 @@ def test_relay_payloads_are_sealed_and_forgeries_dropped(vault: Vault, database_
         assert len(received) == 1
     finally:
         relay.stop()
+        other.stop()
 
 
 # -- 6. one bad row breaks no one -------------------------------------------------------------

@@ -39,7 +39,7 @@ class CommitNotices:
 
     def __init__(self, conninfo: str, check_s: float = CHECK_S) -> None:
         self._conninfo, self.check_s = conninfo, check_s
-        self._channels: dict[str, Callable[[str], None]] = {}
+        self._channels: dict[str, list[Callable[[str], None]]] = {}
         self._lock = threading.Lock()
         self._count = 0
         self._checked: float | None = None  # monotonic time of the last head read; None: down
@@ -49,7 +49,7 @@ class CommitNotices:
 
     def subscribe(self, channel: str, receive: Callable[[str], None]) -> None:
         """`receive(payload)` for each notice on `channel` (before `start`)."""
-        self._channels[channel] = receive
+        self._channels.setdefault(channel, []).append(receive)
 
     def start(self) -> CommitNotices:
         if self._thread is None:
@@ -86,7 +86,8 @@ class CommitNotices:
                             if notice.channel == STATE_CHANNEL:
                                 self.moved()
                             else:
-                                self._channels[notice.channel](notice.payload)
+                                for receive in self._channels.get(notice.channel, ()):
+                                    receive(notice.payload)
                         now = self._head(conn, moved=head)
                         head = now
             except psycopg.Error as exc:

@@ -12,11 +12,11 @@ and a forged or altered payload is dropped. A payload older than `MAX_AGE` secon
 seen before, is dropped too, so a recorded one cannot be replayed.
 
 Sending costs the writer nothing: `send` queues the event, and a thread of its own seals
-what queued meanwhile and NOTIFYs it in one round trip on an autocommit connection of its
-own (a transaction per event from the pool was a large part of a PostgreSQL configure's
-CPU: BENCHMARKS.md), after `GATHER_S` so that a busy server sends many at once. Receiving
-shares the store's LISTEN connection (`store.notices`); a payload this process sent comes
-back too, and is known by its text and dropped without opening it.
+what queued meanwhile (after `GATHER_S`, so a busy server sends many at once) as few
+payloads as fit (`MAX_PAYLOAD`), and NOTIFYs them on an autocommit connection of its own:
+a transaction and a seal per event was a large part of a PostgreSQL configure's CPU
+(BENCHMARKS.md). Receiving shares the store's LISTEN connection (`store.notices`); a
+payload this process sent comes back too, and is known by its text and dropped unopened.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ CHANNEL = "toolkit_vault_events"
 MAX_AGE = 30.0  # seconds a relayed event stays acceptable
 GATHER_S = 0.005  # what a queued event waits for others to go with it
 _SENT_KEPT = 10_000  # payloads sent and not yet heard back, at most
-_NOTIFY_ALL = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
+MAX_PAYLOAD = 5_000  # bytes of events sealed together: base64 of it stays under NOTIFY's 8,000
+_NOTIFY = "SELECT pg_notify(%s, %s)"
 log = logging.getLogger(__name__)
 
 
@@ -97,7 +98,7 @@ class PgEventRelay:
                 break
             with self._wake:
                 events, self._queued = events + self._queued, []
-            payloads = [self._sealed(event) for event in events]
+            payloads = self._sealed([dump_message(event) for event in events])
             with self._sent_lock:
                 self._sent.update(dict.fromkeys(payloads))
                 while len(self._sent) > _SENT_KEPT:
@@ -105,21 +106,28 @@ class PgEventRelay:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self._conninfo, autocommit=True)
-                conn.execute(_NOTIFY_ALL, (CHANNEL, payloads))
+                for payload in payloads:
+                    conn.execute(_NOTIFY, (CHANNEL, payload))
             except psycopg.Error as exc:  # the event is advisory: the configure is stored
                 log.warning("could not relay status events (%s)", type(exc).__name__)
                 conn = None
         if conn is not None:
             conn.close()
 
-    def _sealed(self, event: ToolkitStatusEvent) -> str:
-        body = {
-            "origin": self.origin,
-            "sent": time.time(),
-            "event": json.loads(dump_message(event)),
-        }
-        sealed = crypto.seal(self._key, json.dumps(body).encode(), CHANNEL.encode())
-        return base64.b64encode(sealed).decode()
+    def _sealed(self, events: list[str]) -> list[str]:
+        """The events (as JSON) sealed in as few payloads of at most `MAX_PAYLOAD` as fit."""
+        head = json.dumps({"origin": self.origin, "sent": time.time()})[:-1]
+        payloads, batch, size = [], [], 0
+        for index, event in enumerate(events):
+            batch.append(event)
+            size += len(event) + 1
+            last = index == len(events) - 1
+            if last or size + len(events[index + 1]) > MAX_PAYLOAD:
+                body = f'{head}, "events": [{",".join(batch)}]}}'.encode()
+                sealed = crypto.seal(self._key, body, CHANNEL.encode())
+                payloads.append(base64.b64encode(sealed).decode())
+                batch, size = [], 0
+        return payloads
 
     def _receive(self, payload: str) -> None:
         with self._sent_lock:
@@ -130,7 +138,7 @@ class PgEventRelay:
             data = json.loads(crypto.unseal(self._key, sealed, CHANNEL.encode()))
             if data.get("origin") == self.origin:
                 return
-            event = ToolkitStatusEvent.model_validate(data["event"])
+            events = [ToolkitStatusEvent.model_validate(e) for e in data["events"]]
             sent = float(data["sent"])
         except (ValueError, KeyError, TypeError, DecryptionError) as exc:
             log.warning("ignored a relayed event that is not ours (%s)", type(exc).__name__)
@@ -138,9 +146,10 @@ class PgEventRelay:
         now = time.time()
         while self._expiry and self._expiry[0][0] < now - MAX_AGE:
             self._seen.discard(self._expiry.popleft()[1])
-        if not now - MAX_AGE < sent < now + MAX_AGE or event.id in self._seen:
-            log.warning("ignored a stale or repeated relayed event")
-            return
-        self._seen.add(event.id)
-        self._expiry.append((now, event.id))
-        self.vault.deliver(event)
+        for event in events:
+            if not now - MAX_AGE < sent < now + MAX_AGE or event.id in self._seen:
+                log.warning("ignored a stale or repeated relayed event")
+                continue
+            self._seen.add(event.id)
+            self._expiry.append((now, event.id))
+            self.vault.deliver(event)
