@@ -300,6 +300,7 @@ def cli_env(tmp_path: Path, database_url: str, key_options: dict[str, str]) -> d
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
     env["TOOLKIT_VAULT_HOME"] = str(tmp_path / "home")
     env["TOOLKIT_VAULT_DATABASE_URL"] = database_url
+    env["TOOLKIT_VAULT_NO_DISCOVER"] = "1"  # an import never asks a real remote server
     return env
 
 

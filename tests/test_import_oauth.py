@@ -309,13 +309,24 @@ def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
     path = tmp_path / "server.json"
     path.write_bytes(server_json(resource.url))
 
+    env = {k: v for k, v in cli_env.items() if k != "TOOLKIT_VAULT_NO_DISCOVER"}
+
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([CLI, *args], env=cli_env, capture_output=True, text=True, timeout=60)
+        return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
 
     done = cli("toolkits", "import", str(path), "--no-discover", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
     assert resource.hits == []  # nothing went over the network
+    offline = subprocess.run(  # the suite's own environment: TOOLKIT_VAULT_NO_DISCOVER=1
+        [CLI, "toolkits", "import", str(path), "--json"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(offline.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
+    assert resource.hits == []
 
     done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID)
     assert done.returncode == 0, done.stderr

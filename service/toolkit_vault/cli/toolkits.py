@@ -39,6 +39,8 @@ from toolkit_vault.toolkits.package_sources import read_package
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
 from toolkit_vault.toolkits.remote_oauth import DEFAULT_PUBLIC_URL
 
+NO_DISCOVER_VARIABLE = "TOOLKIT_VAULT_NO_DISCOVER"  # an air-gapped host, a test suite
+
 __all__ = ["toolkits"]
 
 
@@ -233,7 +235,9 @@ def toolkits_template(name: str, fmt: str) -> None:
 @click.option(
     "--no-discover",
     is_flag=True,
-    help="Do not read remote servers' OAuth metadata (RFC 9728): no network at all.",
+    envvar=NO_DISCOVER_VARIABLE,
+    help="Do not read remote servers' OAuth metadata (RFC 9728): no network at all "
+    f"(also ${NO_DISCOVER_VARIABLE}=1).",
 )
 @click.option(
     "--oauth-client-id",
