@@ -1641,9 +1641,9 @@ MUTANTS = [
     Mutant(
         "oauth: the token request made inside the write transaction",
         V + "core/connect.py",
-        "new, refused = self._ask(spec, tokens)  # no transaction open: nobody waits",
+        "new, refused = self._ask(spec, tokens, client_secret)  # no transaction open",
         "with self.vault.store.write():\n"
-        "                    new, refused = self._ask(spec, tokens)",
+        "                    new, refused = self._ask(spec, tokens, client_secret)",
         (OAUTH + "test_a_token_request_in_flight_blocks_no_other_write",),
     ),
     Mutant(
@@ -1714,10 +1714,39 @@ MUTANTS = [
         (OAUTH + "test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others",),
     ),
     Mutant(
+        "oauth: a confidential client's secret not carried to the refreshed version",
+        V + "core/connect.py",
+        "values = new.secrets(spec.token_field) | self._kept(spec, client_secret)\n"
+        "            public = record.public_config",
+        "values = new.secrets(spec.token_field)\n            public = record.public_config",
+        (OAUTH + "test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation",),
+    ),
+    Mutant(
+        "oauth: a client secret in the flow cookie unsealed",
+        V + "core/connect.py",
+        "sealed = crypto.seal(self._seal, flow.client_secret.encode(), flow.link.encode())",
+        "sealed = flow.client_secret.encode()",
+        (OAUTH + "test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation",),
+        also=(
+            (
+                V + "core/connect.py",
+                "client_secret = crypto.unseal(self._seal, box, str(link).encode()).decode()",
+                "client_secret = box.decode()",
+            ),
+        ),
+    ),
+    Mutant(
+        "oauth: revocation authenticates otherwise than x-oauth declares",
+        V + "oauth/client.py",
+        "            revocation_endpoint_auth_method=method,\n",
+        "",
+        (OAUTH + "test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation",),
+    ),
+    Mutant(
         "oauth: the plugin gets the whole token set",
         V + "core/vault.py",
-        "unavailable = instance.initialize(without_token_set(config))",
-        "unavailable = instance.initialize(config)",
+        "unavailable = instance.initialize(without_expiry(without_token_set(config)))",
+        "unavailable = instance.initialize(without_expiry(config))",
         (OAUTH_BROWSER + "test_connect_in_the_browser_then_the_token_is_used_and_refreshed",),
     ),
     Mutant(

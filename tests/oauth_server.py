@@ -11,6 +11,7 @@ refresh. It counts token-endpoint calls and keeps what each request carried (the
 from __future__ import annotations
 
 import contextlib
+import hmac
 import secrets
 import threading
 import time
@@ -26,6 +27,8 @@ from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
 CLIENT_ID = "tkv-test-client"
+CONFIDENTIAL_ID = "tkv-confidential-client"  # a confidential client: `AuthServer.client_secret`
+SECRET_METHODS = ["client_secret_basic", "client_secret_post"]
 CONSENT_BUTTON = "Allow access"
 
 
@@ -44,6 +47,7 @@ class Knobs:
 class _Client:
     client_id: str
     redirect_uris: list[str]
+    client_secret: str | None = None  # None: a public client
 
     def get_client_id(self) -> str:
         return self.client_id
@@ -57,11 +61,11 @@ class _Client:
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         return not self.redirect_uris or redirect_uri in self.redirect_uris
 
-    def check_client_secret(self, _secret: str) -> bool:
-        return False
+    def check_client_secret(self, secret: str) -> bool:
+        return self.client_secret is not None and hmac.compare_digest(secret, self.client_secret)
 
     def check_endpoint_auth_method(self, method: str, _endpoint: str) -> bool:
-        return method == "none"  # a public client
+        return method in SECRET_METHODS if self.client_secret else method == "none"
 
     def check_response_type(self, response_type: str) -> bool:
         return response_type == "code"
@@ -132,6 +136,9 @@ class AuthServer:
     def __init__(self) -> None:
         self.knobs = Knobs()
         self.client = _Client(CLIENT_ID, [])
+        self.client_secret = secrets.token_urlsafe(24)
+        self.confidential = _Client(CONFIDENTIAL_ID, [], self.client_secret)
+        self.revocation_auth: list[str] = []  # how each revocation request authenticated
         self.codes: dict[str, _Code] = {}
         self.tokens: list[_Token] = []
         self.token_calls = 0
@@ -164,6 +171,8 @@ class AuthServer:
         def query_client(client_id: str) -> _Client | None:
             if client_id in server_state.registered:
                 return server_state.registered[client_id]
+            if client_id == CONFIDENTIAL_ID:
+                return server_state.confidential
             return server_state.client if client_id == CLIENT_ID else None
 
         def save_token(token: dict[str, Any], req: Any) -> None:
@@ -175,17 +184,17 @@ class AuthServer:
                 refresh = req.refresh_token.refresh_token  # the old one stays good
             token["expires_in"] = knobs.expires_in
             server_state.tokens.append(
-                _Token(CLIENT_ID, token.get("scope", ""), token["access_token"], refresh)
+                _Token(req.client.client_id, token.get("scope", ""), token["access_token"], refresh)
             )
 
         class CodeGrant(grants.AuthorizationCodeGrant):
-            TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 (authlib's attribute)
+            TOKEN_ENDPOINT_AUTH_METHODS = ["none", *SECRET_METHODS]  # noqa: RUF012 (authlib's)
 
             def save_authorization_code(self, code: str, req: Any) -> None:
                 payload = req.payload
                 server_state.codes[code] = _Code(
                     code,
-                    CLIENT_ID,
+                    req.client.client_id,
                     payload.redirect_uri,
                     req.scope or "",
                     payload.data.get("code_challenge"),
@@ -202,7 +211,7 @@ class AuthServer:
                 return "alice"
 
         class Refresh(grants.RefreshTokenGrant):
-            TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 (authlib's attribute)
+            TOKEN_ENDPOINT_AUTH_METHODS = ["none", *SECRET_METHODS]  # noqa: RUF012 (authlib's)
 
             @property
             def INCLUDE_NEW_REFRESH_TOKEN(self) -> bool:  # type: ignore[override]
@@ -261,7 +270,7 @@ class AuthServer:
                 response_types_supported=["code"],
                 grant_types_supported=["authorization_code", "refresh_token"],
                 code_challenge_methods_supported=["S256"],
-                token_endpoint_auth_methods_supported=["none"],
+                token_endpoint_auth_methods_supported=["none", *SECRET_METHODS],
             )
 
         @app.route("/authorize", methods=["GET", "POST"])
@@ -293,6 +302,7 @@ class AuthServer:
         def revoke() -> Any:
             value = request.form.get("token", "")
             server_state.revocations.append(value)
+            server_state.revocation_auth.append(_revocation_auth(server_state))
             for issued in server_state.tokens:
                 if value in (issued.access_token, issued.refresh_token):
                     issued.revoked = True
@@ -300,6 +310,18 @@ class AuthServer:
 
         app.config["SECRET_KEY"] = secrets.token_hex(16)
         return app
+
+
+def _revocation_auth(server: AuthServer) -> str:
+    """Which way a revocation request proved the confidential client (RFC 7009 2.1), if any."""
+    basic = request.authorization
+    if basic is not None and basic.type == "basic":
+        good = basic.username == CONFIDENTIAL_ID and basic.password == server.client_secret
+        return "client_secret_basic" if good else "wrong secret"
+    posted = request.form.get("client_secret")
+    if posted is not None:
+        return "client_secret_post" if posted == server.client_secret else "wrong secret"
+    return "none"
 
 
 @contextlib.contextmanager

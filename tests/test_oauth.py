@@ -10,6 +10,7 @@ vault's clock is the only seam: tokens expire because time moves, not because of
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -38,6 +39,7 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import VaultError
 from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -65,6 +67,7 @@ def _load() -> ModuleType:
 
 
 calendar = _load()
+CONFIDENTIAL = (calendar.TeamCalendarToolkit, calendar.TeamCalendarPostToolkit)
 
 
 class Clock:
@@ -114,7 +117,8 @@ def auth() -> Iterator[AuthServer]:
 
 def _registry() -> ToolkitRegistry:
     registry = ToolkitRegistry.default()
-    registry.register(calendar.CalendarToolkit, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
+    for plugin in (calendar.CalendarToolkit, *CONFIDENTIAL):
+        registry.register(plugin, ToolkitSource(SourceKind.ENTRY_POINT, "test"))
     return registry
 
 
@@ -153,10 +157,11 @@ class Agent:
         return {t["name"]: t["configured"] for t in answer["toolkits"]}
 
 
-def consent(side: Side, intake_url: str) -> None:
-    """A person opens the link, presses Connect and allows access at the server."""
+def consent(side: Side, intake_url: str, client_secret: str | None = None) -> None:
+    """A person opens the link, presses Connect (typing the client secret of a confidential
+    client) and allows access at the server."""
     link = parse_qs(urlsplit(intake_url).query)["link"][0]
-    url, cookie = side.connections.start(link, CALLBACK)
+    url, cookie = side.connections.start(link, CALLBACK, client_secret)
     assert httpx.get(url).status_code == 200  # the consent page
     answer = httpx.post(url, data={"confirm": "yes"})
     assert answer.status_code == 302, answer.text
@@ -191,6 +196,10 @@ def stored_refresh_token(rig: Rig, scope: str) -> str | None:
     token_set = json.loads(vault.decrypt(record)["x-oauth-token-set"])
     found: str | None = token_set["refresh_token"]
     return found
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 class Outage:
@@ -561,3 +570,43 @@ def test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others(
     finally:
         for relay in relays:
             relay.stop()
+
+
+@pytest.mark.parametrize("plugin", CONFIDENTIAL, ids=lambda p: p.method)
+def test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation(
+    rig: Rig, plugin: type, database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client secret declared in `x-oauth` is a secret field: typed by the person who
+    connects, sealed with the token set, carried to each refreshed version, sent as the
+    declared method says to the token and revocation endpoints, and never shown."""
+    side, name, secret = rig.sides[0], plugin.name, rig.auth.client_secret
+    principal = Principal(create_token(side.vault.store, "agent", "team")[0], "agent")
+    agent = Agent(side.vault, principal)
+    message = {"type": "toolkit/configure/req", "toolkit_name": name, "config": PUBLIC}
+    answer = agent.send(message | {"scope": "principal"})
+    assert answer["status"] == "partial"
+    link = parse_qs(urlsplit(answer["intake_url"]).query)["link"][0]
+    with pytest.raises(VaultError, match="client secret"):
+        side.connections.start(link, CALLBACK)
+    _, cookie = side.connections.start(link, CALLBACK, secret)  # the browser holds it sealed
+    fields = json.loads(_unb64(cookie.rpartition(".")[0]))
+    assert secret.encode() not in b"".join([_unb64(str(f)) for f in fields[5:]])
+    with pytest.raises(OAuthFailed) as refused:  # a wrong secret: the server says so
+        consent(side, answer["intake_url"], "not-the-secret")
+    assert refused.value.code == "invalid_client"
+    consent(side, answer["intake_url"], secret)
+    assert agent.listed()[name] is True
+    for hours in (2, 4):  # refreshed twice: the second from the version the first stored
+        rig.clock.offset = hours * 3600
+        assert Agent(side.vault, principal).listed()[name] is True
+    assert rig.auth.refresh_calls == 2
+    posted = [r.get("client_secret") for r in rig.auth.token_requests]
+    in_form = plugin.method == "client_secret_post"
+    assert posted == (["not-the-secret", *[secret] * 3] if in_form else [None] * 4)
+    side.vault.purge_principal("operator", principal.principal_id, name)
+    assert rig.auth.revocation_auth == [plugin.method] * 2  # refresh token, access token
+    side.vault.store.engine.dispose()
+    shown = caplog.text + json.dumps(agent.events) + json.dumps(list(side.vault.export_audit(0)))
+    assert secret not in shown
+    for blob in dump(database_url, tmp_path):
+        assert secret.encode() not in blob

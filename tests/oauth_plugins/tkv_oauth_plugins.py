@@ -58,3 +58,36 @@ class CalendarToolkit:
             proof = {"sha256": config_digest(config), "keys": sorted(config)}
             (Path(where) / f"calendar-{count + 1}.json").write_text(json.dumps(proof))
         return None
+
+
+def confidential_schema(issuer: str, method: str) -> dict[str, Any]:
+    """The calendar's schema for a confidential client: its secret is one more secret field."""
+    found = schema(issuer)
+    found["x-oauth"] = {
+        **found["x-oauth"],
+        "client_id": "tkv-confidential-client",
+        "client_secret_field": "/client_secret",
+        "token_endpoint_auth_method": method,
+    }
+    secret = {"type": "string", "writeOnly": True, "title": "Client secret"}
+    found["properties"] = {**found["properties"], "client_secret": secret}
+    found["required"] = [*found["required"], "client_secret"]
+    return found
+
+
+class TeamCalendarToolkit(CalendarToolkit):
+    """The calendar as a confidential client (client_secret_basic)."""
+
+    name, method = "teamcal", "client_secret_basic"
+
+    def __init__(self) -> None:
+        super().__init__()
+        issuer = os.environ.get("TKV_OAUTH_ISSUER", "http://127.0.0.1:9")
+        schema_ = confidential_schema(issuer, self.method)
+        self.definition = {**self.definition, "name": self.name, "schema": schema_}
+
+
+class TeamCalendarPostToolkit(TeamCalendarToolkit):
+    """The calendar as a confidential client (client_secret_post)."""
+
+    name, method = "teamcal-post", "client_secret_post"

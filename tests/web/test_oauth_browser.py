@@ -224,3 +224,41 @@ def test_a_callback_without_the_flow_cookie_or_with_another_state_stores_nothing
         assert browser.find_element(By.TAG_NAME, "h1").text == "Cannot connect"
         assert auth.token_calls == 0
         assert bot.configured()["calendar"] is False
+
+
+def test_a_confidential_client_secret_is_typed_at_connect_and_never_shown(
+    server: Server, browser: WebDriver, auth: AuthServer, tmp_path: Path, database_url: str
+) -> None:
+    """`x-oauth` with a `client_secret_field`: the Connect button asks for the client
+    secret in a password field; the exchange sends it (client_secret_basic), and it shows
+    in no page, message, log or database file."""
+    token = server.token("agent", "team")
+    with agent(server, token) as bot:
+        answer = bot.configure("teamcal", PUBLIC, scope="principal")
+        assert answer["status"] == "partial", answer
+        browser.get(answer["intake_url"])
+        field = browser.find_element(By.ID, "oauth-client-secret")
+        assert field.get_attribute("type") == "password"
+        field.send_keys(auth.client_secret)
+        (button,) = [b for b in browser.find_elements(By.TAG_NAME, "button") if "Connect" in b.text]
+        click_through(browser, button)
+        WebDriverWait(browser, 15).until(
+            lambda d: any(CONSENT_BUTTON in b.text for b in d.find_elements(By.TAG_NAME, "button"))
+        )
+        sources = [browser.page_source]
+        allow = browser.find_element(By.XPATH, f"//button[contains(., '{CONSENT_BUTTON}')]")
+        click_through(browser, allow)
+        WebDriverWait(browser, 15).until(lambda d: "/console/oauth/callback" in d.current_url)
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Settings saved"
+        sources.append(browser.page_source)
+        event = bot.next()
+        assert (event["toolkit_name"], event["configured"]) == ("teamcal", True)
+        messages = list(bot.received)
+    (exchange,) = auth.token_requests
+    assert exchange["grant_type"] == "authorization_code" and "client_secret" not in exchange
+    server.vault.store.engine.dispose()
+    assert_nowhere(
+        auth.client_secret,
+        files=[server.log, *database_dump(database_url)],
+        texts=[*messages, *sources],
+    )

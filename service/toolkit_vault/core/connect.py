@@ -36,11 +36,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit_vault import crypto
 from toolkit_vault.core.intake import Intake, IntakeRefused, IntakeView
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import (
     ConfigInvalid,
+    DecryptionError,
     Reconnect,
     SchemaRefused,
     ToolkitNotFound,
@@ -57,6 +59,7 @@ from toolkit_vault.oauth import (
 )
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.schema import merge_secrets
+from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
@@ -98,6 +101,7 @@ class Flow:
     verifier: str
     redirect_uri: str
     expires_at: float
+    client_secret: str | None = None  # a confidential client's, typed by the person: sealed
 
 
 def _b64(data: bytes) -> str:
@@ -109,14 +113,23 @@ def _unb64(text: str) -> bytes:
 
 
 class _FlowSigner:
+    """The flow cookie: MACed fields; a client secret in it is sealed too (`crypto.seal`
+    under its own subkey, bound to the link), so the browser holds only its ciphertext."""
+
     def __init__(self, key: SecretBytes) -> None:
         self._key = hmac.new(key.reveal(), _DOMAIN, hashlib.sha256).digest()
+        self._seal = SecretBytes(hmac.new(self._key, b"client secret", hashlib.sha256).digest())
 
     def _mac(self, payload: str) -> bytes:
         return hmac.new(self._key, payload.encode(), hashlib.sha256).digest()
 
     def issue(self, flow: Flow) -> str:
-        fields = [flow.link, flow.state, flow.verifier, flow.redirect_uri, int(flow.expires_at)]
+        fields: list[Any] = [
+            flow.link, flow.state, flow.verifier, flow.redirect_uri, int(flow.expires_at),
+        ]  # fmt: skip
+        if flow.client_secret is not None:
+            sealed = crypto.seal(self._seal, flow.client_secret.encode(), flow.link.encode())
+            fields.append(_b64(sealed))
         payload = _b64(json.dumps(fields).encode())
         return f"{payload}.{_b64(self._mac(payload))}"
 
@@ -125,9 +138,16 @@ class _FlowSigner:
         try:
             if len(cookie) > MAX_COOKIE or not hmac.compare_digest(_unb64(mac), self._mac(payload)):
                 raise IntakeRefused("invalid")
-            link, state, verifier, redirect_uri, expires_at = json.loads(_unb64(payload))
-            flow = Flow(str(link), str(state), str(verifier), str(redirect_uri), float(expires_at))
-        except (ValueError, TypeError, binascii.Error):
+            link, state, verifier, redirect_uri, expires_at, *sealed = json.loads(_unb64(payload))
+            client_secret = None
+            if sealed:
+                box = _unb64(str(sealed[0]))
+                client_secret = crypto.unseal(self._seal, box, str(link).encode()).decode()
+            flow = Flow(
+                str(link), str(state), str(verifier), str(redirect_uri), float(expires_at),
+                client_secret,
+            )  # fmt: skip
+        except (ValueError, TypeError, binascii.Error, DecryptionError):
             raise IntakeRefused("invalid") from None
         if now >= flow.expires_at:
             raise IntakeRefused("expired")
@@ -188,25 +208,58 @@ class OAuthConnections:
             node = node.get(part) if isinstance(node, Mapping) else None
         return node is None
 
-    def _client(self, spec: OAuthSpec) -> tuple[OAuthClient, str | None, str | None]:
+    def _client(
+        self, spec: OAuthSpec, client_secret: str | None = None
+    ) -> tuple[OAuthClient, str | None, str | None]:
         found = discover(spec)
-        client = OAuthClient(spec, found.authorization_endpoint, found.token_endpoint)
+        client = OAuthClient(
+            spec, found.authorization_endpoint, found.token_endpoint, client_secret
+        )
         return client, found.issuer, found.revocation_endpoint
+
+    @staticmethod
+    def _client_secret(spec: OAuthSpec, config: Mapping[str, Any]) -> str | None:
+        """A confidential client's secret as the stored config holds it (None: public)."""
+        if spec.client_secret_field is None:
+            return None
+        node: Any = config
+        for part in pointer_tokens(spec.client_secret_field):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, str):
+            register_secrets([node])
+            return node
+        return None
+
+    def _kept(self, spec: OAuthSpec, client_secret: str | None) -> dict[str, str]:
+        """The secret fields a new version carries besides the token set: the client secret."""
+        if spec.client_secret_field is None or client_secret is None:
+            return {}
+        return {spec.client_secret_field: client_secret}
 
     # -- connect ------------------------------------------------------------------------------
 
-    def start(self, link: str, redirect_uri: str) -> tuple[str, str]:
-        """The authorization URL to send the person to, and the flow cookie to set.
-        Raises IntakeRefused (the link), OAuthFailed (the server)."""
+    def start(
+        self, link: str, redirect_uri: str, client_secret: str | None = None
+    ) -> tuple[str, str]:
+        """The authorization URL to send the person to, and the flow cookie to set (with
+        the client secret sealed in it, for a confidential client: the person connecting
+        types it). Raises IntakeRefused (the link), OAuthFailed (the server)."""
         view = self.intake.open(link)
         spec = self.spec_of(view.toolkit)
         if spec is None:
             raise VaultError("this toolkit does not connect through OAuth")
-        client, _, _ = self._client(spec)
+        if spec.client_secret_field is None:
+            client_secret = None
+        elif not client_secret:
+            raise VaultError("this toolkit needs its client secret to connect")
+        else:
+            register_secrets([client_secret])
+        client, _, _ = self._client(spec, client_secret)
         state = secrets.token_urlsafe(32)
         verifier = secrets.token_urlsafe(64)  # 86 characters: RFC 7636 asks for 43 to 128
         expires_at = min(self._clock() + FLOW_TTL, view.claim.expires_at)
-        cookie = self._flows.issue(Flow(link, state, verifier, redirect_uri, expires_at))
+        flow = Flow(link, state, verifier, redirect_uri, expires_at, client_secret)
+        cookie = self._flows.issue(flow)
         return client.authorization_url(redirect_uri, state, verifier), cookie
 
     def finish(self, cookie: str, state: str, code: str) -> tuple[IntakeView, Outcome]:
@@ -220,7 +273,9 @@ class OAuthConnections:
         spec = self.spec_of(view.toolkit)
         if spec is None:
             raise IntakeRefused("changed")
-        client, issuer, _ = self._client(spec)
+        if spec.client_secret_field is not None and flow.client_secret is None:
+            raise IntakeRefused("changed")  # the toolkit became confidential meanwhile
+        client, issuer, _ = self._client(spec, flow.client_secret)
         answer = client.exchange(flow.redirect_uri, code, flow.verifier)
         try:
             tokens = TokenSet.from_response(answer, issuer, self._clock(), None)
@@ -230,8 +285,11 @@ class OAuthConnections:
             ) from None
         register_secrets([tokens.access_token, tokens.refresh_token])
         public = view.public_config
-        sealed = tokens.secrets(spec.token_field)
-        view.toolkit.schema.validate(merge_secrets(public, {spec.token_field: tokens.access_token}))
+        kept = self._kept(spec, flow.client_secret)
+        sealed = tokens.secrets(spec.token_field) | kept
+        view.toolkit.schema.validate(
+            merge_secrets(public, {spec.token_field: tokens.access_token} | kept)
+        )
 
         def expect(version: int) -> None:
             if version != claim.version:
@@ -286,7 +344,8 @@ class OAuthConnections:
                 raise Reconnect(RECONNECT, self._reconnect_link(record, toolkit))
             if not tokens.expiring(self._clock()):
                 return config, record.version
-            fresh = self._refresh(record, toolkit, spec, tokens)
+            secret = self._client_secret(spec, config)
+            fresh = self._refresh(record, toolkit, spec, tokens, secret)
             if fresh is not None:
                 return fresh
             latest = self._current(record)
@@ -307,6 +366,7 @@ class OAuthConnections:
         toolkit: RegisteredToolkit,
         spec: OAuthSpec,
         tokens: TokenSet,
+        client_secret: str | None = None,
     ) -> tuple[dict[str, Any], int] | None:
         """Refresh `record`'s token set once across every process: take its lease, ask the
         server outside any transaction, append the new version only if `record` is still
@@ -323,7 +383,7 @@ class OAuthConnections:
                 if claim.won:
                     break
             if claim.backing_off(now):  # the server failed lately: not asked again yet
-                return self._unreachable(record, spec, tokens)
+                return self._unreachable(record, spec, tokens, client_secret)
             if time.monotonic() >= give_up:
                 raise Reconnect("another refresh of this OAuth token is taking long; try again")
             time.sleep(delay)  # another process is asking: wait for its version
@@ -334,7 +394,7 @@ class OAuthConnections:
             if self._moved(record):  # appended between this read and the claim
                 return None
             try:
-                new, refused = self._ask(spec, tokens)  # no transaction open: nobody waits
+                new, refused = self._ask(spec, tokens, client_secret)  # no transaction open
             except OAuthFailed as exc:  # unavailable: counted, spaced, then a person is asked
                 failures = leases.failed(scope, name, holder, self._clock(), RETRY_SPACING)
                 log.warning(
@@ -342,11 +402,11 @@ class OAuthConnections:
                     name, exc.code, failures,
                 )  # fmt: skip
                 if failures < MAX_FAILURES:
-                    return self._unreachable(record, spec, tokens)
+                    return self._unreachable(record, spec, tokens, client_secret)
                 new = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
                 refused = exc.code
             try:
-                version = self._append(record, spec, new)
+                version = self._append(record, spec, new, client_secret)
             except _Moved:  # the lease outlived: another refreshed too (it is current)
                 log.warning("%s: refreshed twice (a lease expired); the other is kept", name)
                 return None
@@ -364,7 +424,8 @@ class OAuthConnections:
         if new.reconnect:
             raise _Marked(RECONNECT, self._reconnect_link(record, toolkit))
         register_secrets([new.access_token, new.refresh_token])
-        return merge_secrets(record.public_config, new.secrets(spec.token_field)), version
+        values = new.secrets(spec.token_field) | self._kept(spec, client_secret)
+        return merge_secrets(record.public_config, values), version
 
     def _tell_replicas(self, scope: str, name: str, marked: bool) -> None:
         """The other replicas (`serve` on PostgreSQL: the relay) hear of the new version:
@@ -386,7 +447,9 @@ class OAuthConnections:
         latest = self._current(record)
         return latest is None or latest.version != record.version
 
-    def _append(self, record: VersionRecord, spec: OAuthSpec, new: TokenSet) -> int:
+    def _append(
+        self, record: VersionRecord, spec: OAuthSpec, new: TokenSet, client_secret: str | None
+    ) -> int:
         """Store `new` as the next version, only if `record` is still the last (a
         compare-and-set on the version number); raises _Moved."""
         scope, name = record.session_id, record.toolkit_name
@@ -394,7 +457,7 @@ class OAuthConnections:
         def build(version: int, primary_kek: str) -> VersionDraft:
             if version != record.version + 1:
                 raise _Moved
-            values = new.secrets(spec.token_field)
+            values = new.secrets(spec.token_field) | self._kept(spec, client_secret)
             public = record.public_config
             digest = record.schema_digest
             sealed = self.vault.seal(scope, name, version, digest, public, values, primary_kek)
@@ -407,25 +470,26 @@ class OAuthConnections:
         return self.vault.store.append_version(scope, name, build, AuditAction.CONFIGURE)
 
     def _unreachable(
-        self, record: VersionRecord, spec: OAuthSpec, tokens: TokenSet
+        self, record: VersionRecord, spec: OAuthSpec, tokens: TokenSet, client_secret: str | None
     ) -> tuple[dict[str, Any], int]:
         """The server cannot refresh now: a token still valid is used; an expired one is
         reported (nothing stored; tried again once the backoff has passed)."""
         if tokens.expires_at is not None and tokens.expires_at > self._clock():
-            return merge_secrets(record.public_config, tokens.secrets(spec.token_field)), (
-                record.version
-            )
+            values = tokens.secrets(spec.token_field) | self._kept(spec, client_secret)
+            return merge_secrets(record.public_config, values), record.version
         raise Reconnect(
             "the authorization server cannot be reached; the token expired (tried again later)"
         )
 
-    def _ask(self, spec: OAuthSpec, tokens: TokenSet) -> tuple[TokenSet, str | None]:
+    def _ask(
+        self, spec: OAuthSpec, tokens: TokenSet, client_secret: str | None
+    ) -> tuple[TokenSet, str | None]:
         """The refreshed set, or one marked `reconnect` with the server's refusal. Raises
         OAuthFailed when the server failed rather than refused (worth another try)."""
         dead = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
         if tokens.refresh_token is None:
             return dead, "no_refresh_token"
-        client, issuer, _ = self._client(spec)
+        client, issuer, _ = self._client(spec, client_secret)
         try:
             answer = client.refresh(tokens.refresh_token)
         except OAuthFailed as exc:
@@ -468,11 +532,12 @@ class OAuthConnections:
                 spec = self.spec_of(toolkit)
                 if spec is None:
                     continue
-                tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
+                config = self.vault.decrypt(record)
+                tokens = TokenSet.of_config(config, spec.token_field)
                 if tokens is None or tokens.reconnect:
                     continue
                 register_secrets([tokens.access_token, tokens.refresh_token])
-                client, _, endpoint = self._client(spec)
+                client, _, endpoint = self._client(spec, self._client_secret(spec, config))
                 if endpoint is None:
                     log.info("%s: its server offers no revocation", record.toolkit_name)
                     continue
@@ -557,14 +622,15 @@ class OAuthConnections:
     ) -> bool:
         """Refresh `record`'s token set if it expires within `ahead` seconds; whether a
         version was stored here (refreshed, or marked for reconnecting)."""
-        tokens = TokenSet.of_config(self.vault.decrypt(record), spec.token_field)
+        config = self.vault.decrypt(record)
+        tokens = TokenSet.of_config(config, spec.token_field)
         if tokens is None or tokens.reconnect or tokens.expires_at is None:
             return False
         if tokens.expires_at - self._clock() >= ahead:
             return False
         register_secrets([tokens.access_token, tokens.refresh_token])
         try:
-            fresh = self._refresh(record, toolkit, spec, tokens)
+            fresh = self._refresh(record, toolkit, spec, tokens, self._client_secret(spec, config))
         except _Marked:
             return True  # stored: the instances are initialized again and say so
         except Reconnect:

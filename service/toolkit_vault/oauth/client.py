@@ -38,17 +38,34 @@ class OAuthFailed(VaultError):
 
 
 class OAuthClient:
-    """One server's client (`spec` + endpoints); a public client, no secret."""
+    """One server's client (`spec` + endpoints): a public client, or a confidential one
+    given its `client_secret` (sent as the spec's `token_endpoint_auth_method` says, to
+    the token and revocation endpoints only)."""
 
-    def __init__(self, spec: OAuthSpec, authorization_endpoint: str, token_endpoint: str) -> None:
+    def __init__(
+        self,
+        spec: OAuthSpec,
+        authorization_endpoint: str,
+        token_endpoint: str,
+        client_secret: str | None = None,
+    ) -> None:
+        if (client_secret is None) != (spec.client_secret_field is None):
+            raise OAuthFailed("client_secret", "this toolkit's client secret is not set")
         self.spec = spec
         self.authorization_endpoint = authorization_endpoint
         self.token_endpoint = token_endpoint
+        self._client_secret = client_secret
+
+    def __repr__(self) -> str:
+        return f"OAuthClient(client_id={self.spec.client_id!r}, token={self.token_endpoint!r})"
 
     def _session(self, **kwargs: Any) -> OAuth2Client:
+        method = self.spec.token_endpoint_auth_method
         return OAuth2Client(
             client_id=self.spec.client_id,
-            token_endpoint_auth_method="none",  # noqa: S106 (a public client: no secret)
+            client_secret=self._client_secret,
+            token_endpoint_auth_method=method,
+            revocation_endpoint_auth_method=method,
             timeout=TIMEOUT,
             **kwargs,
         )

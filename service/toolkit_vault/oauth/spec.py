@@ -3,7 +3,11 @@
 `{"issuer": URL, "client_id": str, "scopes": [str], "resource": URL?, "token_field":
 JSON pointer}`; `authorization_endpoint` + `token_endpoint` may replace `issuer`. The
 `token_field` must name a secret (`writeOnly`) string property: the plugin receives the
-access token there and nothing else of the token set. Checked when first read (a toolkit
+access token there and nothing else of the token set. A confidential client adds
+`client_secret_field`, a pointer to another secret string property (an operator sets it:
+it is typed next to the Connect button and sealed with the token set, never shown), sent
+as `token_endpoint_auth_method` says: `client_secret_basic` (the default) or
+`client_secret_post`. Checked when first read (a toolkit
 whose declaration is wrong cannot connect, and says why in field terms).
 """
 
@@ -21,6 +25,7 @@ from toolkit_vault.schema.values import pointer_tokens
 __all__ = ["OAuthSpec", "oauth_spec", "secure_url"]
 
 KEYWORD = "x-oauth"
+SECRET_METHODS = ("client_secret_basic", "client_secret_post")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class OAuthSpec:
     token_endpoint: str | None = None
     revocation_endpoint: str | None = None
     resource: str | None = None
+    client_secret_field: str | None = None  # a confidential client's secret, sealed
+    token_endpoint_auth_method: str = "none"  # noqa: S105 (a method's name)
 
 
 def secure_url(url: str) -> bool:
@@ -77,7 +84,8 @@ def oauth_spec(schema: Mapping[str, Any]) -> OAuthSpec | None:
     if not isinstance(raw, Mapping):
         raise _refuse("must be an object")
     urls = ("issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint")
-    for name in (*urls, "resource", "client_id", "token_field"):
+    names = ("resource", "client_id", "token_field", "client_secret_field")
+    for name in (*urls, *names, "token_endpoint_auth_method"):
         if name in raw and not isinstance(raw[name], str):
             raise _refuse(f"{name} must be a string")
     for name in urls:
@@ -96,12 +104,18 @@ def oauth_spec(schema: Mapping[str, Any]) -> OAuthSpec | None:
     if resource is not None and urlsplit(resource).scheme not in ("https", "http"):
         raise _refuse("resource must be an absolute URI")
     field = raw.get("token_field", "")
-    try:
-        prop = _token_property(schema, field) if field.startswith("/") else None
-    except ValueError:
-        prop = None
-    if prop is None or prop.get("type") != "string" or prop.get("writeOnly") is not True:
+    if not _secret_string(schema, field):
         raise _refuse("token_field must point to a writeOnly string property")
+    secret_field = raw.get("client_secret_field")
+    method = raw.get("token_endpoint_auth_method")
+    if secret_field is not None:
+        if secret_field == field or not _secret_string(schema, secret_field):
+            raise _refuse("client_secret_field must point to another writeOnly string property")
+        method = method or SECRET_METHODS[0]
+        if method not in SECRET_METHODS:
+            raise _refuse(f"token_endpoint_auth_method must be one of {', '.join(SECRET_METHODS)}")
+    elif method not in (None, "none"):
+        raise _refuse("token_endpoint_auth_method needs a client_secret_field")
     return OAuthSpec(
         client_id=raw["client_id"],
         scopes=tuple(scopes),
@@ -111,4 +125,16 @@ def oauth_spec(schema: Mapping[str, Any]) -> OAuthSpec | None:
         token_endpoint=raw.get("token_endpoint"),
         revocation_endpoint=raw.get("revocation_endpoint"),
         resource=resource,
+        client_secret_field=secret_field,
+        token_endpoint_auth_method=method or "none",
     )
+
+
+def _secret_string(schema: Mapping[str, Any], field: Any) -> bool:
+    if not isinstance(field, str) or not field.startswith("/"):
+        return False
+    try:
+        prop = _token_property(schema, field)
+    except ValueError:
+        return False
+    return prop is not None and prop.get("type") == "string" and prop.get("writeOnly") is True

@@ -5,8 +5,10 @@ for longer than its token lives would be left holding an expired one. Every `INT
 seconds this thread asks `OAuthConnections.refresh_ahead` to refresh the token sets that
 this process's live instances were made from and that expire within `AHEAD` seconds (once
 across every process: the same compare-and-set as a refresh at initialization), and to
-initialize those instances again. A server that cannot be reached is tried again at the
-next round, never in a tighter loop.
+initialize those instances again, and follows refreshes made by other processes (their
+instances here are initialized again too). A server that cannot be reached is tried again
+once its backoff has passed (60 s, then 120 s, counted across processes), and after three
+failures in a row the connection waits for a person: never a tighter loop.
 """
 
 from __future__ import annotations

@@ -80,6 +80,16 @@ def connect_label(schema: Mapping[str, Any]) -> str | None:
     return urlsplit(spec.issuer or spec.authorization_endpoint or "").netloc or None
 
 
+def connect_needs_secret(schema: Mapping[str, Any]) -> bool:
+    """Whether the Connect button asks for a confidential client's secret (`x-oauth`'s
+    `client_secret_field`): the person connecting types it; it is sealed, never shown."""
+    try:
+        spec = oauth_spec(schema)
+    except SchemaRefused:
+        return False
+    return spec is not None and spec.client_secret_field is not None
+
+
 def intake_routes(state: WebState) -> APIRouter:
     router = APIRouter()
 
@@ -116,6 +126,7 @@ def intake_routes(state: WebState) -> APIRouter:
             prefilled=agent_values,
             agent_set={f.pointer for f, _ in agent_values},
             oauth=connect_label(view.toolkit.definition.config_schema),
+            oauth_secret=connect_needs_secret(view.toolkit.definition.config_schema),
         )
 
     @router.get("/intake")

@@ -56,7 +56,10 @@ def oauth_routes(
             )
         try:
             url, cookie = await run_in_threadpool(
-                connections.start, form.get("link", ""), callback_url()
+                connections.start,
+                form.get("link", ""),
+                callback_url(),
+                form.get("client_secret") or None,  # a confidential client's, typed here
             )
         except VaultError as exc:
             return refused(request, exc)
