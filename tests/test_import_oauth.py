@@ -28,6 +28,7 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.oauth import oauth_spec
+from toolkit_vault.oauth.resource import metadata_url, same_resource
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.import_report import describe_toolkit
 from toolkit_vault.toolkits.imports import (
@@ -344,3 +345,29 @@ def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
     assert "the earlier import's x-oauth is kept" in done.stderr
     vault.registry.load_imported(stored_toolkits(vault.store))
     assert vault.registry.get(NAME).schema.schema["x-oauth"]["issuer"] == auth.issuer
+
+
+@pytest.mark.parametrize(
+    ("named", "url", "same"),
+    [
+        ("https://mcp.example.com/mcp", "https://mcp.example.com/mcp", True),
+        ("https://MCP.example.com:443/mcp/", "https://mcp.example.com/mcp", True),
+        ("https://mcp.example.com/", "https://mcp.example.com/mcp", False),  # the origin
+        ("https://mcp.example.com/mcp/other", "https://mcp.example.com/mcp", False),
+        ("http://mcp.example.com/mcp", "https://mcp.example.com/mcp", False),
+        ("https://mcp.example.com:8443/mcp", "https://mcp.example.com/mcp", False),
+        ("https://evil.example/mcp", "https://mcp.example.com/mcp", False),
+    ],
+)
+def test_which_resource_is_the_servers_own(named: str, url: str, same: bool) -> None:
+    assert same_resource(named, url) is same
+
+
+def test_the_well_known_url_goes_before_the_path() -> None:
+    """RFC 9728 3.1, as its own example and MCP servers under a path use it."""
+    assert metadata_url("https://resource.example.com/resource1") == (
+        "https://resource.example.com/.well-known/oauth-protected-resource/resource1"
+    )
+    assert metadata_url("https://mcp.example.com/") == (
+        "https://mcp.example.com/.well-known/oauth-protected-resource"
+    )

@@ -53,12 +53,13 @@ def _compared(url: str) -> tuple[str, str, int | None, str, str] | None:
     except ValueError:
         return None
     host = (parts.hostname or "").lower()
-    return parts.scheme.lower(), host, port, parts.path or "/", parts.query
+    return parts.scheme.lower(), host, port, parts.path.rstrip("/") or "/", parts.query
 
 
 def same_resource(named: str, url: str) -> bool:
     """RFC 9728 3.3: the metadata's `resource` is the server's URL (scheme and host compared
-    without case, a default port as none; path and query exactly)."""
+    without case, a default port as none, a trailing slash as none, as the well-known URL
+    drops it; path and query exactly)."""
     mine = _compared(url)
     return mine is not None and _compared(named) == mine
 
