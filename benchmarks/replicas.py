@@ -598,6 +598,7 @@ def run(ctx: Context) -> list[Result]:
     with ctx.database("postgres", ctx.work / "replicas") as url:
         summary = soak(url, ctx.work / "replicas", clients, seconds, ctx.log)
     ok = clean(summary)
+    ctx.log(f"replicas: {json.dumps(summary)}")
     case = f"2 processes, {clients} clients, {summary['seconds']:g} s"
     rows = []
     for name, rate, cpu in zip("AB", summary["per_process"], summary["server_cpu_ms"], strict=True):
