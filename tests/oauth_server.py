@@ -41,6 +41,7 @@ class Knobs:
     token_delay: float = 0.0  # seconds the token endpoint takes
     metadata_issuer: str | None = None  # the issuer its metadata names (None: its own)
     registration: bool = False  # RFC 7591: metadata offers a registration_endpoint
+    metadata_padding: int = 0  # bytes of filler in its metadata document (size bounds)
 
 
 @dataclass
@@ -261,8 +262,10 @@ class AuthServer:
         def metadata() -> Any:
             base = server_state.base
             offered = {"registration_endpoint": base + "/register"}
+            padding = server_state.knobs.metadata_padding
             return jsonify(
                 **(offered if server_state.knobs.registration else {}),
+                **({"x-padding": "a" * padding} if padding else {}),
                 issuer=server_state.knobs.metadata_issuer or base,
                 authorization_endpoint=base + "/authorize",
                 token_endpoint=base + "/token",

@@ -53,6 +53,7 @@ class ResourceServer:
     issuer: str
     mode: str = "well-known"
     resource: str | None = None  # the `resource` the metadata names (None: the server's URL)
+    padding: int = 0  # bytes of filler in the metadata document
     base: str = ""
     hits: list[str] = field(default_factory=list)
 
@@ -66,6 +67,7 @@ class ResourceServer:
             "authorization_servers": [self.issuer],
             "scopes_supported": ["mcp.read", "mcp.write"],
             "bearer_methods_supported": ["header"],
+            **({"x-padding": "a" * self.padding} if self.padding else {}),
         }
 
     def app(self) -> Flask:
@@ -280,6 +282,26 @@ def test_an_unreachable_server_is_imported_without_x_oauth_and_a_warning(vault: 
     assert entry.oauth is not None and entry.oauth["status"] == "failed"
     assert "cannot be reached" in entry.oauth["reason"]
     assert "x-oauth" not in vault.registry.get(NAME).schema.schema
+
+
+def test_metadata_documents_are_read_up_to_64_kib(
+    vault: Vault, resource: ResourceServer, auth: AuthServer
+) -> None:
+    """A protected resource document over the bound is a failure to read it (a warning);
+    an authorization server's is no metadata at all (the server is skipped)."""
+    data = server_json(resource.url)
+    resource.padding = 70_000
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert report.toolkits[0].oauth is not None
+    assert report.toolkits[0].oauth["reason"].endswith("answered more than 64 KiB")
+    resource.padding = 0
+    auth.knobs.metadata_padding = 70_000
+    with pytest.raises(PackageRefused, match="the authorization server publishes no metadata"):
+        import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    auth.knobs.metadata_padding = 60_000  # under the bound: read
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert report.toolkits[0].oauth is not None
+    assert report.toolkits[0].oauth["status"] == "generated"
 
 
 def test_a_redirect_is_not_followed(vault: Vault, resource: ResourceServer) -> None:

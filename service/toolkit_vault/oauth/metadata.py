@@ -8,6 +8,7 @@ to loopback). Discovered endpoints are kept for `MAX_AGE` seconds per issuer.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -44,14 +45,24 @@ def _well_known(issuer: str) -> list[str]:
 
 
 def _read(url: str, timeout: float) -> dict[str, Any] | None:
+    """The JSON object at `url`, read up to `MAX_DOCUMENT` bytes and no further (the
+    issuer may be one a remote server's metadata named at import); None when there is none."""
+    body = b""
     try:
-        response = httpx.get(url, timeout=timeout, follow_redirects=False)
+        identity = {"Accept-Encoding": "identity"}  # raw bytes are what the bound counts
+        with httpx.stream(
+            "GET", url, timeout=timeout, follow_redirects=False, headers=identity
+        ) as response:
+            if response.status_code != 200:
+                return None
+            for chunk in response.iter_raw():
+                body += chunk
+                if len(body) > MAX_DOCUMENT:
+                    return None
     except httpx.HTTPError:
         raise OAuthFailed("unavailable", "the authorization server cannot be reached") from None
-    if response.status_code != 200 or len(response.content) > MAX_DOCUMENT:
-        return None
     try:
-        document = response.json()
+        document = json.loads(body)
     except ValueError:
         return None
     return document if isinstance(document, dict) else None
