@@ -1780,6 +1780,20 @@ MUTANTS = [
         ("tests/test_import_oauth.py::test_an_authorization_server_over_plain_http_is_refused",),
     ),
     Mutant(
+        "oauth import: a protected resource document read past 64 KiB",
+        V + "oauth/fetch.py",
+        "if len(body) > MAX_DOCUMENT:",
+        "if False:",
+        ("tests/test_import_oauth.py::test_metadata_documents_are_read_up_to_64_kib",),
+    ),
+    Mutant(
+        "oauth: an authorization server's metadata read past 64 KiB",
+        V + "oauth/metadata.py",
+        "if len(body) > MAX_DOCUMENT:",
+        "if False:",
+        ("tests/test_import_oauth.py::test_metadata_documents_are_read_up_to_64_kib",),
+    ),
+    Mutant(
         "oauth import: a redirect followed to metadata the server did not name",
         V + "oauth/fetch.py",
         "follow_redirects=False, trust_env=False",
