@@ -149,6 +149,7 @@ class AuthServer:
         self.token_requests: list[dict[str, str]] = []
         self.registered: dict[str, _Client] = {}  # RFC 7591 clients, by client_id
         self.registrations: list[dict[str, Any]] = []  # what each registration asked for
+        self.registered_secrets: list[str] = []  # issued although a public client asked
         self.lock = threading.Lock()
         self.base = ""
         self.app = self._app()
@@ -248,6 +249,7 @@ class AuthServer:
 
             def save_client(self, info: dict[str, Any], metadata: dict[str, Any], _r: Any) -> Any:
                 server_state.registrations.append(dict(metadata))
+                server_state.registered_secrets.append(info["client_secret"])
                 made = _Client(info["client_id"], list(metadata.get("redirect_uris", [])))
                 server_state.registered[made.client_id] = made
                 return made

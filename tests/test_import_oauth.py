@@ -212,6 +212,11 @@ def test_the_401_points_to_the_metadata_and_the_client_registers_itself(
         (client_id,) = auth.registered
         declared = vault.registry.get(NAME).schema.schema["x-oauth"]
         assert declared["client_id"] == client_id
+        (secret,) = auth.registered_secrets  # authlib issues one anyway: never kept
+        kept = vault.registry.get(NAME).definition.model_dump_json() + json.dumps(
+            list(vault.export_audit(0))
+        )
+        assert secret and secret not in kept and secret not in json.dumps(report.as_json())
 
         again = import_package(
             vault.store, vault.registry, data, "local", discovery=discovering(None)
