@@ -518,7 +518,9 @@ def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
         side.connections.refresh_ahead(300)
     assert outage.calls == 3 and rig.auth.refresh_calls == 0
     failed = [e for e in side.vault.export_audit(0) if e["action"] == "oauth_refresh_failed"]
-    assert [e["details"]["error"] for e in failed] == ["unavailable"]
+    assert [(e["details"]["error"], e["details"]["failures_in_a_row"]) for e in failed] == [
+        ("unavailable", 3)
+    ]
 
     outage.down = False  # a person connects again through a link given now
     (again,) = [e for e in Agent(side.vault, principal).events if e.get("intake_url")]

@@ -74,7 +74,7 @@ REFRESH_ACTOR = "oauth:refresh"
 RECONNECT = "the authorization expired or was revoked: a person must connect again"
 LEASE_TTL = 60.0  # seconds a refresh lease holds: more than discovery and a token request take
 WAIT_S = 30.0  # seconds an initialization waits for another process's refresh
-FIRST_POLL, MAX_POLL = 0.02, 0.5  # seconds between two looks at the lease, doubling
+FIRST_POLL, MAX_POLL = 0.02, 0.2  # seconds between two looks at the lease, doubling
 MAX_FAILURES = 3  # the server failed this many refreshes in a row: a person must connect
 RETRY_SPACING = 60.0  # seconds before a try after a failure, doubled with each one in a row
 # The server failed rather than refused: worth another try, after the spacing.
@@ -390,6 +390,7 @@ class OAuthConnections:
             delay = min(delay * 2, MAX_POLL)
             if self._moved(record):
                 return None
+        failures = 0
         try:
             if self._moved(record):  # appended between this read and the claim
                 return None
@@ -413,7 +414,9 @@ class OAuthConnections:
         finally:
             leases.release(scope, name, holder)
         if new.reconnect:
-            details = {"error": refused, "issuer": tokens.issuer}
+            details: dict[str, Any] = {"error": refused, "issuer": tokens.issuer}
+            if failures:
+                details["failures_in_a_row"] = failures
             action = AuditAction.OAUTH_REFRESH_FAILED
         else:
             details, action = self._facts(new, tokens), AuditAction.OAUTH_REFRESHED
