@@ -54,6 +54,7 @@ class ResourceServer:
     mode: str = "well-known"
     resource: str | None = None  # the `resource` the metadata names (None: the server's URL)
     padding: int = 0  # bytes of filler in the metadata document
+    pointer: str | None = None  # the resource_metadata URL its 401 names (None: its own)
     base: str = ""
     hits: list[str] = field(default_factory=list)
 
@@ -93,8 +94,8 @@ class ResourceServer:
         def mcp() -> Any:
             if self.mode != "www-authenticate":
                 return "method not allowed", 405
-            pointer = f'Bearer resource_metadata="{self.base}/elsewhere/metadata"'
-            return "unauthorized", 401, {"WWW-Authenticate": pointer}
+            where = self.pointer or f"{self.base}/elsewhere/metadata"
+            return "unauthorized", 401, {"WWW-Authenticate": f'Bearer resource_metadata="{where}"'}
 
         return app
 
@@ -263,6 +264,27 @@ def test_an_authorization_server_over_plain_http_is_refused(
     with pytest.raises(PackageRefused, match="authorization servers that are not https URLs"):
         import_package(vault.store, vault.registry, data, "local", discovery=discovering())
     assert NAME not in vault.registry
+
+
+def test_plain_http_to_another_host_is_never_asked(vault: Vault, resource: ResourceServer) -> None:
+    """The server's URL (not asked at all) and a metadata URL its 401 names (refused by
+    the exchange itself): https, or http only to a loopback host."""
+    data = server_json("http://mcp.example.test/mcp")
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert report.toolkits[0].oauth == {
+        "status": "skipped",
+        "reason": "the URL is not https (or http to a loopback host)",
+    }
+    resource.mode, resource.pointer = "www-authenticate", "http://metadata.example.test/prm"
+    data = server_json(resource.url)
+    report = import_package(vault.store, vault.registry, data, "local", discovery=discovering())
+    assert report.toolkits[0].oauth is not None
+    assert report.toolkits[0].oauth["status"] == "failed"
+    assert (
+        report.toolkits[0]
+        .oauth["reason"]
+        .startswith("metadata.example.test: only https (or http to loopback) is used")
+    )
 
 
 def test_a_url_with_a_query_is_not_asked(vault: Vault, resource: ResourceServer) -> None:
