@@ -1794,6 +1794,20 @@ MUTANTS = [
         ("tests/test_import_oauth.py::test_metadata_documents_are_read_up_to_64_kib",),
     ),
     Mutant(
+        "oauth import: a remote server's plain http URL to another host asked",
+        V + "toolkits/remote_oauth.py",
+        "    if not secure_url(url):\n",
+        "    if False:\n",
+        ("tests/test_import_oauth.py::test_plain_http_to_another_host_is_never_asked",),
+    ),
+    Mutant(
+        "oauth import: an exchange over plain http to another host",
+        V + "oauth/fetch.py",
+        "    if not secure_url(url):\n",
+        "    if False:\n",
+        ("tests/test_import_oauth.py::test_plain_http_to_another_host_is_never_asked",),
+    ),
+    Mutant(
         "oauth import: a redirect followed to metadata the server did not name",
         V + "oauth/fetch.py",
         "follow_redirects=False, trust_env=False",
