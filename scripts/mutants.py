@@ -1629,6 +1629,13 @@ MUTANTS = [
     ),
     # -- OAuth connections (issue 39) ----------------------------------------------------
     Mutant(
+        "oauth: refresh without the compare-and-set on the version read",
+        V + "core/connect.py",
+        "if version != record.version + 1:\n                raise _Moved",
+        "if False:\n                raise _Moved",
+        (OAUTH + "test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version",),
+    ),
+    Mutant(
         "oauth: refresh without the lease (every process asks the server)",
         V + "store/leases.py",
         "if row.holder not in (None, holder) and row.expires_at > now:",

@@ -483,6 +483,41 @@ def test_a_lease_left_by_a_killed_process_expires(rig: Rig) -> None:
     assert rig.auth.refresh_calls == 1
 
 
+def test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version(rig: Rig) -> None:
+    """Belt and braces: a holder whose lease ran out while its server was slow lets another
+    process refresh too (here with the refresh token the first one's rotation kills: it is
+    refused); whichever answers second appends nothing, as the version it read is no longer
+    the last (compare-and-set), and the connection stays good."""
+    principal, _ = connected(rig)
+    other = another_process(rig)
+    rig.auth.knobs.rotate_refresh_tokens = True
+    rig.auth.knobs.token_delay = 1.0
+    rig.clock.offset = 7200
+    listed: list[dict[str, bool]] = []
+    first = threading.Thread(
+        target=lambda: listed.append(Agent(rig.sides[0].vault, principal).listed())
+    )
+    first.start()
+    deadline = time.monotonic() + 10
+    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    rig.clock.offset += LEASE_TTL + 1  # the first holder's lease has run out
+    second = Agent(other.vault, principal)
+    first.join(timeout=30)
+    assert rig.auth.refresh_calls == 2  # the lease alone did not stop the second
+    assert listed == [listed[0]] and listed[0]["calendar"] is True
+    assert second.listed()["calendar"] is True
+    scope = f"principal:{principal.principal_id}"
+    versions = history(rig.sides[0].vault.store, scope, "calendar")
+    assert [(v["status"], v["current"]) for v in versions] == [
+        ("intake", False),
+        ("ok", False),
+        ("ok", True),
+    ]
+    actions = [e["action"] for e in rig.sides[0].vault.export_audit(0)]
+    assert actions.count("oauth_refreshed") == 1 and "oauth_refresh_failed" not in actions
+
+
 def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
