@@ -13,7 +13,8 @@ side, it checks what must cross from one process to the other:
   `/v1/tokens/revoke`, it is refused by B (HTTP and an open WebSocket) from one second
   after A acknowledged the revocation on (every process believes a token at most that long,
   `transports.http_access.PrincipalCache`): every probe sent later must be refused;
-- a session purged through A's `/v1/purge` is no longer configured in B's next list;
+- a session bound on both and configured for the first time through A is configured in
+  B's next list; purged through A's `/v1/purge`, it is no longer configured in B's next one;
 - a toolkit imported by `toolkits import` (a third process) is in both processes' next lists;
 - a configure on A reaches the session's WebSocket on B (PostgreSQL: the relay).
 
@@ -232,6 +233,7 @@ class Crossings:
     accepted_after_bound: int = 0  # probes sent to B past REVOCATION_BOUND and accepted
     probes_after_bound: int = 0
     websocket_refused: bool = False
+    configure_seen_by_next_list: bool = False  # a first configure on A, in B's next list
     purge_seen_by_next_list: bool = False
     purge_seen_after_s: float | None = None
     import_seen_by_next_lists: bool = False
@@ -304,19 +306,21 @@ async def _purge(
     tally: Tally,
     seen: Crossings,
 ) -> None:
-    """A session configured on A and listed on B, purged on A: B's next list says so."""
+    """A session bound on both, configured for the first time on A: B's next list says so;
+    purged on A: B's next list says so too."""
     async with _channel(http, a, token, False) as on_a, _channel(http, b, token, False) as on_b:
         await on_a.handshake()
         session = on_a.session
         assert session is not None
+        await on_b.handshake(session)
+        if _configured(await on_b.ask(LIST), "bench") is not False:
+            raise RuntimeError("B lists a toolkit nobody configured")
         secret = _fresh_secret()
         if (await on_a.ask(_configure(secret))).get("status") != "ok":
             raise RuntimeError("the purge check's configure failed")
         tally.acked[session] += 1
         tally.purged.add(session)
-        await on_b.handshake(session)
-        if _configured(await on_b.ask(LIST), "bench") is not True:
-            raise RuntimeError("B does not see the configure A acknowledged")
+        seen.configure_seen_by_next_list = _configured(await on_b.ask(LIST), "bench") is True
         await _admin(http, a, operator, "/v1/purge", {"session": session, "confirm": session})
         acknowledged = time.monotonic()
         seen.purge_seen_by_next_list = _configured(await on_b.ask(LIST), "bench") is False
@@ -583,6 +587,7 @@ def clean(summary: dict[str, Any]) -> bool:
         and summary["accepted_after_bound"] == 0
         and summary["probes_after_bound"] > 0
         and summary["websocket_refused"]
+        and summary["configure_seen_by_next_list"]
         and summary["purge_seen_by_next_list"]
         and summary["import_seen_by_next_lists"]
     )

@@ -4,11 +4,11 @@ A short run of the replicas soak (`benchmarks/replicas.py`, which `scripts/bench
 replicas` runs for a minute): real server processes, agents spread over both on HTTP and
 WebSockets, mixed configure, list and resume from several principals. Meanwhile a token
 revoked through process A must be refused by process B from one second after A answered
-(every probe sent later is refused, its open WebSocket too), a purge through A shows in B's
-next list, and an import by the CLI in both processes' next lists. At the end: no error, no
-lost write (the history holds every acknowledged configure, and each session's current
-version decrypts to the secret its last acknowledged configure sent), `audit verify` and
-`check` pass.
+(every probe sent later is refused, its open WebSocket too), a first configure and a purge
+through A show in B's next list, and an import by the CLI in both processes' next lists.
+At the end: no error, no lost write (the history holds every acknowledged configure, and
+each session's current version decrypts to the secret its last acknowledged configure
+sent), `audit verify` and `check` pass.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def test_two_processes_on_one_postgresql_act_as_one_vault_under_load(
     assert summary["revoked_refused_after_s"] is not None
     assert summary["websocket_refused"] is True
     # a purge on A, an import by the CLI and a configure on A are seen by B
+    assert summary["configure_seen_by_next_list"] is True
     assert summary["purge_seen_by_next_list"] is True
     assert summary["import_seen_by_next_lists"] is True
     assert summary["push_relayed_after_s"] is not None
