@@ -246,6 +246,13 @@ _FOLLOW = (
     " WHERE id = 1 UNION ALL SELECT 1, seq, ts, actor, action, session_id, toolkit_name,"
     " version, details, mac FROM audit_events WHERE seq > ? ORDER BY 1, 2"
 )
+# PostgreSQL: the same, and a session's pointers as `_CURRENT_POINTERS` gives them (kind 2,
+# in the scope, toolkit and version columns): a list's read of the store in one statement.
+_FOLLOW_AND_POINTERS = _FOLLOW.replace(
+    " ORDER BY 1, 2",
+    " UNION ALL SELECT 2, 0, NULL, NULL, NULL, session_id, toolkit_name, version, NULL, NULL"
+    " FROM current_configs WHERE session_id IN (?, ?) ORDER BY 1, 2",
+)
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
 
@@ -558,18 +565,26 @@ class Store:
     def fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """One read-only statement (`?` placeholders) on a pooled driver connection. A
         single statement reads one consistent snapshot; the pool's reset rolls back what
-        the driver began."""
+        the driver began. On PostgreSQL it runs in autocommit: no BEGIN before it and no
+        ROLLBACK after it, one round trip where there were three."""
         if self._placeholder != "?":
             sql = sql.replace("?", self._placeholder)
         raw = self.engine.raw_connection()
+        driver: Any = raw.driver_connection
+        alone = self._placeholder != "?"  # psycopg
         try:
+            if alone:
+                driver.autocommit = True
             cursor = raw.cursor()
             cursor.execute(sql, params)
             return list(cursor.fetchall())
         except self.engine.dialect.loaded_dbapi.Error as exc:
+            alone = False
             raw.invalidate()  # whatever broke, the next read gets a fresh connection
             raise StoreError(f"the database refused the read ({type(exc).__name__})") from None
         finally:
+            if alone:
+                driver.autocommit = False
             raw.close()
 
     def commit_mark(self) -> int | None:
@@ -925,6 +940,8 @@ class Store:
     ) -> tuple[dict[str, Source], ChainState | None]:
         """`effective_pointers` and the chain's state, followed in the same read (one
         transaction); None for the state when nothing stored can be believed."""
+        if self._placeholder != "?" and self._ledger is not None:
+            return self._sources_in_one_statement(session_id, scope_id, self._ledger)
         sql = _CURRENT_POINTERS.replace("?", self._placeholder)
         with self.read() as conn:
             try:
@@ -933,6 +950,23 @@ class Store:
                 state = None
             rows = conn.exec_driver_sql(sql, (session_id, scope_id)).all()
         return _effective(session_id, rows), state
+
+    def _sources_in_one_statement(
+        self, session_id: str, scope_id: str, ledger: Ledger
+    ) -> tuple[dict[str, Source], ChainState | None]:
+        """PostgreSQL: `effective_sources` as one statement in autocommit (`fetch`), one
+        snapshot, one round trip where a transaction took four (a list's read, each time
+        another write moved the commit mark: a mixed load's lists are mostly these)."""
+        witness = self.witnessed()  # before the read, as `chain_state` takes it
+        after = ledger.seq
+        rows = self.fetch(_FOLLOW_AND_POINTERS, (after, session_id, scope_id))
+        if ledger.failure is None:
+            self._take_rows(ledger, witness, after, [r for r in rows if r[0] != 2], None)
+        try:
+            state: ChainState | None = ledger.require()
+        except StateUnknown:
+            state = None
+        return _effective(session_id, [(r[5], r[6], r[7]) for r in rows if r[0] == 2]), state
 
     def effective_versions(self, session_id: str, scope_id: str) -> dict[str, VersionRecord]:
         """The current version each toolkit of the session resolves to (`effective_pointers`),
