@@ -86,8 +86,7 @@ class CommitNotices:
                             if notice.channel == STATE_CHANNEL:
                                 self.moved()
                             else:
-                                for receive in self._channels.get(notice.channel, ()):
-                                    receive(notice.payload)
+                                self._tell(notice.channel, notice.payload)
                         now = self._head(conn, moved=head)
                         head = now
             except psycopg.Error as exc:
@@ -97,6 +96,15 @@ class CommitNotices:
                 with self._lock:
                     self._checked = None
             self._stopped.wait(1.0)
+
+    def _tell(self, channel: str, payload: str) -> None:
+        """Hand a notice to its receivers; one that fails stops neither the others nor the
+        listening (a dead thread would leave every list reading and no event relayed)."""
+        for receive in self._channels.get(channel, ()):
+            try:
+                receive(payload)
+            except Exception as exc:
+                log.error("unexpected %s handling a notice on %s", type(exc).__name__, channel)
 
     def _head(self, conn: psycopg.Connection[tuple[int]], moved: object = ...) -> object:
         """Read the chain head on the listening connection; a head other than `moved` (or a
