@@ -1462,8 +1462,8 @@ MUTANTS = [
     Mutant(
         "audit trail: a refused intake form keeps what the person typed",
         V + "core/intake.py",
-        'details = {"link_id": claim.link_id, "errors": exc.details}',
-        'details = {"link_id": claim.link_id, "errors": exc.details, "typed": config}',
+        'details: dict[str, Any] = {"link_id": claim.link_id, "errors": exc.details}',
+        'details: dict[str, Any] = {"link_id": claim.link_id, "errors": exc.details, "t": config}',
         (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
     ),
     Mutant(
@@ -1556,6 +1556,16 @@ MUTANTS = [
         " and (scope, name, version) not in self._reminded:",
         ":",
         (EXPIRY + "test_reminded_once_ahead_then_ended_with_a_status_event_and_a_renewal_link",),
+    ),
+    Mutant(
+        "intake form: Check now saves the credential",
+        V + "transports/web/intake_pages.py",
+        'if form.get("action") == "check":',
+        "if False:",
+        (
+            "tests/web/test_templates_checks_browser.py::"
+            "test_check_now_says_before_saving_and_the_checks_page_shows_the_last_outcome",
+        ),
     ),
     Mutant(
         "templates: a secret field may be a template's",

@@ -103,7 +103,7 @@ def test_auditor_sees_history_fingerprints_and_verifies_the_chain(
     names = visit(browser, server, f"history?session={configured}", shot)
     assert names == ["Sign out", "Session", "Toolkit", "Filter"]
     nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav a")]
-    assert nav == ["History", "Audit"]
+    assert nav == ["Templates", "History", "Audit"]  # templates: read, as over /v1
     (version,) = history(server.vault.store, configured)
     fingerprint = version["secret_fingerprints"]["/api_key"]
     assert fingerprint and fingerprint in browser.page_source
@@ -257,7 +257,10 @@ def test_every_page_carries_the_security_headers(server: Server) -> None:
         assert "<script" not in response.text and "style=" not in response.text
 
 
-CONSOLE_PAGES = ("sessions", "toolkits", "keys", "tokens", "ask", "purge", "history", "audit")
+CONSOLE_PAGES = (
+    "sessions", "toolkits", "keys", "tokens", "ask", "purge", "checks", "templates", "history",
+    "audit",
+)  # fmt: skip
 
 
 def test_history_reads_as_the_cli_and_no_page_scrolls_sideways(

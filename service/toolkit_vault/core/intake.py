@@ -330,21 +330,7 @@ class Intake:
         """
         view = self.open(link)
         claim = view.claim
-        try:
-            public, secret_values = view.toolkit.schema.split(config)
-            check_sealable(secret_values)
-            if view.toolkit.check is not None:
-                view.toolkit.check(config)
-            ends = self.vault.check_credential(view.toolkit, config, secret_values)
-        except ConfigInvalid as exc:
-            details = {"link_id": claim.link_id, "errors": exc.details}
-            self.vault.store.record_attempt(
-                AuditDraft(
-                    claim.actor, AuditAction.INTAKE_REFUSED, claim.session_id, claim.toolkit_name,
-                    details=details,
-                )
-            )  # fmt: skip
-            raise
+        public, secret_values, ends = self._checked(view, config)
 
         def expect(version: int) -> None:
             if version != claim.version:
@@ -362,3 +348,34 @@ class Intake:
             )
         )  # fmt: skip
         return outcome
+
+    def check(self, link: str, config: dict[str, Any]) -> float | None:
+        """The form's "Check now": the same validation and credential check as `complete`,
+        saving nothing; returns when the credential ends, if the check said. Raises
+        IntakeRefused or ConfigInvalid (a failure is audited as a refused submission)."""
+        return self._checked(self.open(link), config, check_only=True)[2]
+
+    def _checked(
+        self, view: IntakeView, config: dict[str, Any], *, check_only: bool = False
+    ) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+        """A config split and checked (the schema, the toolkit's own rule, its credential
+        check): (public, secrets, expiry). A refusal is audited `intake_refused`."""
+        claim = view.claim
+        try:
+            public, secret_values = view.toolkit.schema.split(config)
+            check_sealable(secret_values)
+            if view.toolkit.check is not None:
+                view.toolkit.check(config)
+            ends = self.vault.check_credential(view.toolkit, config, secret_values)
+        except ConfigInvalid as exc:
+            details: dict[str, Any] = {"link_id": claim.link_id, "errors": exc.details}
+            if check_only:
+                details["check_only"] = True
+            self.vault.store.record_attempt(
+                AuditDraft(
+                    claim.actor, AuditAction.INTAKE_REFUSED, claim.session_id, claim.toolkit_name,
+                    details=details,
+                )
+            )  # fmt: skip
+            raise
+        return public, secret_values, ends

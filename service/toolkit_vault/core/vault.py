@@ -43,6 +43,8 @@ from toolkit_vault.core.expiry import (
 )
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (
+    CheckLog,
+    CheckResult,
     CredentialRejected,
     PluginChecks,
     VerifyPolicy,
@@ -213,7 +215,8 @@ class Vault:
         self.oauth: TokenSource | None = None  # OAuth connections, set with the intake links
         # Where a credential check may connect (`verification`; TOOLKIT_VAULT_VERIFY_ALLOW).
         self.verify_policy = VerifyPolicy.from_environment()
-        self._plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
+        self.plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
+        self.checks = CheckLog()  # the last check of each toolkit here, for the console
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -640,7 +643,15 @@ class Vault:
         """The toolkit's credential check (`verification`) under this vault's policy; raises
         CredentialRejected. Returns when the credential ends, if the check or a secret that
         is a JWT says (`expiry`). A configure and an intake form both ask here."""
-        checked = verify_credential(toolkit, config, self.verify_policy, self._plugin_checks)
+        name = toolkit.definition.name
+        try:
+            checked = verify_credential(toolkit, config, self.verify_policy, self.plugin_checks)
+        except CredentialRejected as exc:
+            self.checks.note(name, CheckResult(self.clock(), False, exc.message))
+            raise
+        if self.plugin_checks.verifies(toolkit) or toolkit.schema.verify is not None:
+            passed = CheckResult(self.clock(), True, "the credential check passed", checked)
+            self.checks.note(name, passed)
         return earliest([checked, jwt_expiry(secrets)])
 
     def _made(self, scope_id: str) -> str:

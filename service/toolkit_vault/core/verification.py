@@ -39,6 +39,8 @@ from toolkit_vault.toolkits.registry import RegisteredToolkit
 
 __all__ = [
     "ALLOW_VARIABLE",
+    "CheckLog",
+    "CheckResult",
     "CredentialRejected",
     "PluginChecks",
     "VerifyPolicy",
@@ -112,6 +114,49 @@ class PluginChecks:
         verifies = callable(getattr(instance, "verify", None))
         self._known[toolkit.definition.name] = (toolkit, verifies)
         return instance if verifies else None
+
+    def verifies(self, toolkit: RegisteredToolkit) -> bool:
+        """Whether the toolkit has a `verify` (an instance made only when not yet known)."""
+        known = self._known.get(toolkit.definition.name)
+        if known is not None and known[0] is toolkit:
+            return known[1]
+        return self.instance(toolkit) is not None
+
+    def describe(self, toolkit: RegisteredToolkit) -> str:
+        """What checks a toolkit's credential, in words for the console (no value)."""
+        spec = toolkit.schema.verify
+        found = []
+        if self.verifies(toolkit):
+            found.append("its plugin's verify(config)")
+        if spec is not None:
+            found.append(f"x-verify: {spec.method} {spec.url}")
+        return "; ".join(found)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A check's outcome as the console shows it: when, passed or not, the message the
+    agent or person read (never a value), and the credential's end if it told one."""
+
+    at: float
+    passed: bool
+    message: str
+    expires_at: float | None = None
+
+
+class CheckLog:
+    """The last check of each toolkit's credential made by this process (any scope):
+    what an operator looks at when a key starts failing. Not kept across restarts: the
+    refusals themselves are audit events (`configure_refused`, `intake_refused`)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, CheckResult] = {}
+
+    def note(self, toolkit_name: str, result: CheckResult) -> None:
+        self._last[toolkit_name] = result
+
+    def last(self) -> dict[str, CheckResult]:
+        return dict(self._last)
 
 
 def verify_credential(

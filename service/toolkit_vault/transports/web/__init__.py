@@ -25,11 +25,13 @@ from toolkit_vault.core.intake import DEFAULT_TTL, Intake
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
 from toolkit_vault.transports.web.oauth_pages import oauth_routes
 from toolkit_vault.transports.web.pages import STATIC, WebState
 from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
+from toolkit_vault.transports.web.template_pages import console_template_routes
 
 __all__ = ["MOUNT", "RememberOrigin", "client_left", "create_console", "install_console"]
 
@@ -100,6 +102,8 @@ def create_console(
     app.add_exception_handler(ClientDisconnect, client_left)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(console_routes(state))
+    app.include_router(console_template_routes(state))
+    app.include_router(console_check_routes(state))
     app.include_router(intake_routes(state))
     vault.intake = intake
     connections = OAuthConnections(vault, intake, key)  # sets vault.oauth

@@ -3,7 +3,8 @@
 The link is the only credential (no sign-in): it travels in the query string (the
 request log records the path alone) and, on submit, in the form body. Errors are shown
 beside their fields with the pointers and keywords of the A2E error; a secret input is
-never given a value back, a public one keeps what was typed.
+never given a value back, a public one keeps what was typed. "Check now" runs the same
+validation and credential check as saving (`Intake.check`) and saves nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from toolkit_vault.core.expiry import when
 from toolkit_vault.core.intake import IntakeRefused, IntakeView
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 from toolkit_vault.oauth import oauth_spec
@@ -104,6 +106,7 @@ def intake_routes(state: WebState) -> APIRouter:
         values: Mapping[str, str],
         details: Sequence[Mapping[str, Any]] = (),
         status: int = 200,
+        checked: str | None = None,
     ) -> Response:
         fields = state.fields(view.toolkit)
         placed, unplaced = place_errors(fields, details)
@@ -127,6 +130,9 @@ def intake_routes(state: WebState) -> APIRouter:
             agent_set={f.pointer for f, _ in agent_values},
             oauth=connect_label(view.toolkit.definition.config_schema),
             oauth_secret=connect_needs_secret(view.toolkit.definition.config_schema),
+            checked=checked,
+            has_check=view.toolkit.schema.verify is not None
+            or state.vault.plugin_checks.verifies(view.toolkit),
         )
 
     @router.get("/intake")
@@ -162,6 +168,17 @@ def intake_routes(state: WebState) -> APIRouter:
         if errors:
             errors += _schema_errors(view, config, errors)
             return form_page(request, link, view, form, errors, 422)
+        if form.get("action") == "check":
+            try:
+                ends = await run_in_threadpool(state.intake.check, link, config)
+            except IntakeRefused as exc:
+                return refused(request, exc)
+            except ConfigInvalid as exc:
+                return form_page(request, link, view, form, exc.details, 422)
+            told = f"; it ends at {when(ends)}" if ends is not None else ""
+            return form_page(
+                request, link, view, form, checked=f"The credential check passed{told}."
+            )
         try:
             outcome = await run_in_threadpool(state.intake.complete, link, config)
         except IntakeRefused as exc:
