@@ -1530,6 +1530,13 @@ MUTANTS = [
         (VERIFY + "test_a_replaced_toolkit_is_looked_at_again",),
     ),
     Mutant(
+        "credential check: the request resolves the name again (DNS rebinding)",
+        V + "core/verification.py",
+        'target = parts._replace(netloc=f"{literal}:{port}").geturl()',
+        "target = parts.geturl()",
+        (VERIFY + "test_a_name_rebound_to_loopback_after_the_check_is_not_followed",),
+    ),
+    Mutant(
         "credential check: a plugin's check is waited for forever",
         V + "core/verification.py",
         "worker.join(deadline)",

@@ -388,3 +388,36 @@ def test_a_replaced_toolkit_is_looked_at_again() -> None:
     assert isinstance(checks.instance(replaced), Replaced)
     with pytest.raises(CredentialRejected, match="the toolkit refused it"):
         verify_credential(replaced, {"api_key": GOOD}, LOOPBACK, checks)
+
+
+def test_a_name_rebound_to_loopback_after_the_check_is_not_followed(
+    vault: Vault, upstream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: `rebind.test` answers an address the operator allowed when the check
+    resolves it, then loopback (where the upstream listens) to anyone who asks again. The
+    request must go to the address that was checked (unroutable here: it fails), never
+    to the second answer."""
+    import socket
+
+    real = socket.getaddrinfo
+    asked: list[str] = []
+    port = int(upstream.rsplit(":", 1)[1])
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.test":
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        address = "198.51.100.7" if len(asked) == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    vault.verify_policy = VerifyPolicy(VerifyPolicy.parse("198.51.100.7/32").allow, deadline=0.5)
+    registered(vault, declared("bearer", BEARER))
+    Upstream.seen.clear()
+    base = f"http://rebind.test:{port}"
+    answer = configure(vault, "bearer", {"base": base, "path": "me", "api_key": GOOD})
+    assert answer["status"] == "error", answer
+    assert "rebind.test" in answer["message"]
+    assert Upstream.seen == []  # loopback was never reached
+    assert asked == ["rebind.test"]  # resolved once, by the check
+    assert stored(vault) == []
