@@ -529,7 +529,13 @@ class Store:
                             # BEGIN IMMEDIATE makes them queue, instead of failing and retrying.
                             # The same round trip queues the commit's notice (`notices`).
                             driver: Any = conn.connection.dbapi_connection
-                            driver.execute(_PG_BEGIN_WRITE)
+                            try:
+                                driver.execute(_PG_BEGIN_WRITE)
+                            except conn.dialect.loaded_dbapi.OperationalError as exc:
+                                # Past SQLAlchemy, so said as it would: the connection is
+                                # dropped, not rolled back (which would fail and hide why).
+                                conn.invalidate(exc)
+                                raise OperationalError(_PG_BEGIN_WRITE, None, exc) from None
                         yield conn
                         if self.audit_sink is not None and conn.info.get(_WRITTEN):
                             # Still under the chain's lock (BEGIN IMMEDIATE, the advisory
