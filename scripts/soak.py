@@ -171,6 +171,8 @@ def main() -> int:
                 str(port),
                 "--rate",
                 "100000",
+                "--slow-connections-per-ip",
+                "256",
                 "--log-format",
                 "text",
             ],
