@@ -177,7 +177,7 @@ class Console:
             ttl=form.get("ttl", ""),
         )
 
-    async def _operator_form(
+    async def operator_form(
         self, request: Request
     ) -> tuple[ConsoleUser, dict[str, str]] | Response:
         """A POST of an operator's action: signed in as an operator, from a console page."""
@@ -191,7 +191,7 @@ class Console:
 
     async def create_token(self, request: Request) -> Response:
         """A new token, on a page of its own (never cached), shown this once."""
-        posted = await self._operator_form(request)
+        posted = await self.operator_form(request)
         if isinstance(posted, Response):
             return posted
         user, form = posted
@@ -256,7 +256,7 @@ class Console:
 
     async def ask(self, request: Request) -> Response:
         """Start an intake link and show it, to be copied and sent to the person."""
-        posted = await self._operator_form(request)
+        posted = await self.operator_form(request)
         if isinstance(posted, Response):
             return posted
         user, form = posted
@@ -299,7 +299,7 @@ class Console:
     async def purge(self, request: Request) -> Response:
         """Without `confirm`: the page naming what would be destroyed (counts), nothing
         changed; with it (the scope repeated): the purge, and what it destroyed."""
-        posted = await self._operator_form(request)
+        posted = await self.operator_form(request)
         if isinstance(posted, Response):
             return posted
         user, form = posted

@@ -79,12 +79,10 @@ def console_template_routes(state: WebState) -> APIRouter:
 
     @router.post("/templates/set")
     async def set_one(request: Request) -> Response:
-        user = await console.signed_in(request, "operator")
-        if isinstance(user, Response):
-            return user
-        form = await console.posted(request)
-        if isinstance(form, Response):
-            return form
+        signed = await console.operator_form(request)
+        if isinstance(signed, Response):
+            return signed
+        user, form = signed
         toolkit, name = form.get("toolkit", "").strip(), form.get("name", "").strip()
         text = form.get("values", "")
         typed = {"toolkit": toolkit, "name": name}  # the values never come back: a secret?
@@ -110,12 +108,10 @@ def console_template_routes(state: WebState) -> APIRouter:
 
     @router.post("/templates/remove")
     async def remove_one(request: Request) -> Response:
-        user = await console.signed_in(request, "operator")
-        if isinstance(user, Response):
-            return user
-        form = await console.posted(request)
-        if isinstance(form, Response):
-            return form
+        signed = await console.operator_form(request)
+        if isinstance(signed, Response):
+            return signed
+        user, form = signed
         toolkit, name = form.get("toolkit", ""), form.get("name", "")
         try:
             await run_in_threadpool(
