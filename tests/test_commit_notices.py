@@ -7,10 +7,15 @@ its head was not checked lately, and moves again on a reconnection (what was com
 meanwhile was not heard). The chain's followers never go by it: a token created by the other
 replica is believed here before its notice arrives. SQLite has its own exact mark
 (`PRAGMA data_version`): these tests are PostgreSQL's.
+
+Each notice carries its process's token, so the foreign mark moves only on the other
+replica's commits (or a head no notice explains): while it stands still, this process's own
+commits keep its ledger current, and a list after a configure here is answered from memory.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,9 +23,11 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from toolkit_vault.access.principals import authenticate, create_token
+from toolkit_vault.access.principals import Principal, authenticate, create_token
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.protocol import ToolkitListRequest
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import notices as notices_module
 from toolkit_vault.store.notices import CommitNotices
@@ -132,3 +139,74 @@ def test_a_mark_not_checked_lately_is_not_believed(
     monkeypatch.setattr(notices_module, "STALE_S", 0.3)
     time.sleep(0.4)
     assert vault.store.commit_mark() is None
+
+
+def test_commits_here_keep_the_ledger_current_without_a_read(
+    vault: Vault, listening: CommitNotices
+) -> None:
+    vault.store.chain_state()  # followed once
+    foreign = listening.foreign()
+    assert foreign is not None and vault.store.chain_state_at_once() is not None
+    principal_id = create_token(vault.store, "agent", "made-here")[0]
+    time.sleep(0.3)  # its own notice is back, and told apart by its token
+    assert listening.foreign() == foreign
+    state = vault.store.chain_state_at_once()
+    assert state is not None and principal_id in state.principals
+
+
+def test_a_commit_elsewhere_is_read_before_a_list_is_answered_from_memory(
+    vault: Vault, replica: Vault, listening: CommitNotices
+) -> None:
+    """A list after a configure here needs no read; once the other replica purged the
+    session (its notice heard), the list reads and says so."""
+    agent = Principal("local", "agent")
+    conn = connect(vault, agent)
+    conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
+    session = conn.session_id
+    assert session is not None
+    vault.list_toolkits(agent, session, ToolkitListRequest())  # the session's first read
+    conn.handle_raw(
+        b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
+    )
+    quick = vault.answer_at_once(agent, session, ToolkitListRequest())
+    assert quick is not None and _configured(quick)["filesystem"] is True
+    foreign = listening.foreign()
+    replica.purge("operator", session)
+    assert _until(lambda: listening.foreign() not in (foreign, None), 2.0)
+    assert vault.answer_at_once(agent, session, ToolkitListRequest()) is None
+    listed = vault.list_toolkits(agent, session, ToolkitListRequest())
+    assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
+
+
+def test_a_commit_elsewhere_without_its_notice_is_caught_by_the_head_check(
+    vault: Vault, replica: Vault
+) -> None:
+    """A writer whose notice says it is this process (or that sends none) moves the head
+    beyond what the ledger holds: the next head check moves the foreign mark."""
+    notices = vault.store.listen()
+    notices.check_s = 0.1
+    notices.start()
+    try:
+        assert notices.listening.wait(10)
+        vault.store.chain_state()
+        foreign = notices.foreign()
+        replica.store._pg_begin_write = vault.store._pg_begin_write  # passes for this process
+        create_token(replica.store, "agent", "unheard")
+        assert _until(lambda: notices.foreign() not in (foreign, None), 2.0)
+        assert vault.store.chain_state_at_once() is None
+    finally:
+        notices.stop()
+
+
+def test_a_write_that_fails_is_doubted(vault: Vault, listening: CommitNotices) -> None:
+    """A write that raised may have committed all the same (a connection lost in its
+    commit), and its notice passes for this process's own: it moves the foreign mark."""
+    foreign = listening.foreign()
+    assert foreign is not None
+    with pytest.raises(RuntimeError), vault.store.write():
+        raise RuntimeError("lost in the commit")
+    assert listening.foreign() != foreign
+
+
+def _configured(answer: str) -> dict[str, bool]:
+    return {t["name"]: t["configured"] for t in json.loads(answer)["toolkits"]}

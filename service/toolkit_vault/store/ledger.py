@@ -160,15 +160,31 @@ class Ledger:
         self.mac = CHAIN_START
         self.failure: str | None = None
         self._mine: dict[int, Mapping[str, Any]] = {}  # events this process committed
+        # The last event `state` holds, with its link: `seq` and `mac` are the last one read,
+        # `applied` may be further on, by events of this process (`committed`).
+        self.applied = 0
+        self._applied_mac = CHAIN_START
 
     def committed(self, events: Iterable[Mapping[str, Any]]) -> None:
         """Events this process wrote and committed (with the link each followed): when the
         ledger reaches them it takes them as written here, without verifying again what it
-        signed itself, and only checks that the stored link is the one it made."""
+        signed itself, and only checks that the stored link is the one it made. One that
+        links to the last event the state holds is applied at once: nothing was committed
+        between them, so the state is current without a read (the read still checks its
+        stored link when it reaches it)."""
         with self.lock:
             for event in events:
-                if event["seq"] > self.seq:
-                    self._mine[event["seq"]] = event
+                seq = event["seq"]
+                if seq <= self.seq:
+                    continue
+                self._mine[seq] = event
+                if (
+                    self.failure is None
+                    and seq == self.applied + 1
+                    and event["previous"] == self._applied_mac
+                ):
+                    self.state.apply(event)
+                    self.applied, self._applied_mac = seq, bytes(event["mac"])
             while len(self._mine) > _MINE_KEPT:  # a process that writes but rarely follows
                 del self._mine[next(iter(self._mine))]
 
@@ -208,7 +224,9 @@ class Ledger:
                     "is believed (run `toolkit-vault audit verify`)"
                 )
                 return
-            self.state.apply(event)
+            if seq > self.applied:  # else applied as it was committed here
+                self.state.apply(event)
+                self.applied, self._applied_mac = seq, bytes(event["mac"])
             self.seq, self.mac = seq, bytes(event["mac"])
             passed = witness is not None and seq == witness[0]
             if passed and witness is not None and not hmac.compare_digest(self.mac, witness[1]):

@@ -6,14 +6,20 @@ every write transaction of every vault process sends `NOTIFY` on `STATE_CHANNEL`
 transaction: delivered only if it commits, in commit order, before its writer is told it
 committed), and this process keeps one connection that LISTENs to it. Its mark moves on
 every notice, on every commit of this process (so its own writes show at once, before
-their notice is back), and on every (re)connection; the notice carries nothing, so a
-forged one only costs a read.
+their notice is back), and on every (re)connection; a forged notice only costs a read.
+
+Each notice carries its process's `token`, so this process tells its own notices from the
+others': `foreign()` moves only on another process's commit (or on doubt: a reconnection, a
+write that failed, a head no notice explains). While it stands still, every commit is this
+process's own, which its ledger took as it committed (`Ledger.committed`), so the ledger is
+current without a read (`Store.chain_state_at_once`).
 
 It believes its LISTEN only while it has proof that nothing was missed: the connection is
 up, and it read the chain head on that connection within the last `STALE_S` seconds (each
 `CHECK_S` it does; a head that moved without a notice, from a writer that sent none, moves
-the mark too). Otherwise `mark()` is None, and every list reads the database. Other
-channels (`transports.relay`'s status events) share the connection: `subscribe`.
+the mark too, and the foreign mark if the ledger does not hold it). Otherwise `mark()` and
+`foreign()` are None, and every list reads the database. Other channels
+(`transports.relay`'s status events) share the connection: `subscribe`.
 """
 
 from __future__ import annotations
@@ -37,11 +43,21 @@ log = logging.getLogger(__name__)
 class CommitNotices:
     """The listening thread of one process and its mark (see the module's docstring)."""
 
-    def __init__(self, conninfo: str, check_s: float = CHECK_S) -> None:
-        self._conninfo, self.check_s = conninfo, check_s
+    def __init__(
+        self,
+        conninfo: str,
+        token: str,
+        known_head: Callable[[], int | None],
+        check_s: float = CHECK_S,
+    ) -> None:
+        """`token`: what this process's notices carry; `known_head`: the last event this
+        process's ledger holds (None: no ledger)."""
+        self._conninfo, self.token, self._known_head = conninfo, token, known_head
+        self.check_s = check_s
         self._channels: dict[str, list[Callable[[str], None]]] = {}
         self._lock = threading.Lock()
         self._count = 0
+        self._foreign = 0
         self._checked: float | None = None  # monotonic time of the last head read; None: down
         self._stopped = threading.Event()
         self.listening = threading.Event()
@@ -62,16 +78,25 @@ class CommitNotices:
 
     def mark(self) -> int | None:
         """The mark, or None when a missed commit cannot be ruled out."""
+        return self._believed(lambda: self._count)
+
+    def foreign(self) -> int | None:
+        """A number that moves on every commit of another process; None as for `mark`."""
+        return self._believed(lambda: self._foreign)
+
+    def _believed(self, count: Callable[[], int]) -> int | None:
         with self._lock:
             checked = self._checked
             if checked is None or time.monotonic() - checked > STALE_S:
                 return None
-            return self._count
+            return count()
 
-    def moved(self) -> None:
-        """Something was committed (a notice, or a commit of this process)."""
+    def moved(self, *, foreign: bool = False) -> None:
+        """Something was committed: by this process (its own commit), or by another one or
+        maybe by anyone (`foreign`: a notice not this process's, a write that failed)."""
         with self._lock:
             self._count += 1
+            self._foreign += foreign
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -84,7 +109,8 @@ class CommitNotices:
                     while not self._stopped.is_set():
                         for notice in conn.notifies(timeout=self.check_s):
                             if notice.channel == STATE_CHANNEL:
-                                self.moved()
+                                if notice.payload != self.token:  # its own moved at commit
+                                    self.moved(foreign=True)
                             else:
                                 self._tell(notice.channel, notice.payload)
                         now = self._head(conn, moved=head)
@@ -108,12 +134,22 @@ class CommitNotices:
 
     def _head(self, conn: psycopg.Connection[tuple[int]], moved: object = ...) -> object:
         """Read the chain head on the listening connection; a head other than `moved` (or a
-        first read, after a (re)connection) moves the mark; either way the mark is believed
-        for `STALE_S` more."""
+        first read, after a (re)connection) moves the mark, and the foreign mark too if
+        this process's ledger does not hold it; either way both are believed for `STALE_S`
+        more."""
+        known_before = self._known_head()
         row = conn.execute(_HEAD).fetchone()
-        head = None if row is None else row[0]
+        head = 0 if row is None else row[0]
+        known_after = self._known_head()
+        held = (  # every commit up to the head is in the ledger, and none was taken back
+            moved is not ...
+            and known_before is not None
+            and known_after is not None
+            and known_before <= head <= known_after
+        )
         with self._lock:
             if head != moved:
                 self._count += 1
+                self._foreign += not held
             self._checked = time.monotonic()
         return head

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import secrets
 import sqlite3
 import threading
 import time
@@ -68,8 +69,9 @@ _SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
 _MAX_ATTEMPTS = 20
 _PG_LOCK = 0x746B76  # "tkv"
 # A PostgreSQL write's first round trip: the chain's lock, and the notice its commit sends
-# to every process's `notices` (two statements, sent at once: no parameters).
-_PG_BEGIN_WRITE = f"SELECT pg_advisory_xact_lock({_PG_LOCK}); NOTIFY {STATE_CHANNEL}"
+# to every process's `notices`, carrying this process's token (two statements, sent at
+# once: no parameters; the token is hex).
+_PG_BEGIN_WRITE = f"SELECT pg_advisory_xact_lock({_PG_LOCK}); NOTIFY {STATE_CHANNEL}, '{{}}'"
 
 
 def _as_given(params: dict[str, Any]) -> dict[str, Any]:
@@ -343,6 +345,8 @@ class Store:
         self._writers = threading.RLock()
         self._writer = Writer(self._commit_group, self._again, self._writers, _busy_s)
         self.notices: CommitNotices | None = None  # PostgreSQL's commit mark, once `listen`ed
+        self._notice_token = secrets.token_hex(8)  # tells this process's notices from others'
+        self._pg_begin_write = _PG_BEGIN_WRITE.format(self._notice_token)
         self._placeholder = "?" if engine.dialect.paramstyle == "qmark" else "%s"
         # The SQLite file a connection of the store's own watches (`_on_watch`); mode=rw: it
         # never creates a missing file. None: nothing to watch (PostgreSQL, in memory, URI).
@@ -368,8 +372,14 @@ class Store:
             raise StoreError("only PostgreSQL needs a LISTEN connection for its commit mark")
         if self.notices is None:
             url = self.engine.url.set(drivername="postgresql")
-            self.notices = CommitNotices(url.render_as_string(hide_password=False))
+            conninfo = url.render_as_string(hide_password=False)
+            self.notices = CommitNotices(conninfo, self._notice_token, self._ledger_holds)
         return self.notices
+
+    def _ledger_holds(self) -> int | None:
+        """The last event this process's ledger holds (None: it has none, or believes none)."""
+        ledger = self._ledger
+        return None if ledger is None or ledger.failure is not None else ledger.applied
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
@@ -389,6 +399,7 @@ class Store:
             raise StoreError("the audit key is not loaded")
         mark = self._exact_mark()
         if ledger.failure is None and (force or mark is None or mark != self._followed_mark):
+            mark = self._followed_by(mark)
             witness = self.witnessed()
             after = ledger.seq
             if conn is None:
@@ -402,10 +413,18 @@ class Store:
     def chain_state_at_once(self) -> ChainState | None:
         """`chain_state`, followed only if that needs no wait (SQLite: one statement on the
         watching connection, which never waits for a lock), so it may run on an event loop;
-        None when it cannot be read so (PostgreSQL, a lock held, a first walk, a failure)."""
+        PostgreSQL: the ledger as it is, while no other process committed since its last
+        read (`notices.foreign`), which its own commits kept current (`Ledger.committed`).
+        None when it cannot be read so (a lock held, a first walk, a failure, a commit of
+        another process or a doubt)."""
         ledger = self._ledger
         if ledger is None or ledger.failure is not None or ledger.seq == 0:
             return None
+        if self.notices is not None:
+            foreign = self.notices.foreign()
+            if foreign is None or foreign != self._followed_mark:
+                return None
+            return None if ledger.failure is not None else ledger.state
         mark = self._exact_mark()
         if mark is None:
             return None
@@ -438,6 +457,13 @@ class Store:
             if first and witness is None and self.witness is not None:
                 self._first_witness(ledger, self.witness)
             self._followed_mark = mark
+
+    def _followed_by(self, exact: int | None) -> int | None:
+        """(Before a read that follows the chain.) The mark the ledger will be current at:
+        SQLite's exact one, PostgreSQL's foreign one (`chain_state_at_once`)."""
+        if exact is None and self.notices is not None:
+            return self.notices.foreign()
+        return exact
 
     def _unfollowed(self, conn: Connection, after: int) -> list[Any]:
         """The chain head, then the events after `after` (`_FOLLOW`, on the driver)."""
@@ -530,12 +556,12 @@ class Store:
                             # The same round trip queues the commit's notice (`notices`).
                             driver: Any = conn.connection.dbapi_connection
                             try:
-                                driver.execute(_PG_BEGIN_WRITE)
+                                driver.execute(self._pg_begin_write)
                             except conn.dialect.loaded_dbapi.OperationalError as exc:
                                 # Past SQLAlchemy, so said as it would: the connection is
                                 # dropped, not rolled back (which would fail and hide why).
                                 conn.invalidate(exc)
-                                raise OperationalError(_PG_BEGIN_WRITE, None, exc) from None
+                                raise OperationalError(self._pg_begin_write, None, exc) from None
                         yield conn
                         if self.audit_sink is not None and conn.info.get(_WRITTEN):
                             # Still under the chain's lock (BEGIN IMMEDIATE, the advisory
@@ -545,14 +571,16 @@ class Store:
                     written = conn.info.get(_WRITTEN)
                 finally:
                     conn.info.pop(_WRITTEN, None)
-            if self.notices is not None:
-                self.notices.moved()  # this process's own commit shows before its notice
             if written:  # committed: the witness may move to its head, the ledger take them
                 last = written[-1]
                 self._advance_witness(last["seq"], last["mac"], force=self._accepting_restore)
                 if self._ledger is not None:
-                    self._ledger.committed(written)
-        except OperationalError as exc:
+                    self._ledger.committed(written)  # before the mark moves, for who sees it
+            if self.notices is not None:
+                self.notices.moved()  # this process's own commit shows before its notice
+        except BaseException as exc:
+            if self.notices is not None:
+                self.notices.moved(foreign=True)  # it may have committed all the same, unheard
             refusal = _refusal(exc)
             if refusal is exc:
                 raise
@@ -617,7 +645,19 @@ class Store:
     def pointers_at_once(self, session_id: str, scope_id: str) -> dict[str, Source] | None:
         """`effective_pointers`, read only if it needs no wait (SQLite: one `SELECT` on the
         watching connection, which never waits for a lock), so it may run on an event loop;
-        None when it cannot be read so (PostgreSQL, a lock held, anything odd)."""
+        PostgreSQL: the pointers the ledger's state makes current, while it is current
+        without a read (`chain_state_at_once`). None when it cannot be read so (a lock held,
+        anything odd)."""
+        if self.notices is not None:
+            state = self.chain_state_at_once()
+            if state is None:
+                return None
+            scopes = (scope_id, session_id)
+            return {
+                name: (scope, version)
+                for scope in scopes
+                for name, version in state.pointers.get(scope, {}).items()
+            }
         rows = self._on_watch(_CURRENT_POINTERS, (session_id, scope_id))
         return None if rows is None else _effective(session_id, rows)
 
@@ -963,11 +1003,12 @@ class Store:
         """PostgreSQL: `effective_sources` as one statement in autocommit (`fetch`), one
         snapshot, one round trip where a transaction took four (a list's read, each time
         another write moved the commit mark: a mixed load's lists are mostly these)."""
+        mark = self._followed_by(None)
         witness = self.witnessed()  # before the read, as `chain_state` takes it
         after = ledger.seq
         rows = self.fetch(_FOLLOW_AND_POINTERS, (after, session_id, scope_id))
         if ledger.failure is None:
-            self._take_rows(ledger, witness, after, [r for r in rows if r[0] != 2], None)
+            self._take_rows(ledger, witness, after, [r for r in rows if r[0] != 2], mark)
         try:
             state: ChainState | None = ledger.require()
         except StateUnknown:
