@@ -168,18 +168,13 @@ def intake_routes(state: WebState) -> APIRouter:
         if errors:
             errors += _schema_errors(view, config, errors)
             return form_page(request, link, view, form, errors, 422)
-        if form.get("action") == "check":
-            try:
-                ends = await run_in_threadpool(state.intake.check, link, config)
-            except IntakeRefused as exc:
-                return refused(request, exc)
-            except ConfigInvalid as exc:
-                return form_page(request, link, view, form, exc.details, 422)
-            told = f"; it ends at {when(ends)}" if ends is not None else ""
-            return form_page(
-                request, link, view, form, checked=f"The credential check passed{told}."
-            )
         try:
+            if form.get("action") == "check":
+                ends = await run_in_threadpool(state.intake.check, link, config)
+                told = f"; it ends at {when(ends)}" if ends is not None else ""
+                return form_page(
+                    request, link, view, form, checked=f"The credential check passed{told}."
+                )
             outcome = await run_in_threadpool(state.intake.complete, link, config)
         except IntakeRefused as exc:
             return refused(request, exc)
