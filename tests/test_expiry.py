@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
 from sqlalchemy import select
 
+from http_support import QuietHandler, loopback_http
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
@@ -39,7 +38,7 @@ DAY = 86400.0
 T0 = float(int(time.time()))
 
 
-class KeyApi(BaseHTTPRequestHandler):
+class KeyApi(QuietHandler):
     """`/me` accepts KEY and says when it ends: as the header `X-Key-Expires` (an HTTP
     date) and in its body at /key/expires_at (ISO 8601)."""
 
@@ -55,18 +54,11 @@ class KeyApi(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def key_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), KeyApi)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_http(KeyApi) as base:
+        yield base
 
 
 class Seen:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
+from http_support import QuietHandler, loopback_http
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.connection import A2EConnection, connect
@@ -45,7 +44,7 @@ LOOPBACK = VerifyPolicy.parse("127.0.0.0/8")
 SOURCE = ToolkitSource(SourceKind.ENTRY_POINT, "verification-test")
 
 
-class Upstream(BaseHTTPRequestHandler):
+class Upstream(QuietHandler):
     """The API a credential is checked against: `/me` wants `Authorization: Bearer GOOD`,
     `/q` wants `?key=GOOD`; `/moved` redirects to `/me`; `/slow` answers after 3 s."""
 
@@ -71,19 +70,11 @@ class Upstream(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_http(Upstream) as base:
+        yield base
 
 
 def schema(verify: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,32 @@
+"""A plain HTTP server on loopback for the tests that need an upstream API to call (a
+credential check, an expiry it tells): a handler class in, its base URL out."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["QuietHandler", "loopback_http"]
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that writes no access log to the test's stderr."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def loopback_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on 127.0.0.1 (a free port, a thread per request) while inside."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
