@@ -6,7 +6,6 @@ page shows the last outcome; no page scrolls sideways at 1280 or 390 px."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +18,17 @@ from toolkit_vault.audit.history import history
 from toolkit_vault.core.templates import list_templates
 from toolkit_vault.core.vault import Vault
 
-from web_support import Server, agent, assert_nowhere, click_through, screenshot, serve, sideways
+from web_support import (
+    VERIFY_PLUGINS,
+    Server,
+    agent,
+    assert_nowhere,
+    click_through,
+    screenshot,
+    serve,
+    sideways,
+)
 
-VERIFY_PLUGINS = Path(__file__).parent / "verify_plugins"
 GOOD = "tkv-canary-browser-good-71d3"  # tkv_verify_plugins.GOOD
 BAD = "tkv-canary-browser-bad-5c1e"
 TYPED_SECRET = "tkv-canary-template-secret-88a0"
@@ -29,8 +36,7 @@ TYPED_SECRET = "tkv-canary-template-secret-88a0"
 
 @pytest.fixture
 def server(vault: Vault, cli_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:
-    path = os.pathsep.join([str(VERIFY_PLUGINS), cli_env["PYTHONPATH"]])
-    with serve({**cli_env, "PYTHONPATH": path}, tmp_path, vault) as running:
+    with serve(cli_env, tmp_path, vault, VERIFY_PLUGINS) as running:
         yield running
 
 

@@ -5,7 +5,6 @@ and stays usable; the right key is saved and the agent is told."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,17 +15,23 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from toolkit_vault.audit.history import history
 from toolkit_vault.core.vault import Vault
 
-from web_support import Server, agent, assert_nowhere, click_through, screenshot, serve
+from web_support import (
+    VERIFY_PLUGINS,
+    Server,
+    agent,
+    assert_nowhere,
+    click_through,
+    screenshot,
+    serve,
+)
 
-VERIFY_PLUGINS = Path(__file__).parent / "verify_plugins"
 GOOD = "tkv-canary-browser-good-71d3"  # tkv_verify_plugins.GOOD
 BAD = "tkv-canary-browser-bad-0a9e"
 
 
 @pytest.fixture
 def server(vault: Vault, cli_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:
-    path = os.pathsep.join([str(VERIFY_PLUGINS), cli_env["PYTHONPATH"]])
-    with serve({**cli_env, "PYTHONPATH": path}, tmp_path, vault) as running:
+    with serve(cli_env, tmp_path, vault, VERIFY_PLUGINS) as running:
         yield running
 
 

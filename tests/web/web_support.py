@@ -39,6 +39,7 @@ from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, Toolkit
 
 HERE = Path(__file__).parent
 PLUGINS = HERE / "plugins"
+VERIFY_PLUGINS = HERE / "verify_plugins"  # toolkits whose plugins check a credential
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
@@ -90,13 +91,15 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(env: dict[str, str], workdir: Path, vault: Vault) -> Iterator[Server]:
+def serve(env: dict[str, str], workdir: Path, vault: Vault, *plugins: Path) -> Iterator[Server]:
+    """`toolkit-vault serve` with the web test toolkits (and those of `plugins`, folders
+    of test plugin distributions) on its path."""
     port = free_port()
     proofs = workdir / "proofs"
     proofs.mkdir()
     env = {
         **env,
-        "PYTHONPATH": os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(map(str, [PLUGINS, *plugins, env.get("PYTHONPATH", "")])),
         "TKV_WEB_PROOF_DIR": str(proofs),
     }
     log = workdir / "serve.log"
