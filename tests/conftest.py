@@ -21,7 +21,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -44,6 +44,9 @@ from provider_support import (  # noqa: E402
     MotoServer,
     make_softhsm_token,
 )
+
+if TYPE_CHECKING:
+    from oauth_server import AuthServer
 
 KEY_PROVIDERS = ("file", "aws-kms", "pkcs11")
 FORCED_PROVIDER = os.environ.get("TOOLKIT_VAULT_TEST_KEY_PROVIDER")
@@ -104,6 +107,16 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+@pytest.fixture
+def auth() -> Iterator[AuthServer]:
+    """The authlib authorization server of `oauth_server` on loopback, for the OAuth tests
+    (imported here, not at the top: the other tests need no flask or authlib)."""
+    from oauth_server import running_auth_server
+
+    with running_auth_server() as running:
+        yield running
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import pytest
 from flask import Flask, jsonify, redirect, request
 from werkzeug.serving import make_server
 
-from oauth_server import CLIENT_ID, AuthServer, running_auth_server
+from oauth_server import CLIENT_ID, AuthServer
 from test_oauth import CALLBACK, Agent, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
@@ -98,12 +98,6 @@ class ResourceServer:
             return "unauthorized", 401, {"WWW-Authenticate": f'Bearer resource_metadata="{where}"'}
 
         return app
-
-
-@pytest.fixture
-def auth() -> Iterator[AuthServer]:
-    with running_auth_server() as running:
-        yield running
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.wait import WebDriverWait
 from websockets.sync.client import connect
 
-from oauth_server import CONSENT_BUTTON, AuthServer, running_auth_server
+from oauth_server import CONSENT_BUTTON, AuthServer
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
@@ -63,12 +63,6 @@ def _load() -> ModuleType:
 
 
 calendar = _load()
-
-
-@pytest.fixture
-def auth() -> Iterator[AuthServer]:
-    with running_auth_server() as running:
-        yield running
 
 
 @pytest.fixture

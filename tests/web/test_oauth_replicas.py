@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from oauth_server import AuthServer, running_auth_server
+from oauth_server import AuthServer
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
@@ -58,12 +58,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'home' / 'vault.db'}"
     url: str = request.getfixturevalue("fresh_postgres_url")
     return url
-
-
-@pytest.fixture
-def auth() -> Iterator[AuthServer]:
-    with running_auth_server() as running:
-        yield running
 
 
 @pytest.fixture
