@@ -192,6 +192,49 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_group_of_appends_reads_their_states_in_one_statement(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: appends queued behind a write commit as one group that reads their states
+    at once (`_read_ahead`), each taking the chain's end from the event before it in the
+    group: none reads its own, but a second append to the same key, and every version lands
+    under its own number with the chain running on through them."""
+    store = vault.store
+    sessions = [f"s-{n}" for n in range(4)]
+    for session in sessions:
+        store.create_session(session, "local")
+    reads: list[str] = []
+    read_state = storage._WRITE_STATE
+
+    def counted(conn: Any, params: dict[str, Any]) -> Any:
+        reads.append(params["session_id"])
+        return read_state(conn, params)
+
+    monkeypatch.setattr(storage, "_WRITE_STATE", counted)
+    results: dict[int, int] = {}
+
+    def caller(n: int, session: str) -> None:
+        results[n] = store.append_version(session, "t", lambda v, k: draft(), "configure")
+
+    targets = [*sessions, sessions[0]]
+    with store.write():
+        threads = [
+            threading.Thread(target=caller, args=(n, s), daemon=True)
+            for n, s in enumerate(targets)
+        ]
+        for thread in threads:
+            thread.start()
+        _until_queued(store, len(targets))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(results.values()) == [1, 1, 1, 1, 2]
+    assert reads == [sessions[0]]  # the second append to its key read its own state
+    assert vault.verify_audit().ok
+
+
 def _noted(store: Store, n: int) -> Any:
     """A write that appends the audit event `{"n": n}`."""
     return lambda conn: store.audit(conn, AuditDraft("local", "noted", details={"n": n}))

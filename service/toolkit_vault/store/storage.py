@@ -218,6 +218,19 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
     )
 )
 
+# PostgreSQL: `_WRITE_STATE` for each (scope, toolkit) of a group of appends, one row each,
+# led by its key (`Store._read_ahead`).
+_PG_GROUP_STATE = (
+    "SELECT k.s, k.t,"
+    " (SELECT coalesce(max(v.version), 0) FROM config_versions v"
+    "  WHERE v.session_id = k.s AND v.toolkit_name = k.t),"
+    " (SELECT key_id FROM vault_keys WHERE is_active),"
+    " (SELECT c.version FROM current_configs c WHERE c.session_id = k.s AND c.toolkit_name = k.t),"
+    " h.seq, h.mac, h.head_mac, e.seq, e.mac"
+    " FROM unnest(%s::text[], %s::text[]) AS k(s, t)"
+    " LEFT JOIN audit_head h ON h.id = 1"
+    " LEFT JOIN (SELECT seq, mac FROM audit_events ORDER BY seq DESC LIMIT 1) e ON true"
+)
 
 _CURRENT_VERSIONS = (  # a session's current versions and their pointers
     select(
@@ -257,6 +270,7 @@ _FOLLOW_AND_POINTERS = _FOLLOW.replace(
 )
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
+_AHEAD = "tkv_ahead"  # conn.info: a group's append states, read ahead (`_read_ahead`)
 
 
 def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
@@ -690,15 +704,19 @@ class Store:
                 return None
 
     def retrying(
-        self, work: Callable[[Connection], Any], then: Callable[[Any], None] | None = None
+        self,
+        work: Callable[[Connection], Any],
+        then: Callable[[Any], None] | None = None,
+        key: tuple[str, str] | None = None,
     ) -> Any:
         """`work` in a write transaction, tried again from a fresh read when it lost a race
         (`_again`), in a group commit (`writer`). `then`
         runs with its result once it is committed; given one, inside `writer.deferring`,
-        the write is left to commit and this returns None at once."""
+        the write is left to commit and this returns None at once. `key`: the (scope,
+        toolkit) an `append_version` appends to (`_commit_all_or_none` reads ahead)."""
         writer = self._writer
         if not writer.on_writer_thread():
-            return writer.submit(work, then)
+            return writer.submit(work, then, key)
         write = Write(work, None)  # a write made by the writer thread, inside its group
         while True:
             try:
@@ -767,14 +785,48 @@ class Store:
         Writes rarely fail once they hold the chain's lock (no other writer can race them),
         so when one does, the whole group is undone and `_commit_group` writes it again,
         each write under its savepoint (every `work` may run again: `retrying`)."""
+        keys = [write.key for write in group if write.key is not None]
         try:
             with self.write() as conn:
-                results = [write.work(conn) for write in group]
+                if len(keys) == len(group):  # appends alone: their states in one round trip
+                    conn.info[_AHEAD] = self._read_ahead(conn, keys)
+                try:
+                    results = [write.work(conn) for write in group]
+                finally:
+                    conn.info.pop(_AHEAD, None)
         except Exception:
             return False
         for write, result in zip(group, results, strict=True):
             write.result = result
         return True
+
+    def _read_ahead(
+        self, conn: Connection, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], Sequence[Any]]:
+        """(PostgreSQL, chain's lock held.) Each append's `_WRITE_STATE`, in one statement,
+        where a group's appends read one each (a round trip each, on the writer's path: the
+        bound on a mixed load's configures). `_write_state` hands them out."""
+        driver: Any = conn.connection.dbapi_connection
+        sessions, toolkits = [k[0] for k in keys], [k[1] for k in keys]
+        rows = driver.execute(_PG_GROUP_STATE, (sessions, toolkits)).fetchall()
+        return {(row[0], row[1]): row[2:] for row in rows}
+
+    def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
+        """An append's `_WRITE_STATE`: read, or as its group read it ahead, then with the
+        chain's end at the last event this transaction wrote (under the chain's lock, as
+        `audit_many` follows its own links). A second append to the same key in a group,
+        or any other write, reads."""
+        ahead = conn.info.get(_AHEAD)
+        key = (params["session_id"], params["toolkit_name"])
+        found: Sequence[Any] | None = None if ahead is None else ahead.pop(key, None)
+        if found is None or self._sign is None:
+            state: Sequence[Any] = _WRITE_STATE(conn, params).fetchone()
+            return state
+        written = conn.info.get(_WRITTEN)
+        if not written:
+            return found
+        seq, mac = written[-1]["seq"], written[-1]["mac"]
+        return (*found[:3], seq, mac, head_link(self._sign, seq, mac), seq, mac)
 
     def audit(self, conn: Connection, draft: AuditDraft) -> None:
         """Append the next chain link and move the authenticated head, in the caller's
@@ -935,7 +987,7 @@ class Store:
                 guard(conn)
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
-            state = _WRITE_STATE(conn, {**key, **pointer}).fetchone()
+            state = self._write_state(conn, {**key, **pointer})
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
@@ -972,7 +1024,7 @@ class Store:
             _write_link(conn, event, head)
             return version
 
-        result: int | None = self.retrying(work, then)
+        result: int | None = self.retrying(work, then, (session_id, toolkit_name))
         return result
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:

@@ -55,12 +55,18 @@ def deferring(enabled: bool = True) -> Iterator[list[Write]]:
 
 class Write:
     """One write: its work (run in the group's transaction), what runs once it is
-    committed, and how it ended (`result` or `error`), told once it is settled."""
+    committed, and how it ended (`result` or `error`), told once it is settled. `key`: what
+    the work appends to, when it is an append whose state its group may read ahead."""
 
-    __slots__ = ("_callbacks", "_settled", "error", "result", "then", "tries", "work")
+    __slots__ = ("_callbacks", "_settled", "error", "key", "result", "then", "tries", "work")
 
-    def __init__(self, work: Callable[[Any], Any], then: Callable[[Any], None] | None) -> None:
-        self.work, self.then = work, then
+    def __init__(
+        self,
+        work: Callable[[Any], Any],
+        then: Callable[[Any], None] | None,
+        key: tuple[str, str] | None = None,
+    ) -> None:
+        self.work, self.then, self.key = work, then, key
         self.tries = 0
         self.result: Any = None
         self.error: BaseException | None = None
@@ -124,13 +130,18 @@ class Writer:
         """Whether this thread is committing a group (a write it makes runs directly)."""
         return self._leader == threading.get_ident()
 
-    def submit(self, work: Callable[[Any], Any], then: Callable[[Any], None] | None = None) -> Any:
+    def submit(
+        self,
+        work: Callable[[Any], Any],
+        then: Callable[[Any], None] | None = None,
+        key: tuple[str, str] | None = None,
+    ) -> Any:
         """Queue `work`; wait for it and return its result, or, with `then` inside
         `deferring`, leave it there (added to that list) and return None. A caller that
         waits and finds no group being written writes its own (with whatever queued) on
         its own thread: one sequential writer (a CLI command, stdio) pays no hand-over."""
         left = _LEFT.get() if then is not None else None
-        write = Write(work, then if left is not None else None)
+        write = Write(work, then if left is not None else None, key)
         with self._ready:
             self.queue.append(write)
         if left is None and self._lock.acquire(blocking=False):
