@@ -222,8 +222,7 @@ def test_a_group_of_appends_reads_their_states_in_one_statement(
     targets = [*sessions, sessions[0]]
     with store.write():
         threads = [
-            threading.Thread(target=caller, args=(n, s), daemon=True)
-            for n, s in enumerate(targets)
+            threading.Thread(target=caller, args=(n, s), daemon=True) for n, s in enumerate(targets)
         ]
         for thread in threads:
             thread.start()
