@@ -29,7 +29,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from oauth_server import AuthServer, running_auth_server
+from oauth_server import AuthServer
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.audit.history import history
 from toolkit_vault.audit.trail import EventFilter, list_events
@@ -107,12 +107,6 @@ class Rig:
         side = Side(vault, intake, OAuthConnections(vault, intake, INTAKE_KEY, clock=self.clock))
         self.sides.append(side)
         return side
-
-
-@pytest.fixture
-def auth() -> Iterator[AuthServer]:
-    with running_auth_server() as running:
-        yield running
 
 
 def _registry() -> ToolkitRegistry:

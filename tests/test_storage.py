@@ -234,6 +234,53 @@ def test_a_group_of_appends_reads_their_states_in_one_statement(
     assert vault.verify_audit().ok
 
 
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_pointer_moved_under_a_pipelined_group_fails_it_and_it_is_written_again(
+    vault: Vault,
+) -> None:
+    """PostgreSQL sends a group of appends in pipeline mode and checks each compare-and-set
+    at the sync: a pointer moved by a writer outside the vault's lock meanwhile fails the
+    group, which is written again write by write (each from a fresh read)."""
+    store = vault.store
+    sessions = [f"s-{n}" for n in range(3)]
+    for session in sessions:
+        store.create_session(session, "local")
+        assert store.append_version(session, "t", lambda v, k: draft(), "configure") == 1
+    moved: list[int] = []
+
+    def build_for(n: int) -> Any:
+        def build(version: int, primary: str) -> VersionDraft:
+            if n == 1 and not moved:
+                with store.engine.begin() as other:
+                    pointer = CurrentConfig.session_id == sessions[1]
+                    other.execute(update(CurrentConfig).where(pointer).values(version=7))
+                moved.append(version)
+            return draft()
+
+        return build
+
+    results: dict[int, int] = {}
+
+    def caller(n: int) -> None:
+        results[n] = store.append_version(sessions[n], "t", build_for(n), "configure")
+
+    with store.write():
+        threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        _until_queued(store, 3)
+    for thread in threads:
+        thread.join(timeout=30)
+    assert moved and results == {0: 2, 1: 2, 2: 2}
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(CurrentConfig.session_id, CurrentConfig.version)).all()
+        assert dict(rows) == dict.fromkeys(sessions, 2)
+        assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 6
+    assert vault.verify_audit().ok
+
+
 def _noted(store: Store, n: int) -> Any:
     """A write that appends the audit event `{"n": n}`."""
     return lambda conn: store.audit(conn, AuditDraft("local", "noted", details={"n": n}))

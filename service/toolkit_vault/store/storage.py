@@ -271,6 +271,7 @@ _FOLLOW_AND_POINTERS = _FOLLOW.replace(
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
 _AHEAD = "tkv_ahead"  # conn.info: a group's append states, read ahead (`_read_ahead`)
+_PIPELINED = "tkv_pipelined"  # conn.info: a pipelined group's appends, checked at its sync
 
 
 def _prefixed_insert(table: Any, columns: Iterable[str], prefix: str) -> Any:
@@ -788,12 +789,10 @@ class Store:
         keys = [write.key for write in group if write.key is not None]
         try:
             with self.write() as conn:
-                if len(keys) == len(group):  # appends alone: their states in one round trip
-                    conn.info[_AHEAD] = self._read_ahead(conn, keys)
-                try:
+                if len(keys) < len(group):
                     results = [write.work(conn) for write in group]
-                finally:
-                    conn.info.pop(_AHEAD, None)
+                else:  # appends alone: their states in one round trip, their writes in one
+                    results = self._appends_pipelined(conn, group, keys)
         except Exception:
             return False
         for write, result in zip(group, results, strict=True):
@@ -810,6 +809,27 @@ class Store:
         sessions, toolkits = [k[0] for k in keys], [k[1] for k in keys]
         rows = driver.execute(_PG_GROUP_STATE, (sessions, toolkits)).fetchall()
         return {(row[0], row[1]): row[2:] for row in rows}
+
+    def _appends_pipelined(
+        self, conn: Connection, group: list[Write], keys: list[tuple[str, str]]
+    ) -> list[Any]:
+        """(PostgreSQL, chain's lock held.) A group of appends: their states read ahead,
+        their statements sent in psycopg's pipeline mode with one sync for them all (each
+        append's compare-and-set is checked there: `_moved_one`). A failure anywhere fails
+        the group, which `_commit_group` then writes again, write by write."""
+        driver: Any = conn.connection.dbapi_connection
+        conn.info[_AHEAD] = self._read_ahead(conn, keys)
+        pipelined: list[Any] = []
+        conn.info[_PIPELINED] = pipelined
+        try:
+            with driver.pipeline():
+                results = [write.work(conn) for write in group]
+            for cursor in pipelined:
+                _moved_one(conn, cursor, at_sync=True)
+        finally:
+            conn.info.pop(_AHEAD, None)
+            conn.info.pop(_PIPELINED, None)
+        return results
 
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """An append's `_WRITE_STATE`: read, or as its group read it ahead, then with the
@@ -1011,8 +1031,7 @@ class Store:
                 pointer_write = ("insert" if current is None else "update") if live else None
                 params = {f"v_{k}": v for k, v in row.items()}
                 params |= {f"e_{k}": v for k, v in event.items()}
-                if _PG_APPEND[pointer_write](conn, params | head | move).fetchone()[0] != 1:
-                    raise _pointer_moved()
+                _moved_one(conn, _PG_APPEND[pointer_write](conn, params | head | move))
                 _wrote(conn, event)
                 return version
             _INSERT_VERSION(conn, row)
@@ -1024,7 +1043,10 @@ class Store:
             _write_link(conn, event, head)
             return version
 
-        result: int | None = self.retrying(work, then, (session_id, toolkit_name))
+        # Keyed, its group may read its state ahead and pipeline it (`_appends_pipelined`),
+        # unless a guard reads through SQLAlchemy, which pipeline mode would answer wrongly.
+        key = (session_id, toolkit_name) if guard is None else None
+        result: int | None = self.retrying(work, then, key)
         return result
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:
@@ -1187,6 +1209,16 @@ def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -
     _INSERT_EVENT(conn, event)
     (_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD)(conn, head)
     _wrote(conn, event)
+
+
+def _moved_one(conn: Connection, cursor: Any, *, at_sync: bool = False) -> None:
+    """An append statement's compare-and-set: its pointer moved from the version read,
+    or it raises the conflict `retrying` retries; in a pipelined group, checked at its sync."""
+    pipelined = None if at_sync else conn.info.get(_PIPELINED)
+    if pipelined is not None:
+        pipelined.append(cursor)
+    elif cursor.fetchone()[0] != 1:
+        raise _pointer_moved()
 
 
 def _wrote(conn: Connection, *events: dict[str, Any]) -> None:
