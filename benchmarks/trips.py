@@ -3,10 +3,11 @@
 The real `toolkit-vault serve` on a scratch PostgreSQL database (as the `http` scenario
 runs it), with a `sitecustomize` on its path that counts, inside the server, every round
 trip psycopg makes (each statement by its first words, an implicit BEGIN, COMMIT and
-ROLLBACK) and the time spent waiting in `pg_advisory_xact_lock`; `wrk` drives HTTP list
-and configure at 1, 16 and 64 connections, and the counts before and after each run give
-round trips and lock-wait milliseconds per request. Issue 42's before and after profiles
-(BENCHMARKS.md) come from here.
+ROLLBACK; a pipeline's statements apart, its sync as one round trip) and the time spent
+waiting in `pg_advisory_xact_lock`; `wrk` drives HTTP list and configure at 1, 16 and 64
+connections, and the counts before and after each run give round trips and lock-wait
+milliseconds per request. Issue 42's before and after profiles (BENCHMARKS.md) come from
+here.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections import Counter
 import psycopg
 
 OUT = os.environ["TKV_TRIPS_OUT"]
+PIPELINED = "pipelined statements"  # sent in a pipeline: not round trips of their own
 counts, lock = Counter(), threading.Lock()
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 
@@ -56,7 +58,7 @@ def _counted(method, many=False):
         with lock:
             if not conn.autocommit and conn.info.transaction_status == _IDLE:
                 counts["BEGIN"] += 1
-            counts[name] += 1
+            counts[PIPELINED if conn._pipeline is not None else name] += 1
         started = time.perf_counter()
         try:
             return method(self, query, *args, **kwargs)
@@ -74,7 +76,15 @@ def _ended(method, name):
         return method(self, *args, **kwargs)
     return wrapper
 
+def _synced(method):
+    def wrapper(self, *args, **kwargs):
+        with lock:
+            counts["pipeline sync"] += 1  # one round trip for every statement queued in it
+        return method(self, *args, **kwargs)
+    return wrapper
+
 psycopg.Cursor.execute = _counted(psycopg.Cursor.execute)
+psycopg.Connection.pipeline = _synced(psycopg.Connection.pipeline)
 psycopg.Cursor.executemany = _counted(psycopg.Cursor.executemany)
 psycopg.Connection.commit = _ended(psycopg.Connection.commit, "COMMIT")
 psycopg.Connection.rollback = _ended(psycopg.Connection.rollback, "ROLLBACK")
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     after = _read(out)
                     per = {k: (after[k] - before[k]) / load.requests for k in after}
                     wait = per.pop("advisory lock wait us", 0.0) / 1000
-                    trips = sum(per.values())
+                    trips = sum(v for k, v in per.items() if k != "pipelined statements")
                     detail = ", ".join(f"{k} {v:.2f}" for k, v in sorted(per.items()) if v >= 0.01)
                     print(
                         f"{name}, {conns} conn: {load.rate:.0f} req/s, p99 {load.p99_ms:.1f} ms, "

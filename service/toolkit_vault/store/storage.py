@@ -832,13 +832,13 @@ class Store:
         return results
 
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
-        """An append's `_WRITE_STATE`: read, or as its group read it ahead, then with the
-        chain's end at the last event this transaction wrote (under the chain's lock, as
-        `audit_many` follows its own links). A second append to the same key in a group,
-        or any other write, reads."""
+        """An append's `_WRITE_STATE`: read, or as its group read it ahead (or as the
+        group's last append to the same key left it: `_appended`), then with the chain's
+        end at the last event this transaction wrote (under the chain's lock, as
+        `audit_many` follows its own links). Any other write reads."""
         ahead = conn.info.get(_AHEAD)
         key = (params["session_id"], params["toolkit_name"])
-        found: Sequence[Any] | None = None if ahead is None else ahead.pop(key, None)
+        found: Sequence[Any] | None = None if ahead is None else ahead.get(key)
         if found is None or self._sign is None:
             state: Sequence[Any] = _WRITE_STATE(conn, params).fetchone()
             return state
@@ -1033,6 +1033,7 @@ class Store:
                 params |= {f"e_{k}": v for k, v in event.items()}
                 _moved_one(conn, _PG_APPEND[pointer_write](conn, params | head | move))
                 _wrote(conn, event)
+                _appended(conn, (session_id, toolkit_name), version, primary, current, live)
                 return version
             _INSERT_VERSION(conn, row)
             if live:
@@ -1209,6 +1210,15 @@ def _write_link(conn: Connection, event: dict[str, Any], head: dict[str, Any]) -
     _INSERT_EVENT(conn, event)
     (_INSERT_HEAD if head["new_seq"] == 1 else _MOVE_HEAD)(conn, head)
     _wrote(conn, event)
+
+
+def _appended(
+    conn: Connection, key: tuple[str, str], version: int, primary: str, current: Any, live: bool
+) -> None:
+    """In a group read ahead: the key's state after this append, for the next one to it."""
+    ahead = conn.info.get(_AHEAD)
+    if ahead is not None and key in ahead:
+        ahead[key] = (version, primary, version if live else current)
 
 
 def _moved_one(conn: Connection, cursor: Any, *, at_sync: bool = False) -> None:
