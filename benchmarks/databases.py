@@ -67,22 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                     order = ctx.databases if n % 2 == 0 else ctx.databases[::-1]
                     for db in order:
                         setup = setups[db]
-                        for attempt in range(1, 7):  # wrk's 64 connections now and then see a reset
-                            try:
-                                load, cpu = _drive(
-                                    cases[name],
-                                    setup,
-                                    setup.server,
-                                    True,
-                                    wsload,
-                                    conns,
-                                    args.seconds,
-                                )
-                                break
-                            except RuntimeError as exc:
-                                print(f"pair {n}: {db}, {name}, {conns} conn: again ({exc})")
-                                if attempt == 6:
-                                    raise
+                        load, cpu = _drive(
+                            cases[name], setup, setup.server, True, wsload, conns, args.seconds
+                        )
                         figures.setdefault((name, conns, db), []).append((load.rate, cpu * 1000))
                         print(
                             f"pair {n}: {db}, {name}, {conns} conn: {load.rate:.0f} req/s, "

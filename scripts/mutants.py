@@ -2103,6 +2103,20 @@ MUTANTS = [
         select="postgres",
     ),
     Mutant(
+        "a batch of the first walk is checked as if it ended the chain",
+        STORAGE,
+        "partial = len(rows) > FOLLOW_BATCH  # the head's row and a full batch",
+        "partial = False",
+        ("tests/test_storage.py::test_a_first_walk_reads_the_chain_in_batches",),
+    ),
+    Mutant(
+        "the ledger checks a batch's end as a whole read's",
+        V + "store/ledger.py",
+        "        if partial:\n            return\n        stored = 0",
+        "        stored = 0",
+        ("tests/test_storage.py::test_a_first_walk_reads_the_chain_in_batches",),
+    ),
+    Mutant(
         "postgres: a failed write is not doubted",
         STORAGE,
         "self.notices.moved(foreign=True)  # it may have committed all the same, unheard",

@@ -14,10 +14,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, func, inspect, select, update
 
-from toolkit_vault.access.principals import Principal
+from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError
+from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import storage, writer
 from toolkit_vault.store.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.store.models import (
@@ -279,6 +281,33 @@ def test_a_pointer_moved_under_a_pipelined_group_fails_it_and_it_is_written_agai
         assert dict(rows) == dict.fromkeys(sessions, 2)
         assert conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one() == 6
     assert vault.verify_audit().ok
+
+
+def test_a_first_walk_reads_the_chain_in_batches(
+    vault: Vault, home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that starts follows the whole chain, one batch of events at a time (a long
+    chain's events are never all in memory at once), to the same verified state: only the
+    last batch, with the head of its own snapshot, ends the walk."""
+    for n in range(10):
+        create_token(vault.store, "agent", f"batch-{n}")
+    monkeypatch.setattr(storage, "FOLLOW_BATCH", 3)
+    sizes: list[int] = []
+    take = Store._take_rows
+
+    def counted(self: Store, *args: Any, **kwargs: Any) -> None:
+        sizes.append(len(args[3]))  # the head's row and the batch's events
+        take(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "_take_rows", counted)
+    other = open_vault(home)
+    try:
+        state = other.store.chain_state()
+        names = {principal.name for principal in state.principals.values()}
+        assert {f"batch-{n}" for n in range(10)} <= names
+        assert max(sizes) == 4 and sizes.count(4) >= 4
+    finally:
+        other.store.engine.dispose()
 
 
 def _noted(store: Store, n: int) -> Any:

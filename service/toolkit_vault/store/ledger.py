@@ -200,11 +200,14 @@ class Ledger:
         after: int,
         head: int | None,
         events: Iterable[Mapping[str, Any]],
+        *,
+        partial: bool = False,
     ) -> None:
         """(Lock held.) Verify and apply the events of one read: those after `after`, in
         order, with the stored head's seq from the same snapshot, and the witness read
         before them (so every event it names was committed by then). Events another read
-        took meanwhile are skipped; every new one must link to the last one taken."""
+        took meanwhile are skipped; every new one must link to the last one taken.
+        `partial`: a batch of a longer read, whose end is checked with its last batch."""
         if self.failure is not None:
             return
         last = after
@@ -238,6 +241,8 @@ class Ledger:
                 return
         while self._mine and next(iter(self._mine)) <= self.seq:
             del self._mine[next(iter(self._mine))]
+        if partial:
+            return
         stored = 0 if head is None else int(head)
         if stored < last:
             self.failure = (

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -268,6 +268,14 @@ _FOLLOW_AND_POINTERS = _FOLLOW.replace(
     " UNION ALL SELECT 2, 0, NULL, NULL, NULL, session_id, toolkit_name, version, NULL, NULL"
     " FROM current_configs WHERE session_id IN (?, ?) ORDER BY 1, 2",
 )
+# `_FOLLOW`, at most `FOLLOW_BATCH` events at a time (`Store._follow`).
+_FOLLOW_BATCH = (
+    "SELECT 0, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM audit_head"
+    " WHERE id = 1 UNION ALL SELECT * FROM (SELECT 1, seq, ts, actor, action, session_id,"
+    " toolkit_name, version, details, mac FROM audit_events WHERE seq > ? ORDER BY seq"
+    " LIMIT ?) AS batch ORDER BY 1, 2"
+)
+FOLLOW_BATCH = 10_000
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
 _AHEAD = "tkv_ahead"  # conn.info: a group's append states, read ahead (`_read_ahead`)
@@ -416,13 +424,11 @@ class Store:
         if ledger.failure is None and (force or mark is None or mark != self._followed_mark):
             mark = self._followed_by(mark)
             witness = self.witnessed()
-            after = ledger.seq
             if conn is None:
                 with self.read() as own:
-                    rows = self._unfollowed(own, after)
+                    self._follow(ledger, witness, own, mark)
             else:
-                rows = self._unfollowed(conn, after)
-            self._take_rows(ledger, witness, after, rows, mark)
+                self._follow(ledger, witness, conn, mark)
         return ledger.require()
 
     def chain_state_at_once(self) -> ChainState | None:
@@ -459,7 +465,12 @@ class Store:
         after: int,
         rows: list[Any],
         mark: int | None,
+        *,
+        partial: bool = False,
+        first: bool | None = None,
     ) -> None:
+        """Hand one read's rows to the ledger; `partial`: a batch of a longer walk (`first`:
+        whether that walk began with an empty ledger)."""
         head = rows[0][1] if rows and rows[0][0] == 0 else None
         events = (
             {**dict(zip(_FOLLOWED, row[1:9], strict=True)), "mac": row[9]}
@@ -467,8 +478,10 @@ class Store:
             if row[0] == 1
         )
         with ledger.lock:
-            first = ledger.seq == 0
-            ledger.take(witness, after, head, events)
+            first = ledger.seq == 0 if first is None else first
+            ledger.take(witness, after, head, events, partial=partial)
+            if partial:
+                return
             if first and witness is None and self.witness is not None:
                 self._first_witness(ledger, self.witness)
             self._followed_mark = mark
@@ -480,9 +493,21 @@ class Store:
             return self.notices.foreign()
         return exact
 
-    def _unfollowed(self, conn: Connection, after: int) -> list[Any]:
-        """The chain head, then the events after `after` (`_FOLLOW`, on the driver)."""
-        return list(conn.exec_driver_sql(_FOLLOW.replace("?", self._placeholder), (after,)).all())
+    def _follow(
+        self, ledger: Ledger, witness: tuple[int, bytes] | None, conn: Connection, mark: int | None
+    ) -> None:
+        """Follow the chain from `ledger.seq` to its head: in batches of `FOLLOW_BATCH`
+        events, so a first walk of a long chain holds one batch in memory at a time, not
+        every event (the last batch, with the head of its own snapshot, ends the walk)."""
+        first = ledger.seq == 0
+        sql = _FOLLOW_BATCH.replace("?", self._placeholder)
+        while True:
+            after = ledger.seq
+            rows = list(conn.exec_driver_sql(sql, (after, FOLLOW_BATCH)).all())
+            partial = len(rows) > FOLLOW_BATCH  # the head's row and a full batch
+            self._take_rows(ledger, witness, after, rows, mark, partial=partial, first=first)
+            if not partial or ledger.failure is not None:
+                return
 
     def _first_witness(self, ledger: Ledger, witness: Witness) -> None:
         """(Ledger lock held.) A home without a witness: `init` makes one from the chain as
@@ -1079,6 +1104,9 @@ class Store:
         snapshot, one round trip where a transaction took four (a list's read, each time
         another write moved the commit mark: a mixed load's lists are mostly these)."""
         mark = self._followed_by(None)
+        if ledger.seq == 0 and ledger.failure is None:  # a first walk: in batches
+            with suppress(StateUnknown):  # the ledger says why; the state below is None
+                self.chain_state()
         witness = self.witnessed()  # before the read, as `chain_state` takes it
         after = ledger.seq
         rows = self.fetch(_FOLLOW_AND_POINTERS, (after, session_id, scope_id))
