@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,15 +224,7 @@ def test_a_group_of_appends_reads_their_states_in_one_statement(
         results[n] = store.append_version(session, "t", lambda v, k: draft(), "configure")
 
     targets = [*sessions, sessions[0]]
-    with store.write():
-        threads = [
-            threading.Thread(target=caller, args=(n, s), daemon=True) for n, s in enumerate(targets)
-        ]
-        for thread in threads:
-            thread.start()
-        _until_queued(store, len(targets))
-    for thread in threads:
-        thread.join(timeout=30)
+    _as_one_group(store, [partial(caller, n, s) for n, s in enumerate(targets)])
     assert sorted(results.values()) == [1, 1, 1, 1, 2]
     assert reads == []
     assert vault.verify_audit().ok
@@ -268,13 +262,7 @@ def test_a_pointer_moved_under_a_pipelined_group_fails_it_and_it_is_written_agai
     def caller(n: int) -> None:
         results[n] = store.append_version(sessions[n], "t", build_for(n), "configure")
 
-    with store.write():
-        threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(3)]
-        for thread in threads:
-            thread.start()
-        _until_queued(store, 3)
-    for thread in threads:
-        thread.join(timeout=30)
+    _as_one_group(store, [partial(caller, n) for n in range(3)])
     assert moved and results == {0: 2, 1: 2, 2: 2}
     with store.engine.connect() as conn:
         rows = conn.execute(select(CurrentConfig.session_id, CurrentConfig.version)).all()
@@ -313,6 +301,18 @@ def test_a_first_walk_reads_the_chain_in_batches(
 def _noted(store: Store, n: int) -> Any:
     """A write that appends the audit event `{"n": n}`."""
     return lambda conn: store.audit(conn, AuditDraft("local", "noted", details={"n": n}))
+
+
+def _as_one_group(store: Store, calls: list[Callable[[], None]]) -> None:
+    """Run `calls` on threads of their own while this thread holds the writers' lock, so
+    that their writes queue and commit as one group; return once they are done."""
+    with store.write():
+        threads = [threading.Thread(target=call, daemon=True) for call in calls]
+        for thread in threads:
+            thread.start()
+        _until_queued(store, len(calls))
+    for thread in threads:
+        thread.join(timeout=30)
 
 
 def _until_queued(store: Store, writes: int) -> None:
@@ -425,13 +425,7 @@ def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> Non
         except _Abort as exc:
             outcomes[n] = exc
 
-    with store.write():
-        threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(4)]
-        for thread in threads:
-            thread.start()
-        _until_queued(store, 4)
-    for thread in threads:
-        thread.join(timeout=30)
+    _as_one_group(store, [partial(caller, n) for n in range(4)])
     assert all(isinstance(outcome, _Abort) for outcome in outcomes.values()), outcomes
     assert len(outcomes) == 4 and _notes(vault) == []
     assert vault.verify_audit().ok

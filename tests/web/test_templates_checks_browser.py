@@ -19,6 +19,7 @@ from toolkit_vault.core.templates import list_templates
 from toolkit_vault.core.vault import Vault
 
 from web_support import (
+    VERIFY_GOOD,
     VERIFY_PLUGINS,
     Server,
     agent,
@@ -29,7 +30,7 @@ from web_support import (
     sideways,
 )
 
-GOOD = "tkv-canary-browser-good-71d3"  # tkv_verify_plugins.GOOD
+GOOD = VERIFY_GOOD
 BAD = "tkv-canary-browser-bad-5c1e"
 TYPED_SECRET = "tkv-canary-template-secret-88a0"
 

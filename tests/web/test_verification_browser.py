@@ -16,6 +16,7 @@ from toolkit_vault.audit.history import history
 from toolkit_vault.core.vault import Vault
 
 from web_support import (
+    VERIFY_GOOD,
     VERIFY_PLUGINS,
     Server,
     agent,
@@ -25,7 +26,7 @@ from web_support import (
     serve,
 )
 
-GOOD = "tkv-canary-browser-good-71d3"  # tkv_verify_plugins.GOOD
+GOOD = VERIFY_GOOD
 BAD = "tkv-canary-browser-bad-0a9e"
 
 

@@ -40,6 +40,7 @@ from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, Toolkit
 HERE = Path(__file__).parent
 PLUGINS = HERE / "plugins"
 VERIFY_PLUGINS = HERE / "verify_plugins"  # toolkits whose plugins check a credential
+VERIFY_GOOD = "tkv-canary-browser-good-71d3"  # the credential they accept (tkv_verify_plugins)
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}

@@ -256,11 +256,14 @@ _CURRENT_POINTERS = (
 
 # The chain head, then the events a process has not followed yet: one statement, so one
 # snapshot on either database (the first row is the head's, with NULL event columns).
-_FOLLOW = (
-    "SELECT 0, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM audit_head"
-    " WHERE id = 1 UNION ALL SELECT 1, seq, ts, actor, action, session_id, toolkit_name,"
-    " version, details, mac FROM audit_events WHERE seq > ? ORDER BY 1, 2"
+_HEAD_ROW = (
+    "SELECT 0, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM audit_head WHERE id = 1"
 )
+_EVENTS_AFTER = (
+    "SELECT 1, seq, ts, actor, action, session_id, toolkit_name, version, details, mac"
+    " FROM audit_events WHERE seq > ?"
+)
+_FOLLOW = f"{_HEAD_ROW} UNION ALL {_EVENTS_AFTER} ORDER BY 1, 2"
 # PostgreSQL: the same, and a session's pointers as `_CURRENT_POINTERS` gives them (kind 2,
 # in the scope, toolkit and version columns): a list's read of the store in one statement.
 _FOLLOW_AND_POINTERS = _FOLLOW.replace(
@@ -270,10 +273,8 @@ _FOLLOW_AND_POINTERS = _FOLLOW.replace(
 )
 # `_FOLLOW`, at most `FOLLOW_BATCH` events at a time (`Store._follow`).
 _FOLLOW_BATCH = (
-    "SELECT 0, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM audit_head"
-    " WHERE id = 1 UNION ALL SELECT * FROM (SELECT 1, seq, ts, actor, action, session_id,"
-    " toolkit_name, version, details, mac FROM audit_events WHERE seq > ? ORDER BY seq"
-    " LIMIT ?) AS batch ORDER BY 1, 2"
+    f"{_HEAD_ROW} UNION ALL SELECT * FROM ({_EVENTS_AFTER} ORDER BY seq LIMIT ?) AS batch"  # noqa: S608
+    " ORDER BY 1, 2"
 )
 FOLLOW_BATCH = 10_000
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
