@@ -5,7 +5,8 @@ Two vaults on one database stand for two replicas. The mark moves when the other
 commits (its transaction NOTIFYs), is not believed while the LISTEN connection is down or
 its head was not checked lately, and moves again on a reconnection (what was committed
 meanwhile was not heard). The chain's followers never go by it: a token created by the other
-replica is believed here before its notice arrives. SQLite has its own exact mark
+replica is believed here before its notice arrives, and neither does a list: the mark it
+goes by (`Store.commit_mark`) also reads the chain head. SQLite has its own exact mark
 (`PRAGMA data_version`): these tests are PostgreSQL's.
 
 Each notice carries its process's token, so the foreign mark moves only on the other
@@ -80,11 +81,11 @@ def _sql(vault: Vault, statement: str) -> None:
 def test_a_commit_in_another_process_moves_the_mark_by_its_notice(
     vault: Vault, replica: Vault, listening: CommitNotices
 ) -> None:
-    mark = vault.store.commit_mark()
+    mark = listening.mark()
     assert mark is not None
-    assert vault.store.commit_mark() == mark  # nothing committed: lists from memory
+    assert listening.mark() == mark  # nothing committed: lists from memory
     create_token(replica.store, "agent", "elsewhere")
-    assert _until(lambda: vault.store.commit_mark() not in (mark, None), 2.0)
+    assert _until(lambda: listening.mark() not in (mark, None), 2.0)
 
 
 def test_a_commit_here_moves_the_mark_at_once(vault: Vault, listening: CommitNotices) -> None:
@@ -92,9 +93,9 @@ def test_a_commit_here_moves_the_mark_at_once(vault: Vault, listening: CommitNot
     try:
         _sql(vault, f"NOTIFY {PROBE}, 'hold'")  # the notices thread waits: no notice is heard
         time.sleep(0.2)
-        mark = vault.store.commit_mark()
+        mark = listening.mark()
         create_token(vault.store, "agent", "here")
-        assert vault.store.commit_mark() != mark
+        assert listening.mark() != mark
     finally:
         blocked.set()
 
@@ -106,10 +107,10 @@ def test_the_chain_is_followed_without_waiting_for_the_notice(
     try:
         _sql(vault, f"NOTIFY {PROBE}, 'wait'")
         time.sleep(0.2)
-        mark = vault.store.commit_mark()
+        mark = listening.mark()
         vault.store.chain_state()  # followed here at this mark
         token = create_token(replica.store, "agent", "new-elsewhere")[1]
-        assert vault.store.commit_mark() == mark  # its notice is not heard yet
+        assert listening.mark() == mark  # its notice is not heard yet
         principal = authenticate(vault.store, token)
         assert principal is not None and principal.role == "agent"
     finally:
@@ -119,26 +120,26 @@ def test_the_chain_is_followed_without_waiting_for_the_notice(
 def test_a_lost_connection_is_not_believed_and_a_new_one_moves_the_mark(
     vault: Vault, replica: Vault, listening: CommitNotices
 ) -> None:
-    mark = vault.store.commit_mark()
+    mark = listening.mark()
     assert mark is not None
     _sql(  # the listening connection: the last statement it ran is its head check
         vault,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
         "current_database() AND query = 'SELECT seq FROM audit_head WHERE id = 1'",
     )
-    assert _until(lambda: vault.store.commit_mark() is None, 0.9)
+    assert _until(lambda: listening.mark() is None, 0.9)
     create_token(replica.store, "agent", "while-down")  # its notice is lost
-    assert _until(lambda: vault.store.commit_mark() is not None, 5.0)
-    assert vault.store.commit_mark() != mark
+    assert _until(lambda: listening.mark() is not None, 5.0)
+    assert listening.mark() != mark
 
 
 def test_a_mark_not_checked_lately_is_not_believed(
     vault: Vault, listening: CommitNotices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert vault.store.commit_mark() is not None
+    assert listening.mark() is not None
     monkeypatch.setattr(notices_module, "STALE_S", 0.3)
     time.sleep(0.4)
-    assert vault.store.commit_mark() is None
+    assert listening.mark() is None
 
 
 def test_commits_here_keep_the_ledger_current_without_a_read(
@@ -176,6 +177,37 @@ def test_a_commit_elsewhere_is_read_before_a_list_is_answered_from_memory(
     assert vault.answer_at_once(agent, session, ToolkitListRequest()) is None
     listed = vault.list_toolkits(agent, session, ToolkitListRequest())
     assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
+
+
+def test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice(
+    vault: Vault, replica: Vault, listening: CommitNotices
+) -> None:
+    """An agent's next request may reach this replica before the other one's notice does
+    (issue 42's replica soak saw it under load): the list's mark reads the chain head, so
+    a purge acknowledged there is never answered from memory here."""
+    agent = Principal("local", "agent")
+    conn = connect(vault, agent)
+    conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
+    session = conn.session_id
+    assert session is not None
+    conn.handle_raw(
+        b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
+    )
+    vault.list_toolkits(agent, session, ToolkitListRequest())
+    quick = vault.answer_at_once(agent, session, ToolkitListRequest())
+    assert quick is not None and _configured(quick)["filesystem"] is True
+    blocked = BLOCKS.setdefault("purge", threading.Event())
+    try:
+        _sql(vault, f"NOTIFY {PROBE}, 'purge'")  # the notices thread waits: nothing is heard
+        time.sleep(0.2)
+        notice_mark = listening.mark()
+        replica.purge("operator", session)
+        assert vault.answer_at_once(agent, session, ToolkitListRequest()) is None
+        listed = vault.list_toolkits(agent, session, ToolkitListRequest())
+        assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
+        assert listening.mark() != notice_mark  # moved by the head, not by the notice
+    finally:
+        blocked.set()
 
 
 def test_a_commit_elsewhere_without_its_notice_is_caught_by_the_head_check(

@@ -7,6 +7,10 @@ transaction: delivered only if it commits, in commit order, before its writer is
 committed), and this process keeps one connection that LISTENs to it. Its mark moves on
 every notice, on every commit of this process (so its own writes show at once, before
 their notice is back), and on every (re)connection; a forged notice only costs a read.
+A notice is in PostgreSQL's queue before the writer hears its commit, but this process may
+take it later than an agent's next request arrives here, so the mark a list goes by
+(`exact_mark`) also reads the chain head: a head that moved since the last such read moves
+it, as `data_version` moves on SQLite.
 
 Each notice carries its process's `token`, so this process tells its own notices from the
 others': `foreign()` moves only on another process's commit (or on doubt: a reconnection, a
@@ -62,6 +66,9 @@ class CommitNotices:
         self._stopped = threading.Event()
         self.listening = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reading = threading.Lock()  # `exact_mark`'s connection and the head it last read
+        self._reader: psycopg.Connection[tuple[int]] | None = None
+        self._read_head: object = ...
 
     def subscribe(self, channel: str, receive: Callable[[str], None]) -> None:
         """`receive(payload)` for each notice on `channel` (before `start`)."""
@@ -75,6 +82,8 @@ class CommitNotices:
 
     def stop(self) -> None:
         self._stopped.set()
+        with self._reading:
+            self._close_reader()
 
     def mark(self) -> int | None:
         """The mark, or None when a missed commit cannot be ruled out."""
@@ -133,10 +142,40 @@ class CommitNotices:
                 log.error("unexpected %s handling a notice on %s", type(exc).__name__, channel)
 
     def _head(self, conn: psycopg.Connection[tuple[int]], moved: object = ...) -> object:
-        """Read the chain head on the listening connection; a head other than `moved` (or a
-        first read, after a (re)connection) moves the mark, and the foreign mark too if
-        this process's ledger does not hold it; either way both are believed for `STALE_S`
-        more."""
+        """Read the chain head on the listening connection (`_saw`; a first read, after a
+        (re)connection, moves both marks); either way both are believed for `STALE_S` more."""
+        head = self._saw(conn, moved)
+        with self._lock:
+            self._checked = time.monotonic()
+        return head
+
+    def exact_mark(self) -> int | None:
+        """`mark()`, made exact as SQLite's `data_version`: the chain head, read after the
+        call began on a connection of its own, moves it if the head moved since the last
+        such read. A commit acknowledged anywhere before the call thus shows, its notice
+        heard yet or not (a notice crosses two processes and this one's GIL; an agent's
+        next request to another replica may arrive first). One statement, no transaction."""
+        if self.mark() is None:
+            return None
+        with self._reading:
+            try:
+                if self._reader is None or self._reader.closed:
+                    self._reader = psycopg.connect(self._conninfo, autocommit=True)
+                self._read_head = self._saw(self._reader, self._read_head)
+            except psycopg.Error as exc:
+                log.warning("could not read the chain head (%s)", type(exc).__name__)
+                self._close_reader()
+                return None
+        return self.mark()
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _saw(self, conn: psycopg.Connection[tuple[int]], moved: object) -> object:
+        """Read the chain head on `conn`; a head other than `moved` (`...`: unknown) moves
+        the mark, and the foreign mark too if this process's ledger does not hold it."""
         known_before = self._known_head()
         row = conn.execute(_HEAD).fetchone()
         head = 0 if row is None else row[0]
@@ -151,5 +190,4 @@ class CommitNotices:
             if head != moved:
                 self._count += 1
                 self._foreign += not held
-            self._checked = time.monotonic()
         return head

@@ -669,12 +669,12 @@ class Store:
         SQLite's `data_version`, read on a connection of its own that never writes (no
         transaction; a few microseconds alone, several times that in a busy server, where
         `access.SharedMarks` shares one read among the lists waiting together). PostgreSQL's
-        `notices`, once `listen`ed: exact for this process's commits, another process's as
-        soon as its notice arrives (sent by its commit), so a list may run that much behind
-        another replica. None where there is no such signal (PostgreSQL not listening or in
+        `notices`, once `listen`ed, made exact by one read of the chain head
+        (`CommitNotices.exact_mark`): a commit of another process shows before its notice
+        is heard. None where there is no such signal (PostgreSQL not listening or in
         doubt, an in-memory or URI database) or it cannot be read: then the caller reads."""
         if self.notices is not None:
-            return self.notices.mark()
+            return self.notices.exact_mark()
         return self._exact_mark()
 
     def _exact_mark(self) -> int | None:
