@@ -467,6 +467,16 @@ MUTANTS = [
         "sees_every_commit",
     ),
     Mutant(
+        "a list arriving while the shared mark is on its way takes that read",
+        V + "transports/http_access.py",
+        "                waiting, self._waiting = self._waiting, []\n                try:\n"
+        "                    value = await self._read()\n",
+        "                try:\n                    value = await self._read()\n"
+        "                    waiting, self._waiting = self._waiting, []\n",
+        ("tests/test_http_access.py",),
+        "share_one_mark",
+    ),
+    Mutant(
         "a caller that left stops the shared mark reaching the others",
         V + "transports/http_access.py",
         "            if not waiter.done():  # a cancelled caller (its client left)",
@@ -2015,6 +2025,14 @@ MUTANTS = [
         "postgres: a list's mark goes by the notices heard, not the chain head",
         STORAGE,
         "return self.notices.exact_mark()",
+        "return self.notices.mark()",
+        (NOTICES_TESTS + "test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice",),
+        select="postgres",
+    ),
+    Mutant(
+        "postgres: a list's mark on the event loop goes by the notices heard",
+        STORAGE,
+        "return await self.notices.exact_mark_on_loop()",
         "return self.notices.mark()",
         (NOTICES_TESTS + "test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice",),
         select="postgres",

@@ -16,6 +16,7 @@ commits keep its ledger current, and a list after a configure here is answered f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -27,7 +28,7 @@ import pytest
 from toolkit_vault.access.principals import Principal, authenticate, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import connect
-from toolkit_vault.core.vault import Vault
+from toolkit_vault.core.vault import Mark, Vault
 from toolkit_vault.protocol import ToolkitListRequest
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import notices as notices_module
@@ -179,12 +180,21 @@ def test_a_commit_elsewhere_is_read_before_a_list_is_answered_from_memory(
     assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
 
 
+@pytest.mark.parametrize("where", ["thread", "event loop"])
 def test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice(
-    vault: Vault, replica: Vault, listening: CommitNotices
+    vault: Vault, replica: Vault, listening: CommitNotices, where: str
 ) -> None:
     """An agent's next request may reach this replica before the other one's notice does
     (issue 42's replica soak saw it under load): the list's mark reads the chain head, so
-    a purge acknowledged there is never answered from memory here."""
+    a purge acknowledged there is never answered from memory here; in a worker thread
+    (`Vault.mark`) or on the server's event loop (`Vault.mark_on_loop`, which the HTTP and
+    WebSocket lists go by)."""
+
+    loop = asyncio.new_event_loop()  # one, as a server's (a new one reads its head anew)
+
+    def mark() -> Mark | None:
+        return vault.mark() if where == "thread" else loop.run_until_complete(vault.mark_on_loop())
+
     agent = Principal("local", "agent")
     conn = connect(vault, agent)
     conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits"]}')
@@ -194,20 +204,21 @@ def test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice(
         b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
     )
     vault.list_toolkits(agent, session, ToolkitListRequest())
-    quick = vault.answer_at_once(agent, session, ToolkitListRequest())
+    quick = vault.answer_at_once(agent, session, ToolkitListRequest(), mark())
     assert quick is not None and _configured(quick)["filesystem"] is True
-    blocked = BLOCKS.setdefault("purge", threading.Event())
+    blocked = BLOCKS[f"purge {where}"] = threading.Event()  # one a test: it is set after
     try:
-        _sql(vault, f"NOTIFY {PROBE}, 'purge'")  # the notices thread waits: nothing is heard
+        _sql(vault, f"NOTIFY {PROBE}, 'purge {where}'")  # the notices thread waits: none heard
         time.sleep(0.2)
         notice_mark = listening.mark()
         replica.purge("operator", session)
-        assert vault.answer_at_once(agent, session, ToolkitListRequest()) is None
+        assert vault.answer_at_once(agent, session, ToolkitListRequest(), mark()) is None
         listed = vault.list_toolkits(agent, session, ToolkitListRequest())
         assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
         assert listening.mark() != notice_mark  # moved by the head, not by the notice
     finally:
         blocked.set()
+        loop.close()
 
 
 def test_a_commit_elsewhere_without_its_notice_is_caught_by_the_head_check(

@@ -213,31 +213,43 @@ def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
 
 def test_lists_waiting_together_share_one_mark_read_after_the_last_arrived() -> None:
     """A mark read before a list arrived could miss a commit acknowledged before it was
-    sent: the shared read runs after every caller it serves, and a caller arriving later
-    gets a read of its own."""
+    sent: the shared read begins after every caller it serves, and a caller arriving while
+    it is on its way (PostgreSQL's head read) waits for a read of its own."""
     log: list[str] = []
 
-    def read() -> int:
-        log.append("read")
-        return log.count("read")
-
-    marks = SharedMarks(read)
-
-    async def arrive() -> int | None:
-        log.append("arrived")
-        return await marks.read()
-
     async def main() -> tuple[list[int | None], int | None]:
-        together = await asyncio.gather(*(arrive() for _ in range(5)))
-        return together, await arrive()
+        release = asyncio.Event()
 
-    together, later = asyncio.run(main())
-    assert together == [1] * 5 and later == 2
+        async def read() -> int:
+            log.append("read")
+            await release.wait()
+            return log.count("read")
+
+        marks = SharedMarks(read)
+
+        async def arrive() -> int | None:
+            log.append("arrived")
+            return await marks.read()
+
+        together = [asyncio.ensure_future(arrive()) for _ in range(5)]
+        while "read" not in log:
+            await asyncio.sleep(0)
+        late = asyncio.ensure_future(arrive())
+        while log.count("arrived") < 6:
+            await asyncio.sleep(0)
+        release.set()
+        return list(await asyncio.gather(*together)), await late
+
+    together, late = asyncio.run(main())
+    assert together == [1] * 5 and late == 2
     assert log == ["arrived"] * 5 + ["read", "arrived", "read"]
 
 
 def test_a_caller_that_left_or_a_failed_read_keeps_the_others_answered() -> None:
-    def fails() -> int:
+    async def seven() -> int:
+        return 7
+
+    async def fails() -> int:
         raise RuntimeError("the watching connection is gone")
 
     async def main(marks: SharedMarks[int]) -> int | None:
@@ -247,7 +259,7 @@ def test_a_caller_that_left_or_a_failed_read_keeps_the_others_answered() -> None
         leaving.cancel()
         return await asyncio.wait_for(staying, 5)
 
-    assert asyncio.run(main(SharedMarks(lambda: 7))) == 7
+    assert asyncio.run(main(SharedMarks(seven))) == 7
     assert asyncio.run(main(SharedMarks(fails))) is None  # None: read the store
 
 

@@ -554,6 +554,13 @@ class Vault:
         store_mark = self.store.commit_mark()
         return None if store_mark is None else (store_mark, dropped)
 
+    async def mark_on_loop(self) -> Mark | None:
+        """`mark` on an event loop (`Store.commit_mark_on_loop`)."""
+        with self._lock:
+            dropped = self._dropped
+        store_mark = await self.store.commit_mark_on_loop()
+        return None if store_mark is None else (store_mark, dropped)
+
     def _still_read(self, session_id: str, mark: Mark | None) -> bool:
         """(Lock held.) Whether the session's last read is still what the store says."""
         return (

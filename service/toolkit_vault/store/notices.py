@@ -28,10 +28,13 @@ the mark too, and the foreign mark if the ledger does not hold it). Otherwise `m
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -68,7 +71,8 @@ class CommitNotices:
         self._thread: threading.Thread | None = None
         self._reading = threading.Lock()  # `exact_mark`'s connection and the head it last read
         self._reader: psycopg.Connection[tuple[int]] | None = None
-        self._read_head: object = ...
+        self._read_head: object = None  # a first read moves the mark (no head is None)
+        self._on_loop: _LoopReader | None = None
 
     def subscribe(self, channel: str, receive: Callable[[str], None]) -> None:
         """`receive(payload)` for each notice on `channel` (before `start`)."""
@@ -84,6 +88,8 @@ class CommitNotices:
         self._stopped.set()
         with self._reading:
             self._close_reader()
+        if self._on_loop is not None:
+            self._on_loop.close()
 
     def mark(self) -> int | None:
         """The mark, or None when a missed commit cannot be ruled out."""
@@ -144,7 +150,8 @@ class CommitNotices:
     def _head(self, conn: psycopg.Connection[tuple[int]], moved: object = ...) -> object:
         """Read the chain head on the listening connection (`_saw`; a first read, after a
         (re)connection, moves both marks); either way both are believed for `STALE_S` more."""
-        head = self._saw(conn, moved)
+        known_before = self._known_head()
+        head = self._saw(conn.execute(_HEAD).fetchone(), known_before, moved)
         with self._lock:
             self._checked = time.monotonic()
         return head
@@ -161,10 +168,38 @@ class CommitNotices:
             try:
                 if self._reader is None or self._reader.closed:
                     self._reader = psycopg.connect(self._conninfo, autocommit=True)
-                self._read_head = self._saw(self._reader, self._read_head)
+                known_before = self._known_head()
+                row = self._reader.execute(_HEAD).fetchone()
+                self._read_head = self._saw(row, known_before, self._read_head)
             except psycopg.Error as exc:
                 log.warning("could not read the chain head (%s)", type(exc).__name__)
                 self._close_reader()
+                return None
+        return self.mark()
+
+    async def exact_mark_on_loop(self) -> int | None:
+        """`exact_mark` on an event loop, on a connection of that loop's: the loop serves
+        other requests while the head read is on its way, instead of blocking on it or
+        handing it to a thread."""
+        if self.mark() is None:
+            return None
+        reader = self._on_loop
+        if reader is None or reader.loop is not asyncio.get_running_loop():
+            if reader is not None:
+                reader.close()
+            reader = self._on_loop = _LoopReader(asyncio.get_running_loop())
+        async with reader.lock:
+            try:
+                if reader.conn is None or reader.conn.closed:
+                    reader.conn = await psycopg.AsyncConnection.connect(
+                        self._conninfo, autocommit=True
+                    )
+                known_before = self._known_head()
+                row = await (await reader.conn.execute(_HEAD)).fetchone()
+                reader.head = self._saw(row, known_before, reader.head)
+            except psycopg.Error as exc:
+                log.warning("could not read the chain head (%s)", type(exc).__name__)
+                reader.close()
                 return None
         return self.mark()
 
@@ -173,11 +208,10 @@ class CommitNotices:
             self._reader.close()
             self._reader = None
 
-    def _saw(self, conn: psycopg.Connection[tuple[int]], moved: object) -> object:
-        """Read the chain head on `conn`; a head other than `moved` (`...`: unknown) moves
-        the mark, and the foreign mark too if this process's ledger does not hold it."""
-        known_before = self._known_head()
-        row = conn.execute(_HEAD).fetchone()
+    def _saw(self, row: tuple[int] | None, known_before: int | None, moved: object) -> object:
+        """The chain head `row` just read (`known_before`: the ledger's last event before
+        it was); a head other than `moved` (`...`: unknown) moves the mark, and the foreign
+        mark too if this process's ledger does not hold it."""
         head = 0 if row is None else row[0]
         known_after = self._known_head()
         held = (  # every commit up to the head is in the ledger, and none was taken back
@@ -191,3 +225,19 @@ class CommitNotices:
                 self._count += 1
                 self._foreign += not held
         return head
+
+
+@dataclass
+class _LoopReader:
+    """`exact_mark_on_loop`'s connection on one event loop, and the head it read last."""
+
+    loop: asyncio.AbstractEventLoop
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    conn: psycopg.AsyncConnection[Any] | None = None
+    head: object = None
+
+    def close(self) -> None:
+        """Close the connection from any thread (an async close needs its own loop)."""
+        if self.conn is not None:
+            self.conn.pgconn.finish()
+            self.conn = None

@@ -677,6 +677,13 @@ class Store:
             return self.notices.exact_mark()
         return self._exact_mark()
 
+    async def commit_mark_on_loop(self) -> int | None:
+        """`commit_mark` on an event loop: PostgreSQL's head read waits there, not in a
+        thread and not blocking the loop (`CommitNotices.exact_mark_on_loop`)."""
+        if self.notices is not None:
+            return await self.notices.exact_mark_on_loop()
+        return self._exact_mark()
+
     def _exact_mark(self) -> int | None:
         """`commit_mark` where it never runs behind (SQLite's): what the chain's followers
         go by, since they compare the chain with rows read at once (`current_versions`)."""

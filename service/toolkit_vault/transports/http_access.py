@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import event
@@ -122,37 +122,43 @@ def _key(token: str) -> bytes:
 
 
 class SharedMarks(Generic[T]):
-    """`read()` (`Vault.mark`) once for every caller waiting on the event loop.
+    """`read()` (`Vault.mark_on_loop`) once for every caller waiting on the event loop.
 
     A list answered from memory is exact when its mark is read after the list arrived:
     every commit acknowledged before the agent sent it then shows. All callers waiting
-    for the pending read arrived before it runs (it runs on the loop, after them), so one
+    for the pending read arrived before it began (it begins on the loop, after them), so one
     read serves them all: one `PRAGMA data_version` per turn of the loop instead of one per
     list (that statement was a large part of a WebSocket list's CPU under load;
-    BENCHMARKS.md). A caller arriving after the read began waits for the next one. The value
-    is None when `read` fails (a mark of None means: read the store)."""
+    BENCHMARKS.md), one head read on PostgreSQL. A caller arriving after the read began
+    waits for the next one. The value is None when `read` fails (a mark of None means: read
+    the store)."""
 
-    def __init__(self, read: Callable[[], T | None]) -> None:
+    def __init__(self, read: Callable[[], Awaitable[T | None]]) -> None:
         self._read = read
         self._waiting: list[asyncio.Future[T | None]] = []
+        self._reading: asyncio.Task[None] | None = None
 
     async def read(self) -> T | None:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T | None] = loop.create_future()
-        if not self._waiting:
-            loop.call_soon(self._settle)
         self._waiting.append(waiter)
+        if self._reading is None:
+            self._reading = loop.create_task(self._settle())
         return await waiter
 
-    def _settle(self) -> None:
-        waiting, self._waiting = self._waiting, []
+    async def _settle(self) -> None:
         try:
-            value = self._read()
-        except Exception:
-            value = None
-        for waiter in waiting:
-            if not waiter.done():  # a cancelled caller (its client left)
-                waiter.set_result(value)
+            while self._waiting:
+                waiting, self._waiting = self._waiting, []
+                try:
+                    value = await self._read()
+                except Exception:
+                    value = None
+                for waiter in waiting:
+                    if not waiter.done():  # a cancelled caller (its client left)
+                        waiter.set_result(value)
+        finally:
+            self._reading = None
 
 
 class SessionBindings:

@@ -169,7 +169,7 @@ def create_app(
     rate = _RateLimiter(limits.requests_per_second, limits.burst)
     access = PrincipalCache(vault.store)
     bindings = SessionBindings(vault)
-    marks = SharedMarks(vault.mark)
+    marks = SharedMarks(vault.mark_on_loop)
     workers = Workers(POOL_SIZE, "toolkit-vault")  # as many as pooled connections
     in_thread = workers.run
     # A2E messages take threads of their own where the store commits on its writer thread
