@@ -68,6 +68,13 @@ def _counted(method, many=False):
                     counts["advisory lock wait us"] += int((time.perf_counter() - started) * 1e6)
     return wrapper
 
+def _counted_on_loop(method):  # the lists' shared head read (autocommit, never piped)
+    async def wrapper(self, query, *args, **kwargs):
+        with lock:
+            counts[_name(query)] += 1
+        return await method(self, query, *args, **kwargs)
+    return wrapper
+
 def _ended(method, name):
     def wrapper(self, *args, **kwargs):
         if self.info.transaction_status != _IDLE:
@@ -86,6 +93,7 @@ def _synced(method):
 psycopg.Cursor.execute = _counted(psycopg.Cursor.execute)
 psycopg.Connection.pipeline = _synced(psycopg.Connection.pipeline)
 psycopg.Cursor.executemany = _counted(psycopg.Cursor.executemany)
+psycopg.AsyncCursor.execute = _counted_on_loop(psycopg.AsyncCursor.execute)
 psycopg.Connection.commit = _ended(psycopg.Connection.commit, "COMMIT")
 psycopg.Connection.rollback = _ended(psycopg.Connection.rollback, "ROLLBACK")
 

@@ -9,8 +9,8 @@ every notice, on every commit of this process (so its own writes show at once, b
 their notice is back), and on every (re)connection; a forged notice only costs a read.
 A notice is in PostgreSQL's queue before the writer hears its commit, but this process may
 take it later than an agent's next request arrives here, so the mark a list goes by
-(`exact_mark`) also reads the chain head: a head that moved since the last such read moves
-it, as `data_version` moves on SQLite.
+(`exact_mark`; `exact_mark_on_loop` on a server's event loop) also reads the chain head: a
+head that moved since the last such read moves it, as `data_version` moves on SQLite.
 
 Each notice carries its process's `token`, so this process tells its own notices from the
 others': `foreign()` moves only on another process's commit (or on doubt: a reconnection, a
