@@ -68,6 +68,29 @@ def test_upgrade_head_on_an_empty_database_then_no_drift(empty_database_url: str
     engine.dispose()
 
 
+def test_postgresql_counts_versions_and_chain_positions_past_32_bits(vault: Vault) -> None:
+    """PostgreSQL's `integer` ends at 2**31 - 1, which a busy vault's events pass in weeks;
+    a version row's id past it is stored and read back (migration 0008)."""
+    engine = vault.store.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's INTEGER is 64-bit")
+    serial = "pg_get_serial_sequence('config_versions', 'id')"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"SELECT setval({serial}, 3000000000)")
+    session = _session(vault)
+    assert vault.store.append_version(session, "t", lambda v, k: draft(), "configure") == 1
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT max(id) FROM config_versions").scalar() == 3000000001
+        types = conn.exec_driver_sql(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND (table_name, column_name) IN "
+            "(('audit_events', 'seq'), ('audit_head', 'seq'), ('config_versions', 'id'))"
+        ).all()
+    assert [row[0] for row in types] == ["bigint"] * 3
+    (record,) = vault.store.current_versions(session)
+    assert record.authentic and record.version == 1
+
+
 def test_schema_revision_is_the_alembic_head(tmp_path: Path) -> None:
     engine = open_engine(f"sqlite:///{tmp_path / 'v.db'}")
     head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()

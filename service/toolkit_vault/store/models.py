@@ -13,6 +13,7 @@ hierarchy (schema 0003) they named a master key directly (`kek-N`, `master_keys`
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -56,6 +57,11 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+
+# A chain position or a version row's id: 64-bit on PostgreSQL (a busy vault passes 2**31
+# events in weeks); SQLite's INTEGER is 64-bit, and only INTEGER PRIMARY KEY is its rowid.
+_BIG = BigInteger().with_variant(Integer(), "sqlite")
 
 
 def _mac() -> Mapped[bytes | None]:
@@ -142,7 +148,7 @@ class ConfigVersion(Base):
 
     __tablename__ = "config_versions"
     __table_args__ = (UniqueConstraint("session_id", "toolkit_name", "version"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"))
     toolkit_name: Mapped[str] = mapped_column(String(200))
     version: Mapped[int] = mapped_column(Integer)
@@ -189,7 +195,7 @@ class AuditEvent(Base):
     """A link of the audit chain: `mac` = HMAC(audit key, previous mac || this event)."""
 
     __tablename__ = "audit_events"
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=False)
     ts: Mapped[float] = mapped_column(Float)
     actor: Mapped[str] = mapped_column(String(64))
     action: Mapped[str] = mapped_column(String(32))
@@ -215,7 +221,7 @@ class AuditHead(Base):
 
     __tablename__ = "audit_head"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    seq: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(_BIG)
     mac: Mapped[bytes] = mapped_column(LargeBinary(32))
     head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
 
