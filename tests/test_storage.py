@@ -16,6 +16,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, func, inspect, select, update
 
+from test_import import ENV, VECTORS
+from toolkit_package.selection import Selection
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import connect
@@ -30,11 +32,13 @@ from toolkit_vault.store.models import (
     Base,
     ConfigVersion,
     CurrentConfig,
+    ImportedToolkitRow,
     VaultKey,
 )
 from toolkit_vault.store.records import AuditDraft, VersionDraft
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.writer import Write, deferring
+from toolkit_vault.toolkits.imports import import_package
 
 pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
 
@@ -222,29 +226,42 @@ def test_concurrent_writers_never_lose_an_update(vault: Vault) -> None:
 @pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
+@pytest.mark.parametrize("imported", [False, True], ids=["built-in", "imported"])
 def test_a_group_of_appends_reads_their_states_in_one_statement(
-    vault: Vault, monkeypatch: pytest.MonkeyPatch
+    vault: Vault, monkeypatch: pytest.MonkeyPatch, imported: bool
 ) -> None:
     """PostgreSQL: appends queued behind a write commit as one group that reads their states
-    at once (`_read_ahead`), each taking the chain's end from the event before it in the
-    group and a second append to the same key its state from the first: none reads its own,
-    and every version lands under its own number with the chain running on through them."""
+    (and an imported toolkit's package, which each checks is still the one it was validated
+    against) at once (`_read_ahead`), each taking the chain's end from the event before it
+    in the group and a second append to the same key its state from the first: none reads
+    its own, and every version lands under its own number with the chain running on."""
     store = vault.store
     sessions = [f"s-{n}" for n in range(4)]
     for session in sessions:
         store.create_session(session, "local")
+    toolkit, digest = "t", None
+    if imported:
+        data = (VECTORS / ENV).read_bytes()
+        import_package(store, vault.registry, data, "local", Selection())
+        with store.engine.connect() as conn:
+            row = conn.execute(select(ImportedToolkitRow.name, ImportedToolkitRow.package_digest))
+            toolkit, digest = row.one()
     reads: list[str] = []
-    read_state = storage._WRITE_STATE
 
-    def counted(conn: Any, params: dict[str, Any]) -> Any:
-        reads.append(params["session_id"])
-        return read_state(conn, params)
+    def counting(statement: Any) -> Any:
+        def counted(conn: Any, params: dict[str, Any]) -> Any:
+            reads.append(params["toolkit_name"])
+            return statement(conn, params)
 
-    monkeypatch.setattr(storage, "_WRITE_STATE", counted)
+        return counted
+
+    for name in ("_WRITE_STATE", "_IMPORTED"):
+        monkeypatch.setattr(storage, name, counting(getattr(storage, name)))
     results: dict[int, int] = {}
 
     def caller(n: int, session: str) -> None:
-        results[n] = store.append_version(session, "t", lambda v, k: draft(), "configure")
+        append = store.append_version
+        results[n] = append(session, toolkit, lambda v, k: draft(), "configure", imported=digest)
 
     targets = [*sessions, sessions[0]]
     _as_one_group(store, [partial(caller, n, s) for n, s in enumerate(targets)])

@@ -12,8 +12,8 @@ a notice, is the signal: it is authenticated, every process sees it in order, an
 process that was down or missed a notice cannot miss it. A removal also drops the
 instances made here from the removed toolkit (their connections hear `configured:
 false`), and a configure's write checks, in its transaction, that the import it was
-validated against is still there (`imports.still_imported`), so a removal that lands
-between the two leaves no version current.
+validated against is still there (`Store.append_version`'s `imported`), so a removal that
+lands between the two leaves no version current.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Source, Store
-from toolkit_vault.toolkits.imports import still_imported, stored_toolkits
+from toolkit_vault.toolkits.imports import stored_toolkits
 from toolkit_vault.toolkits.registry import (
     RegisteredToolkit,
     SourceKind,
@@ -730,14 +730,13 @@ class Vault:
             configured = (session_id, name) in self._active
             self.publish(self._event(session_id, name, configured, outcome))
 
-        guard = None
-        if toolkit.source.kind is SourceKind.PACKAGE:  # removed meanwhile: nothing is stored
-            guard = still_imported(name, toolkit.source.name)
-        configure = AuditAction.CONFIGURE
+        # an imported toolkit removed or replaced meanwhile: nothing is stored
+        imported = toolkit.source.name if toolkit.source.kind is SourceKind.PACKAGE else None
+        version = (session_id, name, build, AuditAction.CONFIGURE)
         if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(session_id, name, build, configure, committed, guard=guard)
+            self.store.append_version(*version, committed, imported=imported)
         else:  # `configure` resolves the asking session from it next
-            committed(self.store.append_version(session_id, name, build, configure, guard=guard))
+            committed(self.store.append_version(*version, imported=imported))
         return outcome
 
     def expiring(self) -> list[tuple[str, str, Source, float]]:

@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from toolkit_vault.errors import StoreError
+from toolkit_vault.errors import StoreError, ToolkitNotFound, VaultError
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
@@ -47,6 +47,7 @@ from toolkit_vault.store.models import (
     AuditHead,
     ConfigVersion,
     CurrentConfig,
+    ImportedToolkitRow,
     PrincipalRow,
     SessionRow,
     VaultKey,
@@ -218,15 +219,22 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
     )
 )
 
+# An imported toolkit's package digest (`Store._check_imported`).
+_IMPORTED = _OnDriver(
+    select(ImportedToolkitRow.package_digest).where(
+        ImportedToolkitRow.name == bindparam("toolkit_name")
+    )
+)
 # PostgreSQL: `_WRITE_STATE` for each (scope, toolkit) of a group of appends, one row each,
-# led by its key (`Store._read_ahead`).
+# led by its key and ended by the toolkit's `_IMPORTED` (`Store._read_ahead`).
 _PG_GROUP_STATE = (
     "SELECT k.s, k.t,"
     " (SELECT coalesce(max(v.version), 0) FROM config_versions v"
     "  WHERE v.session_id = k.s AND v.toolkit_name = k.t),"
     " (SELECT key_id FROM vault_keys WHERE is_active),"
     " (SELECT c.version FROM current_configs c WHERE c.session_id = k.s AND c.toolkit_name = k.t),"
-    " h.seq, h.mac, h.head_mac, e.seq, e.mac"
+    " h.seq, h.mac, h.head_mac, e.seq, e.mac,"
+    " (SELECT i.package_digest FROM imported_toolkits i WHERE i.name = k.t)"
     " FROM unnest(%s::text[], %s::text[]) AS k(s, t)"
     " LEFT JOIN audit_head h ON h.id = 1"
     " LEFT JOIN (SELECT seq, mac FROM audit_events ORDER BY seq DESC LIMIT 1) e ON true"
@@ -280,6 +288,7 @@ FOLLOW_BATCH = 10_000
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 _WRITTEN = "tkv_written"  # conn.info: the events a transaction wrote, in order
 _AHEAD = "tkv_ahead"  # conn.info: a group's append states, read ahead (`_read_ahead`)
+_IMPORTS_AHEAD = "tkv_imports_ahead"  # conn.info: their toolkits' package digests, the same
 _PIPELINED = "tkv_pipelined"  # conn.info: a pipelined group's appends, checked at its sync
 
 
@@ -832,16 +841,16 @@ class Store:
             write.result = result
         return True
 
-    def _read_ahead(
-        self, conn: Connection, keys: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], Sequence[Any]]:
-        """(PostgreSQL, chain's lock held.) Each append's `_WRITE_STATE`, in one statement,
-        where a group's appends read one each (a round trip each, on the writer's path: the
-        bound on a mixed load's configures). `_write_state` hands them out."""
+    def _read_ahead(self, conn: Connection, keys: list[tuple[str, str]]) -> None:
+        """(PostgreSQL, chain's lock held.) Each append's `_WRITE_STATE` and its toolkit's
+        `_IMPORTED`, in one statement, where a group's appends read them one by one (a round
+        trip each, on the writer's path: the bound on a mixed load's configures).
+        `_write_state` and `_check_imported` hand them out."""
         driver: Any = conn.connection.dbapi_connection
         sessions, toolkits = [k[0] for k in keys], [k[1] for k in keys]
         rows = driver.execute(_PG_GROUP_STATE, (sessions, toolkits)).fetchall()
-        return {(row[0], row[1]): row[2:] for row in rows}
+        conn.info[_AHEAD] = {(row[0], row[1]): row[2:-1] for row in rows}
+        conn.info[_IMPORTS_AHEAD] = {row[1]: row[-1] for row in rows}
 
     def _appends_pipelined(
         self, conn: Connection, group: list[Write], keys: list[tuple[str, str]]
@@ -851,7 +860,7 @@ class Store:
         append's compare-and-set is checked there: `_moved_one`). A failure anywhere fails
         the group, which `_commit_group` then writes again, write by write."""
         driver: Any = conn.connection.dbapi_connection
-        conn.info[_AHEAD] = self._read_ahead(conn, keys)
+        self._read_ahead(conn, keys)
         pipelined: list[Any] = []
         conn.info[_PIPELINED] = pipelined
         try:
@@ -860,9 +869,33 @@ class Store:
             for cursor in pipelined:
                 _moved_one(conn, cursor, at_sync=True)
         finally:
-            conn.info.pop(_AHEAD, None)
-            conn.info.pop(_PIPELINED, None)
+            for name in (_AHEAD, _IMPORTS_AHEAD, _PIPELINED):
+                conn.info.pop(name, None)
         return results
+
+    def _check_imported(self, conn: Connection, toolkit_name: str, digest: str) -> None:
+        """(In an append's write transaction.) The package `digest` is still the one imported
+        under `toolkit_name` (as its group read it ahead, or read now), or nothing is written.
+
+        A process brings its registry in line with the chain before each configure of an
+        imported toolkit (`Vault.toolkit`); this closes the moment between that and the
+        write, in which another process may remove the toolkit: the version would otherwise
+        become current after its removal, and so configured again by a later import of the
+        name. Writes are serialized (SQLite's lock, PostgreSQL's advisory lock, held since
+        before the group read ahead), so a removal is either committed before this reads or
+        waits for the configure and then ends it."""
+        ahead = conn.info.get(_IMPORTS_AHEAD)
+        if ahead is not None and toolkit_name in ahead:
+            found = ahead[toolkit_name]
+        else:
+            row = _IMPORTED(conn, {"toolkit_name": toolkit_name}).fetchone()
+            found = None if row is None else row[0]
+        if found is None:
+            raise ToolkitNotFound("toolkit not found")
+        if found != digest:
+            raise VaultError(
+                f"toolkit {toolkit_name!r} was imported again meanwhile: nothing stored"
+            )
 
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """An append's `_WRITE_STATE`: read, or as its group read it ahead (or as the
@@ -999,7 +1032,7 @@ class Store:
         build: Callable[[int, str], VersionDraft],
         audit_action: AuditAction,
         *,
-        guard: Callable[[Connection], None] | None = None,
+        imported: str | None = None,
     ) -> int: ...
 
     @overload
@@ -1011,7 +1044,7 @@ class Store:
         audit_action: AuditAction,
         then: Callable[[int], None],
         *,
-        guard: Callable[[Connection], None] | None = None,
+        imported: str | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -1022,12 +1055,13 @@ class Store:
         audit_action: AuditAction,
         then: Callable[[int], None] | None = None,
         *,
-        guard: Callable[[Connection], None] | None = None,
+        imported: str | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
-        `retrying`). `guard(conn)` runs first in the write transaction and may raise to
-        write nothing (an imported toolkit removed meanwhile: `imports.still_imported`).
+        `retrying`). `imported`: the package digest of the imported toolkit the config was
+        validated against; nothing is written unless it is still the one imported under
+        `toolkit_name` (`_check_imported`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -1036,8 +1070,8 @@ class Store:
         """
 
         def work(conn: Connection) -> int:
-            if guard is not None:
-                guard(conn)
+            if imported is not None:
+                self._check_imported(conn, toolkit_name, imported)
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
             state = self._write_state(conn, {**key, **pointer})
@@ -1077,10 +1111,8 @@ class Store:
             _write_link(conn, event, head)
             return version
 
-        # Keyed, its group may read its state ahead and pipeline it (`_appends_pipelined`),
-        # unless a guard reads through SQLAlchemy, which pipeline mode would answer wrongly.
-        key = (session_id, toolkit_name) if guard is None else None
-        result: int | None = self.retrying(work, then, key)
+        # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`)
+        result: int | None = self.retrying(work, then, (session_id, toolkit_name))
         return result
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:

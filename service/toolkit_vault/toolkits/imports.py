@@ -11,8 +11,9 @@ toolkit, is too long, repeats another's, or does not compile is skipped with its
 the rest go in; with `strict` any such server refuses the whole input. Re-importing an
 identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
 one and ends every session's current config of it. All SQL on `imported_toolkits` lives in
-`_write`, `_remove`, `stored_toolkits` and `still_imported`, each write sharing one
-transaction with its audit event (`toolkit_imported`, `toolkit_removed`).
+`_write`, `_remove` and `stored_toolkits` (and `Store.append_version`'s check that a
+configure's import is still there), each write sharing one transaction with its audit
+event (`toolkit_imported`, `toolkit_removed`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -77,7 +78,6 @@ __all__ = [
     "Removed",
     "import_package",
     "remove_toolkit",
-    "still_imported",
     "stored_toolkits",
 ]
 
@@ -402,29 +402,6 @@ def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: st
     removed: Removed = store.retrying(partial(_remove, store, name, actor))
     registry.load_imported(stored_toolkits(store))
     return removed
-
-
-def still_imported(name: str, digest: str) -> Callable[[Connection], None]:
-    """A configure's guard, run in its write transaction (`Store.append_version`): the
-    package it was validated against is still imported under `name`, or nothing is written.
-
-    A process brings its registry in line with the chain before each configure of an
-    imported toolkit (`Vault.toolkit`); this closes the moment between that and the write,
-    in which another process may remove the toolkit: the version would otherwise become
-    current after its removal, and so configured again by a later import of the name.
-    Writes are serialized (SQLite's lock, PostgreSQL's advisory lock), so a removal is
-    either committed before this reads or waits for the configure and then ends it."""
-
-    def guard(conn: Connection) -> None:
-        found = conn.execute(
-            select(ImportedToolkitRow.package_digest).where(ImportedToolkitRow.name == name)
-        ).scalar_one_or_none()
-        if found is None:
-            raise ToolkitNotFound("toolkit not found")
-        if found != digest:
-            raise VaultError(f"toolkit {name!r} was imported again meanwhile: nothing stored")
-
-    return guard
 
 
 def stored_toolkits(
