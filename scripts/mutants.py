@@ -2038,6 +2038,14 @@ MUTANTS = [
         select="postgres",
     ),
     Mutant(
+        "postgres: a list's head read on the event loop waits as long as the network",
+        NOTICES,
+        "reader.head_row(self._conninfo), HEAD_READ_S)",
+        "reader.head_row(self._conninfo), None)",
+        (NOTICES_TESTS + "test_a_head_read_that_hangs_is_given_up",),
+        select="",
+    ),
+    Mutant(
         "postgres: the head read for a list's mark moves only the notices' mark",
         NOTICES,
         "                self._foreign += not held\n        return head",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -253,3 +254,22 @@ def test_a_write_that_fails_is_doubted(vault: Vault, listening: CommitNotices) -
 
 def _configured(answer: str) -> dict[str, bool]:
     return {t["name"]: t["configured"] for t in json.loads(answer)["toolkits"]}
+
+
+def test_a_head_read_that_hangs_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database gone silent (a partition: no reset, no answer) would hold the lists
+    waiting on the event loop's head read for as long as TCP takes to notice; after
+    `HEAD_READ_S` the read is given up (None: the lists read the store)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepts, never answers
+    try:
+        port = silent.getsockname()[1]
+        notices = CommitNotices(f"host=127.0.0.1 port={port} dbname=x user=x", "t", lambda: 0)
+        monkeypatch.setattr(notices_module, "HEAD_READ_S", 0.3)
+        monkeypatch.setattr(notices, "mark", lambda: 1)  # as if its LISTEN were believed
+        started = time.monotonic()
+        assert asyncio.run(asyncio.wait_for(notices.exact_mark_on_loop(), 5)) is None
+        assert time.monotonic() - started < 2.0
+    finally:
+        silent.close()

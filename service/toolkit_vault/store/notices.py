@@ -38,11 +38,12 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["CHECK_S", "STALE_S", "STATE_CHANNEL", "CommitNotices"]
+__all__ = ["CHECK_S", "HEAD_READ_S", "STALE_S", "STATE_CHANNEL", "CommitNotices"]
 
 STATE_CHANNEL = "toolkit_vault_state"
 CHECK_S = 1.0  # how often the head is read on the listening connection
 STALE_S = 3.0  # a mark is believed this long after the last such read, no longer
+HEAD_READ_S = 3.0  # `exact_mark_on_loop` gives up on a head read after this long
 _HEAD = "SELECT seq FROM audit_head WHERE id = 1"
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,9 @@ class CommitNotices:
     async def exact_mark_on_loop(self) -> int | None:
         """`exact_mark` on an event loop, on a connection of that loop's: the loop serves
         other requests while the head read is on its way, instead of blocking on it or
-        handing it to a thread."""
+        handing it to a thread. A read that takes longer than `HEAD_READ_S` (a database
+        gone silent) is given up, so the lists waiting for it read the store instead of
+        waiting for as long as the network takes to notice."""
         if self.mark() is None:
             return None
         reader = self._on_loop
@@ -190,14 +193,10 @@ class CommitNotices:
             reader = self._on_loop = _LoopReader(asyncio.get_running_loop())
         async with reader.lock:
             try:
-                if reader.conn is None or reader.conn.closed:
-                    reader.conn = await psycopg.AsyncConnection.connect(
-                        self._conninfo, autocommit=True
-                    )
                 known_before = self._known_head()
-                row = await (await reader.conn.execute(_HEAD)).fetchone()
+                row = await asyncio.wait_for(reader.head_row(self._conninfo), HEAD_READ_S)
                 reader.head = self._saw(row, known_before, reader.head)
-            except psycopg.Error as exc:
+            except (psycopg.Error, TimeoutError) as exc:
                 log.warning("could not read the chain head (%s)", type(exc).__name__)
                 reader.close()
                 return None
@@ -235,6 +234,12 @@ class _LoopReader:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: psycopg.AsyncConnection[Any] | None = None
     head: object = None
+
+    async def head_row(self, conninfo: str) -> tuple[int] | None:
+        if self.conn is None or self.conn.closed:
+            self.conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        row: tuple[int] | None = await (await self.conn.execute(_HEAD)).fetchone()
+        return row
 
     def close(self) -> None:
         """Close the connection from any thread (an async close needs its own loop)."""
