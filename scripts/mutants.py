@@ -1658,9 +1658,16 @@ MUTANTS = [
     Mutant(
         "oauth: refresh without the compare-and-set on the version read",
         V + "core/connect.py",
-        "if version != record.version + 1:\n                raise _Moved",
-        "if False:\n                raise _Moved",
+        "configure, after=record.version)",
+        "configure)",
         (OAUTH + "test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version",),
+    ),
+    Mutant(
+        "oauth: a refresh stored after a purge that landed while its server answered",
+        STORAGE,
+        "if after is not None and not int(latest) == current == after:",
+        "if after is not None and int(latest) != after:",
+        (OAUTH + "test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it",),
     ),
     Mutant(
         "oauth: refresh without the lease (every process asks the server)",

@@ -512,6 +512,37 @@ def test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version(rig: Rig
     assert actions.count("oauth_refreshed") == 1 and "oauth_refresh_failed" not in actions
 
 
+def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig) -> None:
+    """The token request runs outside any transaction, for as long as the server takes. An
+    operator who purges the connection meanwhile has the last word: the token set the
+    refresh brings back is not stored (the version it read is no longer current), so no
+    version is current afterwards and the agent's list says so."""
+    principal, _ = connected(rig)
+    side = rig.sides[0]
+    rig.auth.knobs.token_delay = 1.0
+    rig.clock.offset = 7200  # the access token has expired: the next list refreshes it
+    listed: list[dict[str, bool]] = []
+    refreshing = threading.Thread(
+        target=lambda: listed.append(Agent(side.vault, principal).listed())
+    )
+    refreshing.start()
+    deadline = time.monotonic() + 10
+    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rig.auth.refresh_calls == 1  # the server is answering
+    side.vault.purge_principal("operator", principal.principal_id, "calendar")
+    refreshing.join(timeout=30)
+    assert listed == [listed[0]] and listed[0]["calendar"] is False
+    scope = f"principal:{principal.principal_id}"
+    versions = history(side.vault.store, scope, "calendar")
+    assert not [v for v in versions if v["current"]]
+    assert [v["status"] for v in versions] == ["purged", "purged"]
+    assert Agent(side.vault, principal).listed()["calendar"] is False
+    actions = [e["action"] for e in side.vault.export_audit(0)]
+    after_purge = actions[actions.index("purge") + 1 :]
+    assert "configure" not in after_purge and "oauth_refreshed" not in actions
+
+
 def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -70,3 +70,8 @@ class Reconnect(VaultError):
 
 class StoreError(VaultError):
     """The database refused or failed; nothing was written."""
+
+
+class VersionMoved(VaultError):
+    """A write conditioned on the current version read earlier (a refreshed OAuth token set)
+    found another since, or none (purged): nothing was written."""

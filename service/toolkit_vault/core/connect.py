@@ -47,6 +47,7 @@ from toolkit_vault.errors import (
     SchemaRefused,
     ToolkitNotFound,
     VaultError,
+    VersionMoved,
 )
 from toolkit_vault.logs import register_secrets
 from toolkit_vault.oauth import (
@@ -82,10 +83,6 @@ TRANSIENT = frozenset({"unavailable", "metadata", "server_error", "temporarily_u
 _DOMAIN = b"toolkit-vault oauth flow v1\x00"
 MAX_COOKIE = 3800
 log = logging.getLogger(__name__)
-
-
-class _Moved(Exception):
-    """Another writer appended a version since the one read: use it, ask nothing."""
 
 
 class _Marked(Reconnect):
@@ -408,8 +405,8 @@ class OAuthConnections:
                 refused = exc.code
             try:
                 version = self._append(record, spec, new, client_secret)
-            except _Moved:  # the lease outlived: another refreshed too (it is current)
-                log.warning("%s: refreshed twice (a lease expired); the other is kept", name)
+            except VersionMoved:  # another refreshed too (its lease outlived), or a purge
+                log.warning("%s: the version refreshed is no longer current; not stored", name)
                 return None
         finally:
             leases.release(scope, name, holder)
@@ -453,13 +450,12 @@ class OAuthConnections:
     def _append(
         self, record: VersionRecord, spec: OAuthSpec, new: TokenSet, client_secret: str | None
     ) -> int:
-        """Store `new` as the next version, only if `record` is still the last (a
-        compare-and-set on the version number); raises _Moved."""
+        """Store `new` as the next version, only if `record` is still the last and still
+        current (the token request took a while: another process may have refreshed, an
+        operator purged); raises VersionMoved."""
         scope, name = record.session_id, record.toolkit_name
 
         def build(version: int, primary_kek: str) -> VersionDraft:
-            if version != record.version + 1:
-                raise _Moved
             values = new.secrets(spec.token_field) | self._kept(spec, client_secret)
             public = record.public_config
             digest = record.schema_digest
@@ -470,7 +466,8 @@ class OAuthConnections:
                 status, message = "ok", "token refreshed"
             return VersionDraft.of(status, message, REFRESH_ACTOR, digest, public, sealed)
 
-        return self.vault.store.append_version(scope, name, build, AuditAction.CONFIGURE)
+        configure = AuditAction.CONFIGURE
+        return self.vault.store.append_version(scope, name, build, configure, after=record.version)
 
     def _unreachable(
         self, record: VersionRecord, spec: OAuthSpec, tokens: TokenSet, client_secret: str | None

@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from toolkit_vault.errors import StoreError, ToolkitNotFound, VaultError
+from toolkit_vault.errors import StoreError, ToolkitNotFound, VaultError, VersionMoved
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
@@ -1033,6 +1033,7 @@ class Store:
         audit_action: AuditAction,
         *,
         imported: str | None = None,
+        after: int | None = None,
     ) -> int: ...
 
     @overload
@@ -1045,6 +1046,7 @@ class Store:
         then: Callable[[int], None],
         *,
         imported: str | None = None,
+        after: int | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -1056,12 +1058,15 @@ class Store:
         then: Callable[[int], None] | None = None,
         *,
         imported: str | None = None,
+        after: int | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
         `retrying`). `imported`: the package digest of the imported toolkit the config was
         validated against; nothing is written unless it is still the one imported under
-        `toolkit_name` (`_check_imported`).
+        `toolkit_name` (`_check_imported`). `after`: the version the caller read as current
+        and built on; nothing is written (VersionMoved) unless it is still the last and
+        still current: a version appended since, or a purge, stands.
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -1076,6 +1081,8 @@ class Store:
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
             state = self._write_state(conn, {**key, **pointer})
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
+            if after is not None and not int(latest) == current == after:
+                raise VersionMoved(f"{toolkit_name}: version {after} is no longer current")
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
             version = int(latest) + 1
