@@ -1663,6 +1663,27 @@ MUTANTS = [
         (OAUTH + "test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version",),
     ),
     Mutant(
+        "intake: a link used again, or after a newer configure",
+        STORAGE,
+        "        if latest != waiting:",
+        "        if False:",
+        (
+            "tests/web/test_intake.py::test_a_newer_configure_supersedes_the_link",
+            "tests/web/test_intake.py::test_two_submissions_of_one_link_store_one_version",
+            "tests/web/test_intake.py::test_a_link_configures_the_session_once",
+        ),
+    ),
+    Mutant(
+        "intake: a config stored after a purge that landed while it was checked or exchanged",
+        STORAGE,
+        'if row is None or row[0] == "purged":',
+        "if row is None:",
+        (
+            OAUTH + "test_a_purge_while_the_code_is_exchanged_voids_the_connection",
+            "tests/web/test_intake.py::test_a_purge_while_the_submission_is_checked_voids_it",
+        ),
+    ),
+    Mutant(
         "oauth: a refresh stored after a purge that landed while its server answered",
         STORAGE,
         "if after is not None and not int(latest) == current == after:",

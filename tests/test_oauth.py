@@ -36,7 +36,7 @@ from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connect import LEASE_TTL, RETRY_SPACING, OAuthConnections
 from toolkit_vault.core.connection import connect
-from toolkit_vault.core.intake import Intake
+from toolkit_vault.core.intake import Intake, IntakeRefused
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
@@ -541,6 +541,37 @@ def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig
     actions = [e["action"] for e in side.vault.export_audit(0)]
     after_purge = actions[actions.index("purge") + 1 :]
     assert "configure" not in after_purge and "oauth_refreshed" not in actions
+
+
+def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> None:
+    """The person pressed Connect and allowed access; while the vault exchanges the code,
+    an operator purges the intake's scope. The purge has the last word: the token set is
+    not stored, the link is refused as changed, and nothing is configured."""
+    side = rig.sides[0]
+    principal = Principal(create_token(side.vault.store, "agent", "late")[0], "agent")
+    configure = {"type": "toolkit/configure/req", "toolkit_name": "calendar"}
+    answer = Agent(side.vault, principal).send(configure | {"config": PUBLIC, "scope": "principal"})
+    link = parse_qs(urlsplit(answer["intake_url"]).query)["link"][0]
+    url, cookie = side.connections.start(link, CALLBACK, None)
+    allowed = httpx.post(url, data={"confirm": "yes"})
+    back = parse_qs(urlsplit(allowed.headers["location"]).query)
+    rig.auth.knobs.token_delay = 1.0
+
+    def purge_during_the_exchange() -> None:
+        deadline = time.monotonic() + 10
+        while rig.auth.token_calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        side.vault.purge_principal("operator", principal.principal_id, "calendar")
+
+    purging = threading.Thread(target=purge_during_the_exchange)
+    purging.start()
+    with pytest.raises(IntakeRefused) as refused:
+        side.connections.finish(cookie, back["state"][0], back["code"][0])
+    purging.join(timeout=30)
+    assert rig.auth.token_calls == 1 and refused.value.reason == "changed"
+    scope = f"principal:{principal.principal_id}"
+    assert [v["status"] for v in history(side.vault.store, scope, "calendar")] == ["purged"]
+    assert Agent(side.vault, principal).listed()["calendar"] is False
 
 
 def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(

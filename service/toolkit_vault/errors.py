@@ -73,5 +73,9 @@ class StoreError(VaultError):
 
 
 class VersionMoved(VaultError):
-    """A write conditioned on the current version read earlier (a refreshed OAuth token set)
-    found another since, or none (purged): nothing was written."""
+    """A write conditioned on a version read earlier (a refreshed OAuth token set, an intake
+    link's config) found another written since, or that one purged: nothing was written."""
+
+    def __init__(self, message: str, *, purged: bool = False) -> None:
+        super().__init__(message)
+        self.purged = purged

@@ -251,6 +251,27 @@ def test_a_changed_toolkit_or_a_purge_voids_the_link(
     assert refused.value.reason == "changed"
 
 
+def test_a_purge_while_the_submission_is_checked_voids_it(
+    vault: Vault, session: Session, intake: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission waits on its checks (a credential check may ask a server for seconds)
+    after the link was opened. A purge that lands meanwhile has the last word: the config
+    is not stored (the purged version keeps its number, which alone would let it through)."""
+    link = link_of(session.configure("ledger", LEDGER))
+    checked = Intake._checked
+
+    def purged_meanwhile(self: Intake, *args: Any, **kwargs: Any) -> Any:
+        vault.purge("operator", session.id)
+        return checked(self, *args, **kwargs)
+
+    monkeypatch.setattr(Intake, "_checked", purged_meanwhile)
+    with pytest.raises(IntakeRefused) as refused:
+        intake.complete(link, {**LEDGER, "api_key": CANARY})
+    assert refused.value.reason == "changed"
+    assert statuses(vault, session) == ["purged"]
+    assert session.configured()["ledger"] is False
+
+
 def test_a_bad_config_is_refused_and_the_link_stays_good(
     vault: Vault, session: Session, intake: Intake
 ) -> None:

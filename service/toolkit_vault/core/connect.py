@@ -288,13 +288,7 @@ class OAuthConnections:
             merge_secrets(public, {spec.token_field: tokens.access_token} | kept)
         )
 
-        def expect(version: int) -> None:
-            if version != claim.version:
-                raise IntakeRefused("used")
-
-        outcome = self.vault.commit(
-            claim.actor, claim.session_id, view.toolkit, public, sealed, expect
-        )
+        outcome = self.intake.commit(claim, view.toolkit, public, sealed)
         store = self.vault.store
         details = {"link_id": claim.link_id, "status": outcome.status}
         for action, more in (

@@ -33,7 +33,7 @@ from toolkit_vault.access.principals import Principal, list_principals
 from toolkit_vault.core.expiry import with_expiry
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
-from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError
+from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError, VersionMoved
 from toolkit_vault.protocol import IntakeOptions, ToolkitConfigureRequest, ToolkitConfigureResponse
 from toolkit_vault.schema import canonical_json, check_sealable
 from toolkit_vault.schema.values import pointer_tokens
@@ -332,14 +332,8 @@ class Intake:
         claim = view.claim
         public, secret_values, ends = self._checked(view, config)
 
-        def expect(version: int) -> None:
-            if version != claim.version:
-                raise IntakeRefused("used")
-
         public = with_expiry(public, ends)
-        outcome = self.vault.commit(
-            claim.actor, claim.session_id, view.toolkit, public, secret_values, expect
-        )
+        outcome = self.commit(claim, view.toolkit, public, secret_values)
         details = {"link_id": claim.link_id, "status": outcome.status}
         self.vault.store.record_attempt(
             AuditDraft(
@@ -348,6 +342,23 @@ class Intake:
             )
         )  # fmt: skip
         return outcome
+
+    def commit(
+        self,
+        claim: Claim,
+        toolkit: RegisteredToolkit,
+        public: dict[str, Any],
+        secrets: dict[str, Any],
+    ) -> Outcome:
+        """`Vault.commit` of a link's config, once: only while the version the link was made
+        for is still the last and not purged (checked in the write transaction, after
+        whatever the submission waited on: a credential check, a token exchange)."""
+        try:
+            return self.vault.commit(
+                claim.actor, claim.session_id, toolkit, public, secrets, claim.version - 1
+            )
+        except VersionMoved as exc:
+            raise IntakeRefused("changed" if exc.purged else "used") from None
 
     def check(self, link: str, config: dict[str, Any]) -> float | None:
         """The form's "Check now": the same validation and credential check as `complete`,

@@ -678,15 +678,15 @@ class Vault:
         toolkit: RegisteredToolkit,
         public: dict[str, Any],
         secrets: dict[str, Any],
-        expect: Callable[[int], None] | None = None,
+        waiting: int | None = None,
     ) -> Outcome:
         """Seal, initialize, store the version with its audit event, publish the status.
 
         `session_id` is the scope: a session, or a principal scope (`scopes`), whose
         sessions then each resolve the toolkit again (`deliver`); the instance initialized
-        here only decides the version's status. `expect(version)` runs inside the
-        serialized write transaction, before anything is written, and may raise to store
-        nothing (an intake link's used-once check).
+        here only decides the version's status. `waiting`: the version an intake link was
+        made for; nothing is stored (VersionMoved) unless it is still the last and not
+        purged (the link's used-once check, `Store.append_version`).
         """
         name = toolkit.definition.name
         digest = toolkit.schema.digest
@@ -703,8 +703,6 @@ class Vault:
 
         def build(version: int, primary_kek: str) -> VersionDraft:
             nonlocal sealed
-            if expect is not None:
-                expect(version)
             ring = self.ring_for(primary_kek)  # another process may have rotated meanwhile
             if version != provisional or sealed.kek_id != ring.primary_id:
                 sealed = self._seal(session_id, name, version, digest, bound, secrets)
@@ -734,9 +732,9 @@ class Vault:
         imported = toolkit.source.name if toolkit.source.kind is SourceKind.PACKAGE else None
         version = (session_id, name, build, AuditAction.CONFIGURE)
         if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(*version, committed, imported=imported)
+            self.store.append_version(*version, committed, imported=imported, waiting=waiting)
         else:  # `configure` resolves the asking session from it next
-            committed(self.store.append_version(*version, imported=imported))
+            committed(self.store.append_version(*version, imported=imported, waiting=waiting))
         return outcome
 
     def expiring(self) -> list[tuple[str, str, Source, float]]:

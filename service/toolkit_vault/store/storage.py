@@ -219,6 +219,14 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
     )
 )
 
+# A version's status (`Store._check_waiting`).
+_VERSION_STATUS = _OnDriver(
+    select(ConfigVersion.status).where(
+        ConfigVersion.session_id == bindparam("session_id"),
+        ConfigVersion.toolkit_name == bindparam("toolkit_name"),
+        ConfigVersion.version == bindparam("version"),
+    )
+)
 # An imported toolkit's package digest (`Store._check_imported`).
 _IMPORTED = _OnDriver(
     select(ImportedToolkitRow.package_digest).where(
@@ -897,6 +905,21 @@ class Store:
                 f"toolkit {toolkit_name!r} was imported again meanwhile: nothing stored"
             )
 
+    @staticmethod
+    def _check_waiting(
+        conn: Connection, session_id: str, toolkit_name: str, waiting: int, latest: int
+    ) -> None:
+        """(In an append's write transaction.) `waiting` is still the last version and not
+        purged. A purge keeps a shredded version's number, so the number alone would let
+        a config typed (or a token exchanged) while the purge landed make the toolkit
+        configured again."""
+        if latest != waiting:
+            raise VersionMoved(f"{toolkit_name}: a version was written after {waiting}")
+        key = {"session_id": session_id, "toolkit_name": toolkit_name, "version": waiting}
+        row = _VERSION_STATUS(conn, key).fetchone()
+        if row is None or row[0] == "purged":  # `audit.history`'s shredded status
+            raise VersionMoved(f"{toolkit_name}: version {waiting} was purged", purged=True)
+
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """An append's `_WRITE_STATE`: read, or as its group read it ahead (or as the
         group's last append to the same key left it: `_appended`), then with the chain's
@@ -1034,6 +1057,7 @@ class Store:
         *,
         imported: str | None = None,
         after: int | None = None,
+        waiting: int | None = None,
     ) -> int: ...
 
     @overload
@@ -1047,6 +1071,7 @@ class Store:
         *,
         imported: str | None = None,
         after: int | None = None,
+        waiting: int | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -1059,6 +1084,7 @@ class Store:
         *,
         imported: str | None = None,
         after: int | None = None,
+        waiting: int | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
@@ -1066,7 +1092,9 @@ class Store:
         validated against; nothing is written unless it is still the one imported under
         `toolkit_name` (`_check_imported`). `after`: the version the caller read as current
         and built on; nothing is written (VersionMoved) unless it is still the last and
-        still current: a version appended since, or a purge, stands.
+        still current: a version appended since, or a purge, stands. `waiting`: the version
+        that waits for a person's config (an intake link's); nothing is written unless it
+        is still the last and not purged (`_check_waiting`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -1083,6 +1111,8 @@ class Store:
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
             if after is not None and not int(latest) == current == after:
                 raise VersionMoved(f"{toolkit_name}: version {after} is no longer current")
+            if waiting is not None:
+                self._check_waiting(conn, session_id, toolkit_name, waiting, int(latest))
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
             version = int(latest) + 1
