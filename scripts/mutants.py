@@ -1663,6 +1663,13 @@ MUTANTS = [
         (OAUTH + "test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version",),
     ),
     Mutant(
+        "oauth: a token set exchanged for a link refused meanwhile left alive at its server",
+        V + "core/connect.py",
+        "                _revoke(client, revocation, tokens)\n            raise",
+        "                pass\n            raise",
+        (OAUTH + "test_a_purge_while_the_code_is_exchanged_voids_the_connection",),
+    ),
+    Mutant(
         "intake: a link used again, or after a newer configure",
         STORAGE,
         "        if latest != waiting:",

@@ -546,7 +546,8 @@ def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig
 def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> None:
     """The person pressed Connect and allowed access; while the vault exchanges the code,
     an operator purges the intake's scope. The purge has the last word: the token set is
-    not stored, the link is refused as changed, and nothing is configured."""
+    not stored but revoked at its server (nobody will hold it), the link is refused as
+    changed, and nothing is configured."""
     side = rig.sides[0]
     principal = Principal(create_token(side.vault.store, "agent", "late")[0], "agent")
     configure = {"type": "toolkit/configure/req", "toolkit_name": "calendar"}
@@ -569,6 +570,7 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
         side.connections.finish(cookie, back["state"][0], back["code"][0])
     purging.join(timeout=30)
     assert rig.auth.token_calls == 1 and refused.value.reason == "changed"
+    assert set(rig.auth.issued()) <= set(rig.auth.revocations)
     scope = f"principal:{principal.principal_id}"
     assert [v["status"] for v in history(side.vault.store, scope, "calendar")] == ["purged"]
     assert Agent(side.vault, principal).listed()["calendar"] is False

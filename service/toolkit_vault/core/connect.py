@@ -33,6 +33,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,7 +273,7 @@ class OAuthConnections:
             raise IntakeRefused("changed")
         if spec.client_secret_field is not None and flow.client_secret is None:
             raise IntakeRefused("changed")  # the toolkit became confidential meanwhile
-        client, issuer, _ = self._client(spec, flow.client_secret)
+        client, issuer, revocation = self._client(spec, flow.client_secret)
         answer = client.exchange(flow.redirect_uri, code, flow.verifier)
         try:
             tokens = TokenSet.from_response(answer, issuer, self._clock(), None)
@@ -288,7 +289,12 @@ class OAuthConnections:
             merge_secrets(public, {spec.token_field: tokens.access_token} | kept)
         )
 
-        outcome = self.intake.commit(claim, view.toolkit, public, sealed)
+        try:
+            outcome = self.intake.commit(claim, view.toolkit, public, sealed)
+        except IntakeRefused:  # purged or superseded meanwhile: tokens nobody will hold
+            with suppress(VaultError, ValueError):
+                _revoke(client, revocation, tokens)
+            raise
         store = self.vault.store
         details = {"link_id": claim.link_id, "status": outcome.status}
         for action, more in (
@@ -532,12 +538,9 @@ class OAuthConnections:
                     continue
                 register_secrets([tokens.access_token, tokens.refresh_token])
                 client, _, endpoint = self._client(spec, self._client_secret(spec, config))
-                if endpoint is None:
+                if not _revoke(client, endpoint, tokens):
                     log.info("%s: its server offers no revocation", record.toolkit_name)
                     continue
-                if tokens.refresh_token:
-                    client.revoke(endpoint, tokens.refresh_token, "refresh_token")
-                client.revoke(endpoint, tokens.access_token, "access_token")
             except (VaultError, ValueError) as exc:
                 log.warning("%s: tokens not revoked (%s)", record.toolkit_name, type(exc).__name__)
                 continue
@@ -636,3 +639,14 @@ class OAuthConnections:
             if found.toolkit_name == name and found.authentic:
                 return found
         return None
+
+
+def _revoke(client: OAuthClient, endpoint: str | None, tokens: TokenSet) -> bool:
+    """Revoke a token set at its server (RFC 7009: the refresh token, then the access
+    token); False when the server offers no revocation."""
+    if endpoint is None:
+        return False
+    if tokens.refresh_token:
+        client.revoke(endpoint, tokens.refresh_token, "refresh_token")
+    client.revoke(endpoint, tokens.access_token, "access_token")
+    return True
