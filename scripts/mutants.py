@@ -1670,6 +1670,13 @@ MUTANTS = [
         (OAUTH + "test_a_purge_while_the_code_is_exchanged_voids_the_connection",),
     ),
     Mutant(
+        "oauth: a purge leaves the refresh leases of what it shredded",
+        V + "audit/history.py",
+        "        conn.execute(delete(RefreshLease).where(*lease_scope))",
+        "        pass",
+        (OAUTH + "test_a_purge_leaves_no_refresh_lease_of_what_it_shredded",),
+    ),
+    Mutant(
         "intake: a link used again, or after a newer configure",
         STORAGE,
         "        if latest != waiting:",

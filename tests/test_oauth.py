@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from oauth_server import AuthServer
 from toolkit_vault.access.principals import Principal, create_token
@@ -44,7 +44,7 @@ from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.leases import RefreshLeases
-from toolkit_vault.store.models import Base
+from toolkit_vault.store.models import Base, RefreshLease
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 from toolkit_vault.transports.relay import PgEventRelay
 
@@ -574,6 +574,18 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
     scope = f"principal:{principal.principal_id}"
     assert [v["status"] for v in history(side.vault.store, scope, "calendar")] == ["purged"]
     assert Agent(side.vault, principal).listed()["calendar"] is False
+
+
+def test_a_purge_leaves_no_refresh_lease_of_what_it_shredded(rig: Rig) -> None:
+    """A lease (who refreshes, its failures, its backoff) outlives nothing it was about."""
+    principal, _ = connected(rig)
+    side = rig.sides[0]
+    scope = f"principal:{principal.principal_id}"
+    leases = RefreshLeases(side.vault.store)
+    assert leases.claim(scope, "calendar", 2, "holder", rig.clock(), LEASE_TTL).won
+    side.vault.purge_principal("operator", principal.principal_id, "calendar")
+    with side.vault.store.engine.connect() as db:
+        assert db.execute(select(RefreshLease).where(RefreshLease.session_id == scope)).all() == []
 
 
 def test_a_failing_server_is_retried_spaced_then_a_person_reconnects(
