@@ -129,7 +129,7 @@ def test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed(
         assert (error["type"], error["code"]) == ("error", "INVALID_MESSAGE")
         assert error["details"] == [{"limit": "body_timeout", "max": 1.0}]
     assert closed["b"][1].startswith(b"HTTP/1.1 401"), closed["b"]
-    assert b"408" not in closed["b"][1]
+    assert closed["b"][1].count(b"HTTP/1.1 ") == 1  # no 408 after it ("408" may be in a time)
 
 
 def test_one_address_cannot_hold_every_descriptor(vault: Vault, cli_env: dict[str, str]) -> None:
