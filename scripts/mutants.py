@@ -1672,7 +1672,7 @@ MUTANTS = [
     Mutant(
         "oauth: a purge leaves the refresh leases of what it shredded",
         V + "audit/history.py",
-        "        conn.execute(delete(RefreshLease).where(*lease_scope))",
+        "        drop_leases(conn, session, toolkit)",
         "        pass",
         (OAUTH + "test_a_purge_leaves_no_refresh_lease_of_what_it_shredded",),
     ),

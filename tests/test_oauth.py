@@ -163,6 +163,13 @@ def consent(side: Side, intake_url: str, client_secret: str | None = None) -> No
     side.connections.finish(cookie, back["state"][0], back["code"][0])
 
 
+def until_asked(calls: Callable[[], int]) -> None:
+    """Wait (up to 10 s) until the authorization server has been asked (`calls` counts)."""
+    deadline = time.monotonic() + 10
+    while calls() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def connected(rig: Rig, name: str = "planner") -> tuple[Principal, Agent]:
     """A principal whose calendar is connected for all its sessions (token for an hour)."""
     side = rig.sides[0]
@@ -439,9 +446,7 @@ def test_a_token_request_in_flight_blocks_no_other_write(rig: Rig, tmp_path: Pat
     rig.auth.knobs.token_delay = 3.0
     refreshing = threading.Thread(target=Agent, args=(side.vault, principal))
     refreshing.start()
-    deadline = time.monotonic() + 10
-    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until_asked(lambda: rig.auth.refresh_calls)
     started = time.monotonic()
     answer = busy.send(
         {
@@ -492,9 +497,7 @@ def test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version(rig: Rig
         target=lambda: listed.append(Agent(rig.sides[0].vault, principal).listed())
     )
     first.start()
-    deadline = time.monotonic() + 10
-    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until_asked(lambda: rig.auth.refresh_calls)
     rig.clock.offset += LEASE_TTL + 1  # the first holder's lease has run out
     second = Agent(other.vault, principal)
     first.join(timeout=30)
@@ -526,9 +529,7 @@ def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig
         target=lambda: listed.append(Agent(side.vault, principal).listed())
     )
     refreshing.start()
-    deadline = time.monotonic() + 10
-    while rig.auth.refresh_calls == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until_asked(lambda: rig.auth.refresh_calls)
     assert rig.auth.refresh_calls == 1  # the server is answering
     side.vault.purge_principal("operator", principal.principal_id, "calendar")
     refreshing.join(timeout=30)
@@ -559,9 +560,7 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
     rig.auth.knobs.token_delay = 1.0
 
     def purge_during_the_exchange() -> None:
-        deadline = time.monotonic() + 10
-        while rig.auth.token_calls == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_asked(lambda: rig.auth.token_calls)
         side.vault.purge_principal("operator", principal.principal_id, "calendar")
 
     purging = threading.Thread(target=purge_during_the_exchange)

@@ -25,13 +25,8 @@ from sqlalchemy import Connection, and_, delete, func, or_, select, update
 from toolkit_vault.errors import UnknownSession, VaultError
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import VERSIONS
-from toolkit_vault.store.models import (
-    ConfigVersion,
-    CurrentConfig,
-    PrincipalRow,
-    RefreshLease,
-    SessionRow,
-)
+from toolkit_vault.store.leases import drop_leases
+from toolkit_vault.store.models import ConfigVersion, CurrentConfig, PrincipalRow, SessionRow
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.scopes import principal_of, principal_scope, scope_of
 from toolkit_vault.store.storage import Store
@@ -320,10 +315,7 @@ def _purge(
             conn.execute(select(CurrentConfig.toolkit_name).where(*pointer_scope)).scalars()
         )
         conn.execute(delete(CurrentConfig).where(*pointer_scope))
-        lease_scope = [RefreshLease.session_id == session]  # who refreshes what was shredded
-        if toolkit is not None:
-            lease_scope.append(RefreshLease.toolkit_name == toolkit)
-        conn.execute(delete(RefreshLease).where(*lease_scope))
+        drop_leases(conn, session, toolkit)  # who refreshes what was shredded
         toolkits = sorted({row.toolkit_name for row in rows})
         details: dict[str, Any] = {
             "versions": len(rows),

@@ -5,11 +5,12 @@ A token request may take seconds; made inside a write transaction it held every 
 the vault (SQLite's one writer, PostgreSQL's chain lock) for as long. So the asker first
 takes a lease (`claim`): a compare-and-set on one `refresh_leases` row in a short write
 transaction, which every writer of every process takes in turn. It then asks outside any
-transaction and appends the new version only if the one it read is still the last (the
-caller's compare-and-set, `Store.append_version`). The others find the lease held and wait
-for that version. A lease ends when its holder `release`s it, or at `expires_at` (a killed
-holder's). The row also counts the server's consecutive failures (`failed`) and says when
-the next try may be made, so a server that is down is never asked in a loop.
+transaction and appends the new version only if the one it read is still the last and
+still current (the caller's compare-and-set, `Store.append_version`'s `after`). The
+others find the lease held and wait for that version. A lease ends when its holder
+`release`s it, or at `expires_at` (a killed holder's). The row also counts the server's
+consecutive failures (`failed`) and says when the next try may be made, so a server that is
+down is never asked in a loop; a purge drops it with what it shreds (`drop_leases`).
 
 The row carries no MAC: whoever can write the database can already make a refresh wait or
 fail; here it can only delay one, or let two happen (the append stays a compare-and-set).
@@ -25,7 +26,7 @@ from sqlalchemy import ColumnElement, Connection, Row, delete, insert, select, u
 from toolkit_vault.store.models import RefreshLease
 from toolkit_vault.store.storage import Store
 
-__all__ = ["Claim", "RefreshLeases"]
+__all__ = ["Claim", "RefreshLeases", "drop_leases"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,15 @@ class RefreshLeases:
 
         failures: int = self.store.retrying(work)
         return failures
+
+
+def drop_leases(conn: Connection, scope: str, toolkit: str | None = None) -> None:
+    """(In the caller's transaction.) Forget the leases of a scope (or of one toolkit in
+    it): a purge's, whose connections no longer exist."""
+    where = [RefreshLease.session_id == scope]
+    if toolkit is not None:
+        where.append(RefreshLease.toolkit_name == toolkit)
+    conn.execute(delete(RefreshLease).where(*where))
 
 
 def _judge(row: Row[Any] | None, version: int, holder: str, now: float) -> Claim:
