@@ -231,7 +231,8 @@ def test_an_open_websocket_is_closed_when_its_token_expires(
 def test_the_cache_never_believes_an_expired_token(vault: Vault) -> None:
     """Believed for an hour, but not past its expiry: then the store is asked, and refuses."""
     cache = PrincipalCache(vault.store, max_age=3600)
-    _, token = create_token(vault.store, "agent", "cached", ttl=1.0)
+    # long enough to be read before it ends on a loaded machine (1 s was not, once)
+    _, token = create_token(vault.store, "agent", "cached", ttl=3.0)
     ends = expires_at(vault, "cached")
     principal = cache.authenticate(token)
     assert principal is not None and cache.recall(token) == principal
