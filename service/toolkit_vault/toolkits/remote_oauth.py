@@ -69,6 +69,7 @@ class DiscoveryOptions:
     client_id: str | None = None
     public_url: str = DEFAULT_PUBLIC_URL
     deadline: float = DEADLINE
+    allow_private: bool = False
 
     @property
     def redirect_uri(self) -> str:
