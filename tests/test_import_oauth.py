@@ -29,7 +29,10 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.oauth import oauth_spec
-from toolkit_vault.oauth.resource import metadata_url, same_resource
+from toolkit_vault.oauth.client import OAuthFailed
+from toolkit_vault.oauth.metadata import server_metadata
+from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
+from toolkit_vault.oauth.resource import metadata_url, protected_resource, same_resource
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.import_report import describe_toolkit
 from toolkit_vault.toolkits.imports import (
@@ -576,6 +579,33 @@ def test_the_connection_goes_to_the_address_that_was_checked(
     assert found["status"] == "failed"
     assert listener.connections == 0
     assert asked == ["rebind.test"]
+
+
+def test_each_import_time_exchange_refuses_a_loopback_address(listener: Listener) -> None:
+    """Protected resource metadata, the authorization server's metadata and the
+    registration POST: each refuses a non-public address unless allowed, before it
+    connects."""
+    base = f"http://127.0.0.1:{listener.port}"
+    refused = UNREACHABLE.format(host="127.0.0.1")
+    with pytest.raises(OAuthFailed) as failed:
+        protected_resource(base + "/mcp")
+    assert failed.value.message == refused
+    with pytest.raises(OAuthFailed) as failed:
+        authorization_server_metadata(base)
+    assert failed.value.message == refused
+    with pytest.raises(OAuthFailed) as failed:
+        register_client({"registration_endpoint": base + "/register"}, CALLBACK, ())
+    assert failed.value.message == refused
+    assert listener.connections == 0
+
+
+def test_the_connect_time_metadata_read_is_bounded_too(auth: AuthServer) -> None:
+    """`oauth.metadata` (a connect's discovery, not the import's) reads at most 64 KiB."""
+    auth.knobs.metadata_padding = 70_000
+    with pytest.raises(OAuthFailed, match="the authorization server publishes no metadata"):
+        server_metadata(auth.issuer)
+    auth.knobs.metadata_padding = 60_000
+    assert server_metadata(auth.issuer)["issuer"] == auth.issuer
 
 
 @pytest.mark.parametrize(
