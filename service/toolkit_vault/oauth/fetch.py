@@ -78,9 +78,10 @@ def _pinned(url: str, allow_private: bool) -> tuple[str, dict[str, str], dict[st
     host = parts.hostname or ""
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        netloc = httpx.URL(url).netloc.decode("ascii")  # an IDN host as the wire spells it
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    except (OSError, UnicodeError, ValueError):
+    except (OSError, UnicodeError, ValueError, httpx.InvalidURL):
         raise unreachable(host) from None
     if not addresses or not (allow_private or all(permitted(a) for a in addresses)):
         raise unreachable(host)
@@ -88,7 +89,7 @@ def _pinned(url: str, allow_private: bool) -> tuple[str, dict[str, str], dict[st
     literal = f"[{address}]" if address.version == 6 else str(address)
     target = parts._replace(netloc=f"{literal}:{port}").geturl()
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-    return target, {"Host": parts.netloc}, extensions
+    return target, {"Host": netloc}, extensions
 
 
 def fetch(
