@@ -61,6 +61,7 @@ SCOPE_TESTS = ("tests/test_scopes.py",)
 NOTICES, NOTICES_TESTS = V + "store/notices.py", "tests/test_commit_notices.py::"
 OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
 VERIFY = "tests/test_verification.py::"
+IMPORT_OAUTH, ADDRESSES = "tests/test_import_oauth.py::", "tests/test_addresses.py"
 EXPIRY = "tests/test_expiry.py::"
 TEMPLATES = "tests/test_templates.py::"
 TRAIL = "tests/test_audit_trail.py::"
@@ -1506,9 +1507,9 @@ MUTANTS = [
     ),
     Mutant(
         "credential check: private and loopback addresses allowed",
-        V + "core/verification.py",
-        "return address.is_global and not address.is_multicast",
-        "return True",
+        V + "addresses.py",
+        "_public(each) or any(each in network for network in allow)",
+        "True",
         (VERIFY + "test_loopback_and_private_addresses_are_refused_by_default",),
     ),
     Mutant(
@@ -1867,7 +1868,7 @@ MUTANTS = [
         V + "oauth/metadata.py",
         "if len(body) > MAX_DOCUMENT:",
         "if False:",
-        ("tests/test_import_oauth.py::test_metadata_documents_are_read_up_to_64_kib",),
+        (IMPORT_OAUTH + "test_the_connect_time_metadata_read_is_bounded_too",),
     ),
     Mutant(
         "oauth import: a remote server's plain http URL to another host asked",
@@ -2215,6 +2216,75 @@ MUTANTS = [
         "pass",
         (NOTICES_TESTS + "test_a_write_that_fails_is_doubted",),
         select="postgres",
+    ),
+    # -- issue 48: the address policy, and import-time discovery's reach --
+    Mutant(
+        "address policy: the IPv4 address an IPv6 spelling carries is not judged",
+        V + "addresses.py",
+        "    carried = carried_ipv4(address)\n",
+        "    carried: tuple[ipaddress.IPv4Address, ...] = ()\n",
+        (ADDRESSES,),
+    ),
+    Mutant(
+        "address policy: NAT64 and IPv4-compatible spellings not unwrapped",
+        V + "addresses.py",
+        "for network in (*_IPV4_ITSELF, _NAT64, _LOCAL_NAT64)):",
+        "for network in _IPV4_ITSELF[:1]):",
+        (ADDRESSES,),
+    ),
+    Mutant(
+        "address policy: 6to4 not unwrapped",
+        V + "addresses.py",
+        "    if address.sixtofour is not None:",
+        "    if False:",
+        (ADDRESSES,),
+    ),
+    Mutant(
+        "oauth import: a loopback or private remote asked without --allow-private",
+        V + "oauth/fetch.py",
+        "if not addresses or not (allow_private or all(permitted(a) for a in addresses)):",
+        "if not addresses:",
+        (
+            IMPORT_OAUTH + "test_a_loopback_remote_is_not_asked_without_allow_private",
+            IMPORT_OAUTH + "test_each_import_time_exchange_refuses_a_loopback_address",
+        ),
+    ),
+    Mutant(
+        "oauth import: one public answer of a name is enough",
+        V + "oauth/fetch.py",
+        "all(permitted(a) for a in addresses)",
+        "any(permitted(a) for a in addresses)",
+        (IMPORT_OAUTH + "test_a_loopback_remote_is_not_asked_without_allow_private",),
+    ),
+    Mutant(
+        "oauth import: the request resolves the name again (DNS rebinding)",
+        V + "oauth/fetch.py",
+        'target = parts._replace(netloc=f"{literal}:{port}").geturl()',
+        "target = url",
+        (IMPORT_OAUTH + "test_the_connection_goes_to_the_address_that_was_checked",),
+    ),
+    Mutant(
+        "oauth import: the authorization server's metadata read from any address",
+        V + "oauth/registration.py",
+        'answer = fetch("GET", url, deadline=deadline, allow_private=allow_private)',
+        'answer = fetch("GET", url, deadline=deadline, allow_private=True)',
+        (IMPORT_OAUTH + "test_each_import_time_exchange_refuses_a_loopback_address",),
+    ),
+    Mutant(
+        "oauth import: the report tells a closed port from an open one",
+        V + "oauth/fetch.py",
+        "    except (httpx.HTTPError, httpx.InvalidURL):\n"
+        "        raise unreachable(host) from None",
+        "    except (httpx.HTTPError, httpx.InvalidURL) as exc:\n"
+        '        raise OAuthFailed("unavailable", f"{host}: {type(exc).__name__}") from None',
+        (IMPORT_OAUTH + "test_every_unreachable_target_reads_the_same",),
+    ),
+    Mutant(
+        "oauth import: the report tells a document that cannot be read from no server",
+        V + "oauth/resource.py",
+        'raise unreachable(urlsplit(where).hostname or "?")',
+        'raise OAuthFailed("unavailable", f"cannot be read (HTTP {answer.status})")',
+        (IMPORT_OAUTH + "test_every_unreachable_target_reads_the_same",),
     ),
 ]
 

@@ -14,9 +14,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from flask import Flask, jsonify, redirect, request
@@ -28,7 +29,10 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.oauth import oauth_spec
-from toolkit_vault.oauth.resource import metadata_url, same_resource
+from toolkit_vault.oauth.client import OAuthFailed
+from toolkit_vault.oauth.metadata import server_metadata
+from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
+from toolkit_vault.oauth.resource import metadata_url, protected_resource, same_resource
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.import_report import describe_toolkit
 from toolkit_vault.toolkits.imports import (
@@ -42,6 +46,11 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "mcp"
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 NAME = "io.github.getcyphrex/cyphrex-mcp"
 PUBLIC_URL = CALLBACK.removesuffix("/console/oauth/callback")
+# what the report says of every target it could not use (issue 48 item 8)
+UNREACHABLE = (
+    "{host} cannot be reached (unreachable, no usable answer, or not a public address: "
+    "see --allow-private)"
+)
 
 
 @dataclass
@@ -122,8 +131,11 @@ def server_json(url: str) -> bytes:
     return json.dumps(published).encode()
 
 
-def discovering(client_id: str | None = CLIENT_ID) -> DiscoveryOptions:
-    return DiscoveryOptions(client_id=client_id, public_url=PUBLIC_URL)
+def discovering(
+    client_id: str | None = CLIENT_ID, *, allow_private: bool = True
+) -> DiscoveryOptions:
+    """As `toolkits import --allow-private` asks: the test servers listen on loopback."""
+    return DiscoveryOptions(client_id=client_id, public_url=PUBLIC_URL, allow_private=allow_private)
 
 
 def test_a_remote_server_gets_x_oauth_from_its_metadata(
@@ -372,7 +384,16 @@ def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
     assert json.loads(offline.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
     assert resource.hits == []
 
-    done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID)
+    done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID, "--json")
+    assert done.returncode == 0, done.stderr  # loopback, without --allow-private: not asked
+    assert json.loads(done.stdout)["toolkits"][0]["oauth"] == {
+        "status": "failed",
+        "reason": UNREACHABLE.format(host="127.0.0.1"),
+    }
+    assert resource.hits == []
+
+    allowed = ("--oauth-client-id", CLIENT_ID, "--allow-private")
+    done = cli("toolkits", "import", str(path), *allowed)
     assert done.returncode == 0, done.stderr
     assert f"oauth: x-oauth for {auth.issuer}" in done.stdout
     shown = cli("toolkits", "show", NAME)
@@ -382,12 +403,209 @@ def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
     )
 
     resource.mode = "redirect"
-    done = cli("toolkits", "import", str(path), "--oauth-client-id", CLIENT_ID)
+    done = cli("toolkits", "import", str(path), *allowed)
     assert done.returncode == 0, done.stderr
     assert "WARNING" in done.stderr and "redirects are not followed" in done.stderr
     assert "the earlier import's x-oauth is kept" in done.stderr
     vault.registry.load_imported(stored_toolkits(vault.store))
     assert vault.registry.get(NAME).schema.schema["x-oauth"]["issuer"] == auth.issuer
+
+
+@dataclass
+class Listener:
+    """A TCP listener on loopback that counts the connections it accepts and answers each
+    with `answer` (bytes that are not HTTP), or holds it open answering nothing (None)."""
+
+    answer: bytes | None = b"SSH-2.0-OpenSSH_9.6\r\n"
+    port: int = 0
+    connections: int = 0
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    found = Listener()
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    found.port = server.getsockname()[1]
+    done = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            if found.answer is None:
+                done.wait(3)
+                return
+            conn.settimeout(1)
+            try:
+                conn.recv(4096)
+                conn.sendall(found.answer)
+            except OSError:
+                pass
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            found.connections += 1
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield found
+    done.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # closed when the block ends: nothing listens
+
+
+def discovered(vault: Vault, url: str, options: DiscoveryOptions) -> dict[str, Any]:
+    report = import_package(
+        vault.store, vault.registry, server_json(url), "local", discovery=options
+    )
+    (entry,) = report.toolkits
+    assert entry.oauth is not None
+    return entry.oauth
+
+
+def resolving(monkeypatch: pytest.MonkeyPatch, names: dict[str, list[str]], port: int) -> list[str]:
+    """`socket.getaddrinfo` answering `names` (an address per answer, in turn: the last
+    one stays); other names as the system does. Returns the names asked, in order."""
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def fake(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in names:
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        answers = names[host]
+        one = answers[min(asked.count(host), len(answers)) - 1]
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, port, 0, 0))
+            if ":" in a
+            else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+            for a in one.split(",")
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    return asked
+
+
+def test_a_loopback_remote_is_not_asked_without_allow_private(
+    vault: Vault, resource: ResourceServer, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48 item 8: a server.json whose remote is on loopback made the import GET a
+    path of the package's choosing there. Without --allow-private no connection is made
+    to a private, loopback, link-local or NAT64-mapped address, whatever the name
+    resolves to (every address is checked), and the report says only: unreachable."""
+    strict = discovering(allow_private=False)
+    found = discovered(vault, resource.url, strict)
+    assert found == {"status": "failed", "reason": UNREACHABLE.format(host="127.0.0.1")}
+    assert resource.hits == []
+    assert "x-oauth" not in vault.registry.get(NAME).schema.schema
+    resolving(
+        monkeypatch,
+        {
+            "nat64.test": ["64:ff9b::7f00:1"],
+            "mixed.test": ["127.0.0.1,93.184.216.34"],  # one answer loopback: refused
+            "cloud.test": ["169.254.169.254"],
+        },
+        listener.port,
+    )
+    for url in (
+        f"http://127.0.0.1:{listener.port}/mcp",
+        f"http://localhost:{listener.port}/mcp",
+        f"http://[::1]:{listener.port}/mcp",
+        f"https://nat64.test:{listener.port}/mcp",
+        f"https://mixed.test:{listener.port}/mcp",
+        f"https://cloud.test:{listener.port}/mcp",
+    ):
+        host = urlsplit(url).hostname
+        assert discovered(vault, url, strict) == {
+            "status": "failed",
+            "reason": UNREACHABLE.format(host=host),
+        }, url
+    assert listener.connections == 0
+    assert resource.hits == []
+
+
+def test_every_unreachable_target_reads_the_same(
+    vault: Vault, resource: ResourceServer, listener: Listener
+) -> None:
+    """Issue 48 item 8: the report told a closed port from an open one (a port scanner).
+    A refused address, a closed port, a port answering something that is not HTTP, one
+    answering nothing, and metadata the server points to that cannot be read: one phrase."""
+    quick = replace(discovering(allow_private=False), deadline=0.5)
+    allowed = replace(quick, allow_private=True)
+    reasons: dict[str, str] = {}
+    reasons["refused address, open port"] = discovered(
+        vault, f"http://127.0.0.1:{listener.port}/mcp", quick
+    )["reason"]
+    reasons["refused address, closed port"] = discovered(
+        vault, f"http://127.0.0.1:{closed_port()}/mcp", quick
+    )["reason"]
+    reasons["closed port"] = discovered(vault, f"http://127.0.0.1:{closed_port()}/mcp", allowed)[
+        "reason"
+    ]
+    reasons["not HTTP"] = discovered(vault, f"http://127.0.0.1:{listener.port}/mcp", allowed)[
+        "reason"
+    ]
+    listener.answer = None
+    reasons["no answer"] = discovered(vault, f"http://127.0.0.1:{listener.port}/mcp", allowed)[
+        "reason"
+    ]
+    resource.mode = "www-authenticate"
+    resource.pointer = f"http://127.0.0.1:{closed_port()}/prm"
+    reasons["pointed to a closed port"] = discovered(vault, resource.url, allowed)["reason"]
+    resource.pointer = f"{resource.base}/nothing-here"
+    reasons["pointed to no document"] = discovered(vault, resource.url, allowed)["reason"]
+    assert set(reasons.values()) == {UNREACHABLE.format(host="127.0.0.1")}, reasons
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(
+    vault: Vault, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name answers a public address when checked, then loopback to
+    whoever asks again. The name is resolved once and the connection made to the checked
+    address (unreachable here), never to the second answer."""
+    asked = resolving(monkeypatch, {"rebind.test": ["93.184.216.34", "127.0.0.1"]}, listener.port)
+    options = replace(discovering(allow_private=False), deadline=0.5)
+    found = discovered(vault, f"https://rebind.test:{listener.port}/mcp", options)
+    assert found["status"] == "failed"
+    assert listener.connections == 0
+    assert asked == ["rebind.test"]
+
+
+def test_each_import_time_exchange_refuses_a_loopback_address(listener: Listener) -> None:
+    """Protected resource metadata, the authorization server's metadata and the
+    registration POST: each refuses a non-public address unless allowed, before it
+    connects."""
+    base = f"http://127.0.0.1:{listener.port}"
+    refused = UNREACHABLE.format(host="127.0.0.1")
+    with pytest.raises(OAuthFailed) as failed:
+        protected_resource(base + "/mcp")
+    assert failed.value.message == refused
+    with pytest.raises(OAuthFailed) as failed:
+        authorization_server_metadata(base)
+    assert failed.value.message == refused
+    with pytest.raises(OAuthFailed) as failed:
+        register_client({"registration_endpoint": base + "/register"}, CALLBACK, ())
+    assert failed.value.message == refused
+    assert listener.connections == 0
+
+
+def test_the_connect_time_metadata_read_is_bounded_too(auth: AuthServer) -> None:
+    """`oauth.metadata` (a connect's discovery, not the import's) reads at most 64 KiB."""
+    auth.knobs.metadata_padding = 70_000
+    with pytest.raises(OAuthFailed, match="the authorization server publishes no metadata"):
+        server_metadata(auth.issuer)
+    auth.knobs.metadata_padding = 60_000
+    assert server_metadata(auth.issuer)["issuer"] == auth.issuer
 
 
 @pytest.mark.parametrize(

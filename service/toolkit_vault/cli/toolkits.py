@@ -246,6 +246,12 @@ def toolkits_template(name: str, fmt: str) -> None:
     help="The client id for remote servers that use OAuth (else RFC 7591 registration).",
 )
 @click.option(
+    "--allow-private",
+    is_flag=True,
+    help="Let OAuth discovery reach remote servers on private, loopback, link-local or "
+    "NAT64-mapped addresses (refused by default: a package names them, not you).",
+)
+@click.option(
     "--public-url",
     metavar="URL",
     default=DEFAULT_PUBLIC_URL,
@@ -264,6 +270,7 @@ def toolkits_import(
     strict: bool,
     no_discover: bool,
     oauth_client_id: str | None,
+    allow_private: bool,
     public_url: str,
     as_json: bool,
 ) -> None:
@@ -292,7 +299,9 @@ def toolkits_import(
             LOCAL_PRINCIPAL.principal_id,
             selection,
             strict=strict,
-            discovery=DiscoveryOptions(not no_discover, oauth_client_id, public_url),
+            discovery=DiscoveryOptions(
+                not no_discover, oauth_client_id, public_url, allow_private=allow_private
+            ),
         )
     except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
         if as_json and exc.report is not None:

@@ -87,11 +87,11 @@ class VerifyPolicy:
         return cls.parse(os.environ.get(ALLOW_VARIABLE))
 
     def permits(self, address: Address) -> bool:
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if any(address in network for network in self.allow):
-            return True
-        return address.is_global and not address.is_multicast
+        """Public, or in an allowed range: judged with every IPv4 address an IPv6 spelling
+        carries (NAT64, 6to4, Teredo, IPv4-mapped or -compatible), by `addresses`."""
+        from toolkit_vault.addresses import permitted
+
+        return permitted(address, self.allow)
 
 
 class PluginChecks:

@@ -9,7 +9,9 @@ then where the server itself points: the `resource_metadata` parameter of the
 `WWW-Authenticate` header of its 401 to an unauthenticated request. Either way the
 document must name the server's own URL as its `resource` (section 3.3): metadata that
 speaks for another resource could send a person's consent, and the token, elsewhere, so
-it is refused, not believed. Every exchange is bounded (`fetch`).
+it is refused, not believed. Every exchange is bounded and goes only to a public address
+unless the operator allowed others (`fetch`); a pointed-to document that cannot be read
+fails as an unreachable target does, in the same words.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from toolkit_vault.oauth.client import OAuthFailed
-from toolkit_vault.oauth.fetch import DEADLINE, fetch
+from toolkit_vault.oauth.fetch import DEADLINE, fetch, unreachable
 from toolkit_vault.oauth.spec import secure_url
 
 __all__ = ["ProtectedResource", "metadata_url", "protected_resource", "same_resource"]
@@ -92,35 +94,40 @@ def _parsed(document: dict[str, Any], url: str, where: str, via: Via) -> Protect
     return ProtectedResource(resource, servers, scopes, where, via)
 
 
-def _pointed_to(url: str, deadline: float) -> str | None:
+def _pointed_to(url: str, deadline: float, allow_private: bool) -> str | None:
     """The `resource_metadata` URL of the server's 401, if it sends one."""
     headers = {"Accept": "application/json, text/event-stream"}
-    answer = fetch("GET", url, deadline=deadline, headers=headers, read_body=False)
+    answer = fetch(
+        "GET",
+        url,
+        deadline=deadline,
+        headers=headers,
+        read_body=False,
+        allow_private=allow_private,
+    )
     if answer.status != 401:
         return None
     found = _RESOURCE_METADATA.search(answer.headers.get("www-authenticate", ""))
     return (found.group(1) or found.group(2)) if found else None
 
 
-def protected_resource(url: str, *, deadline: float = DEADLINE) -> ProtectedResource | None:
+def protected_resource(
+    url: str, *, deadline: float = DEADLINE, allow_private: bool = False
+) -> ProtectedResource | None:
     """The metadata of the remote server at `url`; None when it publishes none. Raises
     OAuthFailed when it cannot be read (`unavailable`, `redirect`, `too_large`) or is not
-    to be believed (`resource_mismatch`, `metadata`)."""
+    to be believed (`resource_mismatch`, `metadata`). `allow_private`: see `fetch`."""
     where = metadata_url(url)
-    answer = fetch("GET", where, deadline=deadline)
+    answer = fetch("GET", where, deadline=deadline, allow_private=allow_private)
     document = answer.json_object() if answer.status == 200 else None  # a site's HTML: none
     via: Via = "well-known"
     if document is None:
-        pointed = _pointed_to(url, deadline)
+        pointed = _pointed_to(url, deadline, allow_private)
         if pointed is None:
             return None
         where, via = pointed, "www-authenticate"
-        answer = fetch("GET", where, deadline=deadline)
+        answer = fetch("GET", where, deadline=deadline, allow_private=allow_private)
         document = answer.json_object() if answer.status == 200 else None
-        if document is None:
-            raise OAuthFailed(
-                "unavailable",
-                f"{urlsplit(where).hostname}: the metadata the server points to cannot be "
-                f"read (HTTP {answer.status})",
-            )
+        if document is None:  # a bad answer: said as any unusable target is
+            raise unreachable(urlsplit(where).hostname or "?")
     return _parsed(document, url, where, via)

@@ -5,14 +5,17 @@ like any OAuth toolkit instead of asking a person to paste a token.
 `toolkit_package` reads packages without touching the network; this is the one import
 step that does, and only for remote servers (a server.json `remotes` entry, a client
 config entry with a `url`), at most `MAX_DISCOVERED` per import within `DISCOVERY_BUDGET`,
-each exchange bounded (`oauth.fetch`), and never with `--no-discover`. The outcome of
-each is one `Discovery`:
+each exchange bounded (`oauth.fetch`), and never with `--no-discover`. The URLs come
+from the package, so no exchange reaches a private, loopback, link-local or NAT64-mapped
+address unless the operator says so (`--allow-private`): otherwise a package could make
+the import probe the vault's own host and network. The outcome of each is one `Discovery`:
 - `generated`: the metadata names an authorization server; the schema gains `x-oauth`
   (issuer: the first one, scopes: `scopes_supported`, resource: the server's URL, a
   client id from `--oauth-client-id`, an earlier import, or RFC 7591 registration) and a
   `writeOnly` token property, and `x-toolkit-package.oauth` records where it came from.
 - `none`: the server publishes no metadata (or names no authorization server).
-- `failed`: the metadata could not be read (unreachable, redirected, too large): the
+- `failed`: the metadata could not be read (the server unreachable or its address
+  refused, in one phrase for all, `oauth.fetch.UNREACHABLE`; redirected; too large): the
   toolkit is imported as before, without `x-oauth` (or with the one an earlier import of
   the name declared, kept), with a warning saying why; importing again when the server
   answers adds it. An unreachable server proves nothing either way, and refusing would
@@ -35,8 +38,7 @@ from toolkit_package.model import StrategyKind
 from toolkit_vault.errors import SchemaRefused
 from toolkit_vault.oauth.client import OAuthFailed
 from toolkit_vault.oauth.fetch import DEADLINE
-from toolkit_vault.oauth.metadata import server_metadata
-from toolkit_vault.oauth.registration import register_client
+from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
 from toolkit_vault.oauth.resource import ProtectedResource, protected_resource
 from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, secure_url
 from toolkit_vault.schema.values import pointer_tokens
@@ -63,12 +65,14 @@ Status = Literal["generated", "none", "failed", "refused", "skipped"]
 @dataclass(frozen=True)
 class DiscoveryOptions:
     """The operator's say: discover or not, a client id, the vault's public origin (the
-    callback a registration names), and the deadline of each exchange."""
+    callback a registration names), the deadline of each exchange, and whether
+    non-public addresses may be reached (`--allow-private`)."""
 
     enabled: bool = True
     client_id: str | None = None
     public_url: str = DEFAULT_PUBLIC_URL
     deadline: float = DEADLINE
+    allow_private: bool = False
 
     @property
     def redirect_uri(self) -> str:
@@ -129,7 +133,9 @@ def _client_id(
     import's client id is reused (and said to come from where it came then), so importing
     again registers no new client and changes nothing."""
     issuer = found.authorization_servers[0]
-    metadata = server_metadata(issuer, timeout=options.deadline)  # must exist for a connect
+    metadata = authorization_server_metadata(  # it must exist for a connect
+        issuer, deadline=options.deadline, allow_private=options.allow_private
+    )
     if options.client_id:
         return options.client_id, "operator"
     spec = earlier_spec(earlier) if earlier is not None else None
@@ -138,7 +144,11 @@ def _client_id(
         then = earlier.get("x-toolkit-package", {}).get("oauth") or {}
         return spec.client_id, str(then.get("client_id_from", "earlier import"))
     registered = register_client(
-        metadata, options.redirect_uri, found.scopes, deadline=options.deadline
+        metadata,
+        options.redirect_uri,
+        found.scopes,
+        deadline=options.deadline,
+        allow_private=options.allow_private,
     )
     if registered is None:
         raise OAuthFailed(
@@ -160,7 +170,9 @@ def discover_oauth(
     if (why := _unusable(url)) is not None:
         return Discovery("skipped", why)
     try:
-        found = protected_resource(url, deadline=options.deadline)
+        found = protected_resource(
+            url, deadline=options.deadline, allow_private=options.allow_private
+        )
     except OAuthFailed as exc:
         if exc.code in ("resource_mismatch", "metadata"):
             return Discovery("refused", exc.message)
