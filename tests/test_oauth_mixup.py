@@ -303,6 +303,7 @@ def test_the_test_server_redeems_a_code_only_for_its_client_and_redirect_uri(
             "client_id": CLIENT_ID,
             "redirect_uri": redirect_uri,
             "state": "s",
+            "scope": "calendar.read",
             "code_challenge": challenge.rstrip(b"=").decode(),
             "code_challenge_method": "S256",
         }
