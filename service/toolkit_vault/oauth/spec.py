@@ -68,15 +68,19 @@ def secure_url(url: str) -> bool:
         return False
 
 
-def redirect_uri(callback: str, spec: OAuthSpec) -> str:
-    """`callback` (the vault's `/console/oauth/callback`) + `/` + a tag of the server:
-    the first 22 characters of the unpadded base64url SHA-256 of its issuer, or of
-    `authorization_endpoint token_endpoint` when those are declared. A function of the
-    declaration alone, so it can be registered at the server before anyone connects."""
-    declared = spec.authorization_endpoint and spec.token_endpoint
-    server = f"{spec.authorization_endpoint} {spec.token_endpoint}" if declared else spec.issuer
-    digest = hashlib.sha256(str(server).encode()).digest()
-    return f"{callback.rstrip('/')}/{base64.urlsafe_b64encode(digest).decode()[:22]}"
+def redirect_uri(callback: str, server: OAuthSpec | str) -> str:
+    """`callback` (the vault's `/console/oauth/callback`) + `/` + a tag of the server
+    (`server`: a declaration, or an issuer URL): the first 22 characters of the unpadded
+    base64url SHA-256 of its issuer, or of `authorization_endpoint token_endpoint` when a
+    declaration names those. A function of the declaration alone, so that it can be
+    registered at the server (RFC 7591 at import, or by hand) before anyone connects."""
+    name = server
+    if isinstance(server, OAuthSpec):
+        declared = server.authorization_endpoint and server.token_endpoint
+        name = f"{server.authorization_endpoint} {server.token_endpoint}" if declared else ""
+        name = name or str(server.issuer)
+    tag = base64.urlsafe_b64encode(hashlib.sha256(str(name).encode()).digest()).decode()[:22]
+    return f"{callback.rstrip('/')}/{tag}"
 
 
 def _refuse(why: str) -> SchemaRefused:
