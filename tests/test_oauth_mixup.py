@@ -31,6 +31,7 @@ from oauth_server import CLIENT_ID, AuthServer, _Client, running_auth_server
 from test_oauth import calendar
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.history import history
+from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.oauth import metadata
@@ -202,6 +203,10 @@ def test_a_hostile_issuer_forwarding_to_an_honest_one_gets_no_code_redeemed(
     assert event["toolkit_name"] == "hostile"
     assert event["details"]["reason"] == ("iss" if defence == "iss" else "redirect_uri")
     assert event["details"]["issuer"] == hostile.issuer
+    page_of_trail = list_events(stage.vault.store, EventFilter(toolkit="hostile"), limit=50)
+    (said,) = [e.summary for e in page_of_trail.events if e.action == REFUSED]
+    assert said.startswith("refused an authorization response for hostile in session ")
+    assert f"not from {hostile.issuer}" in said and said.endswith("no code exchanged")
     assert stage.vault.verify_audit().ok
 
 
