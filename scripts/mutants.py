@@ -60,6 +60,7 @@ TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
 NOTICES, NOTICES_TESTS = V + "store/notices.py", "tests/test_commit_notices.py::"
 OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py::"
+MIXUP = "tests/test_oauth_mixup.py::"
 VERIFY = "tests/test_verification.py::"
 IMPORT_OAUTH, ADDRESSES = "tests/test_import_oauth.py::", "tests/test_addresses.py"
 EXPIRY = "tests/test_expiry.py::"
@@ -2285,6 +2286,51 @@ MUTANTS = [
         'raise unreachable(urlsplit(where).hostname or "?")',
         'raise OAuthFailed("unavailable", f"cannot be read (HTTP {answer.status})")',
         (IMPORT_OAUTH + "test_every_unreachable_target_reads_the_same",),
+    ),
+    # -- issue 48: OAuth issuer mix-up ------------------------------------------------------
+    Mutant(
+        "oauth mix-up: one redirect URI for every authorization server",
+        V + "core/connect.py",
+        "back = redirect_uri(callback, spec)",
+        "back = callback",
+        (
+            MIXUP + "test_a_hostile_issuer_forwarding_to_an_honest_one_gets_no_code_redeemed",
+            MIXUP + "test_redirect_uris_differ_per_issuer_and_stay_under_the_callback",
+        ),
+    ),
+    Mutant(
+        "oauth mix-up: an answer taken at another server's callback",
+        V + "core/connect.py",
+        "        if not hmac.compare_digest(self.redirect_uri.encode(), reached.encode()):",
+        "        if False:",
+        (
+            MIXUP + "test_a_hostile_issuer_forwarding_to_an_honest_one_gets_no_code_redeemed",
+            MIXUP + "test_an_answer_at_another_issuers_callback_is_refused",
+        ),
+    ),
+    Mutant(
+        "oauth mix-up: an iss naming another issuer believed (RFC 9207)",
+        V + "core/connect.py",
+        '                return "iss"\n',
+        "                pass\n",
+        (
+            MIXUP + "test_a_hostile_issuer_forwarding_to_an_honest_one_gets_no_code_redeemed",
+            MIXUP + "test_the_iss_parameter_must_name_the_flows_issuer",
+        ),
+    ),
+    Mutant(
+        "oauth mix-up: an iss advertised and left out accepted (RFC 9207)",
+        V + "core/connect.py",
+        '            return "iss_missing"\n',
+        "            pass\n",
+        (MIXUP + "test_the_iss_parameter_must_name_the_flows_issuer",),
+    ),
+    Mutant(
+        "oauth mix-up: the code exchanged with a server other than the flow's",
+        V + "core/connect.py",
+        "        if not self._same_server(flow, spec, found):",
+        "        if False:",
+        (MIXUP + "test_the_code_goes_only_to_the_token_endpoint_the_flow_started_with",),
     ),
 ]
 

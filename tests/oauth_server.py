@@ -6,6 +6,12 @@ Knobs make it misbehave as providers do: a short `expires_in`, no `refresh_token
 refresh response, refresh token rotation (the old one dies), `invalid_grant` for every
 refresh. It counts token-endpoint calls and keeps what each request carried (the
 `resource`, the `code_challenge_method`), never to be asserted on as a secret.
+
+RFC 9207: `send_iss` adds `iss` to its authorization responses (authlib's
+`IssuerParameter`), `advertise_iss` says so in its metadata. `forward_to` makes it the
+hostile server of an issuer mix-up: its `/authorize` sends the person on to another
+server's `/authorize` with the same query, and its `/token` redeems what it is given there.
+A code is redeemed only by the client it was issued to, with its redirect URI.
 """
 
 from __future__ import annotations
@@ -18,12 +24,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
+import httpx
 from authlib.integrations.flask_oauth2 import AuthorizationServer
+from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import grants
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
-from flask import Flask, jsonify, request
+from authlib.oauth2.rfc9207 import IssuerParameter
+from flask import Flask, Response, jsonify, redirect, request
 from werkzeug.serving import make_server
 
 CLIENT_ID = "tkv-test-client"
@@ -42,6 +52,11 @@ class Knobs:
     metadata_issuer: str | None = None  # the issuer its metadata names (None: its own)
     registration: bool = False  # RFC 7591: metadata offers a registration_endpoint
     metadata_padding: int = 0  # bytes of filler in its metadata document (size bounds)
+    send_iss: bool = False  # RFC 9207: `iss` in every authorization response
+    advertise_iss: bool = False  # RFC 9207: its metadata says it sends `iss`
+    forward_to: str | None = None  # a mix-up: another server's base, where it sends all
+    forward_redirect_uri: str | None = None  # the redirect_uri it puts in what it forwards
+    metadata_token_endpoint: str | None = None  # the token endpoint its metadata names
 
 
 @dataclass
@@ -203,8 +218,9 @@ class AuthServer:
                     payload.data.get("code_challenge_method"),
                 )
 
-            def query_authorization_code(self, code: str, _client: Any) -> _Code | None:
-                return server_state.codes.get(code)
+            def query_authorization_code(self, code: str, client: Any) -> _Code | None:
+                found = server_state.codes.get(code)  # only the client it was issued to
+                return found if found and found.client_id == client.client_id else None
 
             def delete_authorization_code(self, code: _Code) -> None:
                 server_state.codes.pop(code.code, None)
@@ -240,6 +256,12 @@ class AuthServer:
         authorization.register_grant(CodeGrant, [CodeChallenge(required=True)])
         authorization.register_grant(Refresh)
 
+        class Issuer(IssuerParameter):
+            def get_issuer(self) -> str | None:
+                return server_state.base if server_state.knobs.send_iss else None
+
+        authorization.register_extension(Issuer())
+
         class Registration(ClientRegistrationEndpoint):
             def authenticate_token(self, _request: Any) -> bool:
                 return True  # open registration, as MCP authorization servers offer it
@@ -270,19 +292,30 @@ class AuthServer:
                 **({"x-padding": "a" * padding} if padding else {}),
                 issuer=server_state.knobs.metadata_issuer or base,
                 authorization_endpoint=base + "/authorize",
-                token_endpoint=base + "/token",
+                token_endpoint=server_state.knobs.metadata_token_endpoint or base + "/token",
                 revocation_endpoint=base + "/revoke",
                 response_types_supported=["code"],
                 grant_types_supported=["authorization_code", "refresh_token"],
                 code_challenge_methods_supported=["S256"],
                 token_endpoint_auth_methods_supported=["none", *SECRET_METHODS],
+                authorization_response_iss_parameter_supported=server_state.knobs.advertise_iss,
             )
 
         @app.route("/authorize", methods=["GET", "POST"])
         def authorize() -> Any:
-            grant = authorization.get_consent_grant(end_user="alice")
             if request.method == "GET":
                 server_state.authorize_requests.append(dict(request.args))
+            forward = server_state.knobs.forward_to
+            if forward is not None:  # the mix-up: the person goes on to the other server
+                query = dict(parse_qsl(request.query_string.decode()))
+                if server_state.knobs.forward_redirect_uri:
+                    query["redirect_uri"] = server_state.knobs.forward_redirect_uri
+                return redirect(f"{forward}/authorize?{urlencode(query)}", code=302)
+            try:
+                grant = authorization.get_consent_grant(end_user="alice")
+            except OAuth2Error as error:  # an unregistered redirect_uri: said here, not sent
+                return authorization.handle_error_response(request, error)
+            if request.method == "GET":
                 return (
                     f"<!doctype html><title>Consent</title><h1>Allow {CLIENT_ID}?</h1>"
                     f"<p>Scopes: {grant.request.scope}</p><form method=post action="
@@ -301,6 +334,12 @@ class AuthServer:
                     server_state.refresh_calls += 1
                 if server_state.knobs.token_delay:
                     time.sleep(server_state.knobs.token_delay)
+                forward = server_state.knobs.forward_to
+                if forward is not None:  # the mix-up: redeem what was sent here over there
+                    if server_state.knobs.forward_redirect_uri:
+                        form["redirect_uri"] = server_state.knobs.forward_redirect_uri
+                    answer = httpx.post(f"{forward}/token", data=form, timeout=10)
+                    return Response(answer.content, answer.status_code, mimetype="application/json")
                 return authorization.create_token_response()
 
         @app.route("/revoke", methods=["POST"])

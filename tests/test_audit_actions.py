@@ -26,6 +26,7 @@ STORED = {
     "intake_refused",
     "intake_completed",
     "oauth_connected",
+    "oauth_callback_refused",
     "oauth_refreshed",
     "oauth_refresh_failed",
     "oauth_disconnected",

@@ -53,11 +53,13 @@ UPGRADES_ONLY = {
 }
 # Made where their own rigs are (an authorization server, a lost master key, a second home),
 # and read back from the trail there: tests/test_oauth.py (list_events' summaries of the
-# oauth_* actions), tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py,
-# test_expiry.py (a clock moved past a credential's end).
+# oauth_* actions), tests/test_oauth_mixup.py (oauth_callback_refused),
+# tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py, test_expiry.py (a
+# clock moved past a credential's end).
 ELSEWHERE = {
     AuditAction.CREDENTIAL_EXPIRING,
     AuditAction.OAUTH_CONNECTED,
+    AuditAction.OAUTH_CALLBACK_REFUSED,
     AuditAction.OAUTH_REFRESHED,
     AuditAction.OAUTH_REFRESH_FAILED,
     AuditAction.OAUTH_DISCONNECTED,

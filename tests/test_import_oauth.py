@@ -28,7 +28,7 @@ from test_oauth import CALLBACK, Agent, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.oauth import oauth_spec
+from toolkit_vault.oauth import oauth_spec, redirect_uri
 from toolkit_vault.oauth.client import OAuthFailed
 from toolkit_vault.oauth.metadata import server_metadata
 from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
@@ -214,7 +214,7 @@ def test_the_401_points_to_the_metadata_and_the_client_registers_itself(
             "registration",
         )
         (asked,) = auth.registrations
-        assert asked["redirect_uris"] == [CALLBACK]
+        assert asked["redirect_uris"] == [redirect_uri(CALLBACK, auth.issuer)]
         assert asked["token_endpoint_auth_method"] == "none"
         (client_id,) = auth.registered
         declared = vault.registry.get(NAME).schema.schema["x-oauth"]

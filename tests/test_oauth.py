@@ -159,8 +159,16 @@ def consent(side: Side, intake_url: str, client_secret: str | None = None) -> No
     assert httpx.get(url).status_code == 200  # the consent page
     answer = httpx.post(url, data={"confirm": "yes"})
     assert answer.status_code == 302, answer.text
-    back = parse_qs(urlsplit(answer.headers["location"]).query)
-    side.connections.finish(cookie, back["state"][0], back["code"][0])
+    side.connections.finish(cookie, *answered(answer.headers["location"]))
+
+
+def answered(location: str) -> tuple[str, str, str, str | None]:
+    """What the callback passes on of an authorization response: its state, its code, the
+    URL it arrived at (no query) and its RFC 9207 `iss`, if any."""
+    parts = urlsplit(location)
+    back = parse_qs(parts.query)
+    reached = parts._replace(query="").geturl()
+    return back["state"][0], back["code"][0], reached, back.get("iss", [None])[0]
 
 
 def until_asked(calls: Callable[[], int]) -> None:
@@ -556,7 +564,7 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
     link = parse_qs(urlsplit(answer["intake_url"]).query)["link"][0]
     url, cookie = side.connections.start(link, CALLBACK, None)
     allowed = httpx.post(url, data={"confirm": "yes"})
-    back = parse_qs(urlsplit(allowed.headers["location"]).query)
+    back = answered(allowed.headers["location"])
     rig.auth.knobs.token_delay = 1.0
 
     def purge_during_the_exchange() -> None:
@@ -566,7 +574,7 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
     purging = threading.Thread(target=purge_during_the_exchange)
     purging.start()
     with pytest.raises(IntakeRefused) as refused:
-        side.connections.finish(cookie, back["state"][0], back["code"][0])
+        side.connections.finish(cookie, *back)
     purging.join(timeout=30)
     assert rig.auth.token_calls == 1 and refused.value.reason == "changed"
     assert set(rig.auth.issued()) <= set(rig.auth.revocations)
@@ -696,7 +704,7 @@ def test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocati
         side.connections.start(link, CALLBACK)
     _, cookie = side.connections.start(link, CALLBACK, secret)  # the browser holds it sealed
     fields = json.loads(_unb64(cookie.rpartition(".")[0]))
-    assert secret.encode() not in b"".join([_unb64(str(f)) for f in fields[5:]])
+    assert secret.encode() not in b"".join([_unb64(str(f)) for f in fields[8:]])
     with pytest.raises(OAuthFailed) as refused:  # a wrong secret: the server says so
         consent(side, answer["intake_url"], "not-the-secret")
     assert refused.value.code == "invalid_client"

@@ -30,6 +30,7 @@ from oauth_server import CONSENT_BUTTON, AuthServer
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.oauth import redirect_uri
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
 
@@ -104,6 +105,11 @@ def _resumed(server: Server, token: str, session_id: str | None) -> Iterator[Age
         yield client
 
 
+def exchange_redirect(auth: AuthServer) -> str:
+    """The redirect URI the vault's code exchange named (RFC 6749 4.1.3: the same)."""
+    return auth.token_requests[0]["redirect_uri"]
+
+
 def _connect(browser: WebDriver, url: str, tmp_path: Path) -> list[str]:
     """Open the intake link, press Connect, consent at the server; the pages' sources."""
     browser.get(url)
@@ -149,7 +155,9 @@ def test_connect_in_the_browser_then_the_token_is_used_and_refreshed(
     (asked,) = auth.authorize_requests
     assert asked["code_challenge_method"] == "S256" and len(asked["code_challenge"]) == 43
     assert asked["resource"] == calendar.RESOURCE
-    assert asked["redirect_uri"] == server.base + "/console/oauth/callback"
+    callback = server.base + "/console/oauth/callback"
+    assert asked["redirect_uri"] == redirect_uri(callback, auth.issuer)  # its server's own
+    assert exchange_redirect(auth) == asked["redirect_uri"]
     assert len(asked["state"]) >= 32 and asked["state"] not in url
     (exchange,) = auth.token_requests
     assert exchange["grant_type"] == "authorization_code"
@@ -209,12 +217,13 @@ def test_a_callback_without_the_flow_cookie_or_with_another_state_stores_nothing
         button = browser.find_element(By.XPATH, "//button[contains(., 'Connect')]")
         click_through(browser, button)
         WebDriverWait(browser, 15).until(lambda d: "/authorize" in d.current_url)
-        state = parse_qs(urlsplit(browser.current_url).query)["state"][0]
+        asked = parse_qs(urlsplit(browser.current_url).query)
+        state, back = asked["state"][0], asked["redirect_uri"][0]
         # a forged callback with another state, from the same browser (its cookie sent)
-        browser.get(server.base + "/console/oauth/callback?code=stolen&state=" + state[::-1])
+        browser.get(back + "?code=stolen&state=" + state[::-1])
         assert browser.find_element(By.TAG_NAME, "h1").text == "Cannot connect"
         browser.delete_all_cookies()  # and the right state from a browser without the cookie
-        browser.get(server.base + f"/console/oauth/callback?code=stolen&state={state}")
+        browser.get(back + f"?code=stolen&state={state}")
         assert browser.find_element(By.TAG_NAME, "h1").text == "Cannot connect"
         assert auth.token_calls == 0
         assert bot.configured()["calendar"] is False

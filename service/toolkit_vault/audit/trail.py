@@ -569,6 +569,14 @@ def _oauth_connected(w: _Words) -> str:
     return f"{w.toolkit} {w.where} connected at {w.d('issuer')} (scope {w.d('scope')})"
 
 
+def _oauth_callback_refused(w: _Words) -> str:
+    return (
+        f"refused an authorization response for {w.toolkit} {w.where} ({w.d('reason')}): "
+        f"not from {w.d('issuer')}, the server the connection was started with; no code "
+        "exchanged"
+    )
+
+
 def _oauth_refreshed(w: _Words) -> str:
     rotated = " and rotated its refresh token" if w.d("refresh_token_rotated") else ""
     return f"refreshed the OAuth token of {w.toolkit} v{w.event.version} {w.where}{rotated}"
@@ -674,6 +682,7 @@ _SAY: dict[str, Callable[[_Words], str]] = {
     AuditAction.INTAKE_REFUSED: _intake_refused,
     AuditAction.INTAKE_COMPLETED: _intake_completed,
     AuditAction.OAUTH_CONNECTED: _oauth_connected,
+    AuditAction.OAUTH_CALLBACK_REFUSED: _oauth_callback_refused,
     AuditAction.OAUTH_REFRESHED: _oauth_refreshed,
     AuditAction.OAUTH_REFRESH_FAILED: _oauth_refresh_failed,
     AuditAction.OAUTH_DISCONNECTED: _oauth_disconnected,

@@ -4,10 +4,13 @@ and tell a person when only they can fix it.
 - **Connect.** An intake link of a toolkit whose schema declares `x-oauth` offers a
   Connect button: `start` makes a PKCE (S256) verifier and a `state`, both kept in a
   MACed, short-lived cookie bound to the link (never in the URL the authorization server
-  sees, so an intercepted redirect is useless without the browser); `finish` checks the
-  state, exchanges the code and stores the token set as sealed secret fields of a new
-  version, through the same `Vault.commit` a configure uses (the link's used-once check
-  included). `oauth_connected` joins the chain.
+  sees, so an intercepted redirect is useless without the browser), with the server the
+  flow is for: its issuer, its token endpoint and its own redirect URI; `finish` checks the
+  state, then that the answer is that server's (RFC 9700 4.4: it arrived at that server's
+  redirect URI, its RFC 9207 `iss` names the flow's issuer), exchanges the code with that
+  server only and stores the token set as sealed secret fields of a new version, through
+  the same `Vault.commit` a configure uses (the link's used-once check included).
+  `oauth_connected` joins the chain; a refused answer is `oauth_callback_refused`.
 - **Refresh once.** Before a toolkit is initialized from a token that expires within a
   minute, `ready` refreshes it inside the store's write transaction, which is serialized
   across threads, processes and replicas (SQLite's BEGIN IMMEDIATE, PostgreSQL's
@@ -35,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from toolkit_vault import crypto
 from toolkit_vault.core.intake import Intake, IntakeRefused, IntakeView
@@ -52,12 +55,14 @@ from toolkit_vault.errors import (
 )
 from toolkit_vault.logs import register_secrets
 from toolkit_vault.oauth import (
+    Endpoints,
     OAuthClient,
     OAuthFailed,
     OAuthSpec,
     TokenSet,
     discover,
     oauth_spec,
+    redirect_uri,
 )
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.schema import merge_secrets
@@ -69,7 +74,7 @@ from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.toolkits.imports import stored_toolkits
 from toolkit_vault.toolkits.registry import RegisteredToolkit, ToolkitRegistry
 
-__all__ = ["FLOW_TTL", "REFRESH_ACTOR", "Flow", "OAuthConnections"]
+__all__ = ["FLOW_TTL", "REFRESH_ACTOR", "AnswerRefused", "Flow", "OAuthConnections"]
 
 FLOW_TTL = 600.0  # seconds a person has for the authorization server's consent step
 REFRESH_ACTOR = "oauth:refresh"
@@ -81,7 +86,7 @@ MAX_FAILURES = 3  # the server failed this many refreshes in a row: a person mus
 RETRY_SPACING = 60.0  # seconds before a try after a failure, doubled with each one in a row
 # The server failed rather than refused: worth another try, after the spacing.
 TRANSIENT = frozenset({"unavailable", "metadata", "server_error", "temporarily_unavailable"})
-_DOMAIN = b"toolkit-vault oauth flow v1\x00"
+_DOMAIN = b"toolkit-vault oauth flow v2\x00"
 MAX_COOKIE = 3800
 log = logging.getLogger(__name__)
 
@@ -90,16 +95,46 @@ class _Marked(Reconnect):
     """A version marked for reconnecting was just stored (refused, or failed too often)."""
 
 
+class AnswerRefused(VaultError):
+    """An authorization response that is not the flow's server's (a mix-up, RFC 9700 4.4):
+    `reason` says which check failed. No code was exchanged."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "the answer did not come from the authorization server this connection was "
+            "started with; no code was exchanged and nothing was stored"
+        )
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Flow:
-    """What the flow cookie holds: the link, the state, the PKCE verifier, the callback."""
+    """What the flow cookie holds: the link, the state, the PKCE verifier, and the server
+    the flow is for (its redirect URI, issuer, token endpoint, whether it sends `iss`)."""
 
     link: str
     state: str
     verifier: str
     redirect_uri: str
     expires_at: float
+    issuer: str | None = None  # None: endpoints declared without an issuer
+    token_endpoint: str = ""
+    iss_supported: bool = False  # RFC 9207: its metadata says its answers carry `iss`
     client_secret: str | None = None  # a confidential client's, typed by the person: sealed
+
+    def mixed_up(self, reached: str, iss: str | None) -> str | None:
+        """Why an answer that arrived at `reached` (the callback URL, no query) carrying
+        `iss` is not this flow's server's (None: it is). RFC 9700 4.4.2: the answer must
+        arrive at the redirect URI of the flow's server; RFC 9207 2.4: an `iss` sent must
+        be the flow's issuer, advertised or not, and one advertised must be sent."""
+        if not hmac.compare_digest(self.redirect_uri.encode(), reached.encode()):
+            return "redirect_uri"
+        if iss is not None:
+            if self.issuer is None or not hmac.compare_digest(iss.encode(), self.issuer.encode()):
+                return "iss"
+        elif self.iss_supported:
+            return "iss_missing"
+        return None
 
 
 def _b64(data: bytes) -> str:
@@ -124,6 +159,7 @@ class _FlowSigner:
     def issue(self, flow: Flow) -> str:
         fields: list[Any] = [
             flow.link, flow.state, flow.verifier, flow.redirect_uri, int(flow.expires_at),
+            flow.issuer, flow.token_endpoint, flow.iss_supported,
         ]  # fmt: skip
         if flow.client_secret is not None:
             sealed = crypto.seal(self._seal, flow.client_secret.encode(), flow.link.encode())
@@ -136,14 +172,16 @@ class _FlowSigner:
         try:
             if len(cookie) > MAX_COOKIE or not hmac.compare_digest(_unb64(mac), self._mac(payload)):
                 raise IntakeRefused("invalid")
-            link, state, verifier, redirect_uri, expires_at, *sealed = json.loads(_unb64(payload))
+            link, state, verifier, redirect_uri, expires_at, issuer, token, iss, *sealed = (
+                json.loads(_unb64(payload))
+            )
             client_secret = None
             if sealed:
                 box = _unb64(str(sealed[0]))
                 client_secret = crypto.unseal(self._seal, box, str(link).encode()).decode()
             flow = Flow(
                 str(link), str(state), str(verifier), str(redirect_uri), float(expires_at),
-                client_secret,
+                None if issuer is None else str(issuer), str(token), iss is True, client_secret,
             )  # fmt: skip
         except (ValueError, TypeError, binascii.Error, DecryptionError):
             raise IntakeRefused("invalid") from None
@@ -208,12 +246,12 @@ class OAuthConnections:
 
     def _client(
         self, spec: OAuthSpec, client_secret: str | None = None
-    ) -> tuple[OAuthClient, str | None, str | None]:
+    ) -> tuple[OAuthClient, Endpoints]:
         found = discover(spec)
         client = OAuthClient(
             spec, found.authorization_endpoint, found.token_endpoint, client_secret
         )
-        return client, found.issuer, found.revocation_endpoint
+        return client, found
 
     @staticmethod
     def _client_secret(spec: OAuthSpec, config: Mapping[str, Any]) -> str | None:
@@ -236,12 +274,11 @@ class OAuthConnections:
 
     # -- connect ------------------------------------------------------------------------------
 
-    def start(
-        self, link: str, redirect_uri: str, client_secret: str | None = None
-    ) -> tuple[str, str]:
+    def start(self, link: str, callback: str, client_secret: str | None = None) -> tuple[str, str]:
         """The authorization URL to send the person to, and the flow cookie to set (with
         the client secret sealed in it, for a confidential client: the person connecting
-        types it). Raises IntakeRefused (the link), OAuthFailed (the server)."""
+        types it). The redirect URI is `callback` + the server's own segment (`oauth.
+        redirect_uri`). Raises IntakeRefused (the link), OAuthFailed (the server)."""
         view = self.intake.open(link)
         spec = self.spec_of(view.toolkit)
         if spec is None:
@@ -252,17 +289,27 @@ class OAuthConnections:
             raise VaultError("this toolkit needs its client secret to connect")
         else:
             register_secrets([client_secret])
-        client, _, _ = self._client(spec, client_secret)
+        client, found = self._client(spec, client_secret)
         state = secrets.token_urlsafe(32)
         verifier = secrets.token_urlsafe(64)  # 86 characters: RFC 7636 asks for 43 to 128
         expires_at = min(self._clock() + FLOW_TTL, view.claim.expires_at)
-        flow = Flow(link, state, verifier, redirect_uri, expires_at, client_secret)
+        back = redirect_uri(callback, spec)
+        flow = Flow(
+            link, state, verifier, back, expires_at, found.issuer, found.token_endpoint,
+            found.iss_supported, client_secret,
+        )  # fmt: skip
         cookie = self._flows.issue(flow)
-        return client.authorization_url(redirect_uri, state, verifier), cookie
+        return client.authorization_url(back, state, verifier), cookie
 
-    def finish(self, cookie: str, state: str, code: str) -> tuple[IntakeView, Outcome]:
-        """Check the state against the flow cookie, exchange the code, store the token set
-        as a new version (once per link). Raises IntakeRefused, OAuthFailed, ConfigInvalid."""
+    def finish(
+        self, cookie: str, state: str, code: str, reached: str, iss: str | None = None
+    ) -> tuple[IntakeView, Outcome]:
+        """Check the state against the flow cookie, and that the answer is the flow's
+        server's: it arrived at `reached` (the callback URL it came to, without its query),
+        which must be that server's redirect URI, with `iss` (RFC 9207, None when absent)
+        naming that server. Then exchange the code there, and only there, and store the
+        token set as a new version (once per link). Raises IntakeRefused, AnswerRefused
+        (audited `oauth_callback_refused`), OAuthFailed, ConfigInvalid."""
         flow = self._flows.verify(cookie, self._clock())
         if not state or not hmac.compare_digest(flow.state.encode(), state.encode()):
             raise IntakeRefused("invalid")
@@ -273,7 +320,13 @@ class OAuthConnections:
             raise IntakeRefused("changed")
         if spec.client_secret_field is not None and flow.client_secret is None:
             raise IntakeRefused("changed")  # the toolkit became confidential meanwhile
-        client, issuer, revocation = self._client(spec, flow.client_secret)
+        mixed_up = flow.mixed_up(reached, iss)
+        if mixed_up is not None:
+            self._refuse(view, flow, mixed_up)
+        client, found = self._client(spec, flow.client_secret)
+        if not self._same_server(flow, spec, found):
+            self._refuse(view, flow, "server_changed")  # the code goes where the flow began
+        issuer, revocation = found.issuer, found.revocation_endpoint
         answer = client.exchange(flow.redirect_uri, code, flow.verifier)
         try:
             tokens = TokenSet.from_response(answer, issuer, self._clock(), None)
@@ -308,6 +361,31 @@ class OAuthConnections:
                 )
             )  # fmt: skip
         return view, outcome
+
+    @staticmethod
+    def _same_server(flow: Flow, spec: OAuthSpec, found: Endpoints) -> bool:
+        """The server the code would go to now is the one the flow was started for: its
+        redirect URI, issuer and token endpoint (its metadata may have changed since)."""
+        callback = flow.redirect_uri.rpartition("/")[0]
+        return (
+            redirect_uri(callback, spec) == flow.redirect_uri
+            and found.issuer == flow.issuer
+            and found.token_endpoint == flow.token_endpoint
+        )
+
+    def _refuse(self, view: IntakeView, flow: Flow, reason: str) -> NoReturn:
+        """Audit an answer refused as not the flow's server's (never its code or `iss`),
+        and raise AnswerRefused."""
+        claim = view.claim
+        log.warning("%s: an authorization response was refused (%s)", claim.toolkit_name, reason)
+        details = {"link_id": claim.link_id, "reason": reason, "issuer": flow.issuer}
+        self.vault.store.record_attempt(
+            AuditDraft(
+                claim.actor, AuditAction.OAUTH_CALLBACK_REFUSED, claim.session_id,
+                claim.toolkit_name, details=details,
+            )
+        )  # fmt: skip
+        raise AnswerRefused(reason)
 
     @staticmethod
     def _facts(tokens: TokenSet, previous: TokenSet | None = None) -> dict[str, Any]:
@@ -489,7 +567,8 @@ class OAuthConnections:
         dead = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
         if tokens.refresh_token is None:
             return dead, "no_refresh_token"
-        client, issuer, _ = self._client(spec, client_secret)
+        client, found = self._client(spec, client_secret)
+        issuer = found.issuer
         try:
             answer = client.refresh(tokens.refresh_token)
         except OAuthFailed as exc:
@@ -537,8 +616,8 @@ class OAuthConnections:
                 if tokens is None or tokens.reconnect:
                     continue
                 register_secrets([tokens.access_token, tokens.refresh_token])
-                client, _, endpoint = self._client(spec, self._client_secret(spec, config))
-                if not _revoke(client, endpoint, tokens):
+                client, found = self._client(spec, self._client_secret(spec, config))
+                if not _revoke(client, found.revocation_endpoint, tokens):
                     log.info("%s: its server offers no revocation", record.toolkit_name)
                     continue
             except (VaultError, ValueError) as exc:

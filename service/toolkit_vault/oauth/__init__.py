@@ -11,7 +11,7 @@ or transports.
 
 from toolkit_vault.oauth.client import OAuthClient, OAuthFailed
 from toolkit_vault.oauth.metadata import Endpoints, discover
-from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec
+from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri
 from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set
 
 __all__ = [
@@ -23,5 +23,6 @@ __all__ = [
     "TokenSet",
     "discover",
     "oauth_spec",
+    "redirect_uri",
     "without_token_set",
 ]

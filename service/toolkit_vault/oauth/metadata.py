@@ -3,7 +3,9 @@
 RFC 8414 first (`/.well-known/oauth-authorization-server` inserted before the issuer's
 path), then OpenID Connect discovery. The document must name the issuer it was asked for
 (RFC 8414 section 3.3: a server cannot speak for another) and https endpoints (http only
-to loopback). Discovered endpoints are kept for `MAX_AGE` seconds per issuer.
+to loopback). Discovered endpoints are kept for `MAX_AGE` seconds per issuer, with
+whether the server puts its `iss` in authorization responses (RFC 9207), which the
+connect flow then requires.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Endpoints:
     authorization_endpoint: str
     token_endpoint: str
     revocation_endpoint: str | None = None
+    iss_supported: bool = False  # RFC 9207: its authorization responses carry `iss`
 
 
 def _well_known(issuer: str) -> list[str]:
@@ -93,6 +96,7 @@ def discover(spec: OAuthSpec, *, timeout: float = 10.0, now: float | None = None
         document["authorization_endpoint"],
         document["token_endpoint"],
         spec.revocation_endpoint or revocation,
+        document.get("authorization_response_iss_parameter_supported") is True,
     )
     with _cache_lock:
         _cache[issuer] = (moment, found)

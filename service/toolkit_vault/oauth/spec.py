@@ -9,10 +9,16 @@ it is typed next to the Connect button and sealed with the token set, never show
 as `token_endpoint_auth_method` says: `client_secret_basic` (the default) or
 `client_secret_post`. Checked when first read (a toolkit
 whose declaration is wrong cannot connect, and says why in field terms).
+
+`redirect_uri` is the vault's callback for one authorization server: the shared callback
+path plus a segment naming that server, so that an answer sent to one server's callback is
+never taken for another's (RFC 9700 4.4.2.2, the mix-up defence by distinct redirect URIs).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +28,7 @@ from urllib.parse import urlsplit
 from toolkit_vault.errors import SchemaRefused
 from toolkit_vault.schema.values import pointer_tokens
 
-__all__ = ["OAuthSpec", "oauth_spec", "secure_url"]
+__all__ = ["OAuthSpec", "oauth_spec", "redirect_uri", "secure_url"]
 
 KEYWORD = "x-oauth"
 SECRET_METHODS = ("client_secret_basic", "client_secret_post")
@@ -60,6 +66,21 @@ def secure_url(url: str) -> bool:
         return ipaddress.ip_address(parts.hostname).is_loopback
     except ValueError:
         return False
+
+
+def redirect_uri(callback: str, server: OAuthSpec | str) -> str:
+    """`callback` (the vault's `/console/oauth/callback`) + `/` + a tag of the server
+    (`server`: a declaration, or an issuer URL): the first 22 characters of the unpadded
+    base64url SHA-256 of its issuer, or of `authorization_endpoint token_endpoint` when a
+    declaration names those. A function of the declaration alone, so that it can be
+    registered at the server (RFC 7591 at import, or by hand) before anyone connects."""
+    name = server
+    if isinstance(server, OAuthSpec):
+        declared = server.authorization_endpoint and server.token_endpoint
+        name = f"{server.authorization_endpoint} {server.token_endpoint}" if declared else ""
+        name = name or str(server.issuer)
+    tag = base64.urlsafe_b64encode(hashlib.sha256(str(name).encode()).digest()).decode()[:22]
+    return f"{callback.rstrip('/')}/{tag}"
 
 
 def _refuse(why: str) -> SchemaRefused:

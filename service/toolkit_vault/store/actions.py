@@ -26,9 +26,11 @@ class AuditAction(StrEnum):
     INTAKE_REFUSED = "intake_refused"
     INTAKE_COMPLETED = "intake_completed"
 
-    # OAuth connections: a token set stored by the connect flow, refreshed, refused on
-    # refresh (the connection needs a person), revoked on disconnect.
+    # OAuth connections: a token set stored by the connect flow, an authorization response
+    # refused as another server's (a mix-up), refreshed, refused on refresh (the
+    # connection needs a person), revoked on disconnect.
     OAUTH_CONNECTED = "oauth_connected"
+    OAUTH_CALLBACK_REFUSED = "oauth_callback_refused"
     OAUTH_REFRESHED = "oauth_refreshed"
     OAUTH_REFRESH_FAILED = "oauth_refresh_failed"
     OAUTH_DISCONNECTED = "oauth_disconnected"

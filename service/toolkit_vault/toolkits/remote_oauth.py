@@ -40,7 +40,7 @@ from toolkit_vault.oauth.client import OAuthFailed
 from toolkit_vault.oauth.fetch import DEADLINE
 from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
 from toolkit_vault.oauth.resource import ProtectedResource, protected_resource
-from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, secure_url
+from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri, secure_url
 from toolkit_vault.schema.values import pointer_tokens
 
 __all__ = [
@@ -143,9 +143,10 @@ def _client_id(
         assert earlier is not None
         then = earlier.get("x-toolkit-package", {}).get("oauth") or {}
         return spec.client_id, str(then.get("client_id_from", "earlier import"))
+    callback = redirect_uri(options.redirect_uri, issuer)  # this server's own (RFC 9700 4.4)
     registered = register_client(
         metadata,
-        options.redirect_uri,
+        callback,
         found.scopes,
         deadline=options.deadline,
         allow_private=options.allow_private,

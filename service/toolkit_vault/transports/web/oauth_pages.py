@@ -1,6 +1,9 @@
 """The OAuth connect flow's two pages: the intake form's Connect button posts to
 `/oauth/start`, which sets the flow cookie and sends the person on to the authorization
-server; the server sends them back to `/oauth/callback` under this server's own origin.
+server; the server sends them back to `/oauth/callback/TAG` under this server's own
+origin, TAG naming that server (`oauth.redirect_uri`): an answer that arrives at another
+server's callback (the bare `/oauth/callback` included) is refused, as one whose `iss`
+names another issuer (RFC 9700 4.4, RFC 9207).
 
 The start answer is a page that moves on by itself (`<meta http-equiv="refresh">`), not a
 redirect: the console's Content-Security-Policy allows forms to post to this origin only
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from toolkit_vault.core.connect import FLOW_TTL, OAuthConnections
+from toolkit_vault.core.connect import FLOW_TTL, AnswerRefused, OAuthConnections
 from toolkit_vault.core.intake import IntakeRefused
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.oauth import OAuthFailed
@@ -39,6 +42,9 @@ def oauth_routes(
         if isinstance(exc, IntakeRefused):
             text = exc.message[:1].upper() + exc.message[1:] + "."
             return state.message(request, _STATUS[exc.reason], "Cannot connect", text)
+        if isinstance(exc, AnswerRefused):
+            text = exc.message[:1].upper() + exc.message[1:] + "."
+            return state.message(request, 400, "Not connected", text)
         if isinstance(exc, OAuthFailed):
             text = f"The authorization server did not connect this toolkit: {exc.message}."
             return state.message(request, 502, "Not connected", text)
@@ -76,15 +82,22 @@ def oauth_routes(
         return response
 
     @router.get("/oauth/callback")
-    async def callback(request: Request) -> Response:
+    @router.get("/oauth/callback/{server}")
+    async def callback(request: Request, server: str = "") -> Response:
         params = request.query_params
         cookie = request.cookies.get(FLOW_COOKIE, "")
         if params.get("error"):
             text = "The authorization server did not grant access; nothing was stored."
             return state.message(request, 403, "Not connected", text)
+        reached = callback_url() + (f"/{server}" if server else "")
         try:
             view, outcome = await run_in_threadpool(
-                connections.finish, cookie, params.get("state", ""), params.get("code", "")
+                connections.finish,
+                cookie,
+                params.get("state", ""),
+                params.get("code", ""),
+                reached,
+                params.get("iss"),  # RFC 9207; None when the server sent none
             )
         except (VaultError, ConfigInvalid) as exc:
             return refused(request, exc)
