@@ -635,3 +635,155 @@ def test_a_bad_device_is_refused_at_start_with_one_line_and_no_password(
     assert done.returncode == 1
     assert done.stderr.startswith("toolkit-vault: error: ") and says in done.stderr
     assert "hunter2" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+# -- issue 48: a receiver that never reads, bounded events, a symlinked file ---------------------
+
+
+class Stuck:
+    """A TCP syslog receiver that accepts every connection and never reads from one, with a
+    small receive buffer: the device's `buffer=4096` fills after a dozen events."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def spec(self, timeout: float) -> str:
+        port = self._sock.getsockname()[1]
+        return f"syslog+tcp://127.0.0.1:{port}?buffer=4096&timeout={timeout}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.conns.append(self._sock.accept()[0])
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        for conn in self.conns:
+            conn.close()
+        self._thread.join(timeout=5)
+
+
+def devices_of(vault: Vault) -> AuditDevices:
+    sink = vault.store.audit_sink
+    assert isinstance(sink, AuditDevices)
+    return sink
+
+
+def settled(sink: AuditDevices, timeout: float = 10) -> dict[str, Any]:
+    """The first device's status once its queue is empty."""
+    deadline = time.monotonic() + timeout
+    while sink.status()[0]["queued"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return sink.status()[0]
+
+
+def test_a_receiver_that_never_reads_stalls_no_bystander_and_its_losses_are_counted(
+    home: VaultSettings, opened: list[Vault], caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck = Stuck()
+    try:
+        vault, start = opened_at(opened, with_devices(home, stuck.spec(2)))
+        caplog.set_level(logging.WARNING, "toolkit_vault.audit.devices")
+        writer = threading.Thread(target=configuring, args=(vault, 60))
+        writer.start()
+        slowest, rounds = 0.0, 0
+        while writer.is_alive() or rounds < 5:
+            began = time.monotonic()
+            bystander = session(vault)  # a handshake writes an event of its own
+            listed = request(bystander, {"type": "toolkit/list/req"})
+            assert listed["type"] == "toolkit/list/resp", listed
+            slowest, rounds = max(slowest, time.monotonic() - began), rounds + 1
+        writer.join()
+        assert slowest < 0.5, f"a bystander waited {slowest:.2f} s on the device"
+        events = len(stored(vault)) - start + 1
+        status = settled(devices_of(vault))
+    finally:
+        stuck.stop()
+    assert status["queued"] == 0
+    assert status["delivered"] + status["failed"] + status["lost"] == events
+    assert status["failed"] + status["lost"] > 0 and status["failing_since"] is not None
+    devices_of(vault).close()
+    said = [r.getMessage() for r in caplog.records if r.name == "toolkit_vault.audit.devices"]
+    missed = status["failed"] + status["lost"]
+    assert any(f"{missed} events were not delivered to it" in line for line in said), said
+    assert CANARY not in caplog.text
+
+
+def test_fail_closed_answers_ok_only_for_what_the_receiver_took(
+    home: VaultSettings, opened: list[Vault]
+) -> None:
+    stuck = Stuck()
+    try:
+        vault = open_with(opened, with_devices(home, stuck.spec(0.5), fail_closed=True))
+        conn = session(vault)
+        for n in range(200):  # until the buffers are full (a dozen events)
+            if configure(conn, n)["type"] == "error":
+                break
+        else:
+            pytest.fail("the device took 200 events a receiver never read")
+        before = snapshot(vault)
+        answers = [configure(conn, 1000 + n) for n in range(5)]
+        after = snapshot(vault)
+    finally:
+        stuck.stop()
+    assert [a["type"] for a in answers] == ["error"] * 5  # 0 of 5 ok: no reconnect hides it
+    assert all("no audit device accepted" in a["message"] for a in answers)
+    assert after == before  # no version, no event
+
+
+def test_an_agents_config_makes_a_bounded_event(
+    home: VaultSettings, tmp_path: Path, opened: list[Vault]
+) -> None:
+    trail = tmp_path / "audit.jsonl"
+    vault = open_with(opened, with_devices(home, f"file:{trail}"))
+    conn = session(vault)
+    headers = {f"x-{n:03d}-" + "k" * 2000: "v" for n in range(200)}
+    config = {"endpoint": "https://x.example.test", "api_key": CANARY, "headers": headers}
+    message = {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
+    assert request(conn, message)["status"] == "ok"
+    with vault.store.engine.connect() as db:
+        details = db.execute(select(AuditEvent.details).order_by(AuditEvent.seq.desc())).first()
+    assert details is not None and len(details[0]) <= 8192  # the chain holds it bounded
+    line = trail.read_bytes().splitlines()[-1]
+    assert len(line) <= 16384
+    record = json.loads(line)
+    assert record["action"] == "configure"
+    changed = record["details"]["changed"]
+    assert record["details"]["changed_count"] == 201  # the api_key and 200 headers
+    assert len(changed) < 201 and changed[-1].startswith("...")  # the marker says so
+    assert all(len(name) <= 200 for name in changed)
+    assert CANARY not in trail.read_text()
+
+
+def test_a_symlinked_file_device_is_refused(
+    home: VaultSettings, cli_env: dict[str, str], tmp_path: Path, opened: list[Vault]
+) -> None:
+    target, link = tmp_path / "elsewhere", tmp_path / "audit.jsonl"
+    target.write_text("")
+    link.symlink_to(target)
+    with pytest.raises(VaultError, match="is a symbolic link"):
+        open_vault(with_devices(home, f"file:{link}"))
+    done = run_cli(["tokens", "list"], cli_devices(cli_env, f"file:{link}"))
+    assert done.returncode == 1 and "is a symbolic link" in done.stderr
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_text("")
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(VaultError, match="is not owned by"):
+        open_vault(with_devices(home, f"file:{theirs}"))
+    later = tmp_path / "later.jsonl"  # a link made after the start: refused at the open
+    vault = open_with(opened, with_devices(home, f"file:{later}", fail_closed=True))
+    later.symlink_to(target)
+    before = snapshot(vault)
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
+    assert request(connect(vault, AGENT), hello)["type"] == "error"  # fail-closed: refused
+    assert snapshot(vault) == before and target.read_text() == ""

@@ -47,9 +47,11 @@ class SyslogTarget:
         facility: int = FACILITIES["auth"],
         app: str = "toolkit-vault",
         timeout: float = 2.0,
+        buffer: int | None = None,
     ) -> None:
         self.transport, self.host, self.port = transport, host, port
         self.facility, self.app, self.timeout = facility, app, timeout
+        self.buffer = buffer  # SO_SNDBUF: what the kernel may hold for a receiver that lags
         self.hostname = _hostname()
         self._sock: socket.socket | None = None
         self._retry_at = 0.0
@@ -103,6 +105,8 @@ class SyslogTarget:
         if self.transport == "tcp":
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.buffer is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.buffer)
             return sock
         family, kind, proto, _, address = socket.getaddrinfo(
             self.host, self.port, type=socket.SOCK_DGRAM
@@ -174,10 +178,13 @@ def parse_target(spec: str) -> SyslogTarget:
             options["app"] = value
         elif key == "timeout" and _seconds(value):
             options["timeout"] = float(value)
+        elif key == "buffer" and value.isdigit() and 4096 <= int(value) <= 16 << 20:
+            options["buffer"] = int(value)
         else:
             raise VaultError(
                 f"audit device {shown}: option {key!r} takes facility=auth|authpriv|daemon|"
-                "local0..local7|..., tag=NAME (printable, up to 48) or timeout=SECONDS"
+                "local0..local7|..., tag=NAME (printable, up to 48), timeout=SECONDS or "
+                "buffer=BYTES (4096 to 16 MiB)"
             )
     return SyslogTarget(transport, url.hostname, port, **options)
 
