@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,19 @@ from toolkit_vault.crypto import RecordContext, SealedConfig, public_digest
 from toolkit_vault.errors import DecryptionError
 from toolkit_vault.store.actions import AuditAction
 
-__all__ = ["AuditDraft", "VersionDraft", "VersionRecord", "as_bytes", "version_record"]
+__all__ = [
+    "DETAILS_MAX_BYTES",
+    "AuditDraft",
+    "VersionDraft",
+    "VersionRecord",
+    "as_bytes",
+    "bounded_details",
+    "version_record",
+]
+
+DETAILS_MAX_BYTES = 8192  # an event's details as stored (ASCII JSON): the one field callers size
+LIST_MAX = 32  # items a list of an event's details keeps, the last a marker, once cut
+TEXT_MAX = 200  # characters a string (or a key) of an event's details keeps, once cut
 
 
 @dataclass(frozen=True)
@@ -172,3 +185,42 @@ def _json_object(text: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def bounded_details(details: Mapping[str, Any]) -> str:
+    """An event's details as the chain stores them: JSON of at most `DETAILS_MAX_BYTES`.
+
+    An agent sizes some of them (a config's field names in `changed`, a refusal's
+    `errors`), and every event is signed, stored, sent to each audit device and exported:
+    an unbounded one stalls all of them. Details that fit are kept as they are. Else they
+    are cut, the same way each time and marked: a string or key past `TEXT_MAX`
+    characters keeps its start and ends in "...", a list past `LIST_MAX` items keeps its
+    first ones and ends in "...N more" (its full length in `<key>_count` for a top-level
+    list); details still too long become `{"truncated": true, "bytes": N}`. The write
+    itself is never refused for it: a refusal's event must be recorded too, and the
+    version stored holds every field name."""
+    text = json.dumps(details)
+    if len(text) <= DETAILS_MAX_BYTES:
+        return text
+    cut: dict[str, Any] = {}
+    for key, value in details.items():
+        cut[_cut(str(key))] = _cut(value)
+        if isinstance(value, list | tuple) and len(value) > LIST_MAX:
+            cut[f"{_cut(str(key))}_count"] = len(value)
+    shorter = json.dumps(cut)
+    if len(shorter) <= DETAILS_MAX_BYTES:
+        return shorter
+    return json.dumps({"truncated": True, "bytes": len(text)})
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= TEXT_MAX else value[: TEXT_MAX - 3] + "..."
+    if isinstance(value, list | tuple):
+        items = [_cut(item) for item in value[:LIST_MAX]]
+        if len(value) > LIST_MAX:
+            items[-1] = f"...{len(value) - LIST_MAX + 1} more"
+        return items
+    if isinstance(value, Mapping):
+        return {_cut(str(key)): _cut(item) for key, item in value.items()}
+    return value
