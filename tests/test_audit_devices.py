@@ -30,7 +30,7 @@ from sqlalchemy import func, select, update
 
 from cli_support import CLI, run_cli
 from toolkit_vault.access.principals import Principal, create_token
-from toolkit_vault.audit.devices import AuditDevices, reopen_on_sighup
+from toolkit_vault.audit.devices import AuditDevices, Batch, Device, reopen_on_sighup
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
@@ -789,3 +789,46 @@ def test_a_symlinked_file_device_is_refused(
     hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
     assert request(connect(vault, AGENT), hello)["type"] == "error"  # fail-closed: refused
     assert snapshot(vault) == before and target.read_text() == ""
+
+
+class Blocked:
+    """A device's target whose sends wait until `release` is set."""
+
+    name = "blocked"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.sent: list[int] = []
+
+    def send(self, events: Any, lines: Any) -> None:
+        self.release.wait(10)
+        self.sent.extend(event["seq"] for event in events)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_full_queue_drops_a_writes_events_and_counts_and_logs_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "toolkit_vault.audit.devices")
+    target = Blocked()
+    device = Device(target, capacity=3)
+    began = time.monotonic()
+    for seq in range(1, 7):  # the first is being sent (held), two wait, three do not fit
+        device.put(Batch([{"seq": seq}], [b"{}\n"]))
+    assert time.monotonic() - began < 0.5  # a write never waits on its device
+    assert device.status()["queued"] == 3 and device.status()["lost"] == 3
+    target.release.set()
+    while device.status()["queued"]:
+        time.sleep(0.01)
+    device.put(Batch([{"seq": 7}], [b"{}\n"]))
+    device.close()
+    assert target.sent == [1, 2, 3, 7]  # in order
+    status = device.status()
+    assert (status["delivered"], status["lost"], status["queued"]) == (4, 3, 0)
+    said = [r.getMessage() for r in caplog.records]
+    assert "audit device blocked failed (its queue is full (3 events)) at event 4" in said[0]
+    assert (
+        "delivers again from event 7; events 4..6 were not delivered to it (3 events)" in (said[1])
+    )

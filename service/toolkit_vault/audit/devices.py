@@ -298,19 +298,21 @@ class Device:
             self._missing(first, count, failure)
             return
         self.delivered += count
-        missed, self._missed_from = self._missed_from, None
-        if missed is not None:
-            log.warning(
-                "audit device %s delivers again from event %s; events %s..%s were not "
-                "delivered to it (%s events): `toolkit-vault audit export --after %s` "
-                "replays them",
-                self.name,
-                first,
-                missed,
-                first - 1,
-                self._missed,
-                missed - 1,
-            )
+        missed = self._missed_from
+        if missed is None or first < missed:
+            return  # (events queued before the ones it missed: it has not recovered yet)
+        self._missed_from = None
+        log.warning(
+            "audit device %s delivers again from event %s; events %s..%s were not "
+            "delivered to it (%s events): `toolkit-vault audit export --after %s` "
+            "replays them",
+            self.name,
+            first,
+            missed,
+            first - 1,
+            self._missed,
+            missed - 1,
+        )
         self._missed = 0
 
     def _missing(self, first: int, count: int, reason: str) -> None:
