@@ -2222,7 +2222,10 @@ MUTANTS = [
         DEVICES,
         "            device.put(batch)\n",
         "            batch.finish(device.send(batch.events, batch.lines))\n",
-        (DEVICE_TESTS + "test_a_receiver_that_never_reads_stalls_no_bystander_and_its_losses",),
+        (
+            DEVICE_TESTS
+            + "test_a_receiver_that_never_reads_stalls_no_bystander_and_its_losses_are_counted",
+        ),
     ),
     Mutant(
         "audit devices: a device's queue is unbounded",
