@@ -34,11 +34,11 @@ from toolkit_vault.audit.devices import AuditDevices, Batch, Device, reopen_on_s
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.errors import VaultError
+from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import AuditEvent, AuditHead, ConfigVersion, PrincipalRow
-from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.records import DETAILS_MAX_BYTES, AuditDraft, bounded_details
 
 AGENT = Principal("local", "agent")
 # Devices do not touch the master key: the file provider, so each command starts quickly.
@@ -758,9 +758,9 @@ def test_an_agents_config_makes_a_bounded_event(
     assert request(conn, message)["status"] == "ok"
     with vault.store.engine.connect() as db:
         details = db.execute(select(AuditEvent.details).order_by(AuditEvent.seq.desc())).first()
-    assert details is not None and len(details[0]) <= 8192  # the chain holds it bounded
+    assert details is not None and len(details[0]) <= DETAILS_MAX_BYTES  # the chain's, bounded
     line = trail.read_bytes().splitlines()[-1]
-    assert len(line) <= 16384
+    assert len(line) <= DETAILS_MAX_BYTES + 1024
     record = json.loads(line)
     assert record["action"] == "configure"
     changed = record["details"]["changed"]
@@ -768,6 +768,18 @@ def test_an_agents_config_makes_a_bounded_event(
     assert len(changed) < 201 and changed[-1].startswith("...")  # the marker says so
     assert all(len(name) <= 200 for name in changed)
     assert CANARY not in trail.read_text()
+
+
+def test_details_are_cut_the_same_way_each_time_but_never_the_state_they_carry() -> None:
+    refused = {"reason": "CredentialRejected", "check": "x" * 40_000, "status": "error"}
+    cut = json.loads(bounded_details(refused))
+    assert cut == {"reason": "CredentialRejected", "check": "x" * 197 + "...", "status": "error"}
+    assert bounded_details(refused) == bounded_details(dict(refused))
+    small = {"status": "ok", "changed": ["/api_key"]}
+    assert bounded_details(small) == json.dumps(small)  # what fits is kept as it is
+    template = {"name": "prod", "values": {"endpoint": "https://" + "e" * 20_000}}
+    with pytest.raises(StoreError, match="more than the 16384 an event may: nothing was"):
+        bounded_details(template)  # state is never cut: the write is refused
 
 
 def test_a_symlinked_file_device_is_refused(
