@@ -3,6 +3,8 @@ real syslog receivers on loopback (RFC 5424 over UDP and over TCP with RFC 6587 
 counting, parsed here as a receiver would), on SQLite and PostgreSQL; a receiver that was
 down catches up with `audit export --after SEQ`; SIGHUP reopens a rotated file; fail-closed
 refuses a write no device accepted and leaves the store as it was; fail-open carries on.
+A receiver that accepts and never reads stalls no other write and gets no false `ok`; an
+agent's config makes a bounded event; a symlinked file device is refused.
 """
 
 from __future__ import annotations
