@@ -1392,15 +1392,15 @@ MUTANTS = [
     Mutant(
         "audit devices: fail-closed commits a write no device accepted",
         DEVICES,
-        "if self.fail_closed and None not in failures:",
-        "if False:",
+        "            self._refuse(first, len(events), reasons)",
+        "            pass",
         (FAIL_CLOSED_TEST,),
     ),
     Mutant(
         "audit devices: fail-open refuses a write no device accepted",
         DEVICES,
-        "if self.fail_closed and None not in failures:",
-        "if None not in failures:",
+        "answered = threading.Semaphore(0) if self.fail_closed else None",
+        "answered = threading.Semaphore(0)",
         (DEVICE_TESTS + "test_fail_open_carries_on_and_logs_the_cursor_without_a_secret",),
     ),
     Mutant(
@@ -1417,8 +1417,8 @@ MUTANTS = [
     Mutant(
         "audit devices: a write's events sent out of order",
         DEVICES,
-        "failures = [device.send(events, lines) for device in self.devices]",
-        "failures = [device.send(events[::-1], lines[::-1]) for device in self.devices]",
+        "batches = [Batch(events, lines, answered) for _ in self.devices]",
+        "batches = [Batch(events[::-1], lines[::-1], answered) for _ in self.devices]",
         (DEVICE_TESTS + "test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap",),
     ),
     Mutant(
@@ -2331,6 +2331,68 @@ MUTANTS = [
         "        if not self._same_server(flow, spec, found):",
         "        if False:",
         (MIXUP + "test_the_code_goes_only_to_the_token_endpoint_the_flow_started_with",),
+    ),
+    # -- issue 48: audit devices (a receiver that never reads, bounded events, symlinks) --
+    Mutant(
+        "audit devices: sent under the chain's lock (no queue)",
+        DEVICES,
+        "            device.put(batch)\n",
+        "            batch.finish(device.send(batch.events, batch.lines))\n",
+        (
+            DEVICE_TESTS
+            + "test_a_receiver_that_never_reads_stalls_no_bystander_and_its_losses_are_counted",
+        ),
+    ),
+    Mutant(
+        "audit devices: a device's queue is unbounded",
+        DEVICES,
+        "if self.queued + batch.count > self.capacity:",
+        "if False:",
+        (DEVICE_TESTS + "test_a_full_queue_drops_a_writes_events_and_counts_and_logs_them",),
+    ),
+    Mutant(
+        "audit events: an event's details unbounded",
+        V + "store/records.py",
+        "    text = json.dumps(details)\n    if len(text) <= DETAILS_MAX_BYTES:",
+        "    text = json.dumps(details)\n    if True:",
+        (DEVICE_TESTS + "test_an_agents_config_makes_a_bounded_event",),
+    ),
+    Mutant(
+        "audit devices: fail-closed does not wait for a device to take the events",
+        DEVICES,
+        "answered = threading.Semaphore(0) if self.fail_closed else None",
+        "answered = None",
+        (DEVICE_TESTS + "test_fail_closed_answers_ok_only_for_what_the_receiver_took",),
+    ),
+    Mutant(
+        "syslog over TCP: a timed-out send retried on a new connection (a false ok)",
+        V + "audit/syslog.py",
+        "        except TimeoutError:\n            raise",
+        "        except TimeoutError:\n"
+        "            self.close()\n"
+        "            self._stream(self._connected(), [frame(m) for m in messages])",
+        (DEVICE_TESTS + "test_fail_closed_answers_ok_only_for_what_the_receiver_took",),
+    ),
+    Mutant(
+        "syslog over TCP: a stuck receiver is sent more before it took what it had",
+        V + "audit/syslog.py",
+        "            if held:\n",
+        "            if False:\n",
+        (DEVICE_TESTS + "test_fail_closed_answers_ok_only_for_what_the_receiver_took",),
+    ),
+    Mutant(
+        "audit file: a symlink made after the start is followed (no O_NOFOLLOW)",
+        DEVICES,
+        "os.O_CLOEXEC | os.O_NOFOLLOW",
+        "os.O_CLOEXEC",
+        (DEVICE_TESTS + "test_a_symlinked_file_device_is_refused",),
+    ),
+    Mutant(
+        "audit file: a symlink at its path is not refused at start",
+        DEVICES,
+        "    if stat.S_ISLNK(info.st_mode):\n",
+        "    if False:\n",
+        (DEVICE_TESTS + "test_a_symlinked_file_device_is_refused",),
     ),
 ]
 

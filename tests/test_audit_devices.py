@@ -3,6 +3,8 @@ real syslog receivers on loopback (RFC 5424 over UDP and over TCP with RFC 6587 
 counting, parsed here as a receiver would), on SQLite and PostgreSQL; a receiver that was
 down catches up with `audit export --after SEQ`; SIGHUP reopens a rotated file; fail-closed
 refuses a write no device accepted and leaves the store as it was; fail-open carries on.
+A receiver that accepts and never reads stalls no other write and gets no false `ok`; an
+agent's config makes a bounded event; a symlinked file device is refused.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ from sqlalchemy import func, select, update
 
 from cli_support import CLI, run_cli
 from toolkit_vault.access.principals import Principal, create_token
-from toolkit_vault.audit.devices import AuditDevices, reopen_on_sighup
+from toolkit_vault.audit.devices import AuditDevices, Batch, Device, reopen_on_sighup
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.errors import VaultError
+from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import AuditEvent, AuditHead, ConfigVersion, PrincipalRow
-from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.records import DETAILS_MAX_BYTES, AuditDraft, bounded_details
 
 AGENT = Principal("local", "agent")
 # Devices do not touch the master key: the file provider, so each command starts quickly.
@@ -297,7 +299,10 @@ def test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap(
         tcp.stop()
         udp.stop()
     records = file_records(trail)
-    assert_linked(records, vault, start)  # one file, several processes: in seq order
+    by_seq = sorted(records, key=lambda r: int(r["seq"]))  # several processes interleave
+    assert_linked(by_seq, vault, start)  # every event once, each linked to the one before
+    mine = [r["seq"] for r in records if r["actor"] != "operator"]
+    assert mine == sorted(mine)  # each process's own lines in seq order
     assert tcp.errors == udp.errors == []
     assert sorted(tcp.seqs()) == [seq for seq, _ in stored(vault)][start - 1 :]  # each once
     for seqs in tcp.by_connection.values():  # each sender's own stream in order
@@ -560,6 +565,7 @@ def test_fail_open_carries_on_and_logs_the_cursor_without_a_secret(
     conn = session(vault)
     for n in range(3):
         assert configure(conn, n)["status"] == "ok"
+    assert settled(devices_of(vault))["failed"] == 4  # its thread sends, after the writes
     said = [r.getMessage() for r in caplog.records if r.name == "toolkit_vault.audit.devices"]
     assert len(said) == 1  # once, not once an event
     assert f"syslog+tcp://127.0.0.1:{port} failed (ConnectionRefusedError" in said[0]
@@ -576,9 +582,7 @@ def test_fail_open_carries_on_and_logs_the_cursor_without_a_secret(
         assert receiver.records
     finally:
         receiver.stop()
-    sink = vault.store.audit_sink
-    assert isinstance(sink, AuditDevices)
-    status = sink.status()[0]
+    status = settled(devices_of(vault))
     assert status["failed"] >= 4 and status["delivered"] >= 1 and status["failing_since"] is None
     back = [r.getMessage() for r in caplog.records if r.name == "toolkit_vault.audit.devices"]
     first = receiver.records[0]["seq"]
@@ -635,3 +639,213 @@ def test_a_bad_device_is_refused_at_start_with_one_line_and_no_password(
     assert done.returncode == 1
     assert done.stderr.startswith("toolkit-vault: error: ") and says in done.stderr
     assert "hunter2" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+# -- issue 48: a receiver that never reads, bounded events, a symlinked file ---------------------
+
+
+class Stuck:
+    """A TCP syslog receiver that accepts every connection and never reads from one, with a
+    small receive buffer: the device's `buffer=4096` fills after a dozen events."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def spec(self, timeout: float) -> str:
+        port = self._sock.getsockname()[1]
+        return f"syslog+tcp://127.0.0.1:{port}?buffer=4096&timeout={timeout}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.conns.append(self._sock.accept()[0])
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        for conn in self.conns:
+            conn.close()
+        self._thread.join(timeout=5)
+
+
+def devices_of(vault: Vault) -> AuditDevices:
+    sink = vault.store.audit_sink
+    assert isinstance(sink, AuditDevices)
+    return sink
+
+
+def settled(sink: AuditDevices, timeout: float = 10) -> dict[str, Any]:
+    """The first device's status once its queue is empty."""
+    deadline = time.monotonic() + timeout
+    while sink.status()[0]["queued"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return sink.status()[0]
+
+
+def test_a_receiver_that_never_reads_stalls_no_bystander_and_its_losses_are_counted(
+    home: VaultSettings, opened: list[Vault], caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck = Stuck()
+    try:
+        vault, start = opened_at(opened, with_devices(home, stuck.spec(2)))
+        caplog.set_level(logging.WARNING, "toolkit_vault.audit.devices")
+        writer = threading.Thread(target=configuring, args=(vault, 60))
+        writer.start()
+        slowest, rounds = 0.0, 0
+        while writer.is_alive() or rounds < 5:
+            began = time.monotonic()
+            bystander = session(vault)  # a handshake writes an event of its own
+            listed = request(bystander, {"type": "toolkit/list/req"})
+            assert listed["type"] == "toolkit/list/resp", listed
+            slowest, rounds = max(slowest, time.monotonic() - began), rounds + 1
+        writer.join()
+        assert slowest < 0.5, f"a bystander waited {slowest:.2f} s on the device"
+        events = len(stored(vault)) - start + 1
+        status = settled(devices_of(vault))
+    finally:
+        stuck.stop()
+    assert status["queued"] == 0
+    assert status["delivered"] + status["failed"] + status["lost"] == events
+    assert status["failed"] + status["lost"] > 0 and status["failing_since"] is not None
+    devices_of(vault).close()
+    said = [r.getMessage() for r in caplog.records if r.name == "toolkit_vault.audit.devices"]
+    missed = status["failed"] + status["lost"]
+    assert any(f"{missed} events were not delivered to it" in line for line in said), said
+    assert CANARY not in caplog.text
+
+
+def test_fail_closed_answers_ok_only_for_what_the_receiver_took(
+    home: VaultSettings, opened: list[Vault]
+) -> None:
+    stuck = Stuck()
+    try:
+        vault = open_with(opened, with_devices(home, stuck.spec(1), fail_closed=True))
+        conn = session(vault)
+        for n in range(200):  # until the buffers are full (a dozen events)
+            if configure(conn, n)["type"] == "error":
+                break
+        else:
+            pytest.fail("the device took 200 events a receiver never read")
+        before = snapshot(vault)
+        began = time.monotonic()
+        answers = [configure(conn, 1000 + n) for n in range(5)]
+        took = time.monotonic() - began
+        after = snapshot(vault)
+    finally:
+        stuck.stop()
+    assert [a["type"] for a in answers] == ["error"] * 5  # 0 of 5 ok: no reconnect hides it
+    assert all("no audit device accepted" in a["message"] for a in answers)
+    assert after == before  # no version, no event
+    assert took < 2.5  # at once, not a 1 s deadline each: the receiver took nothing since
+
+
+def test_an_agents_config_makes_a_bounded_event(
+    home: VaultSettings, tmp_path: Path, opened: list[Vault]
+) -> None:
+    trail = tmp_path / "audit.jsonl"
+    vault = open_with(opened, with_devices(home, f"file:{trail}"))
+    conn = session(vault)
+    headers = {f"x-{n:03d}-" + "k" * 2000: "v" for n in range(200)}
+    config = {"endpoint": "https://x.example.test", "api_key": CANARY, "headers": headers}
+    message = {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
+    assert request(conn, message)["status"] == "ok"
+    with vault.store.engine.connect() as db:
+        details = db.execute(select(AuditEvent.details).order_by(AuditEvent.seq.desc())).first()
+    assert details is not None and len(details[0]) <= DETAILS_MAX_BYTES  # the chain's, bounded
+    line = trail.read_bytes().splitlines()[-1]
+    assert len(line) <= DETAILS_MAX_BYTES + 1024
+    record = json.loads(line)
+    assert record["action"] == "configure"
+    changed = record["details"]["changed"]
+    assert record["details"]["changed_count"] == 201  # the api_key and 200 headers
+    assert len(changed) < 201 and changed[-1].startswith("...")  # the marker says so
+    assert all(len(name) <= 200 for name in changed)
+    assert CANARY not in trail.read_text()
+
+
+def test_details_are_cut_the_same_way_each_time_but_never_the_state_they_carry() -> None:
+    refused = {"reason": "CredentialRejected", "check": "x" * 40_000, "status": "error"}
+    cut = json.loads(bounded_details(refused))
+    assert cut == {"reason": "CredentialRejected", "check": "x" * 197 + "...", "status": "error"}
+    assert bounded_details(refused) == bounded_details(dict(refused))
+    small = {"status": "ok", "changed": ["/api_key"]}
+    assert bounded_details(small) == json.dumps(small)  # what fits is kept as it is
+    template = {"name": "prod", "values": {"endpoint": "https://" + "e" * 20_000}}
+    with pytest.raises(StoreError, match="more than the 16384 an event may: nothing was"):
+        bounded_details(template)  # state is never cut: the write is refused
+
+
+def test_a_symlinked_file_device_is_refused(
+    home: VaultSettings, cli_env: dict[str, str], tmp_path: Path, opened: list[Vault]
+) -> None:
+    target, link = tmp_path / "elsewhere", tmp_path / "audit.jsonl"
+    target.write_text("")
+    link.symlink_to(target)
+    with pytest.raises(VaultError, match="is a symbolic link"):
+        open_vault(with_devices(home, f"file:{link}"))
+    done = run_cli(["tokens", "list"], cli_devices(cli_env, f"file:{link}"))
+    assert done.returncode == 1 and "is a symbolic link" in done.stderr
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_text("")
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(VaultError, match="is not owned by"):
+        open_vault(with_devices(home, f"file:{theirs}"))
+    later = tmp_path / "later.jsonl"  # a link made after the start: refused at the open
+    vault = open_with(opened, with_devices(home, f"file:{later}", fail_closed=True))
+    later.symlink_to(target)
+    before = snapshot(vault)
+    hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
+    assert request(connect(vault, AGENT), hello)["type"] == "error"  # fail-closed: refused
+    assert snapshot(vault) == before and target.read_text() == ""
+
+
+class Blocked:
+    """A device's target whose sends wait until `release` is set."""
+
+    name = "blocked"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.sent: list[int] = []
+
+    def send(self, events: Any, lines: Any) -> None:
+        self.release.wait(10)
+        self.sent.extend(event["seq"] for event in events)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_full_queue_drops_a_writes_events_and_counts_and_logs_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "toolkit_vault.audit.devices")
+    target = Blocked()
+    device = Device(target, capacity=3)
+    began = time.monotonic()
+    for seq in range(1, 7):  # the first is being sent (held), two wait, three do not fit
+        device.put(Batch([{"seq": seq}], [b"{}\n"]))
+    assert time.monotonic() - began < 0.5  # a write never waits on its device
+    assert device.status()["queued"] == 3 and device.status()["lost"] == 3
+    target.release.set()
+    while device.status()["queued"]:
+        time.sleep(0.01)
+    device.put(Batch([{"seq": 7}], [b"{}\n"]))
+    device.close()
+    assert target.sent == [1, 2, 3, 7]  # in order
+    status = device.status()
+    assert (status["delivered"], status["lost"], status["queued"]) == (4, 3, 0)
+    said = [r.getMessage() for r in caplog.records]
+    assert "audit device blocked failed (its queue is full (3 events)) at event 4" in said[0]
+    assert (
+        "delivers again from event 7; events 4..6 were not delivered to it (3 events)" in (said[1])
+    )

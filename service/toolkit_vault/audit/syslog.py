@@ -9,10 +9,14 @@ datagram is one message; one that does not fit (64 KiB) fails on that device.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import re
 import select
 import socket
+import struct
+import termios
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -29,6 +33,7 @@ FACILITIES = {name: number for number, name in enumerate((*_NAMES, "authpriv", "
 }
 SEVERITY_INFO = 6
 RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
+BUFFER_BYTES = 65536  # a TCP device's SO_SNDBUF (the kernel doubles it), unless `buffer=`
 _NAME = re.compile(r"[!-~]{1,48}")  # RFC 5424 APP-NAME: printable ASCII, no space
 
 
@@ -36,7 +41,17 @@ class SyslogTarget:
     """One syslog receiver (`transport` "udp" or "tcp"). `send` raises `OSError` when the
     messages were not handed to the network; after a failure it waits (0.5 s, doubling
     to 30 s) before connecting again, failing at once meanwhile, so a dead receiver costs
-    a write at most one connect timeout per wait."""
+    a send at most one connect timeout per wait.
+
+    TCP: a send is taken once its bytes are written to the socket within `timeout`
+    (`buffer`, SO_SNDBUF, bounds what the kernel holds for a receiver that lags: bytes
+    there are not delivered, and TCP says no more). A send that ran out of time keeps its
+    connection, and the unwritten rest of the message it cut (`_pending`, written first
+    next time, so the framing holds); until the receiver's TCP has acknowledged every
+    byte written before, every send fails at once. It is never retried on a new
+    connection: a receiver that accepts and never reads would take a new connection's
+    first bytes into fresh buffers and hide that it reads nothing. A new connection is
+    made only once the receiver closed the old one (restarted) or it broke."""
 
     def __init__(
         self,
@@ -47,13 +62,17 @@ class SyslogTarget:
         facility: int = FACILITIES["auth"],
         app: str = "toolkit-vault",
         timeout: float = 2.0,
+        buffer: int = BUFFER_BYTES,
     ) -> None:
         self.transport, self.host, self.port = transport, host, port
         self.facility, self.app, self.timeout = facility, app, timeout
+        self.buffer = buffer  # SO_SNDBUF: what the kernel may hold for a receiver that lags
         self.hostname = _hostname()
         self._sock: socket.socket | None = None
         self._retry_at = 0.0
         self._wait = RETRY_MIN_S
+        self._pending = b""  # the rest of a message a send that timed out cut
+        self._stuck = False  # the last send timed out: the next one does not wait
 
     @property
     def name(self) -> str:
@@ -65,21 +84,44 @@ class SyslogTarget:
         sock = self._connected()
         try:
             if self.transport == "tcp":
-                sock.sendall(b"".join(frame(m) for m in messages))
+                self._stream(sock, [frame(m) for m in messages])
             else:
                 for m in messages:
                     sock.send(m)
+        except TimeoutError:
+            raise  # (TCP) the connection stays, stuck: see the class
         except OSError:
             self.close()
-            if self.transport == "udp":
-                raise
-            sock = self._connected()  # once more, on a new connection: the old one broke
-            try:
-                sock.sendall(b"".join(frame(m) for m in messages))
-            except OSError:
-                self.close()
-                raise
+            self._back_off()
+            raise
         self._wait = RETRY_MIN_S
+
+    def _stream(self, sock: socket.socket, frames: list[bytes]) -> None:
+        """(TCP) The rest of a cut message, then `frames`, within one deadline. Raises
+        TimeoutError when not all were written; after that, fails at once until the
+        receiver's TCP acknowledged every byte written before (`_in_flight`)."""
+        if self._stuck:
+            held = _in_flight(sock)
+            if held:
+                raise TimeoutError(errno.ETIMEDOUT, "the receiver has not taken what it was sent")
+            self._stuck = held is None  # (where it cannot tell: tried without waiting)
+        pending = self._pending
+        data = pending + b"".join(frames)
+        sent = _written(sock, memoryview(data), 0.0 if self._stuck else self.timeout)
+        if sent == len(data):
+            self._pending, self._stuck = b"", False
+            return
+        self._stuck = True
+        if sent < len(pending):
+            self._pending = data[sent : len(pending)]
+        else:  # the frame it stopped in keeps its rest; the frames after it are dropped
+            end = len(pending)
+            for piece in frames:
+                start, end = end, end + len(piece)
+                if sent < end:
+                    self._pending = data[sent:end] if sent > start else b""
+                    break
+        raise TimeoutError(errno.ETIMEDOUT, "the receiver is not reading")
 
     def _connected(self) -> socket.socket:
         sock = self._sock
@@ -93,16 +135,20 @@ class SyslogTarget:
             try:
                 sock = self._connect()
             except OSError:
-                self._retry_at = time.monotonic() + self._wait
-                self._wait = min(self._wait * 2, RETRY_MAX_S)
+                self._back_off()
                 raise
             self._sock = sock
         return sock
+
+    def _back_off(self) -> None:
+        self._retry_at = time.monotonic() + self._wait
+        self._wait = min(self._wait * 2, RETRY_MAX_S)
 
     def _connect(self) -> socket.socket:
         if self.transport == "tcp":
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.buffer)
             return sock
         family, kind, proto, _, address = socket.getaddrinfo(
             self.host, self.port, type=socket.SOCK_DGRAM
@@ -113,9 +159,33 @@ class SyslogTarget:
         return sock
 
     def close(self) -> None:
+        self._pending, self._stuck = b"", False  # a new connection starts on a message
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def _in_flight(sock: socket.socket) -> int | None:
+    """Bytes written to the socket that the receiver's TCP has not acknowledged (Linux's
+    SIOCOUTQ); None where that cannot be read."""
+    try:
+        held = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (AttributeError, OSError):
+        return None
+    return int(struct.unpack("i", held)[0])
+
+
+def _written(sock: socket.socket, data: memoryview, wait: float) -> int:
+    """How much of `data` the socket took within `wait` seconds (0: without waiting)."""
+    sent = 0
+    deadline = time.monotonic() + wait
+    while sent < len(data):
+        sock.settimeout(max(deadline - time.monotonic(), 0.0))  # 0.0: non-blocking
+        try:
+            sent += sock.send(data[sent:])
+        except (TimeoutError, BlockingIOError):
+            break
+    return sent
 
 
 def _peer_closed(sock: socket.socket) -> bool:
@@ -153,8 +223,9 @@ def _hostname() -> str:
 
 
 def parse_target(spec: str) -> SyslogTarget:
-    """`syslog+udp://HOST[:PORT][?facility=F&tag=NAME&timeout=S]` (or `syslog+tcp://`),
-    port 514 by default; VaultError naming what is wrong (never a user or password)."""
+    """`syslog+udp://HOST[:PORT][?facility=F&tag=NAME&timeout=S&buffer=BYTES]` (or
+    `syslog+tcp://`), port 514 by default; VaultError naming what is wrong (never a user
+    or password)."""
     url = urlsplit(spec)
     transport = url.scheme.removeprefix("syslog+")
     shown = f"{url.scheme}://{url.hostname or ''}"
@@ -174,10 +245,13 @@ def parse_target(spec: str) -> SyslogTarget:
             options["app"] = value
         elif key == "timeout" and _seconds(value):
             options["timeout"] = float(value)
+        elif key == "buffer" and value.isdigit() and 4096 <= int(value) <= 16 << 20:
+            options["buffer"] = int(value)  # (TCP only: a datagram is sent whole or not)
         else:
             raise VaultError(
                 f"audit device {shown}: option {key!r} takes facility=auth|authpriv|daemon|"
-                "local0..local7|..., tag=NAME (printable, up to 48) or timeout=SECONDS"
+                "local0..local7|..., tag=NAME (printable, up to 48), timeout=SECONDS or "
+                "buffer=BYTES (4096 to 16 MiB)"
             )
     return SyslogTarget(transport, url.hostname, port, **options)
 

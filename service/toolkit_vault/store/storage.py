@@ -10,7 +10,6 @@ pointer moved) retries from a fresh read, so concurrent writers never lose an up
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import secrets
 import sqlite3
@@ -53,7 +52,13 @@ from toolkit_vault.store.models import (
     VaultKey,
 )
 from toolkit_vault.store.notices import STATE_CHANNEL, CommitNotices
-from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord, version_record
+from toolkit_vault.store.records import (
+    AuditDraft,
+    VersionDraft,
+    VersionRecord,
+    bounded_details,
+    version_record,
+)
 from toolkit_vault.store.scopes import PREFIX, principal_of
 from toolkit_vault.store.witness import Witness
 from toolkit_vault.store.writer import Write, Writer
@@ -979,7 +984,7 @@ class Store:
             "session_id": draft.session_id,
             "toolkit_name": draft.toolkit_name,
             "version": draft.version,
-            "details": json.dumps(draft.details),
+            "details": bounded_details(draft.details),  # bounded: callers size them
         }
         mac = self._sign(previous, audit_payload(event))
         head = {"new_seq": seq, "new_mac": mac, "new_head": head_link(self._sign, seq, mac)}
