@@ -44,7 +44,6 @@ sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entr
 sys.path.insert(0, str(Path(__file__).parent / "providers"))  # provider_support
 SPEC_PLUGINS = PLUGINS / "spec_dist"  # a separate distribution, installed only where asked
 
-from log_scan import note_secrets, scan  # noqa: E402
 from provider_support import (  # noqa: E402
     SOFTHSM_MODULE,
     TOKEN_LABEL,
@@ -52,6 +51,8 @@ from provider_support import (  # noqa: E402
     MotoServer,
     make_softhsm_token,
 )
+
+from log_scan import note_secrets, scan  # noqa: E402
 
 if TYPE_CHECKING:
     from oauth_server import AuthServer

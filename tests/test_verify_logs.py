@@ -40,7 +40,9 @@ from toolkit_vault.transports.http_api import create_app
 HERE = Path(__file__).parent
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CHECK_PLUGINS = HERE / "check_plugins"  # not on this process's path: no other test sees it
-_loaded = importlib.util.spec_from_file_location("tkv_check_plugins", CHECK_PLUGINS / "tkv_check_plugins.py")
+_loaded = importlib.util.spec_from_file_location(
+    "tkv_check_plugins", CHECK_PLUGINS / "tkv_check_plugins.py"
+)
 assert _loaded is not None and _loaded.loader is not None
 check_plugins = importlib.util.module_from_spec(_loaded)
 _loaded.loader.exec_module(check_plugins)
@@ -96,10 +98,14 @@ def test_an_incoming_secret_is_redacted_from_the_moment_it_is_split(
     )
     token = create_token(vault.store, "agent", "typing")[1]
     auth = {"Authorization": f"Bearer {token}"}
-    with TestClient(create_app(vault, open_provider(home)), base_url="https://testserver") as client:
+    with TestClient(
+        create_app(vault, open_provider(home)), base_url="https://testserver"
+    ) as client:
         hello = client.post("/a2e", json=HELLO, headers=auth).json()
         asked = client.post(
-            "/a2e", json=configure(upstream, None), headers=auth | {"A2E-Session": hello["session_id"]}
+            "/a2e",
+            json=configure(upstream, None),
+            headers=auth | {"A2E-Session": hello["session_id"]},
         ).json()
         url = asked["intake_url"]
         page = client.get(url[url.index("/console/") :])
@@ -170,12 +176,14 @@ def test_serve_logs_no_verify_secret_and_no_request_url(
     with serving(check_env, log_path) as base, httpx.Client(base_url=base, timeout=30) as client:
         session = client.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
         bound = auth | {"A2E-Session": session}
-        assert client.post("/a2e", json=configure(upstream, good), headers=bound).json()[
-            "status"
-        ] == "ok"
-        assert client.post("/a2e", json=configure(upstream, bad), headers=bound).json()[
-            "status"
-        ] == "error"
+        assert (
+            client.post("/a2e", json=configure(upstream, good), headers=bound).json()["status"]
+            == "ok"
+        )
+        assert (
+            client.post("/a2e", json=configure(upstream, bad), headers=bound).json()["status"]
+            == "error"
+        )
         url = client.post("/a2e", json=configure(upstream, None), headers=bound).json()[
             "intake_url"
         ]

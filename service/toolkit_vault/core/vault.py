@@ -43,9 +43,9 @@ from toolkit_vault.core.expiry import (
 )
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (
+    BUSY,
     CheckLog,
     CheckResult,
-    BUSY,
     CheckSlots,
     CredentialRejected,
     PluginChecks,

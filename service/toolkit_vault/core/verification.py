@@ -12,9 +12,9 @@ the body): the exchange runs on a thread of its own that is waited for no longer
 timeout per read lets an answer dripped a byte at a time last for ever. Any agent can start
 a check (its `base_url` may name its own slow server), so a process has at most
 `MAX_CHECKS` in flight and refuses one more at once (`CheckSlots`); `serve` runs the
-configures that check on threads of their own, never on those other agents need. What a failure says names the check,
-the host and the status or the kind of failure; never the config, the secret or the URL
-(its query may hold the secret).
+configures that check on threads of their own, never on those other agents need. What a
+failure says names the check, the host and the status or the kind of failure; never the
+config, the secret or the URL (its query may hold the secret).
 
 A passing check may also say when the credential ends (`core.expiry`): the plugin's
 `verify` returning that time instead of None, or the header or JSON field the `x-verify`
