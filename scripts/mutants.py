@@ -1525,6 +1525,14 @@ MUTANTS = [
         "timeout=httpx.Timeout(remaining)",
         "timeout=httpx.Timeout(None)",
         (VERIFY + "test_a_slow_endpoint_is_cut_at_the_deadline",),
+        also=(  # the exchange's own timeouts and the bound around it (issue 48): both
+            (
+                V + "core/verification.py",
+                'name="toolkit-verify-http", daemon=True)\n'
+                "    worker.start()\n    worker.join(max(0.0, until - time.monotonic()))",
+                'name="toolkit-verify-http", daemon=True)\n    worker.start()\n    worker.join()',
+            ),
+        ),
     ),
     Mutant(
         "credential check: a URL value may add a path",
