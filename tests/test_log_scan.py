@@ -58,3 +58,17 @@ def test_a_clean_directory_has_no_finding(tmp_path: Path) -> None:
     (tmp_path / "serve-1.log").write_text('{"message": "request"}\n')
     note_secrets(tmp_path, "none", ["short", "a-long-noted-secret"])
     assert scan(tmp_path) == []
+
+
+def test_a_log_copy_that_cannot_be_written_is_one_clear_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    env |= {"TOOLKIT_VAULT_LOG_COPY": str(tmp_path / "absent"), "TOOLKIT_VAULT_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "toolkit-vault"), "stdio"],
+        env=env, input="", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "toolkit-vault: error: TOOLKIT_VAULT_LOG_COPY: cannot write the log copy: "
+        "No such file or directory"
+    ]
