@@ -63,6 +63,7 @@ OAUTH, OAUTH_BROWSER = "tests/test_oauth.py::", "tests/web/test_oauth_browser.py
 MIXUP = "tests/test_oauth_mixup.py::"
 VERIFY = "tests/test_verification.py::"
 IMPORT_OAUTH, ADDRESSES = "tests/test_import_oauth.py::", "tests/test_addresses.py"
+VERIFY_LOGS, VERIFY_DEADLINE = "tests/test_verify_logs.py::", "tests/test_verify_deadline.py::"
 EXPIRY = "tests/test_expiry.py::"
 TEMPLATES = "tests/test_templates.py::"
 TRAIL = "tests/test_audit_trail.py::"
@@ -1526,6 +1527,14 @@ MUTANTS = [
         "timeout=httpx.Timeout(remaining)",
         "timeout=httpx.Timeout(None)",
         (VERIFY + "test_a_slow_endpoint_is_cut_at_the_deadline",),
+        also=(  # the exchange's own timeouts and the bound around it (issue 48): both
+            (
+                V + "core/verification.py",
+                'name="toolkit-verify-http", daemon=True)\n'
+                "    worker.start()\n    worker.join(max(0.0, until - time.monotonic()))",
+                'name="toolkit-verify-http", daemon=True)\n    worker.start()\n    worker.join()',
+            ),
+        ),
     ),
     Mutant(
         "credential check: a URL value may add a path",
@@ -1551,8 +1560,9 @@ MUTANTS = [
     Mutant(
         "credential check: a plugin's check is waited for forever",
         V + "core/verification.py",
-        "worker.join(deadline)",
-        "worker.join()",
+        'name="toolkit-verify", daemon=True)\n'
+        "    worker.start()\n    worker.join(max(0.0, until - time.monotonic()))",
+        'name="toolkit-verify", daemon=True)\n    worker.start()\n    worker.join()',
         (VERIFY + "test_the_plugin_s_own_check",),
     ),
     Mutant(
@@ -2393,6 +2403,47 @@ MUTANTS = [
         "    if stat.S_ISLNK(info.st_mode):\n",
         "    if False:\n",
         (DEVICE_TESTS + "test_a_symlinked_file_device_is_refused",),
+    ),
+    # -- issue 48: logs and credential checks --------------------------------------------
+    Mutant(
+        "issue 48: an incoming secret is not registered for redaction when it is split",
+        V + "schema/split.py",
+        "        register_secrets(secrets.values())\n        if len(secrets) > MAX_SECRETS:",
+        "        if len(secrets) > MAX_SECRETS:",
+        (VERIFY_LOGS + "test_an_incoming_secret_is_redacted_from_the_moment_it_is_split",),
+    ),
+    Mutant(
+        "issue 48: the HTTP client loggers are not held at WARNING",
+        V + "logs.py",
+        "        logging.getLogger(name).setLevel(logging.WARNING)",
+        "        logging.getLogger(name).setLevel(logging.NOTSET)",
+        (
+            VERIFY_LOGS + "test_serve_logs_no_verify_secret_and_no_request_url",
+            VERIFY_LOGS + "test_stdio_logs_no_verify_secret_and_no_request_url",
+        ),
+    ),
+    Mutant(
+        "issue 48: a credential check's deadline is per read again, not total",
+        V + "core/verification.py",
+        '    worker = threading.Thread(target=run, name="toolkit-verify-http", daemon=True)\n'
+        "    worker.start()\n    worker.join(max(0.0, until - time.monotonic()))",
+        '    worker = threading.Thread(target=run, name="toolkit-verify-http", daemon=True)\n'
+        "    worker.start()\n    worker.join()",
+        (VERIFY_DEADLINE + "test_a_dripping_answer_is_cut_at_the_total_deadline",),
+    ),
+    Mutant(
+        "issue 48: a configure that waits on a check runs on the workers every agent needs",
+        V + "transports/http_api.py",
+        "    return checking if vault.waits_on_a_check(message) else a2e",
+        "    return a2e",
+        (VERIFY_DEADLINE + "test_drip_checks_in_flight_do_not_stall_another_agent",),
+    ),
+    Mutant(
+        "issue 48: a check beyond the cap in flight waits instead of being refused",
+        V + "core/verification.py",
+        "        if not self._free.acquire(blocking=False):",
+        "        if not self._free.acquire():",
+        (VERIFY_DEADLINE + "test_a_check_beyond_the_cap_is_refused_at_once",),
     ),
 ]
 

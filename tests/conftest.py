@@ -9,13 +9,20 @@ server on loopback) or PKCS#11 (a SoftHSM2 token), all real and started here. A 
 is about keys runs every test with each (`pytestmark = pytest.mark.key_providers(...)`);
 every other module gets one, fixed per module (a hash of its name), so the suite as a whole
 runs on all three. `TOOLKIT_VAULT_TEST_KEY_PROVIDER=aws-kms` runs every other module on one.
+
+Logs: every `serve` and `stdio` the suite starts copies every log record it makes (every
+level, every logger) to a directory of the session's (`TOOLKIT_VAULT_LOG_COPY`, made by the
+controller, inherited by xdist workers and their commands); at the end the controller scans
+it (`log_scan`) and fails the run if any holds a canary or a noted secret.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
+import tempfile
 import uuid
 import zlib
 from collections import Counter
@@ -45,6 +52,8 @@ from provider_support import (  # noqa: E402
     make_softhsm_token,
 )
 
+from log_scan import note_secrets, scan  # noqa: E402
+
 if TYPE_CHECKING:
     from oauth_server import AuthServer
 
@@ -61,10 +70,35 @@ def module_provider(module: str) -> str:
     return KEY_PROVIDERS[zlib.crc32(module.encode()) % len(KEY_PROVIDERS)]
 
 
+LOG_COPY = "TOOLKIT_VAULT_LOG_COPY"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "key_providers(*names): run the home fixture's vault with each key provider"
     )
+    if not hasattr(config, "workerinput"):  # the controller (or the one process, -n 0)
+        os.environ[LOG_COPY] = tempfile.mkdtemp(prefix="tkv-log-copy-")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On the controller, once every worker is done: scan the log copies (`log_scan`); any
+    canary or noted secret fails the run, named by file and line (never shown)."""
+    directory = os.environ.get(LOG_COPY)
+    if hasattr(session.config, "workerinput") or not directory or not os.path.isdir(directory):
+        return
+    findings = scan(directory)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not findings:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    lines = [f"log canary scan: {len(findings)} secret(s) in serve/stdio logs:", *findings[:50]]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -116,7 +150,11 @@ def auth() -> Iterator[AuthServer]:
     from oauth_server import running_auth_server
 
     with running_auth_server() as running:
-        yield running
+        try:
+            yield running
+        finally:  # the log scan looks for every token it issued
+            issued = [*running.issued(), running.client_secret, *running.registered_secrets]
+            note_secrets(os.environ.get(LOG_COPY), f"oauth-{os.getpid()}", issued)
 
 
 @pytest.fixture
@@ -314,6 +352,8 @@ def cli_env(tmp_path: Path, database_url: str, key_options: dict[str, str]) -> d
     env["TOOLKIT_VAULT_HOME"] = str(tmp_path / "home")
     env["TOOLKIT_VAULT_DATABASE_URL"] = database_url
     env["TOOLKIT_VAULT_NO_DISCOVER"] = "1"  # an import never asks a real remote server
+    if LOG_COPY in os.environ:  # the session's log copy (see the module's docstring)
+        env[LOG_COPY] = os.environ[LOG_COPY]
     return env
 
 

@@ -11,6 +11,15 @@ slower with each secret a server had decrypted).
 
 The request log's line (`log_request`), one a request, is the busy one: where `serve`'s
 JSON handler alone takes it, it skips the logging module and is written with others.
+
+Libraries log what the vault never would: an HTTP client's INFO line is the request's URL,
+whose query may hold a credential check's secret, and its DEBUG lines headers and bodies.
+`hold_library_loggers` keeps those loggers at WARNING in `serve` and `stdio`.
+
+`TOOLKIT_VAULT_LOG_COPY=DIR` (off by default; the test suite sets it) makes `serve` and
+`stdio` also write every record of every level, after redaction, to a file of their own in
+DIR (`copy_log`), so a scan of DIR finds any secret a process logged at any level; what
+stderr shows does not change.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -27,10 +37,14 @@ from typing import Any, TextIO
 import orjson
 
 __all__ = [
+    "HELD_LOGGERS",
+    "LOG_COPY_VARIABLE",
     "REQUEST_ID",
     "JsonFormatter",
     "RedactingFilter",
     "configure_logging",
+    "copy_log",
+    "hold_library_loggers",
     "log_request",
     "redact",
     "redact_every_record",
@@ -286,8 +300,54 @@ def _alone(handler: logging.Handler, logger: logging.Logger) -> bool:
     return reached == [handler] and len(handler.filters) == 1
 
 
+LOG_COPY_VARIABLE = "TOOLKIT_VAULT_LOG_COPY"
+# Loggers that write a request's URL (INFO: httpx), headers, bodies or frames (DEBUG), of the
+# HTTP clients the vault and its plugins use: a URL's query or a header may hold a secret
+# (an `x-verify` check's, an OAuth exchange's), and nothing redacts what was never known.
+HELD_LOGGERS = (
+    "httpx", "httpcore", "urllib3", "requests", "authlib", "botocore", "boto3", "s3transfer",
+    "aiohttp.client", "websockets", "hpack", "h2",
+)  # fmt: skip
+
+
+def hold_library_loggers() -> None:
+    """Keep the HTTP client loggers at WARNING (their failures still show), and uvicorn's at
+    INFO: at DEBUG it traces every WebSocket frame, which holds whatever a client sent (a
+    config before it is split), and `serve` offers no way to turn it on."""
+    for name in HELD_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("uvicorn").setLevel(logging.INFO)
+
+
+def copy_log(command: str) -> str | None:
+    """With `TOOLKIT_VAULT_LOG_COPY=DIR`, also write every record of every level, after
+    redaction, as JSON lines to `DIR/<command>-<pid>.log` (0600, not through a symlink);
+    the path, or None when the setting is off. The root logger is opened to DEBUG for it;
+    the handlers already there keep the level they showed, so stderr does not change (with
+    none, logging's last resort, WARNING to stderr, is kept as a handler)."""
+    directory = os.environ.get(LOG_COPY_VARIABLE)
+    if not directory:
+        return None
+    root = logging.getLogger()
+    if not root.handlers and logging.lastResort is not None:
+        root.addHandler(logging.lastResort)
+    for handler in root.handlers:
+        if handler.level == logging.NOTSET:
+            handler.setLevel(root.level)
+    path = os.path.join(directory, f"{command}-{os.getpid()}.log")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    stream = open(os.open(path, flags, 0o600), "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+    copy = logging.StreamHandler(stream)
+    copy.setFormatter(JsonFormatter())
+    copy.addFilter(RedactingFilter())
+    root.addHandler(copy)
+    root.setLevel(logging.DEBUG)
+    return path
+
+
 def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
-    """Route every logger through the redaction filter to stderr, as JSON lines or text."""
+    """Route every logger through the redaction filter to stderr, as JSON lines or text;
+    the HTTP client loggers held at WARNING (`hold_library_loggers`)."""
     global _json_lines
     handler: logging.StreamHandler[TextIO]
     _json_lines = None
@@ -299,9 +359,11 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     handler.addFilter(RedactingFilter())
+    handler.setLevel(level.upper())  # a log copy (`copy_log`) may open the root further
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    hold_library_loggers()
     # Neither format shows a record's source line, thread or process: skip gathering them
     # (the logging HOWTO's "Optimization": gathering them made each request's line dearer).
     logging._srcfile = None

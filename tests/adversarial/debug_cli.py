@@ -9,7 +9,12 @@ keeps that handler and format, at DEBUG, with the redaction filter passing every
 through (it is the second line of defence; the leak tests check the first). The one logger
 kept at INFO is uvicorn's: at DEBUG it traces every WebSocket handshake header and frame,
 which hold whatever the client sent (bearer token, config) by definition, and `serve`
-offers no way to turn it on.
+offers no way to turn it on. The HTTP client loggers stay where `serve` and `stdio` hold
+them (`logs.hold_library_loggers`, WARNING): they are part of what is tested.
+
+Under the test session's log copy (`TOOLKIT_VAULT_LOG_COPY`) these processes write their
+unredacted records there too: the leak tests assert no canary reaches them, so the
+suite's scan agrees with those tests and needs no directory of its own for them.
 """
 
 from __future__ import annotations

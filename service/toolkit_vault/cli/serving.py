@@ -22,7 +22,13 @@ from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, 
 from toolkit_vault.cli.keyflags import key_options, provider_flags
 from toolkit_vault.cli.shell import KEY_ENV, epilog, guarded
 from toolkit_vault.errors import VaultError
-from toolkit_vault.logs import configure_logging, redact_every_record
+from toolkit_vault.logs import (
+    LOG_COPY_VARIABLE,
+    configure_logging,
+    copy_log,
+    hold_library_loggers,
+    redact_every_record,
+)
 from toolkit_vault.settings import load_settings
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
@@ -96,6 +102,8 @@ def stdio() -> None:
     """Speak A2E as JSON lines on stdin/stdout, one message per line, as the local
     principal (whoever can read the home). A short guide goes to stderr only when stdin and
     stderr are a terminal; piped, stdout carries protocol and nothing else."""
+    hold_library_loggers()  # a credential check's request URL is no log line
+    _copy_log("stdio")
     vault = open_vault(load_settings())
     if sys.stdin.isatty() and sys.stderr.isatty():
         click.echo(
@@ -200,6 +208,7 @@ def serve(
     origin = _public_origin(public_url) if public_url else _served_origin(scheme, host, port)
     _check_port(host, port)
     configure_logging("INFO", json_lines=log_format == "json")
+    _copy_log("serve")
     redact_every_record()  # a plugin's own handlers never pass the handler's filter
     settings = load_settings()
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
@@ -230,6 +239,16 @@ def serve(
         body_timeout=body_timeout,
         slow_connections_per_ip=slow_connections_per_ip,
     )
+
+
+def _copy_log(command: str) -> None:
+    """`TOOLKIT_VAULT_LOG_COPY`: every log record to a file too (tests, debugging); a
+    directory it cannot write to is one clear line, not a traceback."""
+    try:
+        copy_log(command)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+        raise VaultError(f"{LOG_COPY_VARIABLE}: cannot write the log copy: {reason}") from None
 
 
 def _public_origin(url: str) -> str:

@@ -43,8 +43,10 @@ from toolkit_vault.core.expiry import (
 )
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (
+    BUSY,
     CheckLog,
     CheckResult,
+    CheckSlots,
     CredentialRejected,
     PluginChecks,
     VerifyPolicy,
@@ -217,6 +219,7 @@ class Vault:
         self.verify_policy = VerifyPolicy.from_environment()
         self.plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
         self.checks = CheckLog()  # the last check of each toolkit here, for the console
+        self.check_slots = CheckSlots()  # credential checks in flight here, at most a few
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -651,15 +654,33 @@ class Vault:
         CredentialRejected. Returns when the credential ends, if the check or a secret that
         is a JWT says (`expiry`). A configure and an intake form both ask here."""
         name = toolkit.definition.name
+        if not self.plugin_checks.verifies(toolkit) and toolkit.schema.verify is None:
+            return jwt_expiry(secrets)  # no check: no slot taken
         try:
-            checked = verify_credential(toolkit, config, self.verify_policy, self.plugin_checks)
+            with self.check_slots.taken():  # beyond the cap: refused at once (not noted)
+                checked = verify_credential(toolkit, config, self.verify_policy, self.plugin_checks)
         except CredentialRejected as exc:
+            if exc.message == BUSY:
+                raise
             self.checks.note(name, CheckResult(self.clock(), False, exc.message))
             raise
-        if self.plugin_checks.verifies(toolkit) or toolkit.schema.verify is not None:
-            passed = CheckResult(self.clock(), True, "the credential check passed", checked)
-            self.checks.note(name, passed)
+        passed = CheckResult(self.clock(), True, "the credential check passed", checked)
+        self.checks.note(name, passed)
         return earliest([checked, jwt_expiry(secrets)])
+
+    def waits_on_a_check(self, message: Message) -> bool:
+        """Whether answering `message` may wait on a credential check (a configure of a
+        toolkit with an `x-verify` or a plugin `verify`), so that `serve` runs it on threads
+        of its own, not on those every agent's messages need. Answered from memory, on the
+        event loop: a toolkit whose plugin was never looked at counts as checking."""
+        if not isinstance(message, ToolkitConfigureRequest):
+            return False
+        if message.toolkit_name not in self.registry:
+            return False
+        toolkit = self.registry.get(message.toolkit_name)
+        if toolkit.schema.verify is not None:
+            return True
+        return self.plugin_checks.known(toolkit) is not False
 
     def _made(self, scope_id: str) -> str:
         """A principal scope's row, made on its first use (a session's exists already)."""

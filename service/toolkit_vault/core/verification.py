@@ -6,10 +6,15 @@ host is resolved once and the connection made to that address (so a second answe
 name, DNS rebinding, cannot move it), an address that is not globally routable (private,
 loopback, link-local, reserved, multicast) is refused unless an operator allows its range
 (`TOOLKIT_VAULT_VERIFY_ALLOW`, comma-separated CIDRs), redirects are never followed (a 3xx
-fails the check), no proxy from the environment is used, and the whole exchange has a
-deadline and reads at most a bounded number of bytes. What a failure says names the check,
-the host and the status or the kind of failure; never the config, the secret or the URL
-(its query may hold the secret).
+fails the check), no proxy from the environment is used, and it reads at most a bounded
+number of bytes. One deadline bounds the whole check (resolving, connecting, the head and
+the body): the exchange runs on a thread of its own that is waited for no longer, since a
+timeout per read lets an answer dripped a byte at a time last for ever. Any agent can start
+a check (its `base_url` may name its own slow server), so a process has at most
+`MAX_CHECKS` in flight and refuses one more at once (`CheckSlots`); `serve` runs the
+configures that check on threads of their own, never on those other agents need. What a
+failure says names the check, the host and the status or the kind of failure; never the
+config, the secret or the URL (its query may hold the secret).
 
 A passing check may also say when the credential ends (`core.expiry`): the plugin's
 `verify` returning that time instead of None, or the header or JSON field the `x-verify`
@@ -18,6 +23,7 @@ names; `verify_credential` returns it.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -25,7 +31,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +45,10 @@ from toolkit_vault.toolkits.registry import RegisteredToolkit
 
 __all__ = [
     "ALLOW_VARIABLE",
+    "MAX_CHECKS",
     "CheckLog",
     "CheckResult",
+    "CheckSlots",
     "CredentialRejected",
     "PluginChecks",
     "VerifyPolicy",
@@ -50,6 +58,10 @@ __all__ = [
 ALLOW_VARIABLE = "TOOLKIT_VAULT_VERIFY_ALLOW"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+MAX_CHECKS = 8  # credential checks in flight in one process; one more is refused at once
+BUSY = "too many credential checks in flight; nothing was stored, try again in a few seconds"
 
 
 class CredentialRejected(ConfigInvalid):
@@ -94,6 +106,24 @@ class VerifyPolicy:
         return permitted(address, self.allow)
 
 
+class CheckSlots:
+    """At most `limit` credential checks in flight in this process. Each holds a thread and
+    an outbound connection for up to its deadline; one more is refused at once (a refusal
+    like any failed check), not queued behind them."""
+
+    def __init__(self, limit: int = MAX_CHECKS) -> None:
+        self._free = threading.BoundedSemaphore(limit)
+
+    @contextlib.contextmanager
+    def taken(self) -> Iterator[None]:
+        if not self._free.acquire(blocking=False):
+            raise CredentialRejected(BUSY)
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
 class PluginChecks:
     """Which toolkits have a `verify(config)` of their own, looked up once per registered
     toolkit: a configure of a toolkit without one then makes no instance only to look.
@@ -114,6 +144,11 @@ class PluginChecks:
         verifies = callable(getattr(instance, "verify", None))
         self._known[toolkit.definition.name] = (toolkit, verifies)
         return instance if verifies else None
+
+    def known(self, toolkit: RegisteredToolkit) -> bool | None:
+        """Whether the toolkit has a `verify`, if already looked up (None: not yet)."""
+        known = self._known.get(toolkit.definition.name)
+        return known[1] if known is not None and known[0] is toolkit else None
 
     def verifies(self, toolkit: RegisteredToolkit) -> bool:
         """Whether the toolkit has a `verify` (an instance made only when not yet known)."""
@@ -169,17 +204,20 @@ def verify_credential(
     without a check passes, as before. Returns when the credential ends, if a check said
     (epoch seconds). `plugins`: the vault's lookup of who has a `verify` (None: looked up
     afresh)."""
+    until = time.monotonic() + policy.deadline  # one deadline for every check of it
     ends: list[float | None] = []
     instance = (plugins or PluginChecks()).instance(toolkit)
     if instance is not None:
-        ends.append(_plugin_check(instance, config, policy.deadline))
+        ends.append(_plugin_check(instance, config, policy.deadline, until))
     spec = toolkit.schema.verify
     if spec is not None:
-        ends.append(_http_check(spec, config, policy))
+        ends.append(_http_check(spec, config, policy, until))
     return earliest(ends)
 
 
-def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> float | None:
+def _plugin_check(
+    instance: Any, config: Mapping[str, Any], deadline: float, until: float
+) -> float | None:
     """The plugin's `verify(config)`, on a thread with a deadline (it cannot be killed when
     late, only no longer waited for). False or raising fails; its own words are not kept.
     A time returned (a datetime, epoch seconds, `{"expires_at": ...}`) is the expiry."""
@@ -194,7 +232,7 @@ def _plugin_check(instance: Any, config: Mapping[str, Any], deadline: float) -> 
 
     worker = threading.Thread(target=run, name="toolkit-verify", daemon=True)
     worker.start()
-    worker.join(deadline)
+    worker.join(max(0.0, until - time.monotonic()))
     if not result:
         raise CredentialRejected(f"the credential check did not answer within {deadline:g} s")
     if isinstance(result[0], Exception):
@@ -240,14 +278,52 @@ def _resolve(host: str, port: int, policy: VerifyPolicy) -> Address:
     return addresses[0]
 
 
-def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolicy) -> float | None:
+def _http_check(
+    spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolicy, until: float
+) -> float | None:
+    """`_exchange` on a thread of its own, waited for until `until` and no longer: a late
+    one has its client closed (its next read fails, so the thread ends) and fails."""
     parts = _url(spec, config)
+    outcome: list[Any] = []
+    clients: list[httpx.Client] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_exchange(spec, config, policy, parts, until, clients))
+        except BaseException as exc:  # handed to the waiting caller
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="toolkit-verify-http", daemon=True)
+    worker.start()
+    worker.join(max(0.0, until - time.monotonic()))
+    if not outcome:
+        for client in list(clients):
+            with contextlib.suppress(Exception):
+                client.close()
+        raise CredentialRejected(
+            f"the credential check did not answer within {policy.deadline:g} s ({parts.hostname})"
+        )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    found: float | None = outcome[0]
+    return found
+
+
+def _exchange(
+    spec: VerifySpec,
+    config: Mapping[str, Any],
+    policy: VerifyPolicy,
+    parts: urllib.parse.SplitResult,
+    until: float,
+    clients: list[httpx.Client],
+) -> float | None:
+    """The check's request and its answer (raises CredentialRejected); each step's timeout
+    is what is left of the deadline, and `_http_check` bounds them all together."""
     host = parts.hostname or ""
     secret = config.get(spec.secret)
     if not isinstance(secret, str | int) or isinstance(secret, bool):
         raise CredentialRejected(f"the credential check needs the field {spec.secret}")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    started = time.monotonic()
     address = _resolve(host, port, policy)
     literal = f"[{address}]" if address.version == 6 else str(address)
     target = parts._replace(netloc=f"{literal}:{port}").geturl()
@@ -261,12 +337,13 @@ def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolic
         headers[spec.header] = spec.value.format(secret=str(secret))
     else:
         params[spec.query or ""] = str(secret)
-    remaining = max(0.05, policy.deadline - (time.monotonic() - started))
+    remaining = max(0.05, until - time.monotonic())
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
     try:
         with httpx.Client(
             follow_redirects=False, trust_env=False, timeout=httpx.Timeout(remaining)
         ) as client:
+            clients.append(client)
             request = client.build_request(
                 spec.method, target, headers=headers, params=params, extensions=extensions
             )
@@ -275,7 +352,7 @@ def _http_check(spec: VerifySpec, config: Mapping[str, Any], policy: VerifyPolic
             try:
                 for chunk in response.iter_raw():
                     body += chunk
-                    late = time.monotonic() - started > policy.deadline
+                    late = time.monotonic() > until
                     if len(body) > policy.max_bytes or late:
                         body.clear()  # cut short: the status is all the check has
                         break

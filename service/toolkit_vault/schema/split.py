@@ -5,6 +5,10 @@ under its JSON pointer. The split fails closed: a property that no `properties` 
 (admitted through `patternProperties` or `additionalProperties`) is a secret, and so is
 anything a secret marker touches, wherever in-place keywords (`allOf`, `$ref`, `if`, ...)
 put it. `merge_secrets` is the inverse. compiled.py validates a config before it gets here.
+
+Every secret value found is registered for redaction (`logs.register_secrets`) the moment
+it is split, before anything uses it: a credential check's request, a plugin or a library
+may log it long before it is stored, and a refused one is never stored at all.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, NamedTuple
 
 from toolkit_vault.canonical import canonical_json
 from toolkit_vault.errors import ConfigInvalid
+from toolkit_vault.logs import register_secrets
 from toolkit_vault.schema.patterns import compile_pattern
 from toolkit_vault.schema.values import escape, pointer_tokens
 
@@ -69,9 +74,11 @@ class SecretSplit:
         leaves `None` in the public half, keeping indices stable."""
         plan = self._plan([self._root])
         if plan.secret:
+            register_secrets([config])
             return {}, {"": copy.deepcopy(dict(config))}
         secrets: dict[str, Any] = {}
         public = self._split(config, plan, "", secrets)
+        register_secrets(secrets.values())
         if len(secrets) > MAX_SECRETS:
             details = [{"pointer": list(secrets)[MAX_SECRETS], "keyword": "maxSecrets"}]
             raise ConfigInvalid(INVALID, details=details)
@@ -98,8 +105,11 @@ class SecretSplit:
         validated it and found only missing required fields. Secrets in it are dropped."""
         plan = self._plan([self._root])
         if plan.secret:
+            register_secrets([config])
             return {}
-        public: dict[str, Any] = self._split(config, plan, "", {})
+        dropped: dict[str, Any] = {}
+        public: dict[str, Any] = self._split(config, plan, "", dropped)
+        register_secrets(dropped.values())
         return public
 
     def _split(self, value: Any, plan: _Plan, pointer: str, secrets: dict[str, Any]) -> Any:

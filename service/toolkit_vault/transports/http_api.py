@@ -10,8 +10,10 @@ opened with it is closed at that moment, even while its client is silent.
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
 (`A2EConnection.answer_at_once`), which is answered on the event loop; a WebSocket's
-responses and push events leave in order, through its `Outbox`. Every refusal is a
-well-formed A2E `error` body, never a bare dropped connection.
+responses and push events leave in order, through its `Outbox`. A configure that waits on a
+credential check (`Vault.waits_on_a_check`: any agent can make one wait up to the check's
+deadline) runs on threads of its own, never on those the other agents' messages need.
+Every refusal is a well-formed A2E `error` body, never a bare dropped connection.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from toolkit_vault.access.principals import Principal, TokenExpired, expiry_mess
 from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_request
 from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
+from toolkit_vault.core.verification import MAX_CHECKS
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.protocol import (
@@ -71,6 +74,9 @@ REVOKED = "the token is no longer valid"
 # parsed in the worker, where it cannot hold up every other connection.
 PARSE_ON_LOOP = 8 * 1024
 A2E_GROUPED_WORKERS = 2  # see create_app
+# Threads for configures that wait on a credential check: twice the checks allowed in flight,
+# so one beyond them is refused at once (`CheckSlots`) rather than queued behind them.
+CHECK_WORKERS = 2 * MAX_CHECKS
 _A2E_DOC: dict[str, Any] = {  # POST /a2e is answered before FastAPI, which cannot see it
     "summary": "One A2E message in, one out",
     "description": "The session is named by the `A2E-Session` header (not for a handshake).",
@@ -179,6 +185,8 @@ def create_app(
     # PostgreSQL a message waits on round trips, and the pool's size in threads overlaps them.
     grouped = vault.store.commits_in_groups
     a2e = Workers(A2E_GROUPED_WORKERS, "toolkit-vault-a2e") if grouped else workers
+    checking = Workers(CHECK_WORKERS, "toolkit-vault-check")  # never those of the others
+    route = partial(_route, vault, a2e, checking)
     open_sockets: dict[str, int] = {}
     app.state.access, app.state.bindings = access, bindings
 
@@ -272,15 +280,18 @@ def create_app(
         body, session = bytes(raw), request.headers.get(SESSION_HEADER)
         if session is not None:  # whitespace around a field value is not part of it (RFC 9110)
             session = session.strip(" \t")
-        message = read_request(body, limits.message_bytes) if len(body) <= PARSE_ON_LOOP else None
-        bound = bindings.bound(principal, session) if message and session else None
+        if len(body) <= PARSE_ON_LOOP:
+            message = read_request(body, limits.message_bytes)
+        else:  # parsed where it cannot hold up the loop, then routed like any other
+            message = await a2e.run(read_request, body, limits.message_bytes)
+        bound = bindings.bound(principal, session) if session else None
         answer = None
         if bound and isinstance(message, ANSWERED_AT_ONCE):
             answer = bound.answer_at_once(message, await marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        reply = await a2e.run_settled(
-            _handle_one, bindings, principal, message or body, session, limits
+        reply = await route(message).run_settled(
+            _handle_one, bindings, principal, message, session, limits
         )
         return Response(reply.lines()[0], media_type="application/json")
 
@@ -326,6 +337,7 @@ def create_app(
                 access.believes(token, principal),
                 partial(_still_valid, principal_for, token, principal),
                 a2e,
+                route,
                 marks,
                 rate,
                 limits,
@@ -346,6 +358,11 @@ def create_app(
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
     return app
+
+
+def _route(vault: Vault, a2e: Workers, checking: Workers, message: Message) -> Workers:
+    """The threads a message runs on: its own for a configure that waits on a check."""
+    return checking if vault.waits_on_a_check(message) else a2e
 
 
 def _handle_one(
@@ -486,6 +503,7 @@ async def _serve_socket(
     believed: Callable[[], bool],
     recheck: Callable[[], Awaitable[bool]],
     workers: Workers,
+    route: Callable[[Message], Workers],
     marks: SharedMarks[Mark],
     rate: _RateLimiter,
     limits: Limits,
@@ -523,18 +541,18 @@ async def _serve_socket(
                 error = _error("", "RUNTIME_ERROR", "rate limit exceeded; slow down")
                 await outbox.put(dump_message(error))
                 continue
-            if len(raw) > PARSE_ON_LOOP:
-                lines = await workers.run(connection.handle_raw, raw, limits.message_bytes)
+            if len(raw) > PARSE_ON_LOOP:  # parsed where it cannot hold up the loop
+                request = await workers.run(read_request, raw, limits.message_bytes)
             else:
                 request = read_request(raw, limits.message_bytes)
-                answer = None
-                if isinstance(request, ANSWERED_AT_ONCE):
-                    answer = connection.answer_at_once(request, await marks.read())
-                if answer is None:
-                    reply = await workers.run_settled(connection.start, request)
-                    lines = reply.lines()
-                else:
-                    lines = [answer]
+            answer = None
+            if isinstance(request, ANSWERED_AT_ONCE):
+                answer = connection.answer_at_once(request, await marks.read())
+            if answer is None:
+                reply = await route(request).run_settled(connection.start, request)
+                lines = reply.lines()
+            else:
+                lines = [answer]
             for line in lines:
                 await outbox.put(line)
     finally:
