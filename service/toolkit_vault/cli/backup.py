@@ -107,7 +107,8 @@ def backup_verify(file: Path, with_shares: bool, as_json: bool, **flags: Any) ->
 @click.option(
     "--over-newer-witness",
     is_flag=True,
-    help="Restore although the home witnessed a newer audit head (loses what came since).",
+    help="Restore although the home witnessed a newer audit head, or one the backup's chain "
+    "does not pass through (a fork): loses what came since (audited).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
 @click.option(
@@ -169,10 +170,24 @@ def restore(
             )
         if not report.database_empty:
             click.echo("the target database is not empty: a restore needs an empty one")
+        if report.other_vault:
+            click.echo("the home belongs to another vault: restore into a new home")
+        if report.fork:
+            click.echo(
+                f"the backup is a fork: its chain does not pass through audit event "
+                f"{payload['witness_seq']} this home witnessed; what happened here since the "
+                "fork would be undone"
+            )
         if report.needs_over_newer_witness:
             click.echo("the home witnessed a newer head: the restore needs --over-newer-witness")
         return
+    witnessed = (
+        "the home had no witness"
+        if payload["witness_seq"] is None
+        else f"the home's witness was at {payload['witness_seq']}"
+    )
+    fork = ", over a fork" if report.fork else ""
     click.echo(
         f"restored {rows} rows up to audit event {payload['backup_seq']} "
-        f"(witness was {payload['witness_seq']}); audited"
+        f"({witnessed}{fork}); audited"
     )
