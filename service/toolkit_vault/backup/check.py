@@ -184,7 +184,7 @@ def verify_stream(
             load_rows(reader, conn)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        audit = verify_audit_chain(store, internal["audit"])
+        audit = verify_audit_chain(store, internal["audit"], recovery=internal.get("recovery"))
         _same_head(store.engine, header)
         mac_at = None if at_seq is None else _mac_at(store.engine, at_seq)
         result = check_store(store, lambda *_ids: ring)
