@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from shamir_mnemonic import (  # type: ignore[import-untyped]
