@@ -157,10 +157,10 @@ def restore_backup(
             )
         if fork and not over_newer_witness:
             raise VaultError(
-                f"the backup is a fork of this vault: its chain does not pass through audit "
-                f"event {witness_seq} this home witnessed (a copy restored elsewhere that "
-                "kept writing?); restoring it would undo what happened here since the fork, "
-                "revocations and purges included; to do it on purpose, restore with "
+                f"the backup is a fork: its chain does not pass through audit event "
+                f"{witness_seq} this home witnessed (a copy restored elsewhere that kept "
+                "writing, or another vault's); restoring it would undo what happened here since "
+                "the fork, revocations and purges included; to do it on purpose, restore with "
                 "--over-newer-witness (audited as a fork)"
             )
         if ahead and not over_newer_witness:
