@@ -48,13 +48,12 @@ def share_status(settings: VaultSettings) -> dict[str, Any]:
     opened under the vault's recovery key and held to the audit chain's current share set
     (`problems` names the others); `warnings` when a live vault key is not covered. Needs
     the master key to check; without it, says the wraps were not checked."""
-    provider = open_provider(settings)
     with _store(settings) as store:
         status = recovery_status(store)
         problems: list[dict[str, str]] = []
         warnings: list[str] = []
         try:
-            _ring, internal = VaultKeys(store, provider).open()
+            _ring, internal = VaultKeys(store, open_provider(settings)).open()
         except VaultError as exc:
             warnings.append(f"the recovery wraps were not checked: {exc.message}")
         else:
