@@ -428,6 +428,8 @@ def test_a_backup_of_another_vault_with_the_same_master_key_is_refused(
     assert recorded in str(caught.value)
     plan = restore_backup(file, resolve_settings(header_of(file)), dry_run=True).as_json()
     assert plan["other_vault"] is True and plan["fork"] is True
+    said = run_cli(("restore", str(file), "--yes", "--over-newer-witness"), _env(home))
+    assert said.returncode == 1 and said.stderr.count("\n") == 1 and "another vault" in said.stderr
     assert json.loads(home.record_path.read_text())["vault_id"] == recorded
 
 
@@ -470,7 +472,9 @@ def test_a_fork_is_refused_and_only_restored_on_purpose_named_as_a_fork(
         restore_backup(forked, resolve_settings(header_of(forked)))
     plan = restore_backup(forked, resolve_settings(header_of(forked)), dry_run=True).as_json()
     assert plan["fork"] is True and plan["needs_over_newer_witness"] is True
-    assert plan["other_vault"] is False
+    assert plan["other_vault"] is False and plan["lost_event_count"] is None
+    dry = run_cli(("restore", str(forked), "--dry-run"), _env(home))
+    assert dry.returncode == 0 and "the backup is a fork" in dry.stdout, dry.stdout + dry.stderr
 
     done = restore_backup(latest, resolve_settings(header_of(latest)))  # its own: restores
     assert done.restored and not done.as_json()["fork"]

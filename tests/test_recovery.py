@@ -318,6 +318,7 @@ def test_a_flipped_byte_in_a_recovery_wrap_is_reported_before_a_disaster(
     shares = json.loads(made.stdout)["shares"]
     clean = run_cli(("keys", "recovery", "status", "--json"), cli_env)
     assert clean.returncode == 0 and json.loads(clean.stdout)["problems"] == []
+    assert vault.check()["ok"]  # opened before the shares were made: it reads them fresh
     (row,) = _recovery_rows(vault)
     wrapped = bytearray(row["wrapped_key"])
     wrapped[len(wrapped) // 2] ^= 1

@@ -129,9 +129,11 @@ def restore(
     **flags: Any,
 ) -> None:
     """Restore FILE into the (empty) database and home of TOOLKIT_VAULT_HOME and
-    TOOLKIT_VAULT_DATABASE_URL, after verifying all of it. The home's witness is reset to
-    the backup's head on purpose and the restore is the chain's next event. Stop every
-    server first."""
+    TOOLKIT_VAULT_DATABASE_URL, after verifying all of it. A home that records another
+    vault refuses it (move a vault to a new home); a backup whose chain does not pass
+    through the head the home witnessed (a fork) or ends before it needs
+    --over-newer-witness. The home's witness is reset to the backup's head on purpose and
+    the restore is the chain's next event. Stop every server first."""
     from toolkit_vault.backup import restore_backup
     from toolkit_vault.backup.archive import Reader
     from toolkit_vault.backup.check import open_backup, resolve_settings
