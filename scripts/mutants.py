@@ -2445,6 +2445,75 @@ MUTANTS = [
         "        if not self._free.acquire():",
         (VERIFY_DEADLINE + "test_a_check_beyond_the_cap_is_refused_at_once",),
     ),
+    # -- issue 48: restore and recovery --
+    Mutant(
+        "a restore over another vault's home is not refused",
+        BACKUP + "restore.py",
+        "        if report.other_vault:\n",
+        "        if False:\n",
+        (BACKUP_TESTS + "test_a_backup_of_another_vault_with_the_same_master_key_is_refused",),
+    ),
+    Mutant(
+        "a restore compares the witnessed seq only, not the backup's MAC there (a fork passes)",
+        BACKUP + "restore.py",
+        "and (verified.mac_at is None or not hmac.compare_digest(verified.mac_at, newest[1]))",
+        "and False",
+        (BACKUP_TESTS + "test_a_fork_is_refused_and_only_restored_on_purpose_named_as_a_fork",),
+    ),
+    Mutant(
+        "a fork restored on purpose is not named as one in its audit event",
+        BACKUP + "restore.py",
+        '"fork": fork,',
+        '"fork": False,',
+        (BACKUP_TESTS + "test_a_fork_is_refused_and_only_restored_on_purpose_named_as_a_fork",),
+    ),
+    Mutant(
+        "a recovery wrap is believed without opening it",
+        AUDIT,
+        "return recovery_wrap_opens(recovery, row)",
+        "return True",
+        (RECOVERY_TESTS + "test_a_flipped_byte_in_a_recovery_wrap_is_reported_before_a_disaster",),
+    ),
+    Mutant(
+        "a replaced share set's wraps are not held to the chain's current set",
+        RECONCILE,
+        "elif row.set_id != current:",
+        "elif False:",
+        (
+            RECOVERY_TESTS
+            + "test_a_replaced_share_sets_rows_put_back_are_refused_and_its_shares_do_not_unseal",
+        ),
+    ),
+    Mutant(
+        "a deleted recovery wrap is not reported",
+        RECONCILE,
+        "for key_id in sorted(expected - present):",
+        "for key_id in ():",
+        (
+            RECOVERY_TESTS
+            + "test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_key",
+        ),
+    ),
+    Mutant(
+        "shares of a replaced set put back unseal the vault",
+        V + "keys/recovery.py",
+        "    _current_per_chain(store)\n",
+        "",
+        (
+            RECOVERY_TESTS
+            + "test_a_replaced_share_sets_rows_put_back_are_refused_and_its_shares_do_not_unseal",
+        ),
+    ),
+    Mutant(
+        "recovery status does not warn of an uncovered live vault key",
+        BACKUP + "recovery.py",
+        'if status["initialized"] or problems:',
+        "if False:",
+        (
+            RECOVERY_TESTS
+            + "test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_key",
+        ),
+    ),
 ]
 
 

@@ -377,3 +377,155 @@ def test_a_backup_refuses_a_vault_that_is_not_believed(
     with pytest.raises(VaultError, match="not believed"):
         create_backup(home, tmp_path / "vault.tkvb")
     assert not (tmp_path / "vault.tkvb").exists()
+
+
+# -- issue 48: a restore proves the backup is this vault's, and its chain passes through the
+# witnessed head --
+
+
+def _home_with_key(home: VaultSettings, path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new home at `path` holding a copy of `home`'s master key file (one KMS key serving
+    several vaults); the environment points at it. Returns its database URL."""
+    path.mkdir(mode=0o700)
+    shutil.copy2(home.home / "master-keys.json", path / "master-keys.json")
+    url = f"sqlite:///{path / 'vault.db'}"
+    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(path))
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", url)
+    return url
+
+
+def _back_home(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKIT_VAULT_HOME", str(home.home))
+    monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", home.database_url)
+
+
+def test_a_backup_of_another_vault_with_the_same_master_key_is_refused(
+    vault: Vault, home: VaultSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolkit_vault.bootstrap import init_vault
+
+    conn, _ = session(vault)
+    assert configure(conn, 1) == "ok"
+    vault.store.witness.flush()  # type: ignore[union-attr]
+    vault.store.engine.dispose()
+    _home_with_key(home, tmp_path / "other", monkeypatch)
+    init_vault(load_settings("file"))  # another vault, the same master key
+    other = open_vault(load_settings())
+    try:
+        other_conn, _ = session(other)
+        for n in range(6):  # its chain is longer than the production witness
+            assert configure(other_conn, n) == "ok"
+    finally:
+        other.store.engine.dispose()
+    file = tmp_path / "other.tkvb"
+    create_backup(load_settings(), file)
+    _back_home(home, monkeypatch)
+    _empty(home.database_url)  # production's database is lost; its home is not
+    recorded = json.loads(home.record_path.read_text())["vault_id"]
+    assert header_of(file).vault_id != recorded
+    with pytest.raises(VaultError, match="another vault") as caught:
+        restore_backup(file, resolve_settings(header_of(file)), over_newer_witness=True)
+    assert recorded in str(caught.value)
+    plan = restore_backup(file, resolve_settings(header_of(file)), dry_run=True).as_json()
+    assert plan["other_vault"] is True and plan["fork"] is True
+    said = run_cli(("restore", str(file), "--yes", "--over-newer-witness"), _env(home))
+    assert said.returncode == 1 and said.stderr.count("\n") == 1 and "another vault" in said.stderr
+    assert json.loads(home.record_path.read_text())["vault_id"] == recorded
+
+
+def test_a_fork_is_refused_and_only_restored_on_purpose_named_as_a_fork(
+    vault: Vault, home: VaultSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolkit_vault.access.principals import authenticate, create_token
+
+    _, token = create_token(vault.store, "agent", "drill-sees")
+    conn, sid = session(vault)
+    assert configure(conn, 1) == "ok"
+    start = tmp_path / "start.tkvb"
+    create_backup(home, start)
+    # A drill copy restored elsewhere keeps writing, far beyond production.
+    _home_with_key(home, tmp_path / "drill", monkeypatch)
+    restore_backup(start, resolve_settings(header_of(start), "file"))
+    drill = open_vault(load_settings())
+    try:
+        drill_conn, _ = session(drill)
+        for n in range(8):
+            assert configure(drill_conn, n) == "ok"
+    finally:
+        drill.store.engine.dispose()
+    forked = tmp_path / "drill.tkvb"
+    create_backup(load_settings(), forked)
+    _back_home(home, monkeypatch)
+    # Production moves on: a revocation and a purge; then its database is lost.
+    revoked = run_cli(("tokens", "revoke", "drill-sees"), _env(home))
+    assert revoked.returncode == 0, revoked.stderr
+    vault.purge("operator", sid)
+    vault.store.witness.flush()  # type: ignore[union-attr]
+    latest = tmp_path / "latest.tkvb"
+    create_backup(home, latest)
+    vault.store.engine.dispose()
+    witnessed = Reader(latest.open("rb")).header.head
+    assert witnessed is not None and header_of(forked).head[0] > witnessed[0]  # type: ignore[index]
+    _empty(home.database_url)
+
+    with pytest.raises(VaultError, match="fork"):
+        restore_backup(forked, resolve_settings(header_of(forked)))
+    plan = restore_backup(forked, resolve_settings(header_of(forked)), dry_run=True).as_json()
+    assert plan["fork"] is True and plan["needs_over_newer_witness"] is True
+    assert plan["other_vault"] is False and plan["lost_event_count"] is None
+    dry = run_cli(("restore", str(forked), "--dry-run"), _env(home))
+    assert dry.returncode == 0 and "the backup is a fork" in dry.stdout, dry.stdout + dry.stderr
+
+    done = restore_backup(latest, resolve_settings(header_of(latest)))  # its own: restores
+    assert done.restored and not done.as_json()["fork"]
+    again = open_vault(load_settings())
+    try:
+        assert authenticate(again.store, token) is None  # the revoked token stays revoked
+        with again.store.engine.connect() as db:
+            rows = db.execute(
+                select(ConfigVersion.status, ConfigVersion.wrapped_dek).where(
+                    ConfigVersion.session_id == sid
+                )
+            ).all()
+        assert rows and all(s == "purged" and w is None for s, w in rows)  # never unsealed
+    finally:
+        again.store.engine.dispose()
+
+    _empty(home.database_url)
+    done = restore_backup(forked, resolve_settings(header_of(forked)), over_newer_witness=True)
+    assert done.restored and done.as_json()["fork"] is True
+    again = open_vault(load_settings())
+    try:
+        assert again.verify_audit().ok
+        with again.store.engine.connect() as db:
+            event = db.execute(select(AuditEvent).order_by(AuditEvent.seq.desc())).first()
+        assert event is not None and event.action == "backup_restored"
+        assert json.loads(event.details)["fork"] is True
+    finally:
+        again.store.engine.dispose()
+
+
+def _env(home: VaultSettings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    env["TOOLKIT_VAULT_HOME"] = str(home.home)
+    env["TOOLKIT_VAULT_DATABASE_URL"] = home.database_url
+    return env
+
+
+def test_restore_into_a_home_without_a_witness_says_so(
+    vault: Vault, home: VaultSettings, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    vault.store.engine.dispose()
+    new = tmp_path / "new-home"
+    new.mkdir(mode=0o700)
+    shutil.copy2(home.home / "master-keys.json", new / "master-keys.json")
+    env = {
+        **cli_env,
+        "TOOLKIT_VAULT_HOME": str(new),
+        "TOOLKIT_VAULT_DATABASE_URL": f"sqlite:///{new / 'vault.db'}",
+    }
+    done = run_cli(("restore", str(file), "--yes", "--key-provider", "file"), env)
+    assert done.returncode == 0, done.stderr
+    assert "None" not in done.stdout and "had no witness" in done.stdout, done.stdout

@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from provider_support import MotoServer
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, delete, insert, select
 
 from cli_support import run_cli
 from toolkit_vault.access.principals import Principal
@@ -23,9 +23,9 @@ from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.keys.recovery import RecoveryError, combine_shares
+from toolkit_vault.keys.recovery import RecoveryError, combine_shares, open_with_shares
 from toolkit_vault.settings import load_settings
-from toolkit_vault.store.models import AuditEvent, VaultKey
+from toolkit_vault.store.models import AuditEvent, InternalKey, RecoveryKey, VaultKey
 
 AGENT = Principal("local", "agent")
 CANARY = "tkv-canary-recovery-91c4"
@@ -264,3 +264,98 @@ def test_a_backup_restores_with_shares_when_the_master_key_and_the_database_are_
         "recovery_unsealed",
         "backup_restored",
     ]
+
+
+# -- issue 48: recovery wraps are state like any other: authenticated (the wrap opens under
+# the recovery key), current per the chain, checked by `check`, `audit verify` and `status` --
+
+
+def _recovery_rows(vault: Vault) -> list[dict[str, Any]]:
+    with vault.store.engine.connect() as db:
+        return [dict(r._mapping) for r in db.execute(select(RecoveryKey))]
+
+
+def _held_recovery_key(vault: Vault) -> dict[str, Any]:
+    with vault.store.engine.connect() as db:
+        row = db.execute(select(InternalKey).where(InternalKey.name == "recovery")).one()
+    return dict(row._mapping)
+
+
+def _put_rows(vault: Vault, rows: list[dict[str, Any]], held: dict[str, Any] | None = None) -> None:
+    with vault.store.engine.begin() as db:
+        db.execute(delete(RecoveryKey))
+        if rows:
+            db.execute(insert(RecoveryKey), rows)
+        if held is not None:
+            db.execute(delete(InternalKey).where(InternalKey.name == "recovery"))
+            db.execute(insert(InternalKey).values(**held))
+
+
+def _reported(vault: Vault, env: dict[str, str], problem: str) -> dict[str, Any]:
+    """`check`, `audit verify` and `keys recovery status` all name the recovery row."""
+    checked = vault.check()
+    assert not checked["ok"]
+    assert any(
+        p["table"] == "recovery_keys" and p["problem"] == problem for p in checked["state_problems"]
+    ), checked["state_problems"]
+    assert not vault.verify_audit().ok
+    assert run_cli(("check",), env).returncode == 1
+    audited = run_cli(("audit", "verify"), env)
+    assert audited.returncode == 1 and "recovery_keys" in audited.stdout + audited.stderr
+    status = run_cli(("keys", "recovery", "status", "--json"), env)
+    assert status.returncode == 1, status.stdout
+    found = json.loads(status.stdout)
+    assert any(p["problem"] == problem for p in found["problems"]), found
+    return found
+
+
+@pytest.mark.key_providers("file")
+def test_a_flipped_byte_in_a_recovery_wrap_is_reported_before_a_disaster(
+    vault: Vault, cli_env: dict[str, str]
+) -> None:
+    made = run_cli(INIT_5_OF_3, cli_env)
+    assert made.returncode == 0, made.stderr
+    shares = json.loads(made.stdout)["shares"]
+    clean = run_cli(("keys", "recovery", "status", "--json"), cli_env)
+    assert clean.returncode == 0 and json.loads(clean.stdout)["problems"] == []
+    assert vault.check()["ok"]  # opened before the shares were made: it reads them fresh
+    (row,) = _recovery_rows(vault)
+    wrapped = bytearray(row["wrapped_key"])
+    wrapped[len(wrapped) // 2] ^= 1
+    _put_rows(vault, [{**row, "wrapped_key": bytes(wrapped)}])
+    _reported(vault, cli_env, "unauthenticated")
+    with pytest.raises(RecoveryError):
+        open_with_shares(vault.store, shares[:3])
+
+
+@pytest.mark.key_providers("file")
+def test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_key(
+    vault: Vault, cli_env: dict[str, str]
+) -> None:
+    assert run_cli(INIT_5_OF_3, cli_env).returncode == 0
+    _put_rows(vault, [])
+    found = _reported(vault, cli_env, "deleted")
+    assert found["uncovered"] == ["vk-1"]
+    text = run_cli(("keys", "recovery", "status"), cli_env)
+    assert "warning" in text.stderr and "vk-1" in text.stderr, text.stderr
+
+
+@pytest.mark.key_providers("file")
+def test_a_replaced_share_sets_rows_put_back_are_refused_and_its_shares_do_not_unseal(
+    vault: Vault, cli_env: dict[str, str]
+) -> None:
+    old = json.loads(run_cli(INIT_5_OF_3, cli_env).stdout)["shares"]
+    old_rows, old_held = _recovery_rows(vault), _held_recovery_key(vault)
+    new = run_cli(INIT_5_OF_3, cli_env)
+    assert new.returncode == 0, new.stderr
+    _put_rows(vault, old_rows, old_held)  # the old set's rows, and its key, put back
+    _reported(vault, cli_env, "replayed")
+    with pytest.raises(RecoveryError, match="share set"):
+        open_with_shares(vault.store, old[:3])
+    refused = run_cli(
+        ("keys", "recovery", "unseal", "--key-provider", "file"),
+        cli_env,
+        input="\n".join(old[2:]) + "\n",
+    )
+    assert refused.returncode == 1 and "share set" in refused.stderr, refused.stderr
+    assert not echoes(old[2], refused.stderr)

@@ -27,7 +27,7 @@ from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
-from toolkit_vault.store.integrity import VERSIONS, Row
+from toolkit_vault.store.integrity import RECOVERY, VERSIONS, Row, recovery_wrap_opens
 from toolkit_vault.store.ledger import behind
 from toolkit_vault.store.models import AuditEvent, AuditHead
 from toolkit_vault.store.reconcile import StateProblem, reconcile
@@ -85,10 +85,22 @@ class _Break:
 
 
 def verify_audit_chain(
-    store: Store, audit_key: SecretBytes, *, batch_size: int = BATCH_SIZE
+    store: Store,
+    audit_key: SecretBytes,
+    *,
+    recovery: SecretBytes | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> AuditReport:
-    """Walk the whole chain and its head, then reconcile the stored state with it."""
-    return _verify(store, audit_key, store.authentic, batch_size)
+    """Walk the whole chain and its head, then reconcile the stored state with it. Recovery
+    wraps are authentic when they open under `recovery`, the vault's recovery key (None:
+    the vault holds none, and no wrap is believed)."""
+
+    def authentic(table: str, row: Row) -> bool:
+        if table == RECOVERY:
+            return recovery_wrap_opens(recovery, row)
+        return store.authentic(table, row)
+
+    return _verify(store, audit_key, authentic, batch_size)
 
 
 def verify_chain_only(store: Store, audit_key: SecretBytes) -> AuditReport:

@@ -22,8 +22,10 @@ vault-wide key that signs rows; the backup itself carries it only wrapped (by a 
 itself wrapped by the master key). So only someone who can unwrap the backup's own vault
 keys (the master key, or K recovery shares) can check a backup, and no one without them
 can forge or edit one: a changed, added, removed or reordered byte, a truncated file (no
-trailer) and a backup of another vault all fail. The state key never changes (rotations
-rewrap it), so a backup stays verifiable as long as its vault keys open.
+trailer) and a backup of a vault under another master key all fail. (A backup of another
+vault under the same master key is that vault's genuine backup and verifies: `restore`
+tells whose it is, from the home's record and witness.) The state key never changes
+(rotations rewrap it), so a backup stays verifiable as long as its vault keys open.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import Connection, Engine, insert, select
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from toolkit_vault.audit.verify import verify_audit_chain
@@ -31,7 +31,7 @@ from toolkit_vault.keys.recovery import open_with_shares
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store.database import open_engine
-from toolkit_vault.store.models import SCHEMA_REVISION, Base
+from toolkit_vault.store.models import SCHEMA_REVISION, AuditEvent, AuditHead, Base
 from toolkit_vault.store.storage import Store
 
 __all__ = [
@@ -58,6 +58,7 @@ class VerifyReport:
     failed_versions: list[dict[str, Any]] = field(default_factory=list)
     audit: dict[str, Any] = field(default_factory=dict)
     master_keys: list[str] = field(default_factory=list)
+    mac_at: bytes | None = None  # the link MAC of the event at the seq asked for (`at_seq`)
 
     def as_json(self) -> dict[str, Any]:
         header = self.header
@@ -163,8 +164,15 @@ def open_backup(path: Path) -> Iterator[IO[bytes]]:
 
 
 def verify_stream(
-    reader: Reader, settings: VaultSettings, shares: list[str] | None = None
+    reader: Reader,
+    settings: VaultSettings,
+    shares: list[str] | None = None,
+    *,
+    at_seq: int | None = None,
 ) -> VerifyReport:
+    """Verify the backup `reader` reads; with `at_seq`, the report also holds the link MAC
+    of the backup's event at that seq (None: it has none), which `restore` compares with
+    the home's witness: the same MAC there, in a verified chain, is the same history."""
     header = reader.header
     if header.schema_revision != SCHEMA_REVISION:
         raise BackupError(
@@ -176,8 +184,9 @@ def verify_stream(
             load_rows(reader, conn)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        audit = verify_audit_chain(store, internal["audit"])
+        audit = verify_audit_chain(store, internal["audit"], recovery=internal.get("recovery"))
         _same_head(store.engine, header)
+        mac_at = None if at_seq is None else _mac_at(store.engine, at_seq)
         result = check_store(store, lambda *_ids: ring)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
@@ -189,6 +198,7 @@ def verify_stream(
         failed_versions=result["failed_versions"],
         audit=audit.as_json(),
         master_keys=masters,
+        mac_at=mac_at,
     )
 
 
@@ -212,10 +222,13 @@ def _open_keys(
     return internal, ring, masters
 
 
-def _same_head(engine: Engine, header: Header) -> None:
-    from sqlalchemy import select
+def _mac_at(engine: Engine, seq: int) -> bytes | None:
+    with engine.connect() as conn:
+        mac = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+    return None if mac is None else bytes(mac)
 
-    from toolkit_vault.store.models import AuditHead
+
+def _same_head(engine: Engine, header: Header) -> None:
 
     with engine.connect() as conn:
         row = conn.execute(select(AuditHead.seq, AuditHead.mac)).first()

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from toolkit_vault.audit.verify import verify_audit_chain
 from toolkit_vault.bootstrap import open_provider, open_store
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.recovery import RecoverySet, init_recovery, recovery_status, unseal
 from toolkit_vault.settings import VaultSettings, write_record
+from toolkit_vault.store.integrity import RECOVERY
 from toolkit_vault.store.storage import Store
 
 __all__ = ["init_shares", "share_status", "unseal_vault"]
@@ -42,8 +44,41 @@ def init_shares(settings: VaultSettings, *, shares: int, threshold: int) -> Reco
 
 
 def share_status(settings: VaultSettings) -> dict[str, Any]:
+    """Which live vault keys the shares cover, counting only wraps that are believed: each
+    opened under the vault's recovery key and held to the audit chain's current share set
+    (`problems` names the others); `warnings` when a live vault key is not covered. Needs
+    the master key to check; without it, says the wraps were not checked."""
     with _store(settings) as store:
-        return recovery_status(store)
+        status = recovery_status(store)
+        problems: list[dict[str, str]] = []
+        warnings: list[str] = []
+        try:
+            _ring, internal = VaultKeys(store, open_provider(settings)).open()
+        except VaultError as exc:
+            warnings.append(f"the recovery wraps were not checked: {exc.message}")
+        else:
+            report = verify_audit_chain(store, internal["audit"], recovery=internal.get("recovery"))
+            if report.first_bad_seq is not None:
+                problems.append(
+                    {
+                        "table": "audit_events",
+                        "row": str(report.first_bad_seq),
+                        "problem": str(report.problem),
+                        "detail": report.message,
+                    }
+                )
+            problems += [p.as_json() for p in report.state_problems if p.table == RECOVERY]
+    bad = {p["row"] for p in problems}
+    live = set(status["covered"]) | set(status["uncovered"])
+    status["covered"] = [k for k in status["covered"] if k not in bad]
+    status["uncovered"] = sorted(live - set(status["covered"]))
+    if status["initialized"] or problems:
+        warnings += [
+            f"vault key {key_id} is not covered by the recovery shares: after a disaster they "
+            "cannot re-establish the vault (run `toolkit-vault keys recovery init` again)"
+            for key_id in status["uncovered"]
+        ]
+    return {**status, "problems": problems, "warnings": warnings}
 
 
 def unseal_vault(settings: VaultSettings, shares: list[str], new: VaultSettings) -> dict[str, Any]:

@@ -7,19 +7,30 @@ looks exactly like the replay the witness refuses. So it is explicit:
 2. the target database must be empty (migrated here if it has no tables); the rows go in
    within one transaction, hashed again as they are read and compared with what was
    verified before it commits (the file cannot change in between);
-3. the home's witness is reset on purpose to the backup's head; a witness that is ahead of
-   the backup (a newer state of the vault was seen here) is refused unless the operator
-   says `over_newer_witness`, and the restore's own audit event names both heads;
-4. the home's record names the database, the key provider and the vault id.
+3. the backup must be this home's vault: a home whose record names another vault id is
+   refused, always (one master key may serve several vaults, so a backup that opens is not
+   yet this vault's). Moving a vault needs no flag: restore it into a new home, one that
+   records nothing and has no witness;
+4. the backup's chain must pass through the head the home's witness holds: its event at
+   the witness's seq carries the same link MAC (keyed, in a chain just verified, so the
+   same history up to there). A witness ahead of the backup (a newer state was seen here)
+   or a backup whose event there differs (a fork: a copy restored elsewhere that kept
+   writing, or another vault's chain) is refused unless the operator says
+   `over_newer_witness`; the report and the restore's own audit event then name both heads
+   and whether it was a fork;
+5. the home's witness is reset on purpose to the backup's head, and its record names the
+   database, the key provider and the vault id.
 
 `--dry-run` does step 1 and says what would come back, and what would be lost: the events
-the witness (and a non-empty target database) hold beyond the backup's head.
+the witness (and a non-empty target database) hold beyond the backup's head, or that the
+backup is a fork (what the fork loses is not known from the home alone).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hmac
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +63,8 @@ class RestoreReport:
     lost_events: dict[str, int] = field(default_factory=dict)  # action -> count, after the backup
     needs_over_newer_witness: bool = False
     database_empty: bool = True
+    fork: bool = False  # the backup's chain does not pass through the witnessed head
+    home_vault_id: str | None = None  # the vault the home records (None: records none)
 
     def as_json(self) -> dict[str, Any]:
         head = self.backup.header.head
@@ -66,9 +79,17 @@ class RestoreReport:
             "lost_events": self.lost_events,
             "lost_event_count": self._lost_count(),
             "needs_over_newer_witness": self.needs_over_newer_witness,
+            "fork": self.fork,
+            "other_vault": self.other_vault,
         }
 
-    def _lost_count(self) -> int:
+    @property
+    def other_vault(self) -> bool:
+        return self.home_vault_id not in (None, self.backup.header.vault_id)
+
+    def _lost_count(self) -> int | None:
+        if self.fork:
+            return None  # the events since the fork point: not known from the home alone
         head = self.backup.header.head
         seq = 0 if head is None else head[0]
         newest = max(self.witness_seq or 0, self.database_seq or 0)
@@ -85,12 +106,6 @@ def restore_backup(
     shares: list[str] | None = None,
 ) -> RestoreReport:
     """Restore `path` into the database and home `settings` name (see the module doc)."""
-    with open_backup(path) as handle:
-        verified = verify_stream(Reader(handle), settings, shares)
-    if not verified.ok:
-        raise BackupError(f"the backup does not verify: {verified.audit.get('message')}")
-    header = verified.header
-    backup_seq = 0 if header.head is None else header.head[0]
     witness = Witness(settings.home / WITNESS_NAME)
     try:
         heads = witness.read()
@@ -98,16 +113,34 @@ def restore_backup(
         heads = [(-1, b"", b"")]  # unreadable: only the explicit step restores over it
     newest = heads[0] if heads else None
     witness_seq = None if newest is None else newest[0]
-    ahead = newest is not None and (
-        newest[0] > backup_seq
-        or newest[0] < 0
-        or (newest[0] == backup_seq and header.head is not None and newest[1] != header.head[1])
+    with open_backup(path) as handle:
+        verified = verify_stream(Reader(handle), settings, shares, at_seq=witness_seq)
+    if not verified.ok:
+        raise BackupError(f"the backup does not verify: {verified.audit.get('message')}")
+    header = verified.header
+    backup_seq = 0 if header.head is None else header.head[0]
+    # A witness within the backup's chain must hold the MAC the backup's event has there.
+    fork = (
+        newest is not None
+        and 0 <= newest[0] <= backup_seq
+        and (verified.mac_at is None or not hmac.compare_digest(verified.mac_at, newest[1]))
     )
+    ahead = newest is not None and (newest[0] > backup_seq or newest[0] < 0 or fork)
+    home_vault = _recorded_vault_id(settings)
     engine = open_engine(settings.database_url)
     try:
         database_seq, lost, empty = _target_state(engine, backup_seq)
         report = RestoreReport(
-            dry_run, False, verified, witness_seq, database_seq, lost, ahead, empty
+            dry_run,
+            False,
+            verified,
+            witness_seq,
+            database_seq,
+            lost,
+            ahead,
+            empty,
+            fork,
+            home_vault,
         )
         if dry_run:
             return report
@@ -115,6 +148,20 @@ def restore_backup(
             raise VaultError(
                 "the target database is not empty: restore into an empty database "
                 "(a new one, or one emptied on purpose)"
+            )
+        if report.other_vault:
+            raise VaultError(
+                f"this home belongs to vault {home_vault}; the backup is of vault "
+                f"{header.vault_id}, another vault: restore it into a new home (a directory "
+                "holding only its master key), never over this one"
+            )
+        if fork and not over_newer_witness:
+            raise VaultError(
+                f"the backup is a fork: its chain does not pass through audit event "
+                f"{witness_seq} this home witnessed (a copy restored elsewhere that kept "
+                "writing, or another vault's); restoring it would undo what happened here since "
+                "the fork, revocations and purges included; to do it on purpose, restore with "
+                "--over-newer-witness (audited as a fork)"
             )
         if ahead and not over_newer_witness:
             raise VaultError(
@@ -132,8 +179,20 @@ def restore_backup(
     finally:
         engine.dispose()
     over = over_newer_witness and ahead
-    _settle_home(settings, verified, witness, witness_seq, over, actor, shares)
+    _settle_home(settings, verified, witness, witness_seq, over, fork, actor, shares)
     return dataclasses.replace(report, restored=True)
+
+
+def _recorded_vault_id(settings: VaultSettings) -> str | None:
+    """The vault id the home's record names (the settings given carry the backup's)."""
+    try:
+        record = json.loads(settings.record_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        raise VaultError(f"{settings.record_path} is unreadable; restore it first") from None
+    vault_id = record.get("vault_id") if isinstance(record, dict) else None
+    return str(vault_id) if vault_id else None
 
 
 def _target_state(engine: Any, backup_seq: int) -> tuple[int | None, dict[str, int], bool]:
@@ -184,6 +243,7 @@ def _settle_home(
     witness: Witness,
     witness_seq: int | None,
     over_newer: bool,
+    fork: bool,
     actor: str,
     shares: list[str] | None,
 ) -> None:
@@ -212,6 +272,7 @@ def _settle_home(
             "source": header.source,
             "witness_seq": witness_seq,
             "over_newer_witness": over_newer,
+            "fork": fork,
         }
         store.record_attempt(AuditDraft(actor, AuditAction.BACKUP_RESTORED, details=details))
         if store.witness is not None:

@@ -107,7 +107,8 @@ def backup_verify(file: Path, with_shares: bool, as_json: bool, **flags: Any) ->
 @click.option(
     "--over-newer-witness",
     is_flag=True,
-    help="Restore although the home witnessed a newer audit head (loses what came since).",
+    help="Restore although the home witnessed a newer audit head, or one the backup's chain "
+    "does not pass through (a fork): loses what came since (audited).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (required when not a tty).")
 @click.option(
@@ -128,9 +129,11 @@ def restore(
     **flags: Any,
 ) -> None:
     """Restore FILE into the (empty) database and home of TOOLKIT_VAULT_HOME and
-    TOOLKIT_VAULT_DATABASE_URL, after verifying all of it. The home's witness is reset to
-    the backup's head on purpose and the restore is the chain's next event. Stop every
-    server first."""
+    TOOLKIT_VAULT_DATABASE_URL, after verifying all of it. A home that records another
+    vault refuses it (move a vault to a new home); a backup whose chain does not pass
+    through the head the home witnessed (a fork) or ends before it needs
+    --over-newer-witness. The home's witness is reset to the backup's head on purpose and
+    the restore is the chain's next event. Stop every server first."""
     from toolkit_vault.backup import restore_backup
     from toolkit_vault.backup.archive import Reader
     from toolkit_vault.backup.check import open_backup, resolve_settings
@@ -169,10 +172,24 @@ def restore(
             )
         if not report.database_empty:
             click.echo("the target database is not empty: a restore needs an empty one")
+        if report.other_vault:
+            click.echo("the home belongs to another vault: restore into a new home")
+        if report.fork:
+            click.echo(
+                f"the backup is a fork: its chain does not pass through audit event "
+                f"{payload['witness_seq']} this home witnessed; what happened here since the "
+                "fork would be undone"
+            )
         if report.needs_over_newer_witness:
             click.echo("the home witnessed a newer head: the restore needs --over-newer-witness")
         return
+    witnessed = (
+        "the home had no witness"
+        if payload["witness_seq"] is None
+        else f"the home's witness was at {payload['witness_seq']}"
+    )
+    fork = ", over a fork" if report.fork else ""
     click.echo(
         f"restored {rows} rows up to audit event {payload['backup_seq']} "
-        f"(witness was {payload['witness_seq']}); audited"
+        f"({witnessed}{fork}); audited"
     )

@@ -81,8 +81,16 @@ def recovery_status_command(as_json: bool) -> None:
     else:
         uncovered = ", ".join(status["uncovered"]) or "none"
         click.echo(
-            f"share set {status['set_id']} covers {', '.join(status['covered'])}; "
+            f"share set {status['set_id']} covers {', '.join(status['covered']) or 'nothing'}; "
             f"not covered: {uncovered}"
+        )
+    for warning in status["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+    if status["problems"]:
+        first = status["problems"][0]
+        raise VaultError(
+            f"{len(status['problems'])} recovery wraps are not believed ({first['row']}: "
+            f"{first['detail']}); `toolkit-vault check` names them"
         )
 
 

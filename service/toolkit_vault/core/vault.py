@@ -62,6 +62,7 @@ from toolkit_vault.errors import (
     UnknownSession,
     VaultError,
 )
+from toolkit_vault.keys.recovery import held_recovery_key
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.logs import register_secrets
 from toolkit_vault.oauth import without_token_set
@@ -940,7 +941,8 @@ class Vault:
         reconcile every authenticated table with it."""
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
-        return verify_audit_chain(self.store, self._audit_key)
+        recovery = held_recovery_key(self.store, self.ring_for)
+        return verify_audit_chain(self.store, self._audit_key, recovery=recovery)
 
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """The audit events after seq `after`, each verified as it is read (`audit.export`):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from toolkit_vault.crypto import KeyRing, SecretBytes, internal_context
 from toolkit_vault.errors import DecryptionError, VaultError
 from toolkit_vault.keys.hierarchy import unwrap_internal_keys, unwrap_vault_key, use_keys
 from toolkit_vault.keys.keystore import (
+    internal_keys,
     read_vault_keys,
     set_wrapped_keys,
     vault_key_context,
@@ -47,7 +49,9 @@ from toolkit_vault.keys.keystore import (
 )
 from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.integrity import recovery_context
 from toolkit_vault.store.models import InternalKey, RecoveryKey
+from toolkit_vault.store.reconcile import recovery_wraps
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 
@@ -57,6 +61,7 @@ __all__ = [
     "RecoverySet",
     "combine_shares",
     "cover_vault_key",
+    "held_recovery_key",
     "init_recovery",
     "open_with_shares",
     "recovery_status",
@@ -87,7 +92,22 @@ class RecoverySet:
 
 
 def _context(set_id: str, key_id: str) -> tuple[str | int, ...]:
-    return (crypto.FORMAT_VERSION, "recovery", set_id, key_id)
+    return recovery_context(set_id, key_id)
+
+
+def held_recovery_key(store: Store, ring_for: Callable[[str], KeyRing]) -> SecretBytes | None:
+    """The recovery key as the vault keeps it (wrapped by a vault key: `ring_for` gives the
+    ring holding that one), read now, so a share set made by another process since is
+    known; None when there is none or it does not open (no recovery wrap is then believed,
+    and `check` says so)."""
+    held = internal_keys(store).get(RECOVERY_KEY_NAME)
+    if held is None:
+        return None
+    key_id, wrapped = held
+    try:
+        return ring_for(key_id).unwrap(key_id, wrapped, internal_context(RECOVERY_KEY_NAME))
+    except (DecryptionError, VaultError, KeyError):
+        return None
 
 
 def init_recovery(
@@ -249,8 +269,25 @@ def open_with_shares(store: Store, shares: list[str]) -> Recovered:
     internal = unwrap_internal_keys(store, vault_ring)
     use_keys(store, internal)
     verified_vault_keys(store)  # the records are the vault's own, believed now
+    _current_per_chain(store)
     set_id = str(next(iter(wraps.values())).set_id)
     return Recovered(vault_ring, keys, internal, records, set_id)
+
+
+def _current_per_chain(store: Store) -> None:
+    """Shares open only the chain's current share set: a replaced set's rows put back (its
+    shares still combine, and its wraps still open) are refused, as is any wrap the chain
+    does not vouch for. The chain is followed and verified first (`state_failure`)."""
+    if (failure := store.state_failure()) is not None:
+        raise RecoveryError(f"the vault's state is not believed: {failure}")
+    with store.read() as conn:
+        found = [(name, why) for _row, name, why in recovery_wraps(conn) if why is not None]
+    if found:
+        name, (_kind, detail) = found[0]
+        raise RecoveryError(
+            f"the recovery wraps are not the audit chain's current share set ({name}: "
+            f"{detail}): nothing was recovered"
+        )
 
 
 def unseal(

@@ -8,6 +8,14 @@ toolkit definition, a vault key record (which one is active, which are retired) 
 legacy master-key record. Each carries `mac` = HMAC(state key, table || its meaningful
 columns), and the state key is stored only wrapped by a vault key.
 
+A recovery wrap (`recovery_keys`: a vault key wrapped under the recovery key whose only
+copies are the shares) is authenticated by that wrap itself, an AEAD bound to its vault
+key id and share set: the vault keeps the recovery key wrapped by a vault key, so whoever
+holds the vault keys opens every wrap to check it (`recovery_wrap_opens`), long before a
+disaster needs them. No MAC column, so the rows of vaults made before this needed no
+upgrade; which share set is current, and which vault keys it covers, is the chain's word
+(`reconcile`).
+
 Left out on purpose: material that authenticates itself (wrapped keys and envelopes are AEAD
 with the row's context as associated data; a vault key's wrap is bound to its id by the key
 provider), so either rotation rewraps without touching a MAC, and bookkeeping with no
@@ -25,19 +33,22 @@ from typing import Any
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes
-from toolkit_vault.errors import StoreError
+from toolkit_vault.errors import DecryptionError, StoreError
 
 __all__ = [
     "IMPORTED",
     "MASTER_KEYS",
     "POINTERS",
     "PRINCIPALS",
+    "RECOVERY",
     "SESSIONS",
     "TABLES",
     "VAULT_KEYS",
     "VERSIONS",
     "Row",
     "RowAuthenticator",
+    "recovery_context",
+    "recovery_wrap_opens",
 ]
 
 VERSIONS = "config_versions"
@@ -47,6 +58,8 @@ SESSIONS = "sessions"
 IMPORTED = "imported_toolkits"
 MASTER_KEYS = "master_keys"
 VAULT_KEYS = "vault_keys"
+RECOVERY = "recovery_keys"  # authenticated by its own wrap, not a MAC (see above)
+RECOVERY_RING = "recovery"
 
 Row = Mapping[Any, Any]  # a row as read (SQLAlchemy RowMapping) or as written (a dict)
 
@@ -121,6 +134,25 @@ def _encode(table: str, values: tuple[Any, ...]) -> bytes:
             raise TypeError(f"cannot authenticate a {type(value).__name__}")
         out += tag + crypto.length_prefixed(data)
     return bytes(out)
+
+
+def recovery_context(set_id: str, key_id: str) -> tuple[str | int, ...]:
+    """What a recovery wrap is bound to: its share set and its vault key."""
+    return (crypto.FORMAT_VERSION, "recovery", set_id, key_id)
+
+
+def recovery_wrap_opens(recovery: SecretBytes | None, row: Row) -> bool:
+    """A recovery wrap opens under the recovery key, for its own set and vault key (the key
+    it yields is dropped at once); never raises on odd data."""
+    if recovery is None:
+        return False
+    ring = crypto.KeyRing({RECOVERY_RING: recovery}, RECOVERY_RING)
+    try:
+        context = recovery_context(str(row["set_id"]), str(row["key_id"]))
+        ring.unwrap(RECOVERY_RING, bytes(row["wrapped_key"]), context)
+    except (DecryptionError, KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 class RowAuthenticator:

@@ -31,6 +31,7 @@ from toolkit_vault.store.integrity import (
     MASTER_KEYS,
     POINTERS,
     PRINCIPALS,
+    RECOVERY,
     SESSIONS,
     VAULT_KEYS,
     VERSIONS,
@@ -44,6 +45,7 @@ from toolkit_vault.store.models import (
     ImportedToolkitRow,
     MasterKey,
     PrincipalRow,
+    RecoveryKey,
     SessionRow,
     VaultKey,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "StateReport",
     "imported_as_audited",
     "reconcile",
+    "recovery_wraps",
     "rules",
 ]
 
@@ -102,15 +105,19 @@ class StateReport:
 def reconcile(
     conn: Connection, authentic: Callable[[str, Row], bool], batch_size: int
 ) -> StateReport:
-    """Every authenticated table, row by row: a missing or bad MAC first, then the chain."""
+    """Every authenticated table, row by row: a missing or bad MAC first, then the chain
+    (recovery wraps too, authenticated by opening: `integrity`)."""
     report = StateReport()
-    for table, rule in rules(batch_size, authentic).items():
+    every = {**rules(batch_size, authentic), RECOVERY: recovery_wraps}
+    for table, rule in every.items():
         report.rows[table] = 0
         for row, name, disagreement in rule(conn):
             if row is not None:
                 report.rows[table] += 1
                 if not authentic(table, row):
                     what = "no MAC" if row.get("mac") is None else "its MAC does not match"
+                    if table == RECOVERY:
+                        what = "its wrap does not open under the vault's recovery key"
                     report.add(StateProblem.of(table, name, "unauthenticated", what))
                     continue
             if disagreement is not None:
@@ -200,6 +207,50 @@ def _vault_keys(conn: Connection) -> Iterator[Finding]:
         yield row._mapping, row.key_id, found
     for key_id in sorted(set(added) - {row.key_id for row in rows}):
         yield None, key_id, ("deleted", "the audit chain added it; its record is gone")
+
+
+def recovery_wraps(conn: Connection) -> Iterator[Finding]:
+    """The recovery wraps must be the chain's current share set (its latest
+    `recovery_initialized`), one per vault key it covers: those the event names, and each
+    vault key added since (a rotation covers its new key in the same transaction), less
+    each retired since (a retirement destroys its wrap). A replaced set's rows put back,
+    a wrap with no event and a deleted wrap are each named."""
+    current: str | None = None
+    expected: set[str] = set()
+    for event in _events(
+        conn,
+        AuditAction.RECOVERY_INITIALIZED,
+        AuditAction.VAULT_KEY_ADDED,
+        AuditAction.VAULT_KEY_RETIRED,
+    ):
+        details = _details(event)
+        if event.action == AuditAction.RECOVERY_INITIALIZED:
+            current = str(details.get("set_id"))
+            covered = details.get("vault_keys")
+            expected = {str(k) for k in covered} if isinstance(covered, list) else set()
+        elif current is not None and isinstance(details.get("key_id"), str):
+            if event.action == AuditAction.VAULT_KEY_ADDED:
+                expected.add(details["key_id"])
+            else:
+                expected.discard(details["key_id"])
+    rows = conn.execute(select(RecoveryKey).order_by(RecoveryKey.key_id)).all()
+    for row in rows:
+        if current is None:
+            found: tuple[Kind, str] | None = ("unaudited", "no event made a recovery share set")
+        elif row.set_id != current:
+            found = (
+                "replayed",
+                f"a wrap of share set {row.set_id}; the audit chain's current set is {current}",
+            )
+        elif row.key_id not in expected:
+            found = ("unaudited", f"the audit chain's share set does not cover {row.key_id}")
+        else:
+            found = None
+        yield row._mapping, row.key_id, found
+    present = {row.key_id for row in rows if row.set_id == current}
+    for key_id in sorted(expected - present):
+        what = f"the audit chain's share set {current} covers it; its recovery wrap is gone"
+        yield None, key_id, ("deleted", what)
 
 
 def _master_keys(conn: Connection) -> Iterator[Finding]:
