@@ -376,6 +376,7 @@ class Store:
         self._accepting_restore = False
         self.makes_witness = False  # `init`: a home without a witness gets one
         self._witness_verified: tuple[int, bytes, bytes] | None = None
+        self._witness_looked_at: list[tuple[int, bytes, bytes]] | None = None  # `witnessed`
         # This process's writes queue for its writer thread, which commits them in groups
         # (`writer`), and a write of its own (`write`) waits on the same lock. SQLite: instead
         # of on its busy handler, which sleeps up to 100 ms between tries (and so gave
@@ -543,6 +544,10 @@ class Store:
         if self.witness is None or self._accepting_restore:
             return None
         heads = self.witness.read()
+        if heads is not None and heads is not self._witness_looked_at:
+            self._witness_looked_at = heads  # the file changed: say a damaged slot, once
+            if (damage := self.witness_damage()) is not None:
+                log.warning("%s", damage)
         own = self.witness.newest  # what this process committed: newer than the file, maybe
         if own is not None and (not heads or own[0] >= heads[0][0]):
             return own[0], own[1]
@@ -560,6 +565,60 @@ class Store:
             f"the audit witness {self.witness.path} fails its MAC: it was not written by "
             "this vault; restore it, or run `toolkit-vault audit accept-restore`"
         )
+
+    def witness_damage(self) -> str | None:
+        """Why the witness is weaker than it should be (None: it is whole): a slot that holds
+        neither a head nor nothing, or (with the audit key) a head whose MAC fails. The
+        other slot is then all the witness has: a database one step behind it, put back on
+        purpose, would pass unnoticed, so `audit verify`, the log and readiness say so."""
+        if self.witness is None:
+            return None
+        heads = self.witness.read()
+        if heads is None:
+            return None
+        damaged = self.witness.torn
+        sign = self._sign
+        if sign is not None:
+            damaged += sum(
+                1 for seq, mac, head_mac in heads
+                if not hmac.compare_digest(head_link(sign, seq, mac), head_mac)
+            )  # fmt: skip
+        if not damaged:
+            return None
+        return (
+            f"the audit witness {self.witness.path} has a damaged slot: only the other one "
+            "is checked, so a database one step behind would pass unnoticed; unless a crash "
+            "tore a write, find who wrote the file (`audit accept-restore` rewrites it whole)"
+        )
+
+    def behind_witness(self) -> str | None:
+        """For readers without the audit key (`history`, `tokens list`): whether the
+        database ends before the newest head its home witnessed, or holds another event
+        there (None: neither). Neither the witness's MACs nor the chain can be checked
+        without the key, but the sequence numbers and the stored link can; a database put
+        back from an older copy then shows a purged version `ok` or a revoked token active,
+        and these readers say so instead of staying silent. It warns, never refuses: a
+        forged witness can only make a reader doubt."""
+        if self.witness is None:
+            return None
+        try:
+            heads = self.witness.read()  # first: a witness never leads what it saw committed
+        except StoreError as exc:
+            return exc.message
+        if not heads:
+            return None
+        seq, mac, _ = heads[0]
+        with self.read() as conn:
+            last = conn.execute(select(func.max(AuditEvent.seq))).scalar()
+            stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+        if (last or 0) < seq:
+            return behind(seq, last or 0)
+        if stored is None or not hmac.compare_digest(bytes(stored), mac):
+            return (
+                f"the database holds another audit event {seq} than the one this vault home "
+                "witnessed: it is another database, or an older copy written over since"
+            )
+        return None
 
     def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
         if self.witness is not None and self._sign is not None and seq > 0:

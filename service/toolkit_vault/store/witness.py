@@ -29,11 +29,13 @@ import atexit
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 import threading
 from pathlib import Path
 
 from toolkit_vault.errors import StoreError
+from toolkit_vault.files import PrivateFileError, open_private
 
 __all__ = ["FLUSH_S", "WITNESS_NAME", "Head", "Witness"]
 
@@ -70,6 +72,7 @@ class Witness:
         self._due = threading.Event()
         self._flusher: threading.Thread | None = None
         self._read: tuple[tuple[int, ...], list[Head]] | None = None  # (stat, heads) read last
+        self.torn = 0  # slots of the last read that hold neither a head nor nothing
 
     @property
     def newest(self) -> Head | None:
@@ -106,33 +109,40 @@ class Witness:
 
     def read(self) -> list[Head] | None:
         """The heads the slots hold, newest first (the caller takes the newest whose MAC
-        holds); None when there is no witness yet. A file that is not a witness is an
-        error, never taken for none."""
+        holds); None when there is no witness yet. A file that is not a witness, or not a
+        private regular file (a symlink above all), is an error, never taken for none."""
         try:
-            info = os.stat(self.path)
+            info = os.lstat(self.path)
         except FileNotFoundError:
             return None
         except OSError:
             raise self._unreadable() from None
+        if stat.S_ISLNK(info.st_mode):
+            raise self._not_private(PrivateFileError("is a symlink; refusing to follow it"))
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         cached = self._read
         if cached is not None and cached[0] == stamp:
             return cached[1]  # unchanged since (a write within the clock's tick: one behind)
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_private(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return None  # gone since the stat, as if the stat had not found it
-        except OSError:
-            raise self._unreadable() from None
+        except PrivateFileError as exc:
+            raise self._not_private(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             data = os.pread(fd, 2 * _SLOT + 1, 0)
+        except OSError:
+            raise self._unreadable() from None
         finally:
             os.close(fd)  # and the lock with it
         if len(data) != 2 * _SLOT:
             raise self._unreadable()
-        heads = [h for h in (_decode(data[:_SLOT]), _decode(data[_SLOT:])) if h is not None]
+        slots = (data[:_SLOT], data[_SLOT:])
+        decoded = [_decode(slot) for slot in slots]
+        heads = [h for h in decoded if h is not None]
         heads.sort(reverse=True)
+        self.torn = sum(1 for slot, h in zip(slots, decoded, strict=True) if h is None and slot != _EMPTY)
         self._read = (stamp, heads)
         return heads
 
@@ -149,7 +159,12 @@ class Witness:
         if head[0] <= self._written and not force:
             return
         self._create()
-        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fd = open_private(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            raise self._unreadable() from None
+        except PrivateFileError as exc:
+            raise self._not_private(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = os.pread(fd, 2 * _SLOT, 0)
@@ -172,8 +187,8 @@ class Witness:
         """Make the witness, two empty slots, if there is none: written beside it and linked
         into place, so no reader, and no crash, ever finds a witness shorter than two slots
         (an empty file is not a witness: `read` refuses it)."""
-        if self.path.exists():
-            return
+        if os.path.lexists(self.path):
+            return  # a witness, or something that is not one: `open_private` says which
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{WITNESS_NAME}.")
         try:
             with os.fdopen(fd, "wb") as file:
@@ -182,6 +197,12 @@ class Witness:
                 os.link(temporary, self.path)
         finally:
             os.unlink(temporary)
+
+    def _not_private(self, exc: PrivateFileError) -> StoreError:
+        return StoreError(
+            f"the audit witness {self.path} {exc}; nothing is believed or written until it "
+            "is a regular file of this user again, mode 0600"
+        )
 
     def _unreadable(self) -> StoreError:
         return StoreError(
