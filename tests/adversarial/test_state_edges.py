@@ -36,6 +36,7 @@ from toolkit_vault.transports.http_api import create_app
 pytestmark = pytest.mark.key_providers("file")
 SOURCE = ToolkitSource(SourceKind.ENTRY_POINT, "state-edges-test")
 HEAD = (7, b"m" * 32, b"h" * 32)
+KEY = {"type": "string", "x-secret": True}
 
 
 # -- (a) the witness is a private regular file, never followed through a symlink --------------
@@ -76,7 +77,11 @@ def test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written(
         path.chmod(0o644)
     else:
         path.mkdir()
-    why = {"symlink": "is a symlink", "dangling symlink": "is a symlink", "directory": "regular file"}
+    why = {
+        "symlink": "is a symlink",
+        "dangling symlink": "is a symlink",
+        "directory": "regular file",
+    }
     with pytest.raises(StoreError, match=why.get(how, "0600")):
         Witness(path).read()
     with pytest.raises(StoreError, match=why.get(how, "0600")):
@@ -146,7 +151,10 @@ class Blocking:
     definition: ClassVar[dict[str, Any]] = {
         "name": "blocking",
         "description": "initializes when released",
-        "schema": {"type": "object", "properties": {"api_key": {"type": "string", "x-secret": True}}},
+        "schema": {
+            "type": "object",
+            "properties": {"api_key": {"type": "string", "x-secret": True}},
+        },
         "tools": ["call"],
     }
 
@@ -191,7 +199,7 @@ def test_a_configure_whose_token_ends_meanwhile_stores_nothing(vault: Vault, how
                 AuditEvent.action == "configure_refused", AuditEvent.toolkit_name == "blocking"
             )
         ).all()
-    assert len(refused) == 1 and how in json.loads(refused[0].details)["reason"]
+    assert len(refused) == 1 and json.loads(refused[0].details)["token"] == how
 
 
 # -- (d) the vault's own keys are never taken from a submitted config ----------------------------
@@ -203,7 +211,10 @@ class Open:
     definition: ClassVar[dict[str, Any]] = {
         "name": "open",
         "description": "admits undeclared properties",
-        "schema": {"type": "object", "properties": {"api_key": {"type": "string", "x-secret": True}}},
+        "schema": {
+            "type": "object",
+            "properties": {"api_key": {"type": "string", "x-secret": True}},
+        },
         "tools": ["call"],
     }
 
@@ -234,7 +245,7 @@ def test_key_less_commands_say_the_database_is_behind_its_witness(vault: Vault) 
     chain without the key, but they can see the database end before the witness."""
     conn, _ = handshake(vault)
     configure(conn, "filesystem", {"root_dir": "/tmp"})
-    _, token = create_token(vault.store, "agent", "mallory")
+    create_token(vault.store, "agent", "mallory")
     for command in (("tokens", "list"), ("history",)):
         code, shown, err = cli(*command)
         assert code == 0 and shown["witness_warning"] is None and "witness" not in err

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from sqlalchemy import (
     Connection,
@@ -35,7 +35,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from toolkit_vault.errors import StoreError, ToolkitNotFound, VaultError, VersionMoved
+from toolkit_vault.errors import (
+    PrincipalEnded,
+    StoreError,
+    ToolkitNotFound,
+    VaultError,
+    VersionMoved,
+)
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
@@ -219,6 +225,17 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
     )
 )
 
+# A principal's revocation and expiry (`Store._principal_ended`).
+_PRINCIPAL_STANDING = _OnDriver(
+    select(PrincipalRow.revoked_at, PrincipalRow.expires_at).where(
+        PrincipalRow.principal_id == bindparam("principal_id")
+    )
+)
+_ENDED = {
+    "revoked": "this principal's token was revoked while the request ran: nothing was stored",
+    "expired": "this principal's token expired while the request ran: nothing was stored",
+    "removed": "this principal was removed while the request ran: nothing was stored",
+}
 # A version's status (`Store._check_waiting`).
 _VERSION_STATUS = _OnDriver(
     select(ConfigVersion.status).where(
@@ -1117,6 +1134,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int: ...
 
     @overload
@@ -1131,6 +1149,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -1144,6 +1163,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
@@ -1153,7 +1173,9 @@ class Store:
         and built on; nothing is written (VersionMoved) unless it is still the last and
         still current: a version appended since, or a purge, stands. `waiting`: the version
         that waits for a person's config (an intake link's); nothing is written unless it
-        is still the last and not purged (`_check_waiting`).
+        is still the last and not purged (`_check_waiting`). `principal`: the principal the
+        write acts for; nothing is written (PrincipalEnded, with a `configure_refused`
+        event) unless its token is still neither revoked nor expired (`_principal_ended`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -1161,7 +1183,12 @@ class Store:
         whose ring predates a rotation can rewrap under the new key before it commits.
         """
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection) -> int | PrincipalEnded:
+            if principal is not None and (ended := self._principal_ended(conn, principal)):
+                why = {"reason": type(ended).__name__, "token": ended.message}
+                action = AuditAction.CONFIGURE_REFUSED
+                self.audit(conn, AuditDraft(principal, action, session_id, toolkit_name, None, why))
+                return PrincipalEnded(_ENDED[ended.message])  # the refusal's event commits
             if imported is not None:
                 self._check_imported(conn, toolkit_name, imported)
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
@@ -1207,9 +1234,32 @@ class Store:
             _write_link(conn, event, head)
             return version
 
+        def told(result: int | PrincipalEnded) -> None:
+            if isinstance(result, PrincipalEnded):
+                raise result
+            if then is not None:
+                then(result)
+
         # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`)
-        result: int | None = self.retrying(work, then, (session_id, toolkit_name))
-        return result
+        result = self.retrying(work, told, (session_id, toolkit_name))
+        if isinstance(result, PrincipalEnded):
+            raise result
+        return cast("int | None", result)
+
+    @staticmethod
+    def _principal_ended(conn: Connection, principal_id: str) -> PrincipalEnded | None:
+        """(In the write's transaction, under the chain's lock.) Whether the principal's
+        token was revoked or expired since its request was let in, or the principal removed:
+        a revocation commits its event under the same lock, so it is either seen here or
+        ordered after this write. The message is the audit event's word for it."""
+        row = _PRINCIPAL_STANDING(conn, {"principal_id": principal_id}).fetchone()
+        if row is None:
+            return PrincipalEnded("removed")
+        if row[0] is not None:
+            return PrincipalEnded("revoked")
+        if row[1] is not None and time.time() >= row[1]:
+            return PrincipalEnded("expired")
+        return None
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:
         """Per toolkit, where the session's config comes from: its own current version, else

@@ -142,7 +142,8 @@ class Witness:
         decoded = [_decode(slot) for slot in slots]
         heads = [h for h in decoded if h is not None]
         heads.sort(reverse=True)
-        self.torn = sum(1 for slot, h in zip(slots, decoded, strict=True) if h is None and slot != _EMPTY)
+        pairs = zip(slots, decoded, strict=True)
+        self.torn = sum(1 for slot, h in pairs if h is None and slot != _EMPTY)
         self._read = (stamp, heads)
         return heads
 
