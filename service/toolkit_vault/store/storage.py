@@ -1236,12 +1236,14 @@ class Store:
 
         def told(result: int | PrincipalEnded) -> None:
             if isinstance(result, PrincipalEnded):
-                raise result
+                raise result  # the refusal's event committed; the caller hears the refusal
             if then is not None:
                 then(result)
 
-        # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`)
-        result = self.retrying(work, told, (session_id, toolkit_name))
+        # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`);
+        # with no `then`, nothing is left to commit (the caller waits for the version)
+        key = (session_id, toolkit_name)
+        result = self.retrying(work, None if then is None else told, key)
         if isinstance(result, PrincipalEnded):
             raise result
         return cast("int | None", result)
