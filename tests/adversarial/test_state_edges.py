@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -23,8 +24,10 @@ from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.expiry import EXPIRES_KEY
+from toolkit_vault.core.intake import Intake
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.errors import StoreError, VaultError
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import ConfigInvalid, StoreError, VaultError
 from toolkit_vault.keys.providers.file import KEY_FILE_NAME
 from toolkit_vault.oauth.tokens import TOKEN_SET_KEY
 from toolkit_vault.settings import VaultSettings
@@ -60,9 +63,11 @@ def test_a_symlinked_witness_is_refused_and_never_written_through(
     assert keys.read_bytes() == before
 
 
-@pytest.mark.parametrize("how", ["symlink", "dangling symlink", "mode 0644", "directory"])
+@pytest.mark.parametrize(
+    "how", ["symlink", "dangling symlink", "mode 0644", "directory", "another owner"]
+)
 def test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, target = tmp_path / WITNESS_NAME, tmp_path / "elsewhere"
     Witness(target).put(HEAD)
@@ -75,13 +80,13 @@ def test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written(
     elif how == "mode 0644":
         Witness(path).put(HEAD)
         path.chmod(0o644)
+    elif how == "another owner":  # as this process sees it: chown needs root
+        Witness(path).put(HEAD)
+        monkeypatch.setattr(os, "getuid", lambda: os.geteuid() + 1)
     else:
         path.mkdir()
-    why = {
-        "symlink": "is a symlink",
-        "dangling symlink": "is a symlink",
-        "directory": "regular file",
-    }
+    why = {"symlink": "is a symlink", "dangling symlink": "is a symlink"}
+    why |= {"directory": "regular file", "another owner": "not owned by the current user"}
     with pytest.raises(StoreError, match=why.get(how, "0600")):
         Witness(path).read()
     with pytest.raises(StoreError, match=why.get(how, "0600")):
@@ -237,6 +242,19 @@ def test_a_config_carrying_a_reserved_key_is_refused(vault: Vault, key: str) -> 
     assert configure(conn, "open", {"api_key": CANARY, "x-other": 1})[0]["status"] == "ok"
 
 
+def test_an_intake_form_carrying_a_reserved_key_is_refused(vault: Vault) -> None:
+    """A person's form is a config too: the link stays good, nothing is stored."""
+    vault.registry.register(Open, SOURCE)
+    vault.intake = Intake(vault, SecretBytes(b"k" * 32), lambda link: f"https://vault.test/{link}")
+    conn, _ = handshake(vault)
+    ask = {"type": "toolkit/configure/req", "toolkit_name": "open", "config": {}, "intake": True}
+    link = request(conn, ask)[0]["intake_url"].removeprefix("https://vault.test/")
+    with pytest.raises(ConfigInvalid) as refused:
+        vault.intake.complete(link, {"api_key": CANARY, EXPIRES_KEY: 1})
+    assert refused.value.details == [{"pointer": "/" + EXPIRES_KEY, "keyword": "x-reserved"}]
+    assert vault.intake.complete(link, {"api_key": CANARY}).status == "ok"
+
+
 # -- (e) key-less commands say when the database is behind its witness --------------------------
 
 
@@ -268,3 +286,16 @@ def test_key_less_commands_say_the_database_is_behind_its_witness(vault: Vault) 
         assert "behind its witness" in err
     done = cli("tokens", "list")[1]
     assert [p for p in done["principals"] if p["name"] == "mallory"]  # still listed, but said
+
+
+def test_key_less_commands_say_another_event_at_the_witnessed_head(vault: Vault) -> None:
+    """Not behind, but not the chain the home saw either (another database, or an older copy
+    written over since): the stored link at the witnessed seq differs."""
+    handshake(vault)
+    settle(vault)
+    head = row_of(vault, AuditHead, AuditHead.id == 1)
+    with vault.store.engine.begin() as db:
+        db.execute(update(AuditEvent).where(AuditEvent.seq == head.seq).values(mac=b"x" * 32))
+    code, shown, err = cli("history")
+    assert code == 0 and "another audit event" in shown["witness_warning"], shown
+    assert "another audit event" in err
