@@ -86,7 +86,7 @@ def test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written(
     else:
         path.mkdir()
     why = {"symlink": "is a symlink", "dangling symlink": "is a symlink"}
-    why |= {"directory": "regular file", "another owner": "not owned by the current user"}
+    why |= {"directory": "is not a regular file", "another owner": "not owned by the current user"}
     with pytest.raises(StoreError, match=why.get(how, "0600")):
         Witness(path).read()
     with pytest.raises(StoreError, match=why.get(how, "0600")):
