@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from test_authenticated_state import cli, reopen, row_of
 from test_replays import settle
 
-from test_vault import CANARY, configure, handshake, request
+from test_vault import AGENT, CANARY, configure, handshake, request
 from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.connection import connect
@@ -205,6 +205,38 @@ def test_a_configure_whose_token_ends_meanwhile_stores_nothing(vault: Vault, how
             )
         ).all()
     assert len(refused) == 1 and json.loads(refused[0].details)["token"] == how
+
+
+def test_a_revoked_principal_s_configures_in_a_group_store_nothing(vault: Vault) -> None:
+    """Configures of a revoked principal and of another, at once: grouped in one transaction
+    (on PostgreSQL pipelined), each refusal writes its event there, the others are stored,
+    and the chain still verifies."""
+    _, token = create_token(vault.store, "agent", "eve")
+    eve = authenticate(vault.store, token)
+    assert eve is not None
+    conns = []
+    for n in range(8):
+        conn = connect(vault, eve if n % 2 else AGENT)
+        request(conn, {"type": "handshake/req", "capabilities": ["toolkits"]})
+        conns.append((n % 2 == 1, conn))
+    revoke(vault.store, "eve")
+    answers: list[tuple[bool, dict[str, Any]]] = []
+
+    def configures(revoked: bool, conn: Any) -> None:
+        for _ in range(3):
+            answers.append((revoked, configure(conn, "filesystem", {"root_dir": "/tmp"})[0]))
+
+    threads = [threading.Thread(target=configures, args=pair) for pair in conns]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 24
+    for revoked, answer in answers:
+        assert answer.get("code" if revoked else "status") == (
+            "UNAUTHORIZED" if revoked else "ok"
+        ), answer
+    assert vault.verify_audit().ok
 
 
 # -- (d) the vault's own keys are never taken from a submitted config ----------------------------
