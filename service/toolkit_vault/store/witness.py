@@ -11,7 +11,12 @@ Every process that commits an event advances the witness after the commit. The f
 two fixed-size slots, each a whole head (`seq link head_mac`, hex); a write replaces the
 older slot in place under an exclusive lock, so the witness only moves forward, readers
 (under a shared lock) never see half a write, and a write torn by a crash leaves the other
-slot, one head behind, which the head MAC tells apart.
+slot, one head behind, which the head MAC tells apart. That leaves one slot standing, so a
+damaged slot is counted (`torn`) for the store to say aloud (`Store.witness_damage`).
+
+The file is opened only as a regular file of this user, mode 0600, never through a symlink
+(`files.open_private`): a symlinked witness would let a write, an operator's
+`accept-restore` above all, land on another file (the key file).
 
 A write to the file dirties its inode, and the next fsync of the database then commits that
 to the filesystem's journal too: written after every commit, the witness slowed every
@@ -28,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import logging
 import os
 import stat
 import tempfile
@@ -38,6 +44,8 @@ from toolkit_vault.errors import StoreError
 from toolkit_vault.files import PrivateFileError, open_private
 
 __all__ = ["FLUSH_S", "WITNESS_NAME", "Head", "Witness"]
+
+log = logging.getLogger(__name__)
 
 FLUSH_S = 0.05
 
@@ -90,7 +98,7 @@ class Witness:
                     target=self._flush_soon, name="tkv-witness", daemon=True
                 )
                 self._flusher.start()
-                atexit.register(self.flush)
+                atexit.register(self._flush_quietly)
         self._due.set()
 
     def flush(self) -> None:
@@ -100,11 +108,19 @@ class Witness:
             if head is not None:
                 self._write(head)
 
+    def _flush_quietly(self) -> None:
+        """`flush`, where nobody hears an error (the flusher, the process's exit): logged in
+        one line, no traceback; readers of the file then refuse it with the same reason."""
+        try:
+            self.flush()
+        except StoreError as exc:
+            log.error("%s", exc.message)
+
     def _flush_soon(self) -> None:
         while True:
             self._due.wait()
             self._due.clear()
-            self.flush()
+            self._flush_quietly()
             threading.Event().wait(FLUSH_S)  # the next write waits; heads meanwhile coalesce
 
     def read(self) -> list[Head] | None:
