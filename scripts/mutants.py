@@ -49,6 +49,7 @@ CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit/verify.py", V + "store/chain.
 STORAGE, RECONCILE, WRITER = V + "store/storage.py", V + "store/reconcile.py", V + "store/writer.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
+EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
@@ -988,8 +989,9 @@ MUTANTS = [
     Mutant(
         "witness: made in place, so a reader can find it empty",
         V + "store/witness.py",
-        "        self._create()\n        fd = os.open(self.path, os.O_RDWR)",
-        "        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)",
+        "        self._create()\n        try:\n            fd = open_private(self.path, os.O_RDWR)",
+        "        try:\n            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))\n"
+        "            fd = open_private(self.path, os.O_RDWR)",
         ("tests/adversarial/test_replays.py",),
         "being_made",
     ),
@@ -2513,6 +2515,128 @@ MUTANTS = [
             RECOVERY_TESTS
             + "test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_key",
         ),
+    ),
+    # -- issue 48: the vault's own state (item 7) --
+    Mutant(
+        "witness: followed through a symlink",
+        V + "files.py",
+        "flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC",
+        "flags | os.O_NONBLOCK | os.O_CLOEXEC",
+        (EDGES + "test_a_symlinked_witness_is_refused_and_never_written_through",),
+        also=((V + "store/witness.py", "if stat.S_ISLNK(info.st_mode):", "if False:"),),
+    ),
+    Mutant(
+        "witness: a file others may write is believed",
+        V + "files.py",
+        "        if info.st_mode & 0o077:",
+        "        if False:",
+        (EDGES + "test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written",),
+        select="0644",
+    ),
+    Mutant(
+        "witness: another user's file is believed",
+        V + "files.py",
+        "        if info.st_uid != os.getuid():",
+        "        if False:",
+        (EDGES + "test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written",),
+        select="owner",
+    ),
+    Mutant(
+        "witness: a file that is not regular is read",
+        V + "files.py",
+        "        if not stat.S_ISREG(info.st_mode):",
+        "        if False:",
+        (EDGES + "test_a_witness_that_is_not_a_private_file_is_neither_read_nor_written",),
+        select="directory",
+    ),
+    Mutant(
+        "witness: a damaged slot is not logged",
+        STORAGE,
+        'log.warning("%s", damage)',
+        "pass",
+        (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
+    ),
+    Mutant(
+        "witness: audit verify does not say a damaged slot",
+        AUDIT,
+        "witness_warning=_witness_damage(store),",
+        "witness_warning=None,",
+        (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
+    ),
+    Mutant(
+        "witness: readiness does not say a damaged slot",
+        V + "transports/http_api.py",
+        "damaged = vault.store.witness_damage() is not None",
+        "damaged = False",
+        (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
+    ),
+    Mutant(
+        "witness: a torn slot is not counted as damage",
+        STORAGE,
+        "damaged = self.witness.torn",
+        "damaged = 0",
+        (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
+        select="torn and not postgres",
+    ),
+    Mutant(
+        "witness: a slot whose MAC fails is not counted as damage",
+        STORAGE,
+        "                if not hmac.compare_digest(head_link(sign, seq, mac), head_mac)\n",
+        "                if False\n",
+        (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
+        select="mac and not postgres",
+    ),
+    Mutant(
+        "a configure does not re-check its principal in the write",
+        STORAGE,
+        "if principal is not None and (ended := self._principal_ended(conn, principal)):",
+        "if False:",
+        (EDGES + "test_a_configure_whose_token_ends_meanwhile_stores_nothing",),
+        select="revoked",  # SQLite and PostgreSQL (its pipelined groups)
+    ),
+    Mutant(
+        "a configure's re-check ignores an expiry",
+        STORAGE,
+        "        if row[1] is not None and time.time() >= row[1]:",
+        "        if False:",
+        (EDGES + "test_a_configure_whose_token_ends_meanwhile_stores_nothing",),
+        select="expired and not postgres",
+    ),
+    Mutant(
+        "an ended principal's refusal is answered RUNTIME_ERROR",
+        V + "core/connection.py",
+        "    if isinstance(exc, PrincipalEnded):",
+        "    if False:",
+        (EDGES + "test_a_configure_whose_token_ends_meanwhile_stores_nothing",),
+        select="revoked and not postgres",
+    ),
+    Mutant(
+        "a configure may carry the vault's reserved keys",
+        V + "core/vault.py",
+        "            refuse_reserved(msg.config)  # an expiry or token set is the vault's to write",
+        "            pass",
+        (EDGES + "test_a_config_carrying_a_reserved_key_is_refused",),
+    ),
+    Mutant(
+        "an intake form may carry the vault's reserved keys",
+        V + "core/intake.py",
+        "            refuse_reserved(config)  # the vault's own keys, never a person's",
+        "            pass",
+        (EDGES + "test_an_intake_form_carrying_a_reserved_key_is_refused",),
+    ),
+    Mutant(
+        "key-less commands: a database behind its witness is not said",
+        STORAGE,
+        "        if (last or 0) < seq:\n            return behind(seq, last or 0)",
+        "        if False:\n            return None",
+        (EDGES + "test_key_less_commands_say_the_database_is_behind_its_witness",),
+    ),
+    Mutant(
+        "key-less commands: another event at the witnessed head is not said",
+        STORAGE,
+        "        if stored is None or not hmac.compare_digest(bytes(stored), mac):",
+        "        if False:",
+        (EDGES + "test_key_less_commands_say_another_event_at_the_witnessed_head",),
     ),
 ]
 

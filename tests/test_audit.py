@@ -136,6 +136,7 @@ def test_an_untouched_store_verifies(vault: Vault, cli_env: dict[str, str]) -> N
         "unaudited_count": 0,
         "state_problems": [],
         "state_problem_count": 0,
+        "witness_warning": None,
     }
     human = run(cli_env, "audit", "verify")
     assert human.returncode == 0 and f"{len(seqs)}/{len(seqs)} events verified" in human.stdout

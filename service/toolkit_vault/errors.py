@@ -14,6 +14,7 @@ __all__ = [
     "ConfigInvalid",
     "DecryptionError",
     "KeyProviderError",
+    "PrincipalEnded",
     "Reconnect",
     "SchemaRefused",
     "StoreError",
@@ -66,6 +67,12 @@ class Reconnect(VaultError):
     def __init__(self, message: str, intake_url: str | None = None) -> None:
         super().__init__(message)
         self.intake_url = intake_url
+
+
+class PrincipalEnded(VaultError):
+    """The principal a write acts for had its token revoked or expire (or was removed)
+    while the request ran: checked in the write's own transaction, nothing was stored.
+    Answered `UNAUTHORIZED`, as the token would be now."""
 
 
 class StoreError(VaultError):

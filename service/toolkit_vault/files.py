@@ -3,19 +3,58 @@ old bytes or the new ones, never a mix, and once the write returns the new ones 
 crash.
 
 The witness file is not written here: it is rewritten in place under a lock, on purpose
-(`store.witness`).
+(`store.witness`); it is opened here (`open_private`), as a file the vault rewrites in place
+must never be one that someone else can swap or read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_writer", "write_atomically"]
+__all__ = ["PrivateFileError", "atomic_writer", "open_private", "write_atomically"]
+
+
+class PrivateFileError(Exception):
+    """A file the vault keeps to itself is not private: the message says why, in words
+    that follow the file's path ("is a symlink; refusing to follow it")."""
+
+
+def open_private(path: Path, flags: int) -> int:
+    """A descriptor on `path` (opened with `flags`, never through a symlink), once it proves
+    a regular file owned by this user that no one else may read or write. A symlink in the
+    vault home could point a write at another file (the key file), and a file others may
+    write could be swapped under the vault. Raises FileNotFoundError when there is none,
+    PrivateFileError otherwise."""
+    try:  # O_NONBLOCK: a FIFO put there must not hang the open
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PrivateFileError("is a symlink; refusing to follow it") from None
+        if exc.errno == errno.EISDIR:
+            raise PrivateFileError("is not a regular file") from None
+        raise PrivateFileError(f"cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PrivateFileError("is not a regular file")
+        if info.st_uid != os.getuid():
+            raise PrivateFileError("is not owned by the current user")
+        if info.st_mode & 0o077:
+            mode = stat.S_IMODE(info.st_mode)
+            raise PrivateFileError(f"has mode {mode:04o}; it must be 0600 (chmod 600 {path})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextmanager

@@ -54,6 +54,7 @@ class AuditReport:
     unaudited_count: int = 0
     state_problems: list[StateProblem] = field(default_factory=list)
     state_problem_count: int = 0
+    witness_warning: str | None = None  # a damaged witness slot (`Store.witness_damage`)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +69,7 @@ class AuditReport:
             "unaudited_count": self.unaudited_count,
             "state_problems": [p.as_json() for p in self.state_problems],
             "state_problem_count": self.state_problem_count,
+            "witness_warning": self.witness_warning,
         }
 
 
@@ -156,7 +158,15 @@ def _verify(
         unaudited_count=count,
         state_problems=state.problems,
         state_problem_count=state.count,
+        witness_warning=_witness_damage(store),
     )
+
+
+def _witness_damage(store: Store) -> str | None:
+    try:
+        return store.witness_damage()
+    except StoreError:
+        return None  # an unreadable witness is the chain's problem (`_check_witness`)
 
 
 def _unaudited(problem: StateProblem) -> dict[str, Any]:

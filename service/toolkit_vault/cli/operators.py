@@ -24,6 +24,7 @@ from toolkit_vault.cli.shell import (
     open_for_operators,
     plural,
     progress,
+    said_if_behind,
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.cli.trail import audit_list, audit_tail
@@ -121,9 +122,10 @@ def history_command(
     if session_id is not None:
         session_id = resolve_session(store, session_id)
     since_ts = None if since is None else parse_time(since)
+    warning = said_if_behind(store)
     entries = history(store, session_id, toolkit, since_ts, principal)
     if as_json:
-        emit({"versions": entries})
+        emit({"versions": entries, "witness_warning": warning})
         return
     names = {p.principal_id: p.name for p in list_principals(store)}
     shown = {} if wide else unique_prefixes(session_ids(store))
@@ -187,6 +189,8 @@ def audit_verify(as_json: bool) -> None:
     one a `purge` event). Needs the master key (the audit key is stored wrapped by it).
     """
     report = open_for_operators(load_settings()).verify_audit()
+    if report.witness_warning is not None:
+        click.echo(f"warning: {report.witness_warning}", err=True)
     if as_json:
         emit(report.as_json())
     else:

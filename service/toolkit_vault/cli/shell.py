@@ -23,6 +23,7 @@ from toolkit_vault.errors import VaultError
 if TYPE_CHECKING:
     from toolkit_vault.core.vault import Vault
     from toolkit_vault.settings import VaultSettings
+    from toolkit_vault.store.storage import Store
 
 __all__ = [
     "EXIT_STATUS",
@@ -33,6 +34,7 @@ __all__ = [
     "open_for_operators",
     "plural",
     "progress",
+    "said_if_behind",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -70,6 +72,16 @@ def open_for_operators(settings: VaultSettings) -> Vault:
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 
     return open_vault(settings, registry=ToolkitRegistry(), current=False)
+
+
+def said_if_behind(store: Store) -> str | None:
+    """`Store.behind_witness`, said on stderr: a key-less command cannot verify what it
+    shows, but it does not show a rolled-back database without a word. The same text is
+    its `--json` output's `witness_warning`."""
+    warning = store.behind_witness()
+    if warning is not None:
+        click.echo(f"warning: {warning}", err=True)
+    return warning
 
 
 def emit(payload: dict[str, Any]) -> None:

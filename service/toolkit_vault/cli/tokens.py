@@ -30,6 +30,7 @@ from toolkit_vault.cli.shell import (
     guarded,
     iso_seconds,
     open_for_operators,
+    said_if_behind,
 )
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
@@ -100,9 +101,11 @@ def tokens_list(wide: bool, as_json: bool) -> None:
     """List principals: name, role, their token's state (active, expired, revoked or none),
     when it was created and when it ends (its expiry, or its revocation). Needs no master
     key; never shows a token or its hash."""
-    principals = list_principals(open_store(load_settings()))
+    store = open_store(load_settings())
+    warning = said_if_behind(store)
+    principals = list_principals(store)
     if as_json:
-        emit({"principals": [p.as_json() for p in principals]})
+        emit({"principals": [p.as_json() for p in principals], "witness_warning": warning})
         return
     columns = [Column("NAME"), Column("ROLE"), Column("TOKEN")]
     columns += [Column("CREATED (UTC)", fixed=True), Column("ENDS (UTC)", fixed=True)]

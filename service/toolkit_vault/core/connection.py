@@ -12,9 +12,7 @@ from typing import Any
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.spec_plugin import VaultToolkitPlugin
 from toolkit_vault.core.vault import CAPABILITIES, Mark, Vault
-from toolkit_vault.errors import (
-    VaultError,
-)
+from toolkit_vault.errors import PrincipalEnded, VaultError
 from toolkit_vault.plugin import PushCallback
 from toolkit_vault.protocol import (
     MAX_MESSAGE_BYTES,
@@ -200,6 +198,8 @@ class Reply:
 
 def _failed(request: Message, exc: BaseException) -> ErrorMessage:
     """The error that answers `request` when handling it raised `exc`."""
+    if isinstance(exc, PrincipalEnded):
+        return _error(request.id, "UNAUTHORIZED", exc.message)
     if isinstance(exc, VaultError):
         return _error(request.id, "RUNTIME_ERROR", exc.message, exc.details)
     # a bug must neither end the connection nor echo a value

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from toolkit_vault.access.principals import Principal, list_principals
 from toolkit_vault.core.expiry import with_expiry
+from toolkit_vault.core.reserved import refuse_reserved
 from toolkit_vault.core.vault import Outcome, Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import ConfigInvalid, ToolkitNotFound, VaultError, VersionMoved
@@ -373,6 +374,7 @@ class Intake:
         check): (public, secrets, expiry). A refusal is audited `intake_refused`."""
         claim = view.claim
         try:
+            refuse_reserved(config)  # the vault's own keys, never a person's
             public, secret_values = view.toolkit.schema.split(config)
             check_sealable(secret_values)
             if view.toolkit.check is not None:

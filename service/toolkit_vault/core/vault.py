@@ -41,6 +41,7 @@ from toolkit_vault.core.expiry import (
     with_expiry,
     without_expiry,
 )
+from toolkit_vault.core.reserved import refuse_reserved
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (
     BUSY,
@@ -590,6 +591,7 @@ class Vault:
             if msg.template is not None:  # its public values, and the secrets sent
                 config = apply_template(self.store, toolkit, msg.template, msg.config)
                 msg = msg.model_copy(update={"config": config})
+            refuse_reserved(msg.config)  # an expiry or token set is the vault's to write
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")
@@ -631,7 +633,9 @@ class Vault:
             raise
         scope_id = self._made(scope_id)
         public = with_expiry(public, ends)  # a fact beside the public fields, never a secret
-        outcome = self.commit(principal.principal_id, scope_id, toolkit, public, secrets)
+        outcome = self.commit(
+            principal.principal_id, scope_id, toolkit, public, secrets, asking=principal
+        )
         message = outcome.message
         name = msg.toolkit_name
         if scope_id != session_id and outcome.status != "error":
@@ -701,6 +705,8 @@ class Vault:
         public: dict[str, Any],
         secrets: dict[str, Any],
         waiting: int | None = None,
+        *,
+        asking: Principal | None = None,
     ) -> Outcome:
         """Seal, initialize, store the version with its audit event, publish the status.
 
@@ -708,7 +714,9 @@ class Vault:
         sessions then each resolve the toolkit again (`deliver`); the instance initialized
         here only decides the version's status. `waiting`: the version an intake link was
         made for; nothing is stored (VersionMoved) unless it is still the last and not
-        purged (the link's used-once check, `Store.append_version`).
+        purged (the link's used-once check, `Store.append_version`). `asking`: the principal
+        whose request this is; nothing is stored (PrincipalEnded) if its token was revoked
+        or expired meanwhile, as a slow initialize or credential check leaves time for.
         """
         name = toolkit.definition.name
         digest = toolkit.schema.digest
@@ -753,10 +761,17 @@ class Vault:
         # an imported toolkit removed or replaced meanwhile: nothing is stored
         imported = toolkit.source.name if toolkit.source.kind is SourceKind.PACKAGE else None
         version = (session_id, name, build, AuditAction.CONFIGURE)
+        principal = None if asking is None else asking.principal_id
         if principal_of(session_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(*version, committed, imported=imported, waiting=waiting)
+            self.store.append_version(
+                *version, committed, imported=imported, waiting=waiting, principal=principal
+            )
         else:  # `configure` resolves the asking session from it next
-            committed(self.store.append_version(*version, imported=imported, waiting=waiting))
+            committed(
+                self.store.append_version(
+                    *version, imported=imported, waiting=waiting, principal=principal
+                )
+            )
         return outcome
 
     def expiring(self) -> list[tuple[str, str, Source, float]]:

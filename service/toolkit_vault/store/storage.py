@@ -20,7 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from sqlalchemy import (
     Connection,
@@ -34,7 +34,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from toolkit_vault.errors import StoreError, ToolkitNotFound, VaultError, VersionMoved
+from toolkit_vault.errors import (
+    PrincipalEnded,
+    StoreError,
+    ToolkitNotFound,
+    VaultError,
+    VersionMoved,
+)
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import AUDIT_FIELDS, Signer, audit_payload, head_link, verified_end
 from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
@@ -224,6 +230,17 @@ _WRITE_STATE = _OnDriver(  # one round trip: latest version, primary KEK, pointe
     )
 )
 
+# A principal's revocation and expiry (`Store._principal_ended`).
+_PRINCIPAL_STANDING = _OnDriver(
+    select(PrincipalRow.revoked_at, PrincipalRow.expires_at).where(
+        PrincipalRow.principal_id == bindparam("principal_id")
+    )
+)
+_ENDED = {
+    "revoked": "this principal's token was revoked while the request ran: nothing was stored",
+    "expired": "this principal's token expired while the request ran: nothing was stored",
+    "removed": "this principal was removed while the request ran: nothing was stored",
+}
 # A version's status (`Store._check_waiting`).
 _VERSION_STATUS = _OnDriver(
     select(ConfigVersion.status).where(
@@ -381,6 +398,7 @@ class Store:
         self._accepting_restore = False
         self.makes_witness = False  # `init`: a home without a witness gets one
         self._witness_verified: tuple[int, bytes, bytes] | None = None
+        self._witness_looked_at: list[tuple[int, bytes, bytes]] | None = None  # `witnessed`
         # This process's writes queue for its writer thread, which commits them in groups
         # (`writer`), and a write of its own (`write`) waits on the same lock. SQLite: instead
         # of on its busy handler, which sleeps up to 100 ms between tries (and so gave
@@ -548,6 +566,10 @@ class Store:
         if self.witness is None or self._accepting_restore:
             return None
         heads = self.witness.read()
+        if heads is not None and heads is not self._witness_looked_at:
+            self._witness_looked_at = heads  # the file changed: say a damaged slot, once
+            if (damage := self.witness_damage()) is not None:
+                log.warning("%s", damage)
         own = self.witness.newest  # what this process committed: newer than the file, maybe
         if own is not None and (not heads or own[0] >= heads[0][0]):
             return own[0], own[1]
@@ -565,6 +587,60 @@ class Store:
             f"the audit witness {self.witness.path} fails its MAC: it was not written by "
             "this vault; restore it, or run `toolkit-vault audit accept-restore`"
         )
+
+    def witness_damage(self) -> str | None:
+        """Why the witness is weaker than it should be (None: it is whole): a slot that holds
+        neither a head nor nothing, or (with the audit key) a head whose MAC fails. The
+        other slot is then all the witness has: a database one step behind it, put back on
+        purpose, would pass unnoticed, so `audit verify`, the log and readiness say so."""
+        if self.witness is None:
+            return None
+        heads = self.witness.read()
+        if heads is None:
+            return None
+        damaged = self.witness.torn
+        sign = self._sign
+        if sign is not None:
+            damaged += sum(
+                1 for seq, mac, head_mac in heads
+                if not hmac.compare_digest(head_link(sign, seq, mac), head_mac)
+            )  # fmt: skip
+        if not damaged:
+            return None
+        return (
+            f"the audit witness {self.witness.path} has a damaged slot: only the other one "
+            "is checked, so a database one step behind would pass unnoticed; unless a crash "
+            "tore a write, find who wrote the file (`audit accept-restore` rewrites it whole)"
+        )
+
+    def behind_witness(self) -> str | None:
+        """For readers without the audit key (`history`, `tokens list`): whether the
+        database ends before the newest head its home witnessed, or holds another event
+        there (None: neither). Neither the witness's MACs nor the chain can be checked
+        without the key, but the sequence numbers and the stored link can; a database put
+        back from an older copy then shows a purged version `ok` or a revoked token active,
+        and these readers say so instead of staying silent. It warns, never refuses: a
+        forged witness can only make a reader doubt."""
+        if self.witness is None:
+            return None
+        try:
+            heads = self.witness.read()  # first: a witness never leads what it saw committed
+        except StoreError as exc:
+            return exc.message
+        if not heads:
+            return None
+        seq, mac, _ = heads[0]
+        with self.read() as conn:
+            last = conn.execute(select(func.max(AuditEvent.seq))).scalar()
+            stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+        if (last or 0) < seq:
+            return behind(seq, last or 0)
+        if stored is None or not hmac.compare_digest(bytes(stored), mac):
+            return (
+                f"the database holds another audit event {seq} than the one this vault home "
+                "witnessed: it is another database, or an older copy written over since"
+            )
+        return None
 
     def _advance_witness(self, seq: int, mac: bytes, *, force: bool = False) -> None:
         if self.witness is not None and self._sign is not None and seq > 0:
@@ -1063,6 +1139,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int: ...
 
     @overload
@@ -1077,6 +1154,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int | None: ...
 
     def append_version(
@@ -1090,6 +1168,7 @@ class Store:
         imported: str | None = None,
         after: int | None = None,
         waiting: int | None = None,
+        principal: str | None = None,
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
@@ -1099,7 +1178,9 @@ class Store:
         and built on; nothing is written (VersionMoved) unless it is still the last and
         still current: a version appended since, or a purge, stands. `waiting`: the version
         that waits for a person's config (an intake link's); nothing is written unless it
-        is still the last and not purged (`_check_waiting`).
+        is still the last and not purged (`_check_waiting`). `principal`: the principal the
+        write acts for; nothing is written (PrincipalEnded, with a `configure_refused`
+        event) unless its token is still neither revoked nor expired (`_principal_ended`).
 
         `build(version, primary_kek_id)` is called again with a new number when another
         writer took the previous one, because every envelope is bound to its version
@@ -1107,7 +1188,12 @@ class Store:
         whose ring predates a rotation can rewrap under the new key before it commits.
         """
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection) -> int | PrincipalEnded:
+            if principal is not None and (ended := self._principal_ended(conn, principal)):
+                why = {"reason": type(ended).__name__, "token": ended.message}
+                action = AuditAction.CONFIGURE_REFUSED
+                self.audit(conn, AuditDraft(principal, action, session_id, toolkit_name, None, why))
+                return PrincipalEnded(_ENDED[ended.message])  # the refusal's event commits
             if imported is not None:
                 self._check_imported(conn, toolkit_name, imported)
             key = {"session_id": session_id, "toolkit_name": toolkit_name}
@@ -1153,9 +1239,34 @@ class Store:
             _write_link(conn, event, head)
             return version
 
-        # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`)
-        result: int | None = self.retrying(work, then, (session_id, toolkit_name))
-        return result
+        def told(result: int | PrincipalEnded) -> None:
+            if isinstance(result, PrincipalEnded):
+                raise result  # the refusal's event committed; the caller hears the refusal
+            if then is not None:
+                then(result)
+
+        # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`);
+        # with no `then`, nothing is left to commit (the caller waits for the version)
+        key = (session_id, toolkit_name)
+        result = self.retrying(work, None if then is None else told, key)
+        if isinstance(result, PrincipalEnded):
+            raise result
+        return cast("int | None", result)
+
+    @staticmethod
+    def _principal_ended(conn: Connection, principal_id: str) -> PrincipalEnded | None:
+        """(In the write's transaction, under the chain's lock.) Whether the principal's
+        token was revoked or expired since its request was let in, or the principal removed:
+        a revocation commits its event under the same lock, so it is either seen here or
+        ordered after this write. The message is the audit event's word for it."""
+        row = _PRINCIPAL_STANDING(conn, {"principal_id": principal_id}).fetchone()
+        if row is None:
+            return PrincipalEnded("removed")
+        if row[0] is not None:
+            return PrincipalEnded("revoked")
+        if row[1] is not None and time.time() >= row[1]:
+            return PrincipalEnded("expired")
+        return None
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:
         """Per toolkit, where the session's config comes from: its own current version, else

@@ -11,7 +11,12 @@ Every process that commits an event advances the witness after the commit. The f
 two fixed-size slots, each a whole head (`seq link head_mac`, hex); a write replaces the
 older slot in place under an exclusive lock, so the witness only moves forward, readers
 (under a shared lock) never see half a write, and a write torn by a crash leaves the other
-slot, one head behind, which the head MAC tells apart.
+slot, one head behind, which the head MAC tells apart. That leaves one slot standing, so a
+damaged slot is counted (`torn`) for the store to say aloud (`Store.witness_damage`).
+
+The file is opened only as a regular file of this user, mode 0600, never through a symlink
+(`files.open_private`): a symlinked witness would let a write, an operator's
+`accept-restore` above all, land on another file (the key file).
 
 A write to the file dirties its inode, and the next fsync of the database then commits that
 to the filesystem's journal too: written after every commit, the witness slowed every
@@ -28,14 +33,19 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import logging
 import os
+import stat
 import tempfile
 import threading
 from pathlib import Path
 
 from toolkit_vault.errors import StoreError
+from toolkit_vault.files import PrivateFileError, open_private
 
 __all__ = ["FLUSH_S", "WITNESS_NAME", "Head", "Witness"]
+
+log = logging.getLogger(__name__)
 
 FLUSH_S = 0.05
 
@@ -70,6 +80,7 @@ class Witness:
         self._due = threading.Event()
         self._flusher: threading.Thread | None = None
         self._read: tuple[tuple[int, ...], list[Head]] | None = None  # (stat, heads) read last
+        self.torn = 0  # slots of the last read that hold neither a head nor nothing
 
     @property
     def newest(self) -> Head | None:
@@ -87,7 +98,7 @@ class Witness:
                     target=self._flush_soon, name="tkv-witness", daemon=True
                 )
                 self._flusher.start()
-                atexit.register(self.flush)
+                atexit.register(self._flush_quietly)
         self._due.set()
 
     def flush(self) -> None:
@@ -97,42 +108,58 @@ class Witness:
             if head is not None:
                 self._write(head)
 
+    def _flush_quietly(self) -> None:
+        """`flush`, where nobody hears an error (the flusher, the process's exit): logged in
+        one line, no traceback; readers of the file then refuse it with the same reason."""
+        try:
+            self.flush()
+        except StoreError as exc:
+            log.error("%s", exc.message)
+
     def _flush_soon(self) -> None:
         while True:
             self._due.wait()
             self._due.clear()
-            self.flush()
+            self._flush_quietly()
             threading.Event().wait(FLUSH_S)  # the next write waits; heads meanwhile coalesce
 
     def read(self) -> list[Head] | None:
         """The heads the slots hold, newest first (the caller takes the newest whose MAC
-        holds); None when there is no witness yet. A file that is not a witness is an
-        error, never taken for none."""
+        holds); None when there is no witness yet. A file that is not a witness, or not a
+        private regular file (a symlink above all), is an error, never taken for none."""
         try:
-            info = os.stat(self.path)
+            info = os.lstat(self.path)
         except FileNotFoundError:
             return None
         except OSError:
             raise self._unreadable() from None
+        if stat.S_ISLNK(info.st_mode):
+            raise self._not_private(PrivateFileError("is a symlink; refusing to follow it"))
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         cached = self._read
         if cached is not None and cached[0] == stamp:
             return cached[1]  # unchanged since (a write within the clock's tick: one behind)
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_private(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return None  # gone since the stat, as if the stat had not found it
-        except OSError:
-            raise self._unreadable() from None
+        except PrivateFileError as exc:
+            raise self._not_private(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             data = os.pread(fd, 2 * _SLOT + 1, 0)
+        except OSError:
+            raise self._unreadable() from None
         finally:
             os.close(fd)  # and the lock with it
         if len(data) != 2 * _SLOT:
             raise self._unreadable()
-        heads = [h for h in (_decode(data[:_SLOT]), _decode(data[_SLOT:])) if h is not None]
+        slots = (data[:_SLOT], data[_SLOT:])
+        decoded = [_decode(slot) for slot in slots]
+        heads = [h for h in decoded if h is not None]
         heads.sort(reverse=True)
+        pairs = zip(slots, decoded, strict=True)
+        self.torn = sum(1 for slot, h in pairs if h is None and slot != _EMPTY)
         self._read = (stamp, heads)
         return heads
 
@@ -149,7 +176,12 @@ class Witness:
         if head[0] <= self._written and not force:
             return
         self._create()
-        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fd = open_private(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            raise self._unreadable() from None
+        except PrivateFileError as exc:
+            raise self._not_private(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = os.pread(fd, 2 * _SLOT, 0)
@@ -172,8 +204,8 @@ class Witness:
         """Make the witness, two empty slots, if there is none: written beside it and linked
         into place, so no reader, and no crash, ever finds a witness shorter than two slots
         (an empty file is not a witness: `read` refuses it)."""
-        if self.path.exists():
-            return
+        if os.path.lexists(self.path):
+            return  # a witness, or something that is not one: `open_private` says which
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{WITNESS_NAME}.")
         try:
             with os.fdopen(fd, "wb") as file:
@@ -182,6 +214,12 @@ class Witness:
                 os.link(temporary, self.path)
         finally:
             os.unlink(temporary)
+
+    def _not_private(self, exc: PrivateFileError) -> StoreError:
+        return StoreError(
+            f"the audit witness {self.path} {exc}; nothing is believed or written until it "
+            "is a regular file of this user again, mode 0600"
+        )
 
     def _unreadable(self) -> StoreError:
         return StoreError(

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from toolkit_vault.errors import StoreError
+from toolkit_vault.errors import StoreError, VaultError
 
 __all__ = ["IDLE_S", "Write", "Writer", "deferring"]
 
@@ -206,6 +206,8 @@ class Writer:
             if write.error is None and write.then is not None:
                 try:
                     write.then(write.result)
+                except VaultError as exc:  # refused on purpose (`PrincipalEnded`): told, not logged
+                    write.error = exc
                 except Exception as exc:  # committed, but not made live: its caller hears
                     log.error("unexpected %s once a write was committed", type(exc).__name__)
                     write.error = exc

@@ -129,8 +129,13 @@ class _RateLimiter:
 
 
 class Health(BaseModel):
+    """`status` is `ok`, or `degraded` when `warnings` name something to look at (codes
+    only: the route needs no token): `witness_damaged`, a witness slot that does not hold
+    (`Store.witness_damage`; the log and `audit verify` say more)."""
+
     status: str
     version: str
+    warnings: list[str] = []
 
 
 class _VaultApp(FastAPI):
@@ -247,6 +252,12 @@ def create_app(
 
     @app.get("/healthz", response_model=Health)
     async def healthz() -> Health:
+        try:
+            damaged = vault.store.witness_damage() is not None
+        except VaultError:
+            damaged = True  # unreadable or not private: the log and `audit verify` say which
+        if damaged:
+            return Health(status="degraded", version=__version__, warnings=["witness_damaged"])
         return Health(status="ok", version=__version__)
 
     @app.get("/openapi.json", include_in_schema=False)
