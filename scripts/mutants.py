@@ -643,6 +643,13 @@ MUTANTS = [
         "cache",
     ),
     Mutant(
+        "the token cache does not hear of a revocation made in its own process",
+        V + "store/principals.py",
+        "        _written(store)\n",
+        "        pass\n",
+        ("tests/test_http_access.py::test_a_revocation_in_this_process_is_learned_at_once",),
+    ),
+    Mutant(
         "another process believes a revoked token for half a minute (issue 42: replicas)",
         V + "transports/http_access.py",
         "max_age: float = 1.0,",
