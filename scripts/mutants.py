@@ -643,6 +643,13 @@ MUTANTS = [
         "cache",
     ),
     Mutant(
+        "the token cache does not hear of a revocation made in its own process",
+        V + "store/principals.py",
+        "        _written(store)\n",
+        "        pass\n",
+        ("tests/test_http_access.py::test_a_revocation_in_this_process_is_learned_at_once",),
+    ),
+    Mutant(
         "another process believes a revoked token for half a minute (issue 42: replicas)",
         V + "transports/http_access.py",
         "max_age: float = 1.0,",
@@ -1484,8 +1491,8 @@ MUTANTS = [
     Mutant(
         "audit trail: token_created holds the token",
         V + "access/principals.py",
-        "AuditDraft(actor, AuditAction.TOKEN_CREATED, details=details)",
-        'AuditDraft(actor, AuditAction.TOKEN_CREATED, details={**details, "t": token})',
+        "        actor=actor,\n        ttl=ttl,\n",
+        '        actor=f"{actor} {token}",\n        ttl=ttl,\n',
         (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
     ),
     Mutant(
@@ -1945,7 +1952,7 @@ MUTANTS = [
     ),
     Mutant(
         "a restore into PostgreSQL leaves its serial keys behind the restored rows",
-        BACKUP + "restore.py",
+        V + "store/snapshots.py",
         "            _advance_sequences(conn)\n",
         "",
         (

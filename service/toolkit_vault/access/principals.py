@@ -24,14 +24,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, insert, or_, select, update
-
 from toolkit_vault.errors import VaultError
-from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import PRINCIPALS
 from toolkit_vault.store.ledger import StateUnknown
-from toolkit_vault.store.models import PrincipalRow
-from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.principals import (
+    PrincipalRecord,
+    add_principal,
+    principal_by_token_hash,
+    principal_records,
+    revoke_principal,
+)
 from toolkit_vault.store.storage import Store
 
 __all__ = [
@@ -165,106 +167,39 @@ def create_token(
         raise VaultError("a name is 1-200 letters, digits, '.', '_', '@' or '-'")
     principal_id = str(uuid.uuid4())
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-    def work(conn: Connection) -> None:
-        taken = conn.execute(
-            select(PrincipalRow.principal_id).where(
-                or_(PrincipalRow.name == name, PrincipalRow.principal_id == name)
-            )
-        ).first()
-        if taken is not None:
-            raise VaultError(f"a principal named {name!r} already exists")
-        created_at = float(time.time() if now is None else now)  # as the Float column reads
-        row = {
-            "principal_id": principal_id,
-            "name": name,
-            "role": role,
-            "token_hash": _hash(token),
-            "created_at": created_at,
-            "revoked_at": None,
-            "expires_at": None if ttl is None else created_at + float(ttl),
-        }
-        conn.execute(insert(PrincipalRow).values(**row, mac=store.mac(PRINCIPALS, row)))
-        details: dict[str, Any] = {"principal_id": principal_id, "name": name, "role": role}
-        if row["expires_at"] is not None:  # the chain vouches for the expiry too
-            details["expires_at"] = row["expires_at"]
-        store.audit(conn, AuditDraft(actor, AuditAction.TOKEN_CREATED, details=details))
-
-    store.retrying(work)
+    add_principal(
+        store,
+        principal_id=principal_id,
+        name=name,
+        role=role,
+        token_hash=_hash(token),
+        actor=actor,
+        ttl=ttl,
+        now=now,
+    )
     return principal_id, token
 
 
+def _info(record: PrincipalRecord) -> PrincipalInfo:
+    return PrincipalInfo(
+        record.principal_id,
+        record.name,
+        record.role,
+        record.has_token,
+        record.created_at,
+        record.revoked_at,
+        record.expires_at,
+    )
+
+
 def list_principals(store: Store) -> list[PrincipalInfo]:
-    with store.read() as conn:
-        rows = conn.execute(select(PrincipalRow).order_by(PrincipalRow.created_at))
-        return [
-            PrincipalInfo(
-                row.principal_id,
-                row.name,
-                row.role,
-                row.token_hash is not None,
-                row.created_at,
-                row.revoked_at,
-                row.expires_at,
-            )
-            for row in rows
-        ]
+    return [_info(record) for record in principal_records(store)]
 
 
 def revoke(store: Store, name_or_id: str, *, actor: str = "operator") -> tuple[PrincipalInfo, bool]:
     """Revoke a principal's token; returns it and whether this call revoked it (idempotent)."""
-
-    def work(conn: Connection) -> tuple[PrincipalInfo, bool]:
-        found = conn.execute(
-            select(PrincipalRow).where(
-                or_(PrincipalRow.principal_id == name_or_id, PrincipalRow.name == name_or_id)
-            )
-        ).first()
-        if found is None:
-            raise VaultError(f"no principal named or with id {name_or_id!r}")
-        revoked_at = found.revoked_at
-        if revoked_at is None:
-            revoked_at = time.time()
-            row = {**found._mapping, "revoked_at": revoked_at}
-            conn.execute(
-                update(PrincipalRow)
-                .where(PrincipalRow.principal_id == found.principal_id)
-                .values(revoked_at=revoked_at, mac=store.mac(PRINCIPALS, row))
-            )
-            details = {"principal_id": found.principal_id, "name": found.name}
-            store.audit(conn, AuditDraft(actor, AuditAction.TOKEN_REVOKED, details=details))
-        info = PrincipalInfo(
-            found.principal_id,
-            found.name,
-            found.role,
-            found.token_hash is not None,
-            found.created_at,
-            revoked_at,
-            found.expires_at,
-        )
-        return info, found.revoked_at is None
-
-    result: tuple[PrincipalInfo, bool] = store.retrying(work)
-    return result
-
-
-# The principal a token's hash names: one statement on the driver (through SQLAlchemy's
-# expression language it cost most of a token check, and a server re-checks each token every
-# second, `access.PrincipalCache`).
-_PRINCIPAL_BY_HASH = (
-    "SELECT principal_id, name, role, token_hash, created_at, revoked_at, expires_at, mac"
-    " FROM principals WHERE token_hash = ?"
-)
-_ROW = (
-    "principal_id",
-    "name",
-    "role",
-    "token_hash",
-    "created_at",
-    "revoked_at",
-    "expires_at",
-    "mac",
-)
+    record, revoked = revoke_principal(store, name_or_id, actor=actor)
+    return _info(record), revoked
 
 
 def authenticate(store: Store, token: str, *, now: float | None = None) -> Principal | None:
@@ -279,10 +214,9 @@ def authenticate(store: Store, token: str, *, now: float | None = None) -> Princ
     """
     if not _TOKEN.fullmatch(token):
         return None
-    found = store.fetch(_PRINCIPAL_BY_HASH, (_hash(token),))
-    if not found:
+    row = principal_by_token_hash(store, _hash(token))
+    if row is None:
         return None
-    row = dict(zip(_ROW, found[0], strict=True))
     if row["revoked_at"] is not None:
         return None
     principal_id = row["principal_id"]

@@ -4,7 +4,8 @@
 vault's state key); `snapshot` writes one from a running vault (`backup create`); `check`
 verifies one without touching the live vault (`backup verify`); `restore` puts one into an
 empty database as an audited operator step that resets the home's witness on purpose.
-docs/backup-and-recovery.md is the operator's procedure.
+Their statements (the snapshot's read, the bulk load, the target's state) are
+`store.snapshots`; nothing here speaks SQL. docs/backup-and-recovery.md is the operator's procedure.
 
 May import: `bootstrap` and everything below it (it opens stores and key providers as the
 operator's commands do); only `cli` imports it.

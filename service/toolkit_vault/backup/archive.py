@@ -38,11 +38,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from sqlalchemy import LargeBinary, Table
-
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
+from toolkit_vault.store.snapshots import TABLES, binary_columns
 
 __all__ = [
     "FORMAT",
@@ -135,30 +134,33 @@ class Header:
 _BINARY: dict[str, list[bool]] = {}  # table name -> which columns are binary (read once)
 
 
-def _binary(table: Table) -> list[bool]:
-    flags = _BINARY.get(table.name)
+def _binary(table: str) -> list[bool]:
+    flags = _BINARY.get(table)
     if flags is None:
-        flags = _BINARY[table.name] = [isinstance(c.type, LargeBinary) for c in table.columns]
+        flags = _BINARY[table] = binary_columns(table)
     return flags
 
 
-def encode_row(table: Table, row: Any) -> list[Any]:
+def encode_row(table: str, row: Any) -> list[Any]:
+    """A row of `table` (its values as `store.snapshots.TABLES` orders the columns) as JSON."""
     return [
         base64.b64encode(value).decode() if binary and value is not None else value
         for value, binary in zip(row, _binary(table), strict=True)
     ]
 
 
-def decode_row(table: Table, values: list[Any]) -> dict[str, Any]:
-    if len(values) != len(table.columns):
-        raise BackupError(f"a {table.name} row has {len(values)} columns, not {len(table.columns)}")
+def decode_row(table: str, values: list[Any]) -> dict[str, Any]:
+    """A row of `table` as read from a backup line, by column name (bytes decoded)."""
+    columns = TABLES[table]
+    if len(values) != len(columns):
+        raise BackupError(f"a {table} row has {len(values)} columns, not {len(columns)}")
     row = {}
-    for column, value, binary in zip(table.columns, values, _binary(table), strict=True):
+    for column, value, binary in zip(columns, values, _binary(table), strict=True):
         if binary and value is not None:
             if not isinstance(value, str):
-                raise BackupError(f"a {table.name} row is malformed")
+                raise BackupError(f"a {table} row is malformed")
             value = base64.b64decode(value, validate=True)
-        row[column.name] = value
+        row[column] = value
     return row
 
 
@@ -176,9 +178,9 @@ class Writer:
         self.digest.update(data)
         self.handle.write(data)
 
-    def row(self, table: Table, row: Any) -> None:
-        self._line({"t": table.name, "r": encode_row(table, row)})
-        self.rows[table.name] += 1
+    def row(self, table: str, row: Any) -> None:
+        self._line({"t": table, "r": encode_row(table, row)})
+        self.rows[table] += 1
 
     def finish(self, key: SecretBytes) -> None:
         mac = _mac(key, self.digest.digest(), self.rows)

@@ -11,15 +11,11 @@ decrypted in memory (`keys.rotation.check_store`). Nothing decrypted is kept or 
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-
-from sqlalchemy import Connection, Engine, insert, select
-from sqlalchemy.exc import DBAPIError, StatementError
 
 from toolkit_vault.audit.verify import verify_audit_chain
 from toolkit_vault.backup.archive import BackupError, Header, Reader, backup_key, decode_row
@@ -30,8 +26,15 @@ from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.recovery import open_with_shares
 from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
-from toolkit_vault.store.database import open_engine
-from toolkit_vault.store.models import SCHEMA_REVISION, AuditEvent, AuditHead, Base
+from toolkit_vault.store import snapshots
+from toolkit_vault.store.models import SCHEMA_REVISION
+from toolkit_vault.store.snapshots import (
+    TABLES,
+    RowsRefused,
+    audit_head,
+    event_mac,
+    scratch_store,
+)
 from toolkit_vault.store.storage import Store
 
 __all__ = [
@@ -43,9 +46,6 @@ __all__ = [
     "verify_backup",
     "verify_stream",
 ]
-
-BATCH = 1000
-_TABLES = {table.name: table for table in Base.metadata.sorted_tables}
 
 
 @dataclass(frozen=True)
@@ -103,43 +103,21 @@ def resolve_settings(
     return dataclasses.replace(settings, vault_id=header.vault_id)
 
 
-def load_rows(reader: Reader, conn: Connection) -> None:
-    """Insert every row of the backup into `conn`'s empty tables, in the file's order; a
+def load_rows(reader: Reader, store: Store) -> None:
+    """Insert every row of the backup into `store`'s empty tables, in the file's order; a
     row the database refuses (a duplicate, a dangling key) refuses the backup."""
     try:
-        _load_rows(reader, conn)
-    except (DBAPIError, StatementError) as exc:
-        raise BackupError(f"the backup's rows do not load ({type(exc.orig).__name__})") from None
+        snapshots.load_rows(store, decoded_rows(reader))
+    except RowsRefused as exc:
+        raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
 
-def _load_rows(reader: Reader, conn: Connection) -> None:
-    batch: list[dict[str, Any]] = []
-    current: str | None = None
+def decoded_rows(reader: Reader) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The backup's rows, (table name, row by column), as `reader` reads them."""
     for name, values in reader.rows():
-        table = _TABLES.get(name)
-        if table is None:
+        if name not in TABLES:
             raise BackupError(f"this release has no table {name!r}")
-        if name != current or len(batch) >= BATCH:
-            if batch and current is not None:
-                conn.execute(insert(_TABLES[current]), batch)
-            batch, current = [], name
-        batch.append(decode_row(table, values))
-    if batch and current is not None:
-        conn.execute(insert(_TABLES[current]), batch)
-
-
-@contextmanager
-def scratch_store() -> Iterator[Store]:
-    """A Store over a fresh SQLite file in a private temporary directory, gone after."""
-    with tempfile.TemporaryDirectory(prefix="tkv-verify-") as directory:
-        engine = open_engine(f"sqlite:///{Path(directory) / 'backup.db'}")
-        try:
-            Base.metadata.create_all(engine)
-            store = Store(engine)
-            yield store
-            store.close_watch()
-        finally:
-            engine.dispose()
+        yield name, decode_row(name, values)
 
 
 def verify_backup(
@@ -180,13 +158,12 @@ def verify_stream(
             f"{SCHEMA_REVISION}: verify or restore it with the release that made it"
         )
     with scratch_store() as store:
-        with store.engine.begin() as conn:
-            load_rows(reader, conn)
+        load_rows(reader, store)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
         audit = verify_audit_chain(store, internal["audit"], recovery=internal.get("recovery"))
-        _same_head(store.engine, header)
-        mac_at = None if at_seq is None else _mac_at(store.engine, at_seq)
+        _same_head(store, header)
+        mac_at = None if at_seq is None else event_mac(store, at_seq)
         result = check_store(store, lambda *_ids: ring)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
@@ -222,17 +199,7 @@ def _open_keys(
     return internal, ring, masters
 
 
-def _mac_at(engine: Engine, seq: int) -> bytes | None:
-    with engine.connect() as conn:
-        mac = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
-    return None if mac is None else bytes(mac)
-
-
-def _same_head(engine: Engine, header: Header) -> None:
-
-    with engine.connect() as conn:
-        row = conn.execute(select(AuditHead.seq, AuditHead.mac)).first()
-    stored = None if row is None else (int(row.seq), bytes(row.mac))
+def _same_head(store: Store, header: Header) -> None:
     claimed = None if header.head is None else header.head[:2]
-    if stored != claimed:
+    if audit_head(store) != claimed:
         raise BackupError("the backup's header names another audit head than its rows")

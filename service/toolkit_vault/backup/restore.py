@@ -31,23 +31,21 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, inspect, select, text
-
 from toolkit_vault.backup.archive import BackupError, Reader
-from toolkit_vault.backup.check import VerifyReport, load_rows, open_backup, verify_stream
+from toolkit_vault.backup.check import VerifyReport, decoded_rows, open_backup, verify_stream
 from toolkit_vault.bootstrap import open_provider, open_store
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.recovery import unseal
 from toolkit_vault.settings import VaultSettings, write_record
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.database import migrate, open_engine
-from toolkit_vault.store.models import AuditEvent, Base
 from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.snapshots import RestoreTarget, RowsRefused
 from toolkit_vault.store.witness import WITNESS_NAME, Witness
 
 __all__ = ["RestoreReport", "restore_backup"]
@@ -127,9 +125,10 @@ def restore_backup(
     )
     ahead = newest is not None and (newest[0] > backup_seq or newest[0] < 0 or fork)
     home_vault = _recorded_vault_id(settings)
-    engine = open_engine(settings.database_url)
+    target = RestoreTarget(settings.database_url)
     try:
-        database_seq, lost, empty = _target_state(engine, backup_seq)
+        state = target.state(backup_seq)
+        database_seq, lost, empty = state.head, state.lost, state.empty
         report = RestoreReport(
             dry_run,
             False,
@@ -169,15 +168,17 @@ def restore_backup(
                 f"{backup_seq}: restoring would lose what happened since; to do it on purpose, "
                 "restore with --over-newer-witness (audited)"
             )
-        migrate(engine)
-        with open_backup(path) as handle, engine.begin() as conn:
+        target.migrate()
+        with open_backup(path) as handle:
             reader = Reader(handle)
-            load_rows(reader, conn)
-            if not hmac.compare_digest(reader.digest.digest(), verified.digest):
-                raise BackupError("the backup changed while it was being restored")
-            _advance_sequences(conn)
+
+            def unchanged() -> None:
+                if not hmac.compare_digest(reader.digest.digest(), verified.digest):
+                    raise BackupError("the backup changed while it was being restored")
+
+            _load(target, reader, unchanged)
     finally:
-        engine.dispose()
+        target.close()
     over = over_newer_witness and ahead
     _settle_home(settings, verified, witness, witness_seq, over, fork, actor, shares)
     return dataclasses.replace(report, restored=True)
@@ -195,46 +196,13 @@ def _recorded_vault_id(settings: VaultSettings) -> str | None:
     return str(vault_id) if vault_id else None
 
 
-def _target_state(engine: Any, backup_seq: int) -> tuple[int | None, dict[str, int], bool]:
-    """The target database's head, the events it holds after the backup's head (by action,
-    as stored), and whether every vault table is empty (or missing)."""
+def _load(target: RestoreTarget, reader: Reader, unchanged: Callable[[], None]) -> None:
+    """Every row of the backup into the empty `target`, in one transaction that commits
+    only when `unchanged()` holds once they are in (serial keys then continue after them)."""
     try:
-        present = set(inspect(engine).get_table_names())
-    except Exception:
-        raise VaultError("cannot open the target database; is it reachable?") from None
-    tables = [t for t in Base.metadata.sorted_tables if t.name in present]
-    with engine.connect() as conn:
-        counts = {
-            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in tables
-        }
-        head, lost = None, {}
-        if AuditEvent.__tablename__ in present:
-            head = conn.execute(select(func.max(AuditEvent.seq))).scalar()
-            rows = conn.execute(
-                select(AuditEvent.action, func.count())
-                .where(AuditEvent.seq > backup_seq)
-                .group_by(AuditEvent.action)
-            ).all()
-            lost = {str(action): int(count) for action, count in rows}
-    return head, lost, not any(counts.values())
-
-
-def _advance_sequences(conn: Any) -> None:
-    """PostgreSQL: serial keys continue after the restored rows (SQLite does so itself)."""
-    if conn.dialect.name != "postgresql":
-        return
-    for table in Base.metadata.sorted_tables:
-        for column in table.primary_key.columns:
-            if column.type.python_type is not int:
-                continue
-            quote = conn.dialect.identifier_preparer.quote
-            table_name, column_name = quote(table.name), quote(column.name)
-            # Names from the vault's own models, quoted; the values are bound.
-            highest = f"SELECT COALESCE(MAX({column_name}), 0) + 1 FROM {table_name}"  # noqa: S608
-            conn.execute(
-                text(f"SELECT setval(pg_get_serial_sequence(:t, :c), ({highest}), false)"),
-                {"t": table.name, "c": column.name},
-            )
+        target.load(decoded_rows(reader), unchanged=unchanged)
+    except RowsRefused as exc:
+        raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
 
 def _settle_home(

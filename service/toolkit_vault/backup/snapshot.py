@@ -1,11 +1,11 @@
 """`backup create`: one consistent snapshot of a running vault, written whole or not at all.
 
-Every table is read inside one read transaction: on SQLite (WAL) a deferred BEGIN pins the
-snapshot at its first read, so the writer thread and other processes carry on committing
-and the backup sees none of it; on PostgreSQL a REPEATABLE READ, READ ONLY transaction
-does the same. The audit head is read in that snapshot, so the chain in the file ends
-exactly where its head says, and every configure accepted before the snapshot is in it
-once.
+Every table is read inside one read transaction (`store.snapshots.snapshot`): on SQLite
+(WAL) a deferred BEGIN pins the snapshot at its first read, so the writer thread and other
+processes carry on committing and the backup sees none of it; on PostgreSQL a REPEATABLE
+READ, READ ONLY transaction does the same. The audit head is read in that snapshot, so
+the chain in the file ends exactly where its head says, and every configure accepted before
+the snapshot is in it once.
 
 The file is written beside its final name under a random temporary name (0600 from its
 creation), fsynced, and only then renamed into place: a process killed midway leaves at
@@ -15,13 +15,9 @@ most a temporary file without a trailer, which verifies as nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import Connection, Engine, select, text
 
 from toolkit_vault.backup.archive import Header, Writer, backup_key
 from toolkit_vault.bootstrap import open_provider, open_store
@@ -29,11 +25,9 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.files import atomic_writer
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.store.models import AuditHead, Base
+from toolkit_vault.store.snapshots import TABLES, snapshot
 
 __all__ = ["BackupReport", "create_backup"]
-
-BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -71,34 +65,21 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
         path = path.absolute()
         try:
             with atomic_writer(path) as handle:
-                with _snapshot(store.engine) as conn:
-                    revision = str(
-                        conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-                    )
-                    head_row = conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
-                    head = (
-                        None
-                        if head_row is None
-                        else (int(head_row.seq), bytes(head_row.mac), bytes(head_row.head_mac))
-                    )
+                with snapshot(store) as seen:
+                    head = seen.head
                     header = Header(
                         created_at=time.time(),
-                        schema_revision=revision,
-                        source=store.engine.dialect.name,
+                        schema_revision=seen.schema_revision,
+                        source=seen.source,
                         vault_id=settings.vault_id,
                         key_provider=settings.key_provider,
                         key_options=dict(provider.recorded_options()),
                         head=head,
-                        tables={
-                            t.name: [c.name for c in t.columns] for t in Base.metadata.sorted_tables
-                        },
+                        tables={name: list(columns) for name, columns in TABLES.items()},
                     )
                     writer = Writer(handle, header)
-                    for table in Base.metadata.sorted_tables:
-                        query = select(table).order_by(*table.primary_key.columns)
-                        result = conn.execution_options(yield_per=BATCH).execute(query)
-                        for row in result:
-                            writer.row(table, row)
+                    for table, row in seen.rows():
+                        writer.row(table, row)
                 writer.finish(key)
         except OSError as exc:
             raise VaultError(f"cannot write a backup in {path.parent}: {exc.strerror}") from None
@@ -114,16 +95,3 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
         header.source,
         time.monotonic() - started,
     )
-
-
-@contextmanager
-def _snapshot(engine: Engine) -> Iterator[Connection]:
-    """One read-only transaction that sees one snapshot of every table; it writes nothing."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execution_options(isolation_level="REPEATABLE READ")
-        with conn.begin() as transaction:
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SET TRANSACTION READ ONLY"))
-            yield conn
-            transaction.rollback()

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import select
-
 from toolkit_vault.access.principals import PrincipalInfo
 from toolkit_vault.errors import VaultError
-from toolkit_vault.store.models import SessionRow
+from toolkit_vault.store.sessions import session_ids, sessions_named
 from toolkit_vault.store.storage import Store
 
 __all__ = ["MIN_PREFIX", "resolve_principal", "resolve_session", "session_ids", "unique_prefixes"]
@@ -37,20 +35,7 @@ def _one(typed: str, matches: Sequence[str], what: str, nothing: str) -> str:
 
 def resolve_session(store: Store, typed: str) -> str:
     """The session id `typed` names: itself, or the one id it is a prefix of."""
-    with store.read() as conn:
-        exact = conn.execute(
-            select(SessionRow.session_id).where(SessionRow.session_id == typed)
-        ).scalar()
-        if exact is not None or not typed:
-            matches = [] if exact is None else [exact]
-        else:
-            query = (
-                select(SessionRow.session_id)
-                .where(SessionRow.session_id.startswith(typed, autoescape=True))
-                .order_by(SessionRow.session_id)
-                .limit(_SHOWN + 1)
-            )
-            matches = list(conn.execute(query).scalars())
+    matches = sessions_named(store, typed, _SHOWN + 1)
     nothing = f"unknown session {typed!r}: no session id is or starts with it"
     return _one(typed, matches, "session", nothing)
 
@@ -68,11 +53,6 @@ def resolve_principal(principals: Iterable[PrincipalInfo], typed: str) -> Princi
     nothing = f"no principal named {typed!r}, nor with an id that is or starts with it"
     chosen = _one(typed, sorted(by_id), "principal", nothing)
     return by_id[chosen]
-
-
-def session_ids(store: Store) -> list[str]:
-    with store.read() as conn:
-        return list(conn.execute(select(SessionRow.session_id)).scalars())
 
 
 def unique_prefixes(ids: Iterable[str], minimum: int = MIN_PREFIX) -> dict[str, str]:

@@ -15,7 +15,6 @@ import sys
 from typing import Any
 
 import click
-from sqlalchemy.engine import make_url
 
 from toolkit_vault.audit.devices import reopen_on_sighup
 from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
@@ -30,6 +29,7 @@ from toolkit_vault.logs import (
     redact_every_record,
 )
 from toolkit_vault.settings import load_settings
+from toolkit_vault.store.urls import shown_url
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
@@ -67,7 +67,7 @@ def init(key_provider: str | None, **flags: Any) -> None:
     settings = load_settings(key_provider, key_options(flags))
     report = init_vault(settings)
     verb = "created" if report.created_key else "using"
-    database = make_url(report.database_url).render_as_string(hide_password=True)
+    database = shown_url(report.database_url)
     click.echo(f"vault home: {report.home}", err=True)
     click.echo(f"database:   {database}", err=True)
     click.echo(f"master key: {verb} {report.key_location}", err=True)

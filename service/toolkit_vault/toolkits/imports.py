@@ -10,10 +10,10 @@ An input imports server by server: a server whose name is taken by a built-in or
 toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
 the rest go in; with `strict` any such server refuses the whole input. Re-importing an
 identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
-one and ends every session's current config of it. All SQL on `imported_toolkits` lives in
-`_write`, `_remove` and `stored_toolkits` (and `Store.append_version`'s check that a
-configure's import is still there), each write sharing one transaction with its audit
-event (`toolkit_imported`, `toolkit_removed`).
+one and ends every session's current config of it. The statements on `imported_toolkits`
+live in `store.imports` (and `Store.append_version`'s check that a configure's import is
+still there), each write sharing one transaction with its audit event (`toolkit_imported`,
+`toolkit_removed`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
-
 from toolkit_package.imported import SkippedServer
 from toolkit_package.importers import ImportedServer, ImportRefused, import_metadata
 from toolkit_package.jsonbound import loads_bounded
@@ -35,15 +33,18 @@ from toolkit_package.model import StrategyKind
 from toolkit_package.selection import Selected, Selection, SelectionRefused
 from toolkit_package.selection import select as select_servers
 from toolkit_package.toolkit import property_names, to_toolkit_definition
-from toolkit_vault.errors import ToolkitNotFound, VaultError
+from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.schema import canonical_json, compile_schema
-from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.imports import (
+    ImportedDefinition,
+    imported_rows,
+    remove_imported,
+    write_imported,
+)
 from toolkit_vault.store.integrity import IMPORTED
 from toolkit_vault.store.ledger import ChainState, StateUnknown
-from toolkit_vault.store.models import CurrentConfig, ImportedToolkitRow
 from toolkit_vault.store.reconcile import imported_as_audited
-from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.import_report import (
     ArgvWarning,
@@ -197,74 +198,20 @@ def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
             yield ArgvWarning(server.name, item.name, item.kind, fields.get(item))
 
 
-def _write(store: Store, plans: list[_Plan], actor: str, conn: Connection) -> list[ImportOutcome]:
-    outcomes: list[ImportOutcome] = []
-    for plan in plans:
-        entry = plan.entry
-        found = conn.execute(
-            select(ImportedToolkitRow.definition, ImportedToolkitRow.package_digest).where(
-                ImportedToolkitRow.name == entry.name
-            )
-        ).first()
-        if found is not None and found[0] == plan.text:
-            outcomes.append("unchanged")
-            continue
-        values = {
-            "definition": plan.text,
-            "package_digest": entry.digest,
-            "strategy": entry.strategy,
-            "format": plan.format,
-            "imported_at": time.time(),
-            "actor": actor,
-        }
-        values["mac"] = store.mac(IMPORTED, {"name": entry.name, **values})
-        if found is None:
-            conn.execute(insert(ImportedToolkitRow).values(name=entry.name, **values))
-        else:
-            conn.execute(
-                update(ImportedToolkitRow)
-                .where(ImportedToolkitRow.name == entry.name)
-                .values(**values)
-            )
-        details = {
-            "digest": entry.digest,
-            "previous_digest": None if found is None else found[1],
-            "schema_digest": entry.schema_digest,
-            "strategy": entry.strategy,
-            "format": plan.format,
-            "secret_fields": list(entry.secret_fields),
-            "overrides": list(plan.overrides),
-            "renamed_from": entry.source_name if entry.source_name != entry.name else None,
-            "oauth": entry.oauth if entry.oauth and entry.oauth.get("issuer") else None,
-        }
-        store.audit(
-            conn,
-            AuditDraft(
-                actor, AuditAction.TOOLKIT_IMPORTED, toolkit_name=entry.name, details=details
-            ),
-        )
-        outcomes.append("imported" if found is None else "replaced")
-    return outcomes
-
-
-def _remove(store: Store, name: str, actor: str, conn: Connection) -> Removed:
-    """Delete one imported definition and end every session's current config of it."""
-    found = conn.execute(
-        select(ImportedToolkitRow.package_digest).where(ImportedToolkitRow.name == name)
-    ).scalar_one_or_none()
-    if found is None:
-        raise ToolkitNotFound(f"no imported toolkit named {name!r}")
-    conn.execute(delete(ImportedToolkitRow).where(ImportedToolkitRow.name == name))
-    pointers = CurrentConfig.toolkit_name == name
-    sessions = tuple(
-        sorted(conn.execute(select(CurrentConfig.session_id).where(pointers)).scalars())
+def _definition(plan: _Plan) -> ImportedDefinition:
+    entry = plan.entry
+    details = {
+        "schema_digest": entry.schema_digest,
+        "strategy": entry.strategy,
+        "format": plan.format,
+        "secret_fields": list(entry.secret_fields),
+        "overrides": list(plan.overrides),
+        "renamed_from": entry.source_name if entry.source_name != entry.name else None,
+        "oauth": entry.oauth if entry.oauth and entry.oauth.get("issuer") else None,
+    }
+    return ImportedDefinition(
+        entry.name, plan.text, entry.digest, entry.strategy, plan.format, details
     )
-    conn.execute(delete(CurrentConfig).where(pointers))
-    details = {"digest": found, "unconfigured": list(sessions)}
-    store.audit(
-        conn, AuditDraft(actor, AuditAction.TOOLKIT_REMOVED, toolkit_name=name, details=details)
-    )
-    return Removed(name, found, sessions)
 
 
 def _discovered(
@@ -379,7 +326,7 @@ def import_package(
             skipped=skipped,
         )
         raise _refuse(f"no_servers: no server could be imported: {_why_none(skipped)}", refused)
-    outcomes: list[ImportOutcome] = store.retrying(partial(_write, store, plans, actor))
+    outcomes: list[ImportOutcome] = write_imported(store, [_definition(p) for p in plans], actor)
     registry.load_imported(stored_toolkits(store))
     return ImportReport(
         format=result.format,
@@ -399,9 +346,9 @@ def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: st
     """Remove an imported toolkit (audited); built-in and entry-point toolkits stay."""
     if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
         raise VaultError(f"{name!r} is the {registry.get(name).source} toolkit, not an import")
-    removed: Removed = store.retrying(partial(_remove, store, name, actor))
+    digest, sessions = remove_imported(store, name, actor)
     registry.load_imported(stored_toolkits(store))
-    return removed
+    return Removed(name, digest, sessions)
 
 
 def stored_toolkits(
@@ -417,18 +364,14 @@ def stored_toolkits(
     made without the master key (`toolkits list`), which must say so; never for a
     registry that configures.
     """
-    with store.read() as conn:
-        rows = conn.execute(select(ImportedToolkitRow).order_by(ImportedToolkitRow.name)).all()
-        state = None
-        if not unverified:
-            try:
-                state = store.chain_state(conn)
-            except StateUnknown as exc:
-                log.error("imported toolkits are not believed: %s", exc)
-                return []
-    believed = [row for row in rows if state is None or _believed(store, state, row._mapping)]
+    try:
+        rows, state = imported_rows(store, with_state=not unverified)
+    except StateUnknown as exc:
+        log.error("imported toolkits are not believed: %s", exc)
+        return []
+    believed = [row for row in rows if state is None or _believed(store, state, row)]
     found: list[tuple[ToolkitFactory, ToolkitSource]] = []
-    for name, text, digest in ((r.name, r.definition, r.package_digest) for r in believed):
+    for name, text, digest in ((r["name"], r["definition"], r["package_digest"]) for r in believed):
         try:
             definition = coerce_definition(json.loads(text))
         except (ValueError, VaultError):

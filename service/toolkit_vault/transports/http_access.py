@@ -4,9 +4,9 @@
 does every check: format, hash lookup, revocation, integrity, expiry) and remembers a positive
 answer for at most `max_age` seconds (one). A revocation therefore reaches every process
 and replica within a second, with no message between them: each entry is simply believed
-no longer than that. In its own process it is learned at once: a write to the principals
-table through this store's engine empties the cache when its connection goes back to the
-pool, that is after its commit. A refusal is never remembered, so a token is refused
+no longer than that. In its own process it is learned at once: the store tells the cache
+after each write to its principals has ended (`store.principals.watch_principals`), that is
+after its commit, and the cache empties. A refusal is never remembered, so a token is refused
 exactly as long as the store refuses it. The cache keys on the token's SHA-256, never the
 token, and holds at most `size` entries. An entry is never believed past its token's
 expiry: from then on the store is asked, which refuses it (`TokenExpired`).
@@ -24,26 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
-
-from sqlalchemy import event
+from typing import Generic, TypeVar
 
 from toolkit_vault.access.principals import Principal, authenticate
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.store.principals import watch_principals
 from toolkit_vault.store.storage import Store
 
 __all__ = ["PrincipalCache", "SessionBindings", "SharedMarks"]
 
-_WRITES_PRINCIPALS = re.compile(
-    r"\b(insert\s+(or\s+\w+\s+)?into|update|delete\s+from)\s+\"?principals\b", re.IGNORECASE
-)
-_FLAG = "toolkit_vault_principals_written"
 T = TypeVar("T")
 
 
@@ -53,8 +47,7 @@ class PrincipalCache:
         self._entries: OrderedDict[bytes, tuple[float, int, Principal]] = OrderedDict()
         self._generation = 0
         self._lock = threading.Lock()
-        event.listen(store.engine, "after_cursor_execute", self._saw_statement)
-        event.listen(store.engine, "checkin", self._returned)
+        watch_principals(store, self.forget)
 
     def recall(self, token: str) -> Principal | None:
         """The principal remembered for `token` while still believed; None means ask."""
@@ -105,16 +98,6 @@ class PrincipalCache:
         with self._lock:
             self._generation += 1
             self._entries.clear()
-
-    def _saw_statement(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        # the substring first: the pattern on every statement was a measurable part of a
-        # configure's CPU
-        if "principals" in statement.lower() and _WRITES_PRINCIPALS.search(statement):
-            conn.info[_FLAG] = True
-
-    def _returned(self, _dbapi_connection: Any, record: Any) -> None:
-        if record.info.pop(_FLAG, False):
-            self.forget()
 
 
 def _key(token: str) -> bytes:
