@@ -72,6 +72,7 @@ OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
 EXPIRY_TESTS = "tests/test_token_expiry.py"
 DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
+TARGETS = V + "audit/targets.py"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 BACKUP, BACKUP_TESTS = V + "backup/", "tests/test_backup.py::"
 RECOVERY_TESTS = "tests/test_recovery.py::"
@@ -1005,7 +1006,7 @@ MUTANTS = [
     Mutant(
         "witness: audit verify compares it",
         AUDIT,
-        "            broken = _check_witness(store, conn, verified)",
+        "            broken = _check_witness(store, snapshot, verified)",
         "            broken = None",
         REPLAY_TESTS,
     ),
@@ -1134,7 +1135,7 @@ MUTANTS = [
     ),
     Mutant(
         "purge keeps the public half",
-        V + "audit/history.py",
+        V + "store/shredding.py",
         '    "public_config": "{}",\n',
         "",
         STATE_TESTS,
@@ -1213,7 +1214,7 @@ MUTANTS = [
     ),
     Mutant(
         "scope: purge --session takes a principal scope",
-        V + "audit/history.py",
+        V + "core/purge.py",
         "    if principal_of(session) is not None:\n        raise VaultError",
         "    if False:\n        raise VaultError",
         SCOPE_TESTS,
@@ -1447,7 +1448,7 @@ MUTANTS = [
     ),
     Mutant(
         "audit file: SIGHUP does not open the file again",
-        DEVICES,
+        TARGETS,
         "if self.reopen_requested or self._fd is None:",
         "if self._fd is None:",
         (DEVICE_TESTS + "test_sighup_reopens_the_file_after_a_rename_and_loses_nothing",),
@@ -1473,6 +1474,20 @@ MUTANTS = [
         "raise _refused(exc.name, exc.reason) from None",
         "raise _refused(exc.name, exc.reason + repr(filters)) from None",
         (TRAIL + "test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing",),
+    ),
+    Mutant(
+        "audit trail: the principal filter keeps events about another principal",
+        V + "store/trail_queries.py",
+        "if query.principal is None or event.subject == query.principal:",
+        "if True:",
+        (TRAIL + "test_the_principal_filter_keeps_its_subject_whatever_its_id_spells",),
+    ),
+    Mutant(
+        "audit trail: an action without its sentence",
+        V + "audit/wording.py",
+        "    AuditAction.TEMPLATE_SET: _template_set,\n",
+        "",
+        ("tests/test_audit_wording.py",),
     ),
     Mutant(
         "audit trail: a refused configure keeps the config it was sent",
@@ -1692,8 +1707,8 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: a purge leaves the refresh leases of what it shredded",
-        V + "audit/history.py",
-        "        drop_leases(conn, session, toolkit)",
+        V + "store/shredding.py",
+        "        drop_leases(conn, scope_id, toolkit)",
         "        pass",
         (OAUTH + "test_a_purge_leaves_no_refresh_lease_of_what_it_shredded",),
     ),
@@ -2401,14 +2416,14 @@ MUTANTS = [
     ),
     Mutant(
         "audit file: a symlink made after the start is followed (no O_NOFOLLOW)",
-        DEVICES,
+        TARGETS,
         "os.O_CLOEXEC | os.O_NOFOLLOW",
         "os.O_CLOEXEC",
         (DEVICE_TESTS + "test_a_symlinked_file_device_is_refused",),
     ),
     Mutant(
         "audit file: a symlink at its path is not refused at start",
-        DEVICES,
+        TARGETS,
         "    if stat.S_ISLNK(info.st_mode):\n",
         "    if False:\n",
         (DEVICE_TESTS + "test_a_symlinked_file_device_is_refused",),

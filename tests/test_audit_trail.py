@@ -36,6 +36,7 @@ from toolkit_vault.keys.rotation import rotate_master_key, rotate_vault_key
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import PrincipalRow
+from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.transports.http_api import Limits, create_app
 
 pytestmark = pytest.mark.key_providers("file")  # `keys retire` of a master key: file holds it
@@ -524,3 +525,54 @@ def test_a_soaks_secrets_and_tokens_appear_in_no_listed_event(
     for text in everything:
         for value in secrets + tokens:
             assert value not in text
+
+
+def test_the_principal_filter_keeps_its_subject_whatever_its_id_spells(
+    vault: Vault, database_url: str
+) -> None:
+    """The principal filter compares each event's subject with the id, never a JSON
+    spelling in SQL: LIKE metacharacters (`%`, `_`) and JSON-looking ids match only
+    themselves, on SQLite and PostgreSQL, and a page stays full past the events it skips."""
+    real = create_token(vault.store, "agent", "a_b")[0]  # `_` is a LIKE wildcard
+    lookalike = create_token(vault.store, "agent", "axb")[0]  # what `a_b` matches as LIKE
+    ghosts = [  # token events of principals whose rows are gone (as an older chain has)
+        "50%_off",
+        "50xyoff",  # what `50%_off` matches as LIKE
+        f'{real}", "role": "agent',
+        '{"principal_id": "' + real + '"}',
+    ]
+    for ghost in ghosts:
+        details = {"principal_id": ghost, "name": f"ghost {ghost}", "role": "agent"}
+        vault.store.record_attempt(
+            AuditDraft("operator", AuditAction.TOKEN_CREATED, details=details)
+        )
+        vault.store.record_attempt(
+            AuditDraft(
+                "operator",
+                AuditAction.TOKEN_REVOKED,
+                details={"principal_id": real, "nested": {"principal_id": ghost}},
+            )
+        )
+
+    def about(principal: str, **page: Any) -> list[tuple[str, str | None, str | None]]:
+        events = list_events(vault.store, EventFilter(principal=principal), **page).events
+        return [(e.action, e.principal_id, e.principal_name) for e in events]
+
+    mine = [("token_created", real, "a_b")] + [("token_revoked", real, "a_b")] * len(ghosts)
+    assert about("a_b") == about(real) == mine
+    assert about("axb") == [("token_created", lookalike, "axb")]
+    for ghost in ghosts:  # not an id the vault makes: shown as stored, not named
+        assert about(ghost) == about(f"ghost {ghost}") == [("token_created", ghost, ghost)]
+    pages, after = [], 0
+    while True:
+        page = list_events(vault.store, EventFilter(principal="a_b"), after=after, limit=2)
+        assert len(page.events) == 2 or page.next is None
+        pages += [(e.action, e.principal_id, e.principal_name) for e in page.events]
+        if page.next is None:
+            break
+        after = page.next
+    assert pages == mine
+    newest = newest_events(vault.store, EventFilter(principal="a_b"), limit=2)
+    assert [e.seq for e in newest.events] == sorted((e.seq for e in newest.events), reverse=True)
+    assert len(newest.events) == 2 and newest.next == newest.events[-1].seq
+    del database_url

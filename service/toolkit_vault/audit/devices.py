@@ -25,11 +25,10 @@ the deadline, on the connection that was open (`syslog`: bytes in the kernel's b
 not delivery, so a receiver that stops reading fails the writes once that buffer is full,
 and no new connection hides it); a UDP datagram handed to the network.
 
-A file is opened for appending (0600 when created) on first use, never through a symbolic
-link at its path (O_NOFOLLOW) and only as a regular file this user owns, checked at start
-too (`check_file`); `reopen()` (the `serve` process calls it on SIGHUP, `reopen_on_sighup`)
-makes the next write open the path again, for log rotation: it only sets a flag, so it is
-safe in a signal handler and never races a write, which reopens first.
+Files and streams are `targets`' (syslog is `syslog`'s); `reopen()` (the `serve` process
+calls it on SIGHUP, `reopen_on_sighup`) makes the next write of a file open its path again,
+for log rotation: it only sets a flag, so it is safe in a signal handler and never races a
+write, which reopens first.
 
 The queues are drained when the process ends (`close`, at exit too), each device for at
 most its deadline: what is left is counted and logged, as lost.
@@ -38,11 +37,8 @@ most its deadline: what is left is counted and logged, as lost.
 from __future__ import annotations
 
 import atexit
-import errno
 import logging
-import os
 import signal
-import stat
 import sys
 import threading
 import time
@@ -50,10 +46,11 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from toolkit_vault.audit.export import event_line
 from toolkit_vault.audit.syslog import SyslogTarget, parse_target
+from toolkit_vault.audit.targets import FileTarget, StreamTarget, Target, check_file
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.store.storage import Store
 
@@ -74,98 +71,6 @@ QUEUE_EVENTS = 10_000  # events a device holds for its thread before it drops a 
 DEADLINE_S = 5.0  # a file's or stream's deadline (a syslog device has its `timeout`)
 QUEUE_FULL, CLOSED = "queue full", "closed before it was sent"
 _REMIND = (100, 1_000, 10_000, 100_000, 1_000_000)  # missed counts logged while failing
-
-
-class Target(Protocol):
-    """Where a device writes: `send` raises when the lines were not handed over."""
-
-    name: str
-
-    def send(self, events: Sequence[Mapping[str, Any]], lines: Sequence[bytes]) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def check_file(path: Path) -> None:
-    """At start: a device's file, if it exists, is a regular file of this user, not a
-    symbolic link (one would send the trail, or a write, where its maker chose)."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise VaultError(f"audit device file:{path} cannot be read ({exc.strerror})") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise VaultError(f"audit device file:{path} is a symbolic link: name the file itself")
-    if not stat.S_ISREG(info.st_mode):
-        raise VaultError(f"audit device file:{path} is not a regular file")
-    if info.st_uid != os.geteuid():
-        raise VaultError(f"audit device file:{path} is not owned by this user (uid {os.geteuid()})")
-
-
-class FileTarget:
-    """A JSON-lines file, appended to (O_APPEND: each write lands whole at the end, as one
-    `write` when it can), fsynced after each write when `sync` (fail-closed: a line is
-    taken once it is on disk). A failed write may leave a torn line: the next one starts
-    on a line of its own, so a reader skips one bad line, never merges two."""
-
-    def __init__(self, path: Path, *, sync: bool = False) -> None:
-        self.path = path
-        self.name = str(path)
-        self.sync = sync
-        self._fd: int | None = None
-        self._torn = False
-        self.reopen_requested = False
-
-    def send(self, events: Sequence[Mapping[str, Any]], lines: Sequence[bytes]) -> None:
-        if self.reopen_requested or self._fd is None:
-            self.reopen_requested = False
-            self.close()
-            self._fd = _open_appending(self.path)
-        data = memoryview(b"".join([b"\n"] * self._torn + list(lines)))
-        try:
-            while data:
-                data = data[os.write(self._fd, data) :]
-            if self.sync:
-                os.fsync(self._fd)
-        except OSError:
-            self._torn = True
-            self.close()  # opened again by the next write (a full disk, a removed directory)
-            raise
-        self._torn = False
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _open_appending(path: Path) -> int:
-    """The file for appending, created 0600; never through a symbolic link at `path`
-    (O_NOFOLLOW: ELOOP), never a FIFO's wait for a reader (O_NONBLOCK), and only a regular
-    file of this user."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(path, flags | os.O_NONBLOCK, 0o600)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-        os.close(fd)
-        raise PermissionError(errno.EPERM, "not a regular file owned by this user")
-    return fd
-
-
-class StreamTarget:
-    """JSON lines on a stream: `serve`'s stdout (a container's log); elsewhere stderr, as
-    a command's stdout is its own output."""
-
-    def __init__(self, name: str, stream: IO[bytes]) -> None:
-        self.name, self._stream = name, stream
-
-    def send(self, events: Sequence[Mapping[str, Any]], lines: Sequence[bytes]) -> None:
-        self._stream.write(b"".join(lines))
-        self._stream.flush()
-
-    def close(self) -> None:
-        pass
 
 
 class Batch:

@@ -19,15 +19,12 @@ from contextlib import closing
 from functools import partial
 from typing import Any
 
-from sqlalchemy import select
-
 from toolkit_vault import crypto
 from toolkit_vault.audit.history import iso_time
-from toolkit_vault.audit.verify import _snapshot
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
 from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
-from toolkit_vault.store.models import AuditEvent, AuditHead
+from toolkit_vault.store.chain_snapshot import chain_snapshot
 from toolkit_vault.store.storage import Store
 
 __all__ = ["event_line", "event_record", "export_events", "json_line"]
@@ -80,10 +77,10 @@ def export_events(
     if after < 0:
         raise VaultError("--after takes a sequence number, 0 or more")
     sign: Signer = partial(crypto.chain_hash, audit_key)
-    with _snapshot(store) as conn:
-        head = conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
+    with chain_snapshot(store) as snapshot:
+        head = snapshot.head()
         if head is None or not hmac.compare_digest(
-            head_link(sign, head.seq, bytes(head.mac)), bytes(head.head_mac)
+            head_link(sign, head.seq, head.mac), head.head_mac
         ):
             if head is None and after == 0:
                 return
@@ -95,22 +92,15 @@ def export_events(
             )
         previous = CHAIN_START
         if after > 0:
-            anchor = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == after)).scalar()
+            anchor = snapshot.link_of(after)
             if anchor is None:
                 raise VaultError(f"event {after} is missing: run `toolkit-vault audit verify`")
-            previous = bytes(anchor)
-        query = (
-            select(AuditEvent)
-            .where(AuditEvent.seq > after)
-            .order_by(AuditEvent.seq)
-            .execution_options(yield_per=BATCH_SIZE)
-        )
+            previous = anchor
         last, count = after, 0
-        with closing(conn.execute(query)) as result:
-            for row in result:
+        with closing(snapshot.events(after, batch_size=BATCH_SIZE)) as events:
+            for event in events:
                 if limit is not None and count >= limit:
                     return
-                event = dict(row._mapping)
                 seq = event["seq"]
                 if seq != last + 1 or seq > head.seq or not links(sign, previous, event):
                     raise VaultError(
@@ -119,7 +109,7 @@ def export_events(
                     )
                 yield event_record(event, previous)
                 last, previous, count = seq, bytes(event["mac"]), count + 1
-        if last != head.seq or not hmac.compare_digest(previous, bytes(head.mac)):
+        if last != head.seq or not hmac.compare_digest(previous, head.mac):
             raise VaultError(
                 f"the audit chain ends at event {last}, its head names {head.seq}: "
                 "run `toolkit-vault audit verify`"

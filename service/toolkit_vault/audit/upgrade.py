@@ -24,13 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, select, update
-
 from toolkit_vault import crypto
 from toolkit_vault.audit.verify import verify_chain_only
 from toolkit_vault.crypto import KeyRing, SecretBytes
 from toolkit_vault.errors import DecryptionError, VaultError
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.backfill import Backfill, append_event, recorded
 from toolkit_vault.store.integrity import (
     IMPORTED,
     MASTER_KEYS,
@@ -41,8 +40,7 @@ from toolkit_vault.store.integrity import (
     VERSIONS,
 )
 from toolkit_vault.store.ledger import LIVE
-from toolkit_vault.store.models import AuditEvent, Base
-from toolkit_vault.store.reconcile import MAX_LISTED, rules
+from toolkit_vault.store.reconcile import MAX_LISTED
 from toolkit_vault.store.records import AuditDraft, version_record
 from toolkit_vault.store.storage import Store
 
@@ -75,13 +73,7 @@ class UpgradeReport:
 
 
 def state_authenticated(store: Store) -> bool:
-    with store.read() as conn:
-        query = (
-            select(AuditEvent.seq)
-            .where(AuditEvent.action == AuditAction.STATE_AUTHENTICATED)
-            .limit(1)
-        )
-        return conn.execute(query).first() is not None
+    return recorded(store, AuditAction.STATE_AUTHENTICATED)
 
 
 def authenticate_state(
@@ -97,31 +89,27 @@ def authenticate_state(
             "signs only what the chain vouches for, so resolve that first"
         )
     report = UpgradeReport()
-    for table, rule in rules(BATCH_SIZE, _chain_alone).items():
+    backfill = Backfill(store, BATCH_SIZE, _chain_alone)
+    for table in backfill.tables:
         pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        with store.read() as conn:
-            for row, name, disagreement in rule(conn):
-                if row is None or row.get("mac") is not None:
-                    continue
-                changes = None if disagreement else _changes(table, row, ring, fingerprint_key)
-                if changes is None:
-                    report.unsigned_count += 1
-                    if len(report.left_unsigned) < MAX_LISTED:
-                        why = disagreement[1] if disagreement else "it does not open"
-                        report.left_unsigned.append(f"{table} {_label(name)}: {why}")
-                    continue
-                signed = {**dict(row), **changes}
-                changes["mac"] = store.mac(table, signed)
-                pending.append(({k: row[k] for k in _KEYS[table]}, changes))
+        for row, name, disagreement in backfill.findings(table):
+            if row is None or row.get("mac") is not None:
+                continue
+            changes = None if disagreement else _changes(table, row, ring, fingerprint_key)
+            if changes is None:
+                report.unsigned_count += 1
+                if len(report.left_unsigned) < MAX_LISTED:
+                    why = disagreement[1] if disagreement else "it does not open"
+                    report.left_unsigned.append(f"{table} {_label(name)}: {why}")
+                continue
+            signed = {**dict(row), **changes}
+            changes["mac"] = store.mac(table, signed)
+            pending.append(({k: row[k] for k in _KEYS[table]}, changes))
         for start in range(0, len(pending), BATCH_SIZE):
-            _write(store, Base.metadata.tables[table], pending[start : start + BATCH_SIZE])
+            _write(backfill, table, pending[start : start + BATCH_SIZE])
         report.signed[table] = len(pending)
     details = {"signed": report.signed, "left_unsigned": report.unsigned_count}
-    store.retrying(
-        lambda conn: store.audit(
-            conn, AuditDraft("init", AuditAction.STATE_AUTHENTICATED, details=details)
-        )
-    )
+    append_event(store, AuditDraft("init", AuditAction.STATE_AUTHENTICATED, details=details))
     return report
 
 
@@ -161,12 +149,8 @@ def _changes(
     return {"secret_fingerprints": json.dumps(fingerprints)}
 
 
-def _write(store: Store, table: Table, batch: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """Sign one batch; a row someone changed or signed since it was read stays as it is."""
-
-    def work(conn: Any) -> None:
-        for key, changes in batch:
-            where = [table.c[column] == value for column, value in key.items()]
-            conn.execute(update(table).where(*where, table.c.mac.is_(None)).values(**changes))
-
-    store.retrying(work)
+def _write(
+    backfill: Backfill, table: str, batch: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> None:
+    """Sign one batch (a seam: a test stops the upgrade between batches)."""
+    backfill.sign(table, batch)

@@ -14,23 +14,20 @@ each such row is named. Nothing here reads a secret: events carry none.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
-
-from sqlalchemy import Connection, func, select
-from sqlalchemy.exc import OperationalError
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
+from toolkit_vault.store.chain_snapshot import ChainHead, ChainSnapshot, chain_snapshot
 from toolkit_vault.store.integrity import RECOVERY, VERSIONS, Row, recovery_wrap_opens
 from toolkit_vault.store.ledger import behind
-from toolkit_vault.store.models import AuditEvent, AuditHead
-from toolkit_vault.store.reconcile import StateProblem, reconcile
+from toolkit_vault.store.reconcile import StateProblem
 from toolkit_vault.store.storage import Store
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
@@ -118,19 +115,19 @@ def _verify(
     batch_size: int,
 ) -> AuditReport:
     sign: Signer = partial(crypto.chain_hash, audit_key)
-    with _snapshot(store) as conn:
-        head = conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
+    with chain_snapshot(store) as snapshot:
+        head = snapshot.head()
         head_ok = head is not None and hmac.compare_digest(
-            head_link(sign, head.seq, bytes(head.mac)), bytes(head.head_mac)
+            head_link(sign, head.seq, head.mac), head.head_mac
         )
         trusted_head = head.seq if head is not None and head_ok else None
-        total = conn.execute(select(func.count()).select_from(AuditEvent)).scalar_one()
-        verified, last_mac, broken = _walk(conn, sign, trusted_head, batch_size)
+        total = snapshot.event_count()
+        verified, last_mac, broken = _walk(snapshot, sign, trusted_head, batch_size)
         if broken is None:
             broken = _check_head(head, head_ok, verified, last_mac)
         if broken is None:
-            broken = _check_witness(store, conn, verified)
-        state = reconcile(conn, authentic, batch_size)
+            broken = _check_witness(store, snapshot, verified)
+        state = snapshot.reconcile(authentic, batch_size)
     unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
     count = len(unaudited)
     if broken is not None:
@@ -179,32 +176,16 @@ def _unaudited(problem: StateProblem) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _snapshot(store: Store) -> Iterator[Connection]:
-    """One read-only snapshot: the head and the events it covers are read consistently."""
-    try:
-        with store.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn = conn.execution_options(
-                    isolation_level="REPEATABLE READ", postgresql_readonly=True
-                )
-            with conn.begin():
-                yield conn
-    except OperationalError as exc:
-        raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
-
-
 def _walk(
-    conn: Connection, sign: Signer, trusted_head: int | None, batch_size: int
+    snapshot: ChainSnapshot, sign: Signer, trusted_head: int | None, batch_size: int
 ) -> tuple[int, bytes, _Break | None]:
     """Verify every link in seq order, streamed; stop at the first that does not hold.
 
     Returns how many events verified (they are 1..n), the last good link, and the break.
     """
-    query = select(AuditEvent).order_by(AuditEvent.seq).execution_options(yield_per=batch_size)
     good, previous = 0, CHAIN_START
-    with closing(conn.execute(query)) as result:
-        rows = (dict(row._mapping) for row in result)
+    rows = snapshot.events(batch_size=batch_size)
+    with closing(rows):
         for event in rows:
             seq = event["seq"]
             if seq <= good:
@@ -239,7 +220,7 @@ def _classify(
     return "edited"
 
 
-def _check_witness(store: Store, conn: Connection, last_seq: int) -> _Break | None:
+def _check_witness(store: Store, snapshot: ChainSnapshot, last_seq: int) -> _Break | None:
     """The chain must reach the head the vault home witnessed, through the same link."""
     try:
         witnessed = store.witnessed()
@@ -250,14 +231,16 @@ def _check_witness(store: Store, conn: Connection, last_seq: int) -> _Break | No
     seq, mac = witnessed
     if last_seq < seq:
         return _Break(last_seq + 1, "behind", behind(seq, last_seq))
-    stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
-    if stored is None or not hmac.compare_digest(bytes(stored), mac):
+    stored = snapshot.link_of(seq)
+    if stored is None or not hmac.compare_digest(stored, mac):
         what = f"event {seq} differs from the one the vault home witnessed: another database"
         return _Break(seq, "behind", what)
     return None
 
 
-def _check_head(head: Any, head_ok: bool, last_seq: int, last_mac: bytes) -> _Break | None:
+def _check_head(
+    head: ChainHead | None, head_ok: bool, last_seq: int, last_mac: bytes
+) -> _Break | None:
     """The walk proved events 1..last_seq; the head says where the chain must end."""
     if head is None:
         what = "the chain is empty" if last_seq == 0 else "the chain head is missing"
@@ -276,6 +259,6 @@ def _check_head(head: Any, head_ok: bool, last_seq: int, last_mac: bytes) -> _Br
         return _Break(
             head.seq + 1, "inserted", f"events after {head.seq} are not covered by the head"
         )
-    if not hmac.compare_digest(bytes(head.mac), last_mac):
+    if not hmac.compare_digest(head.mac, last_mac):
         return _Break(last_seq, "edited", f"event {last_seq} does not match the chain head")
     return None

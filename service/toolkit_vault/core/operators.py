@@ -24,13 +24,9 @@ from toolkit_vault.access.principals import (
     parse_ttl,
     revoke,
 )
-from toolkit_vault.audit.history import (
-    PurgePreview,
-    PurgeReport,
-    find_principal,
-    purge_preview,
-)
+from toolkit_vault.audit.history import find_principal
 from toolkit_vault.core.intake import Intake
+from toolkit_vault.core.purge import PurgePreview, PurgeReport, purge_preview
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import ToolkitNotFound, UnknownSession, VaultError
 from toolkit_vault.logs import register_secrets

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.export import export_events
-from toolkit_vault.audit.history import PurgeReport, find_principal, purge, purge_principal
+from toolkit_vault.audit.history import find_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.core.events import EventGate
 from toolkit_vault.core.expiry import (
@@ -41,6 +41,7 @@ from toolkit_vault.core.expiry import (
     with_expiry,
     without_expiry,
 )
+from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
 from toolkit_vault.core.reserved import refuse_reserved
 from toolkit_vault.core.templates import apply_template
 from toolkit_vault.core.verification import (

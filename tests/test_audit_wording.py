@@ -1,0 +1,123 @@
+"""Every audit action is said in words, naming what it is about; a row edited into
+nonsense falls back to the action's name instead of raising."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolkit_vault.audit.event import TrailEvent
+from toolkit_vault.audit.wording import SENTENCES, describe
+from toolkit_vault.store.actions import AuditAction
+
+SESSION = "s-5c1f"
+# Details as the vault writes them, per action (one example each).
+WRITTEN: dict[AuditAction, dict[str, Any]] = {
+    AuditAction.CONFIGURE: {"status": "ok", "changed": ["/api_key"]},
+    AuditAction.CONFIGURE_REFUSED: {"errors": [{"pointer": "/endpoint", "keyword": "type"}]},
+    AuditAction.SESSION_CREATED: {},
+    AuditAction.PURGE: {"versions": 2, "toolkits": ["weather"], "unconfigured": ["weather"]},
+    AuditAction.INTAKE_REQUESTED: {"missing": ["/api_key"], "expires_at": 1.8e9},
+    AuditAction.INTAKE_REFUSED: {"errors": []},
+    AuditAction.INTAKE_COMPLETED: {"status": "ok"},
+    AuditAction.OAUTH_CONNECTED: {"issuer": "https://as.test", "scope": "read"},
+    AuditAction.OAUTH_CALLBACK_REFUSED: {"issuer": "https://as.test", "reason": "mix-up"},
+    AuditAction.OAUTH_REFRESHED: {"refresh_token_rotated": True},
+    AuditAction.OAUTH_REFRESH_FAILED: {"issuer": "https://as.test", "error": "invalid_grant"},
+    AuditAction.OAUTH_DISCONNECTED: {"issuer": "https://as.test"},
+    AuditAction.CREDENTIAL_EXPIRING: {"expires_at": 1.8e9},
+    AuditAction.TOKEN_CREATED: {"principal_id": "p-1", "name": "alice", "role": "agent"},
+    AuditAction.TOKEN_REVOKED: {"principal_id": "p-1"},
+    AuditAction.TOOLKIT_IMPORTED: {"secret_fields": ["PORT"]},
+    AuditAction.TOOLKIT_REMOVED: {"unconfigured": []},
+    AuditAction.TEMPLATE_SET: {"name": "prod", "values": {"endpoint": "https://prod.test"}},
+    AuditAction.TEMPLATE_REMOVED: {"name": "prod"},
+    AuditAction.VAULT_INITIALIZED: {"key_id": "vk-1", "master_key": "kek-1"},
+    AuditAction.VAULT_KEY_ADDED: {"key_id": "vk-2", "master_key": "kek-1"},
+    AuditAction.VAULT_KEY_ROTATED: {"active": "vk-2", "rewrapped": 1},
+    AuditAction.VAULT_KEY_RETIRED: {"key_id": "vk-1"},
+    AuditAction.INTERNAL_KEY_ADDED: {"name": "fingerprint"},
+    AuditAction.MASTER_KEY_ROTATED: {"master_key": "kek-2", "vault_keys": 1},
+    AuditAction.MASTER_KEY_RETIRED: {"master_key": "kek-1"},
+    AuditAction.KEK_ADDED: {"kek_id": "kek-1"},
+    AuditAction.KEK_RETIRED: {"kek_id": "kek-1"},
+    AuditAction.STATE_AUTHENTICATED: {"signed": {"principals": 3}, "left_unsigned": 0},
+    AuditAction.KEY_HIERARCHY_UPGRADED: {"rewrapped": 4, "vault_key": "vk-1"},
+    AuditAction.RESTORE_ACCEPTED: {"witness_seq": 9, "database_seq": 7},
+    AuditAction.BACKUP_RESTORED: {
+        "backup_seq": 7,
+        "backup_created_at": 1.8e9,
+        "source": "home",
+        "witness_seq": 9,
+        "over_newer_witness": True,
+        "fork": False,
+    },
+    AuditAction.RECOVERY_INITIALIZED: {
+        "set_id": "ab12",
+        "shares": 3,
+        "threshold": 2,
+        "vault_keys": ["vk-1"],
+    },
+    AuditAction.RECOVERY_UNSEALED: {
+        "set_id": "ab12",
+        "provider": "file",
+        "master_key": "kek-2",
+        "vault_keys": ["vk-1"],
+    },
+}
+
+
+def event(action: AuditAction, details: dict[str, Any], **fields: Any) -> TrailEvent:
+    given: dict[str, Any] = {
+        "seq": 1,
+        "ts": 1.8e9,
+        "action": action.value,
+        "actor": "operator",
+        "actor_name": "operator",
+        "session_id": SESSION,
+        "principal_id": "p-1",
+        "principal_name": "alice",
+        "toolkit_name": "weather",
+        "version": 1,
+        "details": details,
+        "mac": b"\x00" * 32,
+        "summary": "",
+    }
+    return TrailEvent(**{**given, **fields})
+
+
+def test_every_action_has_its_sentence() -> None:
+    assert set(SENTENCES) == set(AuditAction)
+    assert set(WRITTEN) == set(AuditAction)  # a new action needs an example here too
+
+
+@pytest.mark.parametrize("action", list(AuditAction))
+def test_each_sentence_is_more_than_the_action_name(action: AuditAction) -> None:
+    said = describe(event(action, WRITTEN[action]))
+    assert said and said != action.value.replace("_", " ")
+    assert "None" not in said, said
+
+
+def test_template_events_name_their_toolkit_and_template() -> None:
+    details = WRITTEN[AuditAction.TEMPLATE_SET]
+    assert describe(event(AuditAction.TEMPLATE_SET, details)) == (
+        "template prod of toolkit weather set, setting endpoint"
+    )
+    assert describe(event(AuditAction.TEMPLATE_REMOVED, {"name": "prod"})) == (
+        "template prod of toolkit weather removed"
+    )
+
+
+def test_counts_of_one_are_singular() -> None:
+    rotated = event(AuditAction.MASTER_KEY_ROTATED, WRITTEN[AuditAction.MASTER_KEY_ROTATED])
+    assert describe(rotated) == "master key rotated to kek-2; 1 vault key rewrapped"
+    recovered = event(AuditAction.RECOVERY_UNSEALED, WRITTEN[AuditAction.RECOVERY_UNSEALED])
+    assert "1 vault key wrapped under master key kek-2 (file provider)" in describe(recovered)
+
+
+@pytest.mark.parametrize("action", list(AuditAction))
+def test_an_edited_row_falls_back_to_the_action_name(action: AuditAction) -> None:
+    nonsense = {key: {"x": object()} for key in WRITTEN[action]} | {"errors": 5, "versions": "x"}
+    said = describe(event(action, nonsense, toolkit_name=None, session_id=None, version=None))
+    assert isinstance(said, str) and said
