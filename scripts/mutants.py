@@ -435,16 +435,16 @@ MUTANTS = [
     Mutant(
         "the a2e route skips the request log",
         V + "transports/http_api.py",
-        "    app.a2e_post = RequestLog(RememberOrigin(a2e_front))",
-        "    app.a2e_post = RememberOrigin(a2e_front)",
+        "    app.a2e_post = RequestLog(RememberOrigin(A2EPost(",
+        "    app.a2e_post = (RememberOrigin(A2EPost(",
         ("tests/test_http_app.py",),
         "request_log",
     ),
     Mutant(
         "the a2e route forgets the request's origin",
         V + "transports/http_api.py",
-        "    app.a2e_post = RequestLog(RememberOrigin(a2e_front))",
-        "    app.a2e_post = RequestLog(a2e_front)",
+        "    app.a2e_post = RequestLog(RememberOrigin(A2EPost(",
+        "    app.a2e_post = RequestLog((A2EPost(",
         ("tests/test_http_app.py",),
         "request_log",
     ),
@@ -465,8 +465,8 @@ MUTANTS = [
     ),
     Mutant(
         "a list's shared mark read before it arrived",
-        V + "transports/http_api.py",
-        "            answer = bound.answer_at_once(message, await marks.read())",
+        V + "transports/a2e/over_http.py",
+        "            answer = bound.answer_at_once(message, await self._marks.read())",
         "            answer = bound.answer_at_once(message, (0, 0))",
         ("tests/test_http_access.py",),
         "sees_every_commit",
@@ -491,7 +491,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's sender fails on a client that left",
-        V + "transports/http_api.py",
+        V + "transports/a2e/outbox.py",
         "                except OSError:  # the client left: the loop hears its disconnect",
         "                except ValueError:  # the client left: the loop hears its disconnect",
         ("tests/test_http_app.py",),
@@ -499,7 +499,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's push starts a send beside one under way",
-        V + "transports/http_api.py",
+        V + "transports/a2e/outbox.py",
         "        if self._sending is not None:  # a push scheduled behind a send already under",
         "        if False:  # a push scheduled behind a send already under",
         ("tests/test_http_app.py",),
@@ -507,7 +507,7 @@ MUTANTS = [
     ),
     Mutant(
         "a WebSocket's answer does not wait for its turn to be sent",
-        V + "transports/http_api.py",
+        V + "transports/a2e/outbox.py",
         "                await asyncio.shield(self._sending)",
         "                return",
         ("tests/test_http_app.py",),
@@ -532,8 +532,8 @@ MUTANTS = [
     Mutant(
         "the WebSocket route forgets its origin",
         V + "transports/http_api.py",
-        "    app.a2e_socket = RememberOrigin(a2e_socket)",
-        "    app.a2e_socket = a2e_socket",
+        "    app.a2e_socket = RememberOrigin(A2ESocket(",
+        "    app.a2e_socket = (A2ESocket(",
         ("tests/test_http_app.py",),
         "intake_link_asked",
     ),
@@ -660,7 +660,7 @@ MUTANTS = [
     ),
     Mutant(
         "an idle WebSocket outlives its token's expiry",
-        V + "transports/http_api.py",
+        V + "transports/a2e/over_websocket.py",
         "closer = None if expiry is None else loop.create_task(_close_at(expiry, outbox))",
         "closer = None",
         (EXPIRY_TESTS,),
@@ -669,7 +669,7 @@ MUTANTS = [
     # -- the server's edges (issue 35) ---------------------------------------------------------
     Mutant(
         "push after revocation",
-        V + "transports/http_api.py",
+        V + "transports/a2e/outbox.py",
         "if push and self._still_valid is not None and not await self._still_valid():",
         "if False:",
         ("tests/test_push_revocation.py",),
@@ -2457,9 +2457,9 @@ MUTANTS = [
     ),
     Mutant(
         "issue 48: a configure that waits on a check runs on the workers every agent needs",
-        V + "transports/http_api.py",
-        "    return checking if vault.waits_on_a_check(message) else a2e",
-        "    return a2e",
+        V + "transports/a2e/lanes.py",
+        "        return self.checking if self.vault.waits_on_a_check(message) else self.a2e",
+        "        return self.a2e",
         (VERIFY_DEADLINE + "test_drip_checks_in_flight_do_not_stall_another_agent",),
     ),
     Mutant(

@@ -25,6 +25,7 @@ from toolkit_vault.keys.providers.base import ProviderError, ProviderSettings
 from toolkit_vault.keys.providers.document import KeyDocument
 from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
 from toolkit_vault.protocol import PROTOCOL_VERSION
+from toolkit_vault.settings import EnvSettings
 from toolkit_vault.store.models import SCHEMA_REVISION
 
 ROOT = Path(__file__).parents[1]
@@ -234,6 +235,41 @@ def _readable(fd: int) -> bool:
     import select
 
     return bool(select.select([fd], [], [], 1.0)[0])
+
+
+# Variables read by one command only, which names them in its own help, never by `serve`.
+NOT_SERVED = {"TOOLKIT_VAULT_NO_DISCOVER": ("toolkits", "import")}
+
+
+def variables_read() -> set[str]:
+    """Every `TOOLKIT_VAULT_*` variable the code names (a module's constant, a docstring)
+    and every field of the settings read from the environment."""
+    named = re.compile(r"(?<![A-Za-z0-9_])TOOLKIT_VAULT_[A-Z0-9_]*[A-Z0-9]")
+    found: set[str] = set()
+    for path in (ROOT / "service" / "toolkit_vault").rglob("*.py"):
+        if "_migrations" not in path.parts:
+            found.update(named.findall(path.read_text(encoding="utf-8")))
+    prefix = EnvSettings.model_config.get("env_prefix")
+    assert prefix == "TOOLKIT_VAULT_"
+    found.update(prefix + field.upper() for field in EnvSettings.model_fields)
+    return found
+
+
+def test_serve_help_names_every_variable_the_code_reads(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = nowhere(tmp_path)
+    served = runner.invoke(main, ["serve", "--help"], env=env)
+    assert served.exit_code == 0, served.output
+    listed = served.stdout.split("Environment:")[1]
+    read = variables_read()
+    assert {"TOOLKIT_VAULT_AUDIT_DEVICES", "TOOLKIT_VAULT_FILESYSTEM_ROOTS"} <= read  # found
+    assert {"TOOLKIT_VAULT_AUDIT_FAIL_CLOSED", "TOOLKIT_VAULT_LOG_COPY"} <= read
+    assert "TOOLKIT_VAULT_VERIFY_ALLOW" in read
+    missing = {name for name in read - NOT_SERVED.keys() if name not in listed.split()}
+    assert missing == set(), "add these to serve's Environment (cli/shell.py SERVE_ENV)"
+    for name, command in NOT_SERVED.items():
+        own = runner.invoke(main, [*command, "--help"], env=env)
+        assert name in own.stdout, (name, command)
 
 
 def test_serve_help_runs_no_init(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.transports.http_api import Limits, Outbox, create_app
+from toolkit_vault.transports.a2e.outbox import Outbox
+from toolkit_vault.transports.http_api import Limits, create_app
 
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
 LIST = {"type": "toolkit/list/req"}

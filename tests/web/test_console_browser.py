@@ -298,3 +298,30 @@ def test_history_reads_as_the_cli_and_no_page_scrolls_sideways(
     names = [s.text for s in browser.find_elements(By.CSS_SELECTOR, "tbody td strong")]
     assert names == ["ledger"]
     assert "1 of" in browser.find_element(By.ID, "toolkit-count").text
+
+
+def test_sign_out_stays_on_the_headers_row_at_a_laptops_width(
+    server: Server, browser: WebDriver
+) -> None:
+    """At 1280 px the header is one row, "Sign out" at its end (it wrapped to a second row
+    of its own: a 138 px header); with a long name the nav's links wrap among themselves,
+    and "Sign out" still stays on the first row."""
+
+    def rects() -> list[dict[str, float]]:
+        found = [".top", ".brand", ".top nav", ".signout button"]
+        return [browser.find_element(By.CSS_SELECTOR, css).rect for css in found]
+
+    sign_in(browser, server, server.token("operator", "ops"))
+    browser.set_window_size(1280, 900)
+    assert browser.execute_script("return window.innerWidth") == 1280
+    header, brand, nav, button = rects()
+    assert header["height"] < 2 * button["height"], header  # one row
+    middles = [r["y"] + r["height"] / 2 for r in (brand, nav, button)]
+    assert max(middles) - min(middles) < 4, middles
+
+    click_through(browser, browser.find_element(By.CSS_SELECTOR, ".signout button"))
+    sign_in(browser, server, server.token("operator", "an-operator-with-a-rather-long-name"))
+    browser.set_window_size(1280, 900)
+    header, brand, nav, button = rects()
+    assert button["y"] + button["height"] / 2 < brand["y"] + brand["height"], (brand, button)
+    assert sideways(browser) == []

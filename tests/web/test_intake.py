@@ -23,6 +23,8 @@ from toolkit_vault.errors import ConfigInvalid
 from toolkit_vault.protocol import Message
 from toolkit_vault.store.models import AuditEvent, ConfigVersion
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
+from toolkit_vault.transports.web.pages import environment
+from toolkit_vault.transports.web.sessions_view import sessions_view
 
 from tkv_test_plugins import SecretiveToolkit
 from web_support import database_dump, plugins
@@ -168,6 +170,47 @@ def test_a_link_configures_the_session_once(vault: Vault, session: Session, inta
     (completed,) = audit(vault, "intake_completed")
     assert completed == {"link_id": view.claim.link_id, "status": "ok"}
     assert vault.verify_audit().ok  # intake versions have their configure events too
+
+
+def test_the_sessions_page_says_a_pending_intake_is_pending(
+    vault: Vault, session: Session, intake: Intake
+) -> None:
+    """A session whose toolkit waits on an intake link has nothing configured, yet is not
+    "nothing configured": the console's Sessions page says the link is pending, until it is
+    used (then configured) or superseded."""
+
+    def row_and_page() -> tuple[dict[str, Any], str]:
+        rows = sessions_view(vault.store)
+        (row,) = [r for r in rows if r["session_id"] == session.id]
+        page = (
+            environment()
+            .get_template("sessions.html")
+            .render(user=None, sessions=rows, page="sessions", csrf="")
+        )
+        (cell,) = [c for c in page.split("<tr>") if session.id in c]
+        return row, " ".join(cell.split())
+
+    row, cell = row_and_page()
+    assert (row["configured"], row["pending"]) == ([], [])
+    assert "nothing configured" in cell and "pending" not in cell
+    link = link_of(session.configure("secretive", {"endpoint": "https://x.test"}))
+    row, cell = row_and_page()
+    assert (row["configured"], row["pending"]) == (
+        [],
+        [{"toolkit_name": "secretive", "version": 1}],
+    )
+    assert "nothing configured" not in cell
+    assert '<span class="pending">pending</span> secretive' in cell and "intake link" in cell
+    assert session.configure("ledger", LEDGER)["status"] == "partial"  # a second one pending
+    intake.complete(link, {"endpoint": "https://x.test", "api_key": CANARY})
+    row, cell = row_and_page()
+    assert [c["toolkit_name"] for c in row["configured"]] == ["secretive"]
+    assert row["pending"] == [{"toolkit_name": "ledger", "version": 1}]
+    assert "configured</span> secretive" in cell and "pending</span> ledger" in cell
+    assert session.configure("ledger", {**LEDGER, "api_key": "k"})["status"] == "ok"
+    row, cell = row_and_page()  # a configure supersedes the link: nothing pending
+    assert row["pending"] == [] and "pending</span>" not in cell
+    assert CANARY not in cell
 
 
 def test_links_expire(vault: Vault, session: Session, intake: Intake, clock: Clock) -> None:

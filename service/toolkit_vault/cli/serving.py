@@ -19,7 +19,7 @@ import click
 from toolkit_vault.audit.devices import reopen_on_sighup
 from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, init_vault, open_provider, open_vault
 from toolkit_vault.cli.keyflags import key_options, provider_flags
-from toolkit_vault.cli.shell import KEY_ENV, epilog, guarded
+from toolkit_vault.cli.shell import SERVE_ENV, epilog, guarded
 from toolkit_vault.errors import VaultError
 from toolkit_vault.logs import (
     LOG_COPY_VARIABLE,
@@ -122,7 +122,7 @@ def stdio() -> None:
         "toolkit-vault serve                              # http://127.0.0.1:8600",
         "toolkit-vault serve --port 8700 --log-format text",
         "toolkit-vault serve --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem",
-        env=KEY_ENV,
+        env=SERVE_ENV,
     ),
 )
 @click.option("--host", default="127.0.0.1", show_default=True)

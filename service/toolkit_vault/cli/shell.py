@@ -140,8 +140,21 @@ ENVIRONMENT = {
     "TOOLKIT_VAULT_KEY_PROVIDER": "keyring, file or env (default: init's choice)",
     "TOOLKIT_VAULT_MASTER_KEYS": "the key document, for the env key provider",
 }
+# The further variables a running `serve` reads, listed in its help after the four above
+SERVED_ENVIRONMENT = {
+    "TOOLKIT_VAULT_PKCS11_PIN": "the token's PIN, for the pkcs11 key provider",
+    "TOOLKIT_VAULT_AUDIT_DEVICES": 'audit devices, comma-separated, or "none"',
+    "TOOLKIT_VAULT_AUDIT_FAIL_CLOSED": "true: refuse a write no audit device took",
+    "TOOLKIT_VAULT_FILESYSTEM_ROOTS": "the roots the filesystem toolkit may use",
+    "TOOLKIT_VAULT_VERIFY_ALLOW": "CIDRs a credential check may reach too",
+    "TOOLKIT_VAULT_EXPIRY_REMINDER_DAYS": "days ahead a credential's end is reminded",
+    "TOOLKIT_VAULT_LOG_COPY": "DIR: every log record copied to a file there",
+}
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")
+# Everything `serve` reads (tests/test_cli_conventions.py holds it to the code).
+SERVE_ENV = (*KEY_ENV, *SERVED_ENVIRONMENT)
+_NAME_COLUMN = len("TOOLKIT_VAULT_DATABASE_URL")  # a longer name gets a line of its own
 EXIT_STATUS = "Exit status: 0 ok, 1 failure (one line on stderr), 2 usage error."
 
 
@@ -150,8 +163,14 @@ def epilog(*examples: str, env: tuple[str, ...] = KEY_ENV) -> str:
     (`\\b` keeps click from rewrapping a paragraph.)"""
     parts = ["\b\nExamples:\n" + "\n".join(f"  {example}" for example in examples)]
     if env:
-        width = max(len(name) for name in env)
-        lines = "\n".join(f"  {name.ljust(width)}  {ENVIRONMENT[name]}" for name in env)
+        width = min(max(len(name) for name in env), _NAME_COLUMN)
+        said = {**ENVIRONMENT, **SERVED_ENVIRONMENT}
+        lines = "\n".join(
+            f"  {name.ljust(width)}  {said[name]}"
+            if len(name) <= width
+            else f"  {name}\n  {' ' * width}  {said[name]}"
+            for name in env
+        )
         parts.append("\b\nEnvironment:\n" + lines)
     parts.append(EXIT_STATUS)
     return "\n\n".join(parts)

@@ -32,11 +32,11 @@ from toolkit_vault.core.operators import (
 )
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status
-from toolkit_vault.store.overview import session_overview
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 from toolkit_vault.transports.web.forms import leaves
 from toolkit_vault.transports.web.pages import WebState
 from toolkit_vault.transports.web.security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
+from toolkit_vault.transports.web.sessions_view import sessions_view
 from toolkit_vault.transports.web.trail_view import trail_view
 
 __all__ = ["console_routes"]
@@ -145,7 +145,7 @@ class Console:
         user = await self.signed_in(request, "operator")
         if isinstance(user, Response):
             return user
-        rows = await run_in_threadpool(session_overview, self.state.vault.store)
+        rows = await run_in_threadpool(sessions_view, self.state.vault.store)
         return self.state.render(request, "sessions.html", user=user, sessions=rows)
 
     async def keys(self, request: Request) -> Response:

@@ -1,0 +1,15 @@
+"""Tool calls: the engine that runs one call of a configured toolkit's tool, for A2E and
+MCP alike. It owns what a call is, wherever it came from: its arguments checked against
+the tool's schema, its deadline, concurrency and cancellation, the secrets it withholds
+from what it answers, and the audit record it leaves. A toolkit's own code runs through
+its plugin (`toolkits`), an imported MCP server's tools through `mcp_client`, and an
+untrusted process through `sandbox`; the credentials a call needs are read here, through
+the store and keys, and handed on as arguments.
+
+Empty until the engine arrives: the room exists so that it does not grow inside
+`core.vault`. `core` (the use cases) and the transports call it; it never calls them.
+
+May import: `toolkits`, `mcp_client` and everything below them (`oauth`, `audit`,
+`access`, `keys`, `store`, `schema`, `crypto`, `sandbox`, the shared leaves); never
+`core`, `settings`, `bootstrap`, the transports or `cli`.
+"""

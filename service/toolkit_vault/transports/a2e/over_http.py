@@ -1,0 +1,126 @@
+"""`POST /a2e`: one A2E message in, one out; the session is named by the `A2E-Session`
+header (not for a handshake). The hot route, answered as plain ASGI before FastAPI's stack
+(`http_api._VaultApp`): its dependency solving and middleware cost more than the rest of a
+list. It passes the guards itself (`Gate.admit`, `read_bounded`) and answers a refusal with
+its A2E `error` body, as FastAPI's handlers would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.connection import Reply, connect, read_request
+from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark
+from toolkit_vault.errors import VaultError
+from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message
+from toolkit_vault.transports.a2e.lanes import Lanes
+from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
+from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
+from toolkit_vault.transports.refusals import Refused
+from toolkit_vault.transports.web import client_left
+
+__all__ = ["A2E_POST_DOC", "SESSION_HEADER", "A2EPost"]
+
+SESSION_HEADER = "A2E-Session"
+A2E_POST_DOC: dict[str, Any] = {  # the route's OpenAPI entry: FastAPI cannot see it
+    "summary": "One A2E message in, one out",
+    "description": "The session is named by the `A2E-Session` header (not for a handshake).",
+    "operationId": "a2e_post",
+    "security": [{"HTTPBearer": []}],
+    "parameters": [
+        {
+            "name": SESSION_HEADER,
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "maxLength": 64},
+            "description": "the session, as the handshake answered it (not for a handshake)",
+        }
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    "responses": {
+        "200": {
+            "description": "one A2E message (an A2E `error` for a refused request)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+    },
+}
+
+
+class A2EPost:
+    """The ASGI app of `POST /a2e`. A list the service can answer from memory is answered
+    on the event loop (`A2EConnection.answer_at_once`); anything else runs in the thread
+    `lanes` picks, and its write may be left committing (`Workers.run_settled`)."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        bindings: SessionBindings,
+        marks: SharedMarks[Mark],
+        lanes: Lanes,
+        limits: Limits,
+    ) -> None:
+        self._gate, self._bindings, self._marks = gate, bindings, marks
+        self._lanes, self._limits = lanes, limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            response = await self.answer(request)
+        except Refused as exc:
+            response = await refused(request, exc)
+        except ClientDisconnect as exc:  # gone, or its body too slow (`http_server`)
+            response = await client_left(request, exc)
+        await response(scope, receive, send)
+
+    async def answer(self, request: Request) -> Response:
+        """The request's answer, or `Refused`."""
+        principal = await self._gate.admit(request, ("agent",))
+        limit = self._limits.message_bytes
+        body = await read_bounded(request, limit)
+        session = request.headers.get(SESSION_HEADER)
+        if session is not None:  # whitespace around a field value is not part of it (RFC 9110)
+            session = session.strip(" \t")
+        message = await self._lanes.read(body, limit)
+        bound = self._bindings.bound(principal, session) if session else None
+        answer = None
+        if bound and isinstance(message, ANSWERED_AT_ONCE):
+            answer = bound.answer_at_once(message, await self._marks.read())
+        if answer is not None:
+            return Response(answer, media_type="application/json")
+        reply = await self._lanes.route(message).run_settled(
+            _handle_one, self._bindings, principal, message, session, limit
+        )
+        return Response(reply.lines()[0], media_type="application/json")
+
+
+def _handle_one(
+    bindings: SessionBindings,
+    principal: Principal,
+    raw: bytes | Message,
+    session_id: str | None,
+    max_bytes: int,
+) -> Reply:
+    """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
+    connection, anything else uses the session's bound connection (bound here on its first
+    use in this process), and its write may be left committing (`A2EConnection.start`)."""
+    request = read_request(raw, max_bytes) if isinstance(raw, bytes) else raw
+    if isinstance(request, ErrorMessage):
+        return Reply.of(request, request)
+    if isinstance(request, HandshakeRequest) or not session_id:
+        connection = connect(bindings.vault, principal)
+        response = connection.handle(request)
+        bindings.remember(connection)  # bound by its handshake, if that succeeded
+        return Reply.of(request, response)
+    try:
+        connection = bindings.connection(principal, session_id)
+    except VaultError as exc:
+        error = ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=exc.message)
+        return Reply.of(request, error)
+    return connection.start(request, events=False)
