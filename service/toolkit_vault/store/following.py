@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain import head_link
 from toolkit_vault.store.ledger import ChainState, Ledger, StateUnknown, behind
-from toolkit_vault.store.models import AuditEvent
-from toolkit_vault.store.statements import _FOLLOW, _FOLLOW_BATCH
+from toolkit_vault.store.statements import _EVENT_MAC, _FOLLOW, _FOLLOW_BATCH, _LAST_EVENT_SEQ
 from toolkit_vault.store.transactions import Transactions
 from toolkit_vault.store.witness import Witness
 
@@ -219,8 +218,8 @@ class Following(Transactions):
             return None
         seq, mac, _ = heads[0]
         with self.read() as conn:
-            last = conn.execute(select(func.max(AuditEvent.seq))).scalar()
-            stored = conn.execute(select(AuditEvent.mac).where(AuditEvent.seq == seq)).scalar()
+            last = conn.execute(_LAST_EVENT_SEQ).scalar()
+            stored = conn.execute(_EVENT_MAC, {"seq": seq}).scalar()
         if (last or 0) < seq:
             return behind(seq, last or 0)
         if stored is None or not hmac.compare_digest(bytes(stored), mac):

@@ -14,6 +14,7 @@ from typing import Any
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.base import StoreBase
 from toolkit_vault.store.notices import CommitNotices
+from toolkit_vault.store.statements import _DATA_VERSION
 
 
 class CommitMarks(StoreBase):
@@ -66,7 +67,7 @@ class CommitMarks(StoreBase):
     def _exact_mark(self) -> int | None:
         """`commit_mark` where it never runs behind (SQLite's): what the chain's followers
         go by, since they compare the chain with rows read at once (`current_versions`)."""
-        rows = self._on_watch("PRAGMA data_version", ())
+        rows = self._on_watch(_DATA_VERSION, ())
         return None if rows is None else int(rows[0][0])
 
     def close_watch(self) -> None:

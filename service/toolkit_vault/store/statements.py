@@ -2,7 +2,8 @@
 parameters, at import.
 
 Building them per call cost more CPU than the rest of a configure (benchmarks/); the hot
-ones are sent on the driver's own cursor (`driver`). The names keep their leading
+ones are sent on the driver's own cursor (`driver`). Transaction control (BEGIN, the
+savepoints of a group commit) stays with `transactions`. The names keep their leading
 underscore: they are private to `store`, imported only by the `Store`'s parts.
 """
 
@@ -22,9 +23,11 @@ from toolkit_vault.store.models import (
     CurrentConfig,
     ImportedToolkitRow,
     PrincipalRow,
+    SessionRow,
     VaultKey,
 )
 from toolkit_vault.store.notices import STATE_CHANNEL
+from toolkit_vault.store.scopes import PREFIX
 
 _PG_LOCK = 0x746B76  # "tkv"
 # A PostgreSQL write's first round trip: the chain's lock, and the notice its commit sends
@@ -216,3 +219,33 @@ def _pg_append(pointer: str | None) -> Any:
 
 
 _PG_APPEND = {pointer: _OnDriver(_pg_append(pointer)) for pointer in (None, "insert", "update")}
+
+
+# The other reads and writes, run through SQLAlchemy (none of them is on a hot path).
+# SQLite's commit counter, read on the watching connection (`Store._exact_mark`).
+_DATA_VERSION = "PRAGMA data_version"
+# The chain's last stored event and an event's link (`Store.behind_witness`).
+_LAST_EVENT_SEQ = select(func.max(AuditEvent.seq))
+_EVENT_MAC = select(AuditEvent.mac).where(AuditEvent.seq == bindparam("seq"))
+# One version's row (`Store.version_if_latest`).
+_VERSION_ROW = select(ConfigVersion).where(
+    ConfigVersion.session_id == bindparam("session_id"),
+    ConfigVersion.toolkit_name == bindparam("toolkit_name"),
+    ConfigVersion.version == bindparam("version"),
+)
+# How many versions there are, and how many of them principal scopes hold (`check`).
+_VERSIONS_BY_SCOPE = select(
+    select(func.count()).select_from(ConfigVersion).scalar_subquery(),
+    select(func.count())
+    .where(ConfigVersion.session_id.startswith(PREFIX, autoescape=True))
+    .scalar_subquery(),
+)
+# Principals and sessions (`Store.ensure_principal`, `create_session`, `ensure_scope`,
+# `session_owned_by`): a row's columns are given at execution, its MAC among them.
+_PRINCIPAL_ID = select(PrincipalRow.principal_id).where(
+    PrincipalRow.principal_id == bindparam("principal_id")
+)
+_INSERT_PRINCIPAL = insert(PrincipalRow)
+_SESSION_ID = select(SessionRow.session_id).where(SessionRow.session_id == bindparam("session_id"))
+_SESSION_ROW = select(SessionRow).where(SessionRow.session_id == bindparam("session_id"))
+_INSERT_SESSION = insert(SessionRow)

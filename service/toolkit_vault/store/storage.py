@@ -21,16 +21,22 @@ import threading
 import time
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import Signer
 from toolkit_vault.store.integrity import PRINCIPALS, SESSIONS, RowAuthenticator
 from toolkit_vault.store.ledger import Ledger
-from toolkit_vault.store.models import PrincipalRow, SessionRow
 from toolkit_vault.store.notices import CommitNotices
 from toolkit_vault.store.records import AuditDraft
-from toolkit_vault.store.statements import _PG_BEGIN_WRITE
+from toolkit_vault.store.statements import (
+    _INSERT_PRINCIPAL,
+    _INSERT_SESSION,
+    _PG_BEGIN_WRITE,
+    _PRINCIPAL_ID,
+    _SESSION_ID,
+    _SESSION_ROW,
+)
 from toolkit_vault.store.transactions import AuditSink, _busy_s
 from toolkit_vault.store.versions import ConfigVersions, Source
 from toolkit_vault.store.witness import Witness
@@ -94,9 +100,7 @@ class Store(ConfigVersions):
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
         """The tokenless principal of local transports (stdio), made once by `init`."""
         with self.read() as conn:
-            found = conn.execute(
-                select(PrincipalRow.principal_id).where(PrincipalRow.principal_id == principal_id)
-            ).first()
+            found = conn.execute(_PRINCIPAL_ID, {"principal_id": principal_id}).first()
         if found is None:
             row = {
                 "principal_id": principal_id,
@@ -108,7 +112,7 @@ class Store(ConfigVersions):
             }
             self.retrying(
                 lambda conn: conn.execute(
-                    insert(PrincipalRow).values(**row, mac=self.mac(PRINCIPALS, row))
+                    _INSERT_PRINCIPAL, {**row, "mac": self.mac(PRINCIPALS, row)}
                 )
             )
 
@@ -116,7 +120,7 @@ class Store(ConfigVersions):
         row = {"session_id": session_id, "principal_id": principal_id, "created_at": time.time()}
 
         def work(conn: Connection) -> None:
-            conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
+            conn.execute(_INSERT_SESSION, {**row, "mac": self.mac(SESSIONS, row)})
             self.audit(
                 conn, AuditDraft(principal_id, AuditAction.SESSION_CREATED, session_id=session_id)
             )
@@ -127,9 +131,7 @@ class Store(ConfigVersions):
         """True only for a session row the vault wrote for this principal: a row whose owner
         was edited (or that was inserted by hand) fails its MAC and owns nothing."""
         with self.read() as conn:
-            row = conn.execute(
-                select(SessionRow).where(SessionRow.session_id == session_id)
-            ).first()
+            row = conn.execute(_SESSION_ROW, {"session_id": session_id}).first()
         if row is None or row.principal_id != principal_id:
             return False
         if not self.authentic(SESSIONS, row._mapping):
@@ -143,11 +145,9 @@ class Store(ConfigVersions):
         row = {"session_id": scope_id, "principal_id": principal_id, "created_at": time.time()}
 
         def work(conn: Connection) -> None:
-            found = conn.execute(
-                select(SessionRow.session_id).where(SessionRow.session_id == scope_id)
-            ).first()
+            found = conn.execute(_SESSION_ID, {"session_id": scope_id}).first()
             if found is None:
-                conn.execute(insert(SessionRow).values(**row, mac=self.mac(SESSIONS, row)))
+                conn.execute(_INSERT_SESSION, {**row, "mac": self.mac(SESSIONS, row)})
                 details = {"scope": "principal"}
                 made = AuditDraft(
                     principal_id, AuditAction.SESSION_CREATED, scope_id, details=details

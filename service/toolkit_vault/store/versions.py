@@ -11,7 +11,7 @@ from contextlib import suppress
 from dataclasses import replace
 from typing import Any, cast, overload
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from toolkit_vault.errors import (
     PrincipalEnded,
@@ -25,9 +25,8 @@ from toolkit_vault.store.chain import head_link
 from toolkit_vault.store.integrity import POINTERS, VERSIONS
 from toolkit_vault.store.ledger import LIVE, ChainState, Ledger, StateUnknown
 from toolkit_vault.store.links import ChainLinks, _write_link
-from toolkit_vault.store.models import ConfigVersion
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord, version_record
-from toolkit_vault.store.scopes import PREFIX, principal_of
+from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.statements import (
     _CURRENT_POINTERS,
     _CURRENT_VERSIONS,
@@ -38,7 +37,9 @@ from toolkit_vault.store.statements import (
     _MOVE_POINTER,
     _PG_APPEND,
     _PRINCIPAL_STANDING,
+    _VERSION_ROW,
     _VERSION_STATUS,
+    _VERSIONS_BY_SCOPE,
     _WRITE_STATE,
 )
 from toolkit_vault.store.transactions import (
@@ -371,13 +372,8 @@ class ConfigVersions(ChainLinks):
         followed by another is refused)."""
         with self.read() as conn:
             state = self.chain_state(conn)
-            row = conn.execute(
-                select(ConfigVersion).where(
-                    ConfigVersion.session_id == scope,
-                    ConfigVersion.toolkit_name == toolkit,
-                    ConfigVersion.version == version,
-                )
-            ).first()
+            key = {"session_id": scope, "toolkit_name": toolkit, "version": version}
+            row = conn.execute(_VERSION_ROW, key).first()
         if state.last_version(scope, toolkit) != version or row is None:
             return None
         if not self.authentic(VERSIONS, row._mapping):
@@ -406,13 +402,8 @@ class ConfigVersions(ChainLinks):
 
     def versions_by_scope(self) -> dict[str, int]:
         """How many config versions each kind of scope holds (for `check`)."""
-        principal = ConfigVersion.session_id.startswith(PREFIX, autoescape=True)
-        query = select(
-            select(func.count()).select_from(ConfigVersion).scalar_subquery(),
-            select(func.count()).where(principal).scalar_subquery(),
-        )
         with self.read() as conn:
-            total, principals = conn.execute(query).one()
+            total, principals = conn.execute(_VERSIONS_BY_SCOPE).one()
         return {"session": int(total) - int(principals), "principal": int(principals)}
 
 
