@@ -23,7 +23,7 @@ from toolkit_vault.store.statements import _EVENT_MAC, _FOLLOW, _FOLLOW_BATCH, _
 from toolkit_vault.store.transactions import Transactions
 from toolkit_vault.store.witness import Witness
 
-FOLLOW_BATCH = 10_000
+FOLLOW_BATCH = 10_000  # events a walk holds at a time (`_follow`)
 _FOLLOWED = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details")
 
 log = logging.getLogger(__name__)
