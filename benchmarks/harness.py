@@ -20,7 +20,7 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.store import storage
+from toolkit_vault.store import driver
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import ToolkitRegistry
 
@@ -183,9 +183,9 @@ def count_statements(store: Store) -> Iterator[list[int]]:
     those through SQLAlchemy by its `before_cursor_execute` event, SQLite's BEGIN (sent on
     the driver, `database._sqlite_on_begin`) by the `begin` event, and those the store
     sends on the driver directly (`Store.fetch`, the list's query; a write's prebuilt
-    statements, `storage._OnDriver`) by wrapping them."""
+    statements, `driver._OnDriver`) by wrapping them."""
     counter = [0]
-    fetch, on_driver = store.fetch, storage._OnDriver.__call__
+    fetch, on_driver = store.fetch, driver._OnDriver.__call__
 
     def seen(*_: Any) -> None:
         counter[0] += 1
@@ -203,12 +203,12 @@ def count_statements(store: Store) -> Iterator[list[int]]:
     if sqlite:
         event.listen(store.engine, "begin", seen)
     store.fetch = counted  # type: ignore[method-assign]
-    storage._OnDriver.__call__ = counted_on_driver  # type: ignore[method-assign]
+    driver._OnDriver.__call__ = counted_on_driver  # type: ignore[method-assign]
     try:
         yield counter
     finally:
         del store.fetch
-        storage._OnDriver.__call__ = on_driver  # type: ignore[method-assign]
+        driver._OnDriver.__call__ = on_driver  # type: ignore[method-assign]
         event.remove(store.engine, "before_cursor_execute", seen)
         if sqlite:
             event.remove(store.engine, "begin", seen)

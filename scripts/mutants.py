@@ -47,6 +47,12 @@ class Mutant:
 V = "toolkit_vault/"
 CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit/verify.py", V + "store/chain.py"
 STORAGE, RECONCILE, WRITER = V + "store/storage.py", V + "store/reconcile.py", V + "store/writer.py"
+STATEMENTS = V + "store/statements.py"
+MARKS = V + "store/marks.py"
+TRANSACTIONS = V + "store/transactions.py"
+FOLLOWING = V + "store/following.py"
+LINKS = V + "store/links.py"
+VERSIONS = V + "store/versions.py"
 STATE_TESTS = ("tests/adversarial/test_authenticated_state.py",)
 REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
@@ -191,7 +197,7 @@ MUTANTS = [
     ),
     Mutant(
         "pointer compare-and-set",
-        STORAGE,
+        STATEMENTS,
         '.where(*_POINTER_KEY, CurrentConfig.version == bindparam("expected"))',
         ".where(*_POINTER_KEY)",
         ("tests/test_storage.py", "tests/adversarial/test_concurrency.py"),
@@ -341,7 +347,7 @@ MUTANTS = [
     # -- the network path's memory (issue 13) ------------------------------------------------
     Mutant(
         "a list believes memory across a commit",
-        STORAGE,
+        MARKS,
         "return None if rows is None else int(rows[0][0])",
         "return None if rows is None else 0",
         ("tests/test_http_access.py", "tests/test_storage.py"),
@@ -349,7 +355,7 @@ MUTANTS = [
     # -- group commit (issue 13) ----------------------------------------------------------------
     Mutant(
         "group commit: a failed write is not rolled back alone",
-        STORAGE,
+        TRANSACTIONS,
         'driver.execute("ROLLBACK TO attempt")',
         "pass",
         ("tests/test_storage.py",),
@@ -363,7 +369,7 @@ MUTANTS = [
     ),
     Mutant(
         "group commit: a lost group reports its earlier writes stored",
-        STORAGE,
+        TRANSACTIONS,
         "                if write.error is None:\n                    write.error = exc\n",
         "                if False:\n                    write.error = exc\n",
         ("tests/test_storage.py",),
@@ -569,14 +575,14 @@ MUTANTS = [
     ),
     Mutant(
         "version MAC on resume",
-        STORAGE,
+        VERSIONS,
         "and self.authentic(VERSIONS, mapping)",
         "and True",
         STATE_TESTS,
     ),
     Mutant(
         "pointer MAC on resume",
-        STORAGE,
+        VERSIONS,
         "and self.authentic(POINTERS, pointer)",
         "and True",
         STATE_TESTS,
@@ -882,14 +888,14 @@ MUTANTS = [
     ),
     Mutant(
         "live registry: a configure's write checks its import is still there",
-        STORAGE,
+        VERSIONS,
         "            if imported is not None:\n                self._check_imported(",
         "            if False:\n                self._check_imported(",
         LIVE_REGISTRY,
     ),
     Mutant(
         "live registry: a configure's write checks its import was not replaced",
-        STORAGE,
+        VERSIONS,
         "        if found != digest:",
         "        if False:",
         LIVE_REGISTRY,
@@ -918,7 +924,7 @@ MUTANTS = [
     # -- freshness: the verified chain's word (issue 35) --------------------------------------
     Mutant(
         "freshness: a pointer names the chain's current version",
-        STORAGE,
+        VERSIONS,
         "and state.pointer(row.session_id, row.toolkit_name) == row.version",
         "and True",
         REPLAY_TESTS,
@@ -939,14 +945,14 @@ MUTANTS = [
     ),
     Mutant(
         "freshness: an intake link's version is the chain's last",
-        STORAGE,
+        VERSIONS,
         "if state.last_version(scope, toolkit) != version or row is None:",
         "if row is None:",
         INTAKE_TESTS,
     ),
     Mutant(
         "freshness: an intake link's pending row is authentic",
-        STORAGE,
+        VERSIONS,
         'log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)\n'
         "            return None",
         'log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)',
@@ -982,14 +988,14 @@ MUTANTS = [
     ),
     Mutant(
         "witness: no write extends a database behind it",
-        STORAGE,
+        LINKS,
         "if witness is not None and last_seq < witness[0]:",
         "if False:",
         REPLAY_TESTS,
     ),
     Mutant(
         "witness: its MAC",
-        STORAGE,
+        FOLLOWING,
         "if sign is not None and hmac.compare_digest(head_link(sign, seq, mac), head_mac):",
         "if sign is not None:",
         REPLAY_TESTS,
@@ -1164,14 +1170,14 @@ MUTANTS = [
     ),
     Mutant(
         "scope: the principal's pointer wins over the session's",
-        STORAGE,
+        VERSIONS,
         "if scope == session_id or name not in found:",
         "if scope != session_id or name not in found:",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: the principal's version wins over the session's",
-        STORAGE,
+        VERSIONS,
         "if record.session_id == session_id or record.toolkit_name not in found:",
         "if record.session_id != session_id or record.toolkit_name not in found:",
         SCOPE_TESTS,
@@ -1416,7 +1422,7 @@ MUTANTS = [
     ),
     Mutant(
         "audit devices: events sent after the commit (fail-closed cannot roll back)",
-        STORAGE,
+        TRANSACTIONS,
         "                            self.audit_sink(conn.info[_WRITTEN])\n"
         "                    written = conn.info.get(_WRITTEN)\n",
         "                            pass\n"
@@ -1434,7 +1440,7 @@ MUTANTS = [
     ),
     Mutant(
         "audit devices: only a write's last event sent (a gap)",
-        STORAGE,
+        TRANSACTIONS,
         "self.audit_sink(conn.info[_WRITTEN])",
         "self.audit_sink(conn.info[_WRITTEN][-1:])",
         (DEVICE_TESTS + "test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap",),
@@ -1714,7 +1720,7 @@ MUTANTS = [
     ),
     Mutant(
         "intake: a link used again, or after a newer configure",
-        STORAGE,
+        VERSIONS,
         "        if latest != waiting:",
         "        if False:",
         (
@@ -1725,7 +1731,7 @@ MUTANTS = [
     ),
     Mutant(
         "intake: a config stored after a purge that landed while it was checked or exchanged",
-        STORAGE,
+        VERSIONS,
         'if row is None or row[0] == "purged":',
         "if row is None:",
         (
@@ -1735,7 +1741,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: a refresh stored after a purge that landed while its server answered",
-        STORAGE,
+        VERSIONS,
         "if after is not None and not int(latest) == current == after:",
         "if after is not None and int(latest) != after:",
         (OAUTH + "test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it",),
@@ -2069,7 +2075,7 @@ MUTANTS = [
     # -- PostgreSQL's commit mark (issue 42) ---------------------------------------------------
     Mutant(
         "postgres: a write sends no notice of its commit",
-        STORAGE,
+        STATEMENTS,
         "NOTIFY {STATE_CHANNEL}, '{{}}'\"",
         "SELECT '{{}}'\"",
         (NOTICES_TESTS + "test_a_commit_in_another_process_moves_the_mark_by_its_notice",),
@@ -2085,7 +2091,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a commit here waits for its notice to move the mark",
-        STORAGE,
+        TRANSACTIONS,
         "self.notices.moved()  # this process's own commit shows before its notice",
         "pass",
         (NOTICES_TESTS + "test_a_commit_here_moves_the_mark_at_once",),
@@ -2093,7 +2099,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: the chain is followed by the notices' mark",
-        STORAGE,
+        FOLLOWING,
         "mark = self._exact_mark()\n        if ledger.failure is None and (force",
         "mark = self.notices and self.notices.mark()\n        if ledger.failure is None and (force",
         (NOTICES_TESTS + "test_the_chain_is_followed_without_waiting_for_the_notice",),
@@ -2101,7 +2107,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a list's mark goes by the notices heard, not the chain head",
-        STORAGE,
+        MARKS,
         "return self.notices.exact_mark()",
         "return self.notices.mark()",
         (NOTICES_TESTS + "test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice",),
@@ -2109,7 +2115,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a list's mark on the event loop goes by the notices heard",
-        STORAGE,
+        MARKS,
         "return await self.notices.exact_mark_on_loop()",
         "return self.notices.mark()",
         (NOTICES_TESTS + "test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice",),
@@ -2173,7 +2179,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: the ledger believed current after another process committed",
-        STORAGE,
+        FOLLOWING,
         "if foreign is None or foreign != self._followed_mark:",
         "if foreign is None:",
         (NOTICES_TESTS + "test_a_commit_elsewhere_is_read_before_a_list_is_answered_from_memory",),
@@ -2189,7 +2195,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a group's appends each read their own state",
-        STORAGE,
+        TRANSACTIONS,
         "if len(keys) < len(group):",
         "if True:",
         ("tests/test_storage.py::test_a_group_of_appends_reads_their_states_in_one_statement",),
@@ -2197,7 +2203,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a group's appends each read their import's package",
-        STORAGE,
+        TRANSACTIONS,
         "        conn.info[_IMPORTS_AHEAD] = {row[1]: row[-1] for row in rows}",
         "        pass",
         ("tests/test_storage.py::test_a_group_of_appends_reads_their_states_in_one_statement",),
@@ -2205,7 +2211,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a group's later appends take the chain's end as read ahead",
-        STORAGE,
+        VERSIONS,
         "        if not written:\n            return found\n",
         "        if True:\n            return found\n",
         ("tests/test_storage.py::test_a_group_of_appends_reads_their_states_in_one_statement",),
@@ -2213,7 +2219,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a second append to one key in a group takes the state read ahead",
-        STORAGE,
+        VERSIONS,
         "        ahead[key] = (version, primary, version if live else current)",
         "        pass",
         ("tests/test_storage.py::test_a_group_of_appends_reads_their_states_in_one_statement",),
@@ -2221,7 +2227,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a pipelined group's compare-and-sets are not checked",
-        STORAGE,
+        TRANSACTIONS,
         "_moved_one(conn, cursor, at_sync=True)",
         "pass",
         (
@@ -2232,7 +2238,7 @@ MUTANTS = [
     ),
     Mutant(
         "a batch of the first walk is checked as if it ended the chain",
-        STORAGE,
+        FOLLOWING,
         "partial = len(rows) > FOLLOW_BATCH  # the head's row and a full batch",
         "partial = False",
         ("tests/test_storage.py::test_a_first_walk_reads_the_chain_in_batches",),
@@ -2246,7 +2252,7 @@ MUTANTS = [
     ),
     Mutant(
         "postgres: a failed write is not doubted",
-        STORAGE,
+        TRANSACTIONS,
         "self.notices.moved(foreign=True)  # it may have committed all the same, unheard",
         "pass",
         (NOTICES_TESTS + "test_a_write_that_fails_is_doubted",),
@@ -2573,7 +2579,7 @@ MUTANTS = [
     ),
     Mutant(
         "witness: a damaged slot is not logged",
-        STORAGE,
+        FOLLOWING,
         'log.warning("%s", damage)',
         "pass",
         (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
@@ -2594,7 +2600,7 @@ MUTANTS = [
     ),
     Mutant(
         "witness: a torn slot is not counted as damage",
-        STORAGE,
+        FOLLOWING,
         "damaged = self.witness.torn",
         "damaged = 0",
         (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
@@ -2602,7 +2608,7 @@ MUTANTS = [
     ),
     Mutant(
         "witness: a slot whose MAC fails is not counted as damage",
-        STORAGE,
+        FOLLOWING,
         "                if not hmac.compare_digest(head_link(sign, seq, mac), head_mac)\n",
         "                if False\n",
         (EDGES + "test_a_damaged_witness_slot_is_said_aloud",),
@@ -2610,7 +2616,7 @@ MUTANTS = [
     ),
     Mutant(
         "a configure does not re-check its principal in the write",
-        STORAGE,
+        VERSIONS,
         "if principal is not None and (ended := self._principal_ended(conn, principal)):",
         "if False:",
         (EDGES + "test_a_configure_whose_token_ends_meanwhile_stores_nothing",),
@@ -2618,7 +2624,7 @@ MUTANTS = [
     ),
     Mutant(
         "a configure's re-check ignores an expiry",
-        STORAGE,
+        VERSIONS,
         "        if row[1] is not None and time.time() >= row[1]:",
         "        if False:",
         (EDGES + "test_a_configure_whose_token_ends_meanwhile_stores_nothing",),
@@ -2648,14 +2654,14 @@ MUTANTS = [
     ),
     Mutant(
         "key-less commands: a database behind its witness is not said",
-        STORAGE,
+        FOLLOWING,
         "        if (last or 0) < seq:\n            return behind(seq, last or 0)",
         "        if False:\n            return None",
         (EDGES + "test_key_less_commands_say_the_database_is_behind_its_witness",),
     ),
     Mutant(
         "key-less commands: another event at the witnessed head is not said",
-        STORAGE,
+        FOLLOWING,
         "        if stored is None or not hmac.compare_digest(bytes(stored), mac):",
         "        if False:",
         (EDGES + "test_key_less_commands_say_another_event_at_the_witnessed_head",),

@@ -24,7 +24,7 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.store import storage, writer
+from toolkit_vault.store import following, transactions, versions, writer
 from toolkit_vault.store.database import alembic_config, migrate, open_engine, require_current
 from toolkit_vault.store.models import (
     SCHEMA_REVISION,
@@ -256,7 +256,7 @@ def test_a_group_of_appends_reads_their_states_in_one_statement(
         return counted
 
     for name in ("_WRITE_STATE", "_IMPORTED"):
-        monkeypatch.setattr(storage, name, counting(getattr(storage, name)))
+        monkeypatch.setattr(versions, name, counting(getattr(versions, name)))
     results: dict[int, int] = {}
 
     def caller(n: int, session: str) -> None:
@@ -319,7 +319,7 @@ def test_a_first_walk_reads_the_chain_in_batches(
     last batch, with the head of its own snapshot, ends the walk."""
     for n in range(10):
         create_token(vault.store, "agent", f"batch-{n}")
-    monkeypatch.setattr(storage, "FOLLOW_BATCH", 3)
+    monkeypatch.setattr(following, "FOLLOW_BATCH", 3)
     sizes: list[int] = []
     take = Store._take_rows
 
@@ -423,7 +423,7 @@ def test_a_write_that_gave_up_waiting_is_never_written_later(
     """A write that waited too long for the writers' lock raises and leaves the queue: the
     group committed after it does not carry it out behind its caller's back."""
     store = vault.store
-    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(transactions, "BUSY_TIMEOUT_MS", 200)
     refused: list[BaseException] = []
 
     def impatient() -> None:
@@ -530,7 +530,7 @@ def test_a_write_that_lost_a_race_is_tried_again(vault: Vault, database_url: str
             tries.append(n)
             _noted(store, n)(conn)
             if tries.count(n) == 1:
-                raise storage._pointer_moved()
+                raise transactions._pointer_moved()
             return n
 
         return work

@@ -17,7 +17,7 @@ from toolkit_vault.core.connection import A2EConnection, Reply, connect, read_re
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import Message
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.store import storage
+from toolkit_vault.store import transactions
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
 
 from tkv_test_plugins import SecretiveToolkit
@@ -387,7 +387,7 @@ def test_a_configure_whose_write_fails_after_it_left_is_answered_with_the_error(
     """The write of a configure left committing is refused (the database stays locked past
     the busy timeout): the answer is that error, no event says configured, nothing is live
     and nothing is stored."""
-    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(transactions, "BUSY_TIMEOUT_MS", 200)
     conn, _ = handshake(vault)
     message = {"type": "toolkit/configure/req", "toolkit_name": "filesystem"}
     with vault.store.write():  # past the busy timeout

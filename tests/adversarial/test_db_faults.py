@@ -32,7 +32,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store import database
 from toolkit_vault.store.models import ConfigVersion
-from toolkit_vault.store.storage import _PG_LOCK
+from toolkit_vault.store.statements import _PG_LOCK
 
 POSTGRES_ONLY = pytest.mark.parametrize(
     "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
