@@ -32,6 +32,16 @@ def _wrapped_counts(store: Store) -> dict[str, int]:
     return wrapped_key_counts(store)
 
 
+def _count(count: int, noun: str) -> str:
+    """`1 wrapped key`, `2 wrapped keys`."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
+def _named(noun: str, ids: list[str]) -> str:
+    """`vault key vk-1`, `vault keys vk-1, vk-2`."""
+    return f"{noun if len(ids) == 1 else noun + 's'} {', '.join(ids)}"
+
+
 def _provider_status(provider: KeyProvider) -> tuple[ProviderStatus | None, str | None]:
     try:
         return provider.status(), None
@@ -102,12 +112,14 @@ def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, An
     users = [r.key_id for r in live if r.master_key == key_id]
     if users:
         raise VaultError(
-            f"master key {key_id} still wraps vault key {', '.join(users)}: run "
+            f"master key {key_id} still wraps {_named('vault key', users)}: run "
             "`toolkit-vault keys rotate` first"
         )
     legacy = _wrapped_counts(store).get(key_id, 0)
     if legacy:
-        raise VaultError(f"master key {key_id} still wraps {legacy} data keys: run `init`")
+        raise VaultError(
+            f"master key {key_id} still wraps {_count(legacy, 'data key')}: run `init`"
+        )
     provider.retire(key_id)  # refuses the current key, and keys it does not hold
     details = {"master_key": key_id}
     record_key_event(store, AuditDraft("operator", AuditAction.MASTER_KEY_RETIRED, details=details))
@@ -126,8 +138,8 @@ def _retire_vault_key(store: Store, record: VaultKeyRecord) -> dict[str, Any]:
     in_use = _wrapped_counts(store).get(record.key_id, 0)
     if in_use:
         raise VaultError(
-            f"{record.key_id} still protects {in_use} wrapped keys: run `toolkit-vault keys "
-            "rotate --vault-key`"
+            f"{record.key_id} still protects {_count(in_use, 'wrapped key')}: run "
+            "`toolkit-vault keys rotate --vault-key`"
         )
     retire_vault_key(store, record)
     return {**result, "removed_from_provider": False}

@@ -237,9 +237,10 @@ def open_with_shares(store: Store, shares: list[str]) -> Recovered:
         raise RecoveryError("this vault has no recovery shares (`keys recovery init` never ran)")
     missing = [r.key_id for r in records if r.key_id not in wraps]
     if missing:
+        are = "is" if len(missing) == 1 else "are"
+        which = f"vault key{'' if len(missing) == 1 else 's'} {', '.join(missing)} {are}"
         raise RecoveryError(
-            f"vault key {', '.join(missing)} is not covered by the recovery shares: the "
-            "shares cannot re-establish the vault"
+            f"{which} not covered by the recovery shares: the shares cannot re-establish the vault"
         )
     keys: dict[str, SecretBytes] = {}
     for record in records:
