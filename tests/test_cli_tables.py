@@ -210,6 +210,7 @@ def test_history_reads_well_at_80_columns(vault: Vault, agent: Principal) -> Non
     assert session in wide and len(re.findall(r"/api_key [0-9a-f]{64}", wide)) == 2
 
 
+@pytest.mark.key_providers("file")  # master keys `kek-N` (a KMS key's ARN runs on below)
 def test_keys_status_keeps_its_layout_after_a_retire(vault: Vault) -> None:
     """The vault key table has the same columns in the same places before and after a key
     is retired (a retirement's time widens only the last column), and a retired key's row,
@@ -218,9 +219,10 @@ def test_keys_status_keeps_its_layout_after_a_retire(vault: Vault) -> None:
     def vault_key_table() -> list[str]:
         done = cli("keys", "status")
         assert done.exit_code == 0, done.output
-        fits(done.stdout)
         lines = done.stdout.splitlines()
-        return lines[lines.index("") + 1 :]  # the master key table comes first
+        table = lines[lines.index("") + 1 :]  # the master key table comes first
+        fits("\n".join(table))
+        return table
 
     rotate_vault_key(vault.store, open_provider(load_settings()), vault.ring)
     before = vault_key_table()
@@ -236,7 +238,7 @@ def test_keys_status_keeps_its_layout_after_a_retire(vault: Vault) -> None:
     assert len(TIME.findall(new)) == 1 and new.split()[1] == "yes" and new.endswith(" -")
     for line in (*before[1:], new):  # the columns start where they did
         assert line.index(TIME.findall(line)[0]) == header.index("CREATED")
-    assert old.index(TIME.findall(old)[1]) == header.index("RETIRED")
+    assert old.rindex(TIME.findall(old)[1]) == header.index("RETIRED")
 
 
 def test_typed_session_prefixes(vault: Vault, agent: Principal) -> None:
