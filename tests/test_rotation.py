@@ -25,8 +25,9 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.keys.providers import blob_header
-from toolkit_vault.keys.rotation import rotate_vault_key, write_rewraps
+from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import load_settings
+from toolkit_vault.store.data_keys import write_rewraps
 from toolkit_vault.store.integrity import POINTERS, VERSIONS
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig, VaultKey
 from toolkit_vault.store.records import AuditDraft, VersionDraft
