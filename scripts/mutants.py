@@ -190,7 +190,7 @@ MUTANTS = [
     # -- compare-and-set ---------------------------------------------------------------------
     Mutant(
         "rewrap compare-and-set",
-        V + "keys/rotation.py",
+        V + "store/data_keys.py",
         '"WHERE id = ? AND kek_id = ? AND wrapped_dek = ?"',
         '"WHERE id = ? AND kek_id = ? AND (wrapped_dek = ? OR 1 = 1)"',
         ("tests/test_rotation.py",),
@@ -1026,7 +1026,7 @@ MUTANTS = [
     Mutant(
         "check: a purged version put back",
         V + "keys/rotation.py",
-        "and chain.was_purged(row.session_id, row.toolkit_name, row.version)",
+        "and chain.was_purged(record.session_id, record.toolkit_name, record.version)",
         "and False",
         REPLAY_TESTS,
     ),
@@ -2020,8 +2020,8 @@ MUTANTS = [
     Mutant(
         "a vault key rotation leaves the new vault key outside the shares",
         V + "keys/rotation.py",
-        "cover_vault_key(conn, ring, new_id, key)",
-        "None",
+        "cover=cover_vault_key(ring, new_id, key),",
+        "cover=None,",
         (RECOVERY_TESTS + "test_the_shares_keep_covering_the_vault_across_vault_key_rotations",),
     ),
     Mutant(
@@ -2037,8 +2037,8 @@ MUTANTS = [
     Mutant(
         "unseal keeps the lost master key's wraps",
         V + "keys/recovery.py",
-        "set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])",
-        "pass",
+        "rewrap_vault_keys(store, [(key_id, old, new) for key_id, old, new in moves if old]",
+        "rewrap_vault_keys(store, [(key_id, old, new) for key_id, old, new in [] if old]",
         (RECOVERY_TESTS + "test_the_drill_kms_key_gone_three_of_five_shares_restore_everything",),
     ),
     Mutant(

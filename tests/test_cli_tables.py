@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from test_vault import configure, request
 from toolkit_vault.access.principals import Principal, PrincipalInfo, create_token
+from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.cli import main
 from toolkit_vault.cli.ids import resolve_principal, unique_prefixes
 from toolkit_vault.cli.shell import iso_seconds
@@ -20,7 +21,8 @@ from toolkit_vault.cli.tables import Column, Row, render
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
-from toolkit_vault.settings import VaultSettings
+from toolkit_vault.keys.rotation import rotate_vault_key
+from toolkit_vault.settings import VaultSettings, load_settings
 
 LONG = "io.github.an-example-organisation/a-rather-long-mcp-server-name"
 SERVER = {
@@ -206,6 +208,37 @@ def test_history_reads_well_at_80_columns(vault: Vault, agent: Principal) -> Non
     assert again.exit_code == 0 and again.stdout == done.stdout
     wide = cli("history", "--wide").stdout
     assert session in wide and len(re.findall(r"/api_key [0-9a-f]{64}", wide)) == 2
+
+
+@pytest.mark.key_providers("file")  # master keys `kek-N` (a KMS key's ARN runs on below)
+def test_keys_status_keeps_its_layout_after_a_retire(vault: Vault) -> None:
+    """The vault key table has the same columns in the same places before and after a key
+    is retired (a retirement's time widens only the last column), and a retired key's row,
+    both times and all, is one line at 80 columns: no switch to `header: value` lines."""
+
+    def vault_key_table() -> list[str]:
+        done = cli("keys", "status")
+        assert done.exit_code == 0, done.output
+        lines = done.stdout.splitlines()
+        table = lines[lines.index("") + 1 :]  # the master key table comes first
+        fits("\n".join(table))
+        return table
+
+    rotate_vault_key(vault.store, open_provider(load_settings()), vault.ring)
+    before = vault_key_table()
+    retired = cli("keys", "retire", "vk-1")
+    assert retired.exit_code == 0, retired.output
+    after = vault_key_table()
+    header = "VAULT KEY  ACTIVE  WRAPS  MASTER KEY  CREATED (UTC)         RETIRED (UTC)"
+    assert before[0] == after[0] == header
+    assert [line.split()[0] for line in before[1:]] == ["vk-1", "vk-2"]
+    assert [line.split()[0] for line in after[1:]] == ["vk-1", "vk-2"]  # one line per key
+    old, new = after[1:]
+    assert len(TIME.findall(old)) == 2 and old.split()[1:4] == ["0", "-", TIME.findall(old)[0]]
+    assert len(TIME.findall(new)) == 1 and new.split()[1] == "yes" and new.endswith(" -")
+    for line in (*before[1:], new):  # the columns start where they did
+        assert line.index(TIME.findall(line)[0]) == header.index("CREATED")
+    assert old.rindex(TIME.findall(old)[1]) == header.index("RETIRED")
 
 
 def test_typed_session_prefixes(vault: Vault, agent: Principal) -> None:

@@ -25,8 +25,9 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import RecordContext
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.keys.providers import blob_header
-from toolkit_vault.keys.rotation import rotate_vault_key, write_rewraps
+from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import load_settings
+from toolkit_vault.store.data_keys import write_rewraps
 from toolkit_vault.store.integrity import POINTERS, VERSIONS
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig, VaultKey
 from toolkit_vault.store.records import AuditDraft, VersionDraft
@@ -278,7 +279,7 @@ def test_a_data_key_that_does_not_unwrap_is_left_and_named(
     assert [r.kek_id for r in rows] == ["vk-2", "vk-1", "vk-2"]
     assert rows[1].wrapped_dek == bytes(wrapped)
     done = run(cli_env, "keys", "retire", "vk-1")
-    assert done.returncode == 1 and "vk-1 still protects 1 wrapped keys" in done.stderr
+    assert done.returncode == 1 and "vk-1 still protects 1 wrapped key:" in done.stderr
     again = run(cli_env, "keys", "rotate", "--vault-key", "--json")  # resumes, still refuses
     assert again.returncode == 1 and json.loads(again.stdout)["failed"][0]["version"] == 2
     assert json.loads(again.stdout)["resumed"] is True and state(vault)["by_key"]["vk-2"] == 2
@@ -487,7 +488,7 @@ def test_rotate_master_key_script(vault: Vault, cli_env: dict[str, str]) -> None
     before = state(vault)
     args = [script, "--dry-run", "--vault-key"]
     dry = subprocess.run(args, capture_output=True, text=True, env=cli_env)
-    assert dry.returncode == 0 and "would rotate the master key, then rewrap 1 vault keys" in (
+    assert dry.returncode == 0 and "would rotate the master key, then rewrap 1 vault key;" in (
         dry.stdout
     )
     assert "would make a new vault key, then rewrap 13 wrapped keys" in dry.stdout

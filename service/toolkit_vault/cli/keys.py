@@ -12,7 +12,16 @@ from typing import Any
 import click
 
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.cli.shell import emit, epilog, guarded, iso_seconds, open_for_operators, progress
+from toolkit_vault.cli.recovery import named, recovery
+from toolkit_vault.cli.shell import (
+    emit,
+    epilog,
+    guarded,
+    iso_seconds,
+    open_for_operators,
+    plural,
+    progress,
+)
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status, plan_rotation, retire_key
@@ -72,16 +81,19 @@ def keys_status(wide: bool, as_json: bool) -> None:
             [
                 v["key_id"],
                 "yes" if v["active"] else "",
-                iso_seconds(v["created_at"]),
-                iso_seconds(v["retired_at"]) or "-",
                 str(v["wrapped_keys"]),
                 v["master_key"] or "-",
+                iso_seconds(v["created_at"]),
+                iso_seconds(v["retired_at"]) or "-",
             ]
         )
         for v in status["vault_keys"]
     ]
-    columns = [Column("VAULT KEY"), Column("ACTIVE"), Column("CREATED (UTC)", fixed=True)]
-    columns += [Column("RETIRED (UTC)", fixed=True), Column("WRAPPED"), Column("MASTER KEY")]
+    # The same columns in the same places whether or not a key was retired: the times come
+    # last, so a retirement's time widens only the last column, and the rest fit 80
+    # columns with it (a retired key's row, times and all, stays one line).
+    columns = [Column("VAULT KEY"), Column("ACTIVE"), Column("WRAPS"), Column("MASTER KEY")]
+    columns += [Column("CREATED (UTC)", fixed=True), Column("RETIRED (UTC)", fixed=True)]
     echo_table(columns, vault_keys, wide=wide)
 
 
@@ -134,8 +146,8 @@ def keys_rotate(vault_key: bool, dry_run: bool, batch_size: int, as_json: bool) 
         else:
             how = "rotated" if done.rotated_in_provider else "finished the rotation to"
             click.echo(
-                f"{how} master key {done.master_key}: vault keys "
-                f"{', '.join(done.vault_keys)} rewrapped"
+                f"{how} master key {done.master_key}: "
+                f"{named('vault key', done.vault_keys)} rewrapped"
             )
         return
     with progress("rewrapping", not as_json) as start:
@@ -147,13 +159,13 @@ def keys_rotate(vault_key: bool, dry_run: bool, batch_size: int, as_json: bool) 
     else:
         verb = "resumed rotation to" if report.resumed else "rotated to"
         click.echo(
-            f"{verb} vault key {report.primary}: {report.rewrapped} data keys and "
-            f"{report.internal_rewrapped} internal keys rewrapped, {len(report.failed)} failed"
+            f"{verb} vault key {report.primary}: {plural(report.rewrapped, 'data key')} and "
+            f"{plural(report.internal_rewrapped, 'internal key')} rewrapped, "
+            f"{len(report.failed)} failed"
         )
     if report.failed:
-        raise VaultError(
-            f"{len(report.failed)} data keys failed to unwrap and were left as they are"
-        )
+        left = "was left as it is" if len(report.failed) == 1 else "were left as they are"
+        raise VaultError(f"{plural(len(report.failed), 'data key')} failed to unwrap and {left}")
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
@@ -163,13 +175,16 @@ def _print_plan(plan: dict[str, Any]) -> None:
     )
     for key_id, count in plan["wrapped_keys"].items():
         master = plan["vault_keys"][key_id]
-        click.echo(f"  vault key {key_id}: {count} wrapped keys, under master key {master}")
+        click.echo(
+            f"  vault key {key_id}: {plural(count, 'wrapped key')}, under master key {master}"
+        )
     if plan["kind"] == "master":
         what = "rotate the master key, then rewrap" if plan["rotates_in_provider"] else "rewrap"
-        click.echo(f"would {what} {plan['would_rewrap']} vault keys; data keys stay as they are")
+        would = plural(plan["would_rewrap"], "vault key")
+        click.echo(f"would {what} {would}; data keys stay as they are")
     else:
         what = "make a new vault key, then rewrap" if plan["new_vault_key"] else "rewrap"
-        click.echo(f"would {what} {plan['would_rewrap']} wrapped keys")
+        click.echo(f"would {what} {plural(plan['would_rewrap'], 'wrapped key')}")
     measured = plan["measured"]
     click.echo(
         f"estimate: {plan['estimate_seconds']:.1f} s (measured {measured['rows']} in "
@@ -200,10 +215,4 @@ def keys_retire(key_id: str, as_json: bool) -> None:
         click.echo(f"retired vault key {key_id}")
 
 
-def _add_recovery() -> None:
-    from toolkit_vault.cli.recovery import recovery
-
-    keys.add_command(recovery, "recovery")
-
-
-_add_recovery()
+keys.add_command(recovery, "recovery")

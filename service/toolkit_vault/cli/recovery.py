@@ -11,10 +11,15 @@ from typing import Any
 import click
 
 from toolkit_vault.cli.keyflags import key_options, provider_flags
-from toolkit_vault.cli.shell import emit, epilog, guarded
+from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.errors import VaultError
 
-__all__ = ["prompt_shares", "recovery"]
+__all__ = ["named", "prompt_shares", "recovery"]
+
+
+def named(noun: str, ids: list[str]) -> str:
+    """`vault key vk-1`, `vault keys vk-1, vk-2`: the noun agrees with the list."""
+    return f"{noun if len(ids) == 1 else noun + 's'} {', '.join(ids)}"
 
 
 @click.group(short_help="Recovery shares for a lost master key: init, unseal, status.")
@@ -53,7 +58,7 @@ def recovery_init(shares: int, threshold: int, as_json: bool) -> None:
         return
     click.echo(
         f"recovery share set {made.set_id}: any {made.threshold} of these {len(made.shares)} "
-        f"shares re-establish the vault (vault keys {', '.join(made.vault_keys)}). They are "
+        f"shares re-establish the vault ({named('vault key', made.vault_keys)}). They are "
         "shown once and stored nowhere: give each to a different person."
     )
     for place, share in enumerate(made.shares, 1):
@@ -89,7 +94,8 @@ def recovery_status_command(as_json: bool) -> None:
     if status["problems"]:
         first = status["problems"][0]
         raise VaultError(
-            f"{len(status['problems'])} recovery wraps are not believed ({first['row']}: "
+            f"{plural(len(status['problems']), 'recovery wrap')} "
+            f"{'is' if len(status['problems']) == 1 else 'are'} not believed ({first['row']}: "
             f"{first['detail']}); `toolkit-vault check` names them"
         )
 
@@ -120,7 +126,7 @@ def recovery_unseal(as_json: bool, **flags: Any) -> None:
         emit(result)
     else:
         click.echo(
-            f"unsealed: vault keys {', '.join(result['vault_keys'])} now wrapped by master key "
+            f"unsealed: {named('vault key', result['vault_keys'])} now wrapped by master key "
             f"{result['master_key']} ({result['provider']}); audited"
         )
 

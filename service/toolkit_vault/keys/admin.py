@@ -12,40 +12,34 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Connection, func, select
-
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing
 from toolkit_vault.errors import KeyProviderError, VaultError
-from toolkit_vault.keys.keystore import (
-    VaultKeyRecord,
-    internal_keys,
-    retire_vault_key,
-    vault_key_context,
-    verified_vault_keys,
-)
+from toolkit_vault.keys.keystore import VaultKeyRecord, vault_key_context, verified_vault_keys
 from toolkit_vault.keys.providers import KeyProvider, ProviderStatus
-from toolkit_vault.keys.rotation import pending_rewraps, version_batches, write_rewraps
+from toolkit_vault.keys.rotation import pending_rewraps
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.models import ConfigVersion
+from toolkit_vault.store.data_keys import Rewrap, data_key_batches, move_data_keys_rolled_back
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.vault_keys import record_key_event, retire_vault_key, wrapped_key_counts
 
 __all__ = ["key_status", "plan_rotation", "retire_key"]
 
 
 def _wrapped_counts(store: Store) -> dict[str, int]:
     """Wrapped keys per key id: data keys, and the vault-wide keys."""
-    with store.read() as conn:
-        by_key = (
-            select(ConfigVersion.kek_id, func.count())
-            .where(ConfigVersion.kek_id.is_not(None))
-            .group_by(ConfigVersion.kek_id)
-        )
-        counts: dict[str, int] = {str(k): n for k, n in conn.execute(by_key)}
-    for key_id, _ in internal_keys(store).values():
-        counts[key_id] = counts.get(key_id, 0) + 1
-    return counts
+    return wrapped_key_counts(store)
+
+
+def _count(count: int, noun: str) -> str:
+    """`1 wrapped key`, `2 wrapped keys`."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
+def _named(noun: str, ids: list[str]) -> str:
+    """`vault key vk-1`, `vault keys vk-1, vk-2`."""
+    return f"{noun if len(ids) == 1 else noun + 's'} {', '.join(ids)}"
 
 
 def _provider_status(provider: KeyProvider) -> tuple[ProviderStatus | None, str | None]:
@@ -118,19 +112,17 @@ def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, An
     users = [r.key_id for r in live if r.master_key == key_id]
     if users:
         raise VaultError(
-            f"master key {key_id} still wraps vault key {', '.join(users)}: run "
+            f"master key {key_id} still wraps {_named('vault key', users)}: run "
             "`toolkit-vault keys rotate` first"
         )
     legacy = _wrapped_counts(store).get(key_id, 0)
     if legacy:
-        raise VaultError(f"master key {key_id} still wraps {legacy} data keys: run `init`")
-    provider.retire(key_id)  # refuses the current key, and keys it does not hold
-    store.retrying(
-        lambda conn: store.audit(
-            conn,
-            AuditDraft("operator", AuditAction.MASTER_KEY_RETIRED, details={"master_key": key_id}),
+        raise VaultError(
+            f"master key {key_id} still wraps {_count(legacy, 'data key')}: run `init`"
         )
-    )
+    provider.retire(key_id)  # refuses the current key, and keys it does not hold
+    details = {"master_key": key_id}
+    record_key_event(store, AuditDraft("operator", AuditAction.MASTER_KEY_RETIRED, details=details))
     return {"kek_id": key_id, "kind": "master", "retired": True, "removed_from_provider": True}
 
 
@@ -146,10 +138,10 @@ def _retire_vault_key(store: Store, record: VaultKeyRecord) -> dict[str, Any]:
     in_use = _wrapped_counts(store).get(record.key_id, 0)
     if in_use:
         raise VaultError(
-            f"{record.key_id} still protects {in_use} wrapped keys: run `toolkit-vault keys "
-            "rotate --vault-key`"
+            f"{record.key_id} still protects {_count(in_use, 'wrapped key')}: run "
+            "`toolkit-vault keys rotate --vault-key`"
         )
-    store.retrying(lambda conn: retire_vault_key(store, conn, record))
+    retire_vault_key(store, record)
     return {**result, "removed_from_provider": False}
 
 
@@ -190,9 +182,8 @@ def plan_rotation(
         return plan
     active = next(r.key_id for r in live if r.is_active)
     pending = pending_rewraps(store, active)
-    source = ConfigVersion.kek_id != active if pending else ConfigVersion.kek_id == active
     would = pending or sum(counts.get(r.key_id, 0) for r in live)
-    rows, seconds = _measure_batch(store, ring, source, batch_size)
+    rows, seconds = _measure_batch(store, ring, active, bool(pending), batch_size)
     plan |= {
         "active": active,
         "new_vault_key": not pending,
@@ -203,25 +194,20 @@ def plan_rotation(
     return plan
 
 
-def _measure_batch(store: Store, ring: KeyRing, where: Any, batch_size: int) -> tuple[int, float]:
+def _measure_batch(
+    store: Store, ring: KeyRing, active: str, pending: bool, batch_size: int
+) -> tuple[int, float]:
     """Read, rewrap (under a scratch key: nothing is kept) and write one batch, then roll the
-    write back; the rows, and the seconds it took."""
+    write back; the rows, and the seconds it took. The batch is of the data keys a rotation
+    would move: those not under the active vault key while any are pending, else its own."""
     scratch = ring.with_keys({"vk-dry-run": crypto.new_key()}, "vk-dry-run")
-    columns = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
     started = time.perf_counter()
-    where = where & ConfigVersion.kek_id.is_not(None)
-    batch = next(version_batches(store, where, batch_size, columns), [])
+    source = {"not_under_key": active} if pending else {"under": active}
+    batch = next(data_key_batches(store, batch_size, **source), [])
     moved = scratch.rewrap_many([(key_id, wrapped) for _, key_id, wrapped in batch])
-    updates = [(*row, *new) for row, new in zip(batch, moved, strict=True) if new is not None]
+    updates: list[Rewrap] = [
+        (*row, *new) for row, new in zip(batch, moved, strict=True) if new is not None
+    ]
     if updates:
-        with store.engine.connect().execution_options(vault_write=True) as conn:
-            _rolled_back(conn, updates)
+        move_data_keys_rolled_back(store, updates)
     return len(batch), time.perf_counter() - started
-
-
-def _rolled_back(conn: Connection, updates: list[Any]) -> None:
-    transaction = conn.begin()
-    try:
-        write_rewraps(conn, updates)
-    finally:
-        transaction.rollback()

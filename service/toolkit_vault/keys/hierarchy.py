@@ -14,26 +14,22 @@ from __future__ import annotations
 
 from functools import partial
 
-from sqlalchemy import Connection
-
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing, SecretBytes, internal_context
 from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
 from toolkit_vault.keys.keystore import (
     INTERNAL_KEYS,
     VaultKeyRecord,
-    add_vault_key,
-    internal_keys,
     read_vault_keys,
-    rewrap_internal_keys,
     vault_key_context,
     verified_vault_keys,
 )
-from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import RowAuthenticator
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.vault_keys import NewVaultKey, add_vault_key, internal_keys
 
 __all__ = ["VaultKeys", "create_hierarchy", "unwrap_internal_keys", "use_keys"]
 
@@ -139,18 +135,18 @@ def create_hierarchy(
     wrapped_key = provider.wrap(vault_key, vault_key_context(FIRST_KEY))
     use_keys(store, internal)
     fresh = legacy is None
-
-    def work(conn: Connection) -> None:
-        action = AuditAction.VAULT_INITIALIZED if fresh else AuditAction.VAULT_KEY_ADDED
-        details = {"provider": provider.name}
-        add_vault_key(
-            store, conn, FIRST_KEY, wrapped_key, actor="init", action=action, details=details
-        )
-        rewrap_internal_keys(conn, moves)
-        for name in [] if fresh else added:  # the chain's key came with the first release
-            store.audit(
-                conn, AuditDraft("init", AuditAction.INTERNAL_KEY_ADDED, details={"name": name})
-            )
-
-    store.retrying(work)
+    action = AuditAction.VAULT_INITIALIZED if fresh else AuditAction.VAULT_KEY_ADDED
+    first = NewVaultKey(
+        FIRST_KEY,
+        wrapped_key,
+        blob_header(wrapped_key)[1],
+        actor="init",
+        action=action,
+        details={"provider": provider.name},
+    )
+    events = [  # the chain's key came with the first release
+        AuditDraft("init", AuditAction.INTERNAL_KEY_ADDED, details={"name": name})
+        for name in ([] if fresh else added)
+    ]
+    add_vault_key(store, first, internal=moves, events=events)
     return ring, internal

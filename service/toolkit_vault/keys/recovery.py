@@ -34,26 +34,32 @@ from shamir_mnemonic import (  # type: ignore[import-untyped]
     combine_mnemonics,
     generate_mnemonics,
 )
-from sqlalchemy import Connection, delete, insert, select
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing, SecretBytes, internal_context
 from toolkit_vault.errors import DecryptionError, VaultError
 from toolkit_vault.keys.hierarchy import unwrap_internal_keys, unwrap_vault_key, use_keys
 from toolkit_vault.keys.keystore import (
+    VaultKeyRecord,
     internal_keys,
     read_vault_keys,
-    set_wrapped_keys,
     vault_key_context,
     verified_vault_keys,
 )
 from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import recovery_context
-from toolkit_vault.store.models import InternalKey, RecoveryKey
-from toolkit_vault.store.reconcile import recovery_wraps
 from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.recovery_keys import (
+    RECOVERY_KEY_NAME,
+    HeldRecoveryKey,
+    RecoveryWrap,
+    replace_share_set,
+    share_set_wraps,
+    unvouched_wraps,
+)
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.vault_keys import rewrap_vault_keys
 
 __all__ = [
     "Recovered",
@@ -70,7 +76,6 @@ __all__ = [
 ]
 
 MAX_SHARES = 16  # SLIP-39's limit per group
-RECOVERY_KEY_NAME = "recovery"  # its row in `internal_keys`, wrapped by the active vault key
 _RING_ID = "recovery"
 
 
@@ -123,62 +128,47 @@ def init_recovery(
     ring = KeyRing({_RING_ID: recovery}, _RING_ID)
     set_id = secrets.token_hex(8)
     now = time.time()
-    rows = []
+    wraps = []
     vault_keys = {}
     for record in records:
         vault_keys[record.key_id] = unwrap_vault_key(provider, record)
         _, wrapped = ring.wrap(vault_keys[record.key_id], _context(set_id, record.key_id))
-        rows.append(
-            {"key_id": record.key_id, "set_id": set_id, "wrapped_key": wrapped, "created_at": now}
-        )
+        wraps.append(RecoveryWrap(record.key_id, set_id, wrapped, now))
     active = next(r.key_id for r in records if r.is_active)
     held = KeyRing(vault_keys, active).wrap(recovery, internal_context(RECOVERY_KEY_NAME))
     words = generate_mnemonics(1, [(threshold, shares)], recovery.reveal())[0]
     covered = [r.key_id for r in records]
     details = {"set_id": set_id, "shares": shares, "threshold": threshold, "vault_keys": covered}
-
-    def work(conn: Connection) -> None:
-        conn.execute(delete(RecoveryKey))
-        conn.execute(insert(RecoveryKey), rows)
-        conn.execute(delete(InternalKey).where(InternalKey.name == RECOVERY_KEY_NAME))
-        conn.execute(
-            insert(InternalKey).values(name=RECOVERY_KEY_NAME, kek_id=held[0], wrapped_key=held[1])
-        )
-        store.audit(conn, AuditDraft(actor, AuditAction.RECOVERY_INITIALIZED, details=details))
-
-    store.retrying(work)
+    event = AuditDraft(actor, AuditAction.RECOVERY_INITIALIZED, details=details)
+    replace_share_set(store, wraps, held, event)
     return RecoverySet(set_id, threshold, list(words), covered)
 
 
-def cover_vault_key(conn: Connection, ring: KeyRing, key_id: str, key: SecretBytes) -> bool:
-    """(In the transaction that adds vault key `key_id`.) Wrap it under the recovery key
-    too, so the shares keep covering the vault; False when there are no shares. `ring`
-    holds the vault key the recovery key is kept under."""
-    held = conn.execute(
-        select(InternalKey.kek_id, InternalKey.wrapped_key).where(
-            InternalKey.name == RECOVERY_KEY_NAME
-        )
-    ).first()
-    share_set = conn.execute(select(RecoveryKey.set_id).limit(1)).scalar()
-    if held is None or share_set is None:
-        return False
-    context = internal_context(RECOVERY_KEY_NAME)
-    recovery = ring.unwrap(held.kek_id, bytes(held.wrapped_key), context)
-    _, wrapped = KeyRing({_RING_ID: recovery}, _RING_ID).wrap(key, _context(share_set, key_id))
-    row = {"key_id": key_id, "set_id": share_set, "wrapped_key": wrapped, "created_at": time.time()}
-    conn.execute(insert(RecoveryKey).values(**row))
-    return True
+def cover_vault_key(
+    ring: KeyRing, key_id: str, key: SecretBytes
+) -> Callable[[HeldRecoveryKey], bytes]:
+    """How the transaction that adds vault key `key_id` wraps it under the recovery key
+    too, so the shares keep covering the vault (`store.vault_keys.add_vault_key`, which
+    calls it only when there are shares). `ring` holds the vault key the recovery key is
+    kept under."""
+
+    def wrap(held: HeldRecoveryKey) -> bytes:
+        context = internal_context(RECOVERY_KEY_NAME)
+        recovery = ring.unwrap(held.key_id, held.wrapped_key, context)
+        recovery_ring = KeyRing({_RING_ID: recovery}, _RING_ID)
+        return recovery_ring.wrap(key, _context(held.set_id, key_id))[1]
+
+    return wrap
 
 
 def recovery_status(store: Store) -> dict[str, Any]:
     """Which live vault keys the share set covers (no share, nothing secret)."""
-    with store.read() as conn:
-        rows = conn.execute(select(RecoveryKey.key_id, RecoveryKey.set_id)).all()
+    rows = share_set_wraps(store)
     live = [r.key_id for r in read_vault_keys(store) if r.live]
-    covered = {key_id for key_id, _ in rows}
+    covered = {row.key_id for row in rows}
     return {
         "initialized": bool(rows),
-        "set_id": rows[0][1] if rows else None,
+        "set_id": rows[0].set_id if rows else None,
         "covered": sorted(k for k in live if k in covered),
         "uncovered": sorted(k for k in live if k not in covered),
     }
@@ -231,7 +221,7 @@ class Recovered:
     ring: KeyRing
     keys: dict[str, SecretBytes]
     internal: dict[str, SecretBytes]
-    records: list[Any]
+    records: list[VaultKeyRecord]
     set_id: str
 
 
@@ -241,23 +231,23 @@ def open_with_shares(store: Store, shares: list[str]) -> Recovered:
     checked with them. No provider is asked."""
     recovery = combine_shares(shares)
     ring = KeyRing({_RING_ID: recovery}, _RING_ID)
-    with store.read() as conn:
-        wraps = {r.key_id: r for r in conn.execute(select(RecoveryKey)).all()}
+    wraps = {r.key_id: r for r in share_set_wraps(store)}
     records = [r for r in read_vault_keys(store) if r.live]
     if not wraps:
         raise RecoveryError("this vault has no recovery shares (`keys recovery init` never ran)")
     missing = [r.key_id for r in records if r.key_id not in wraps]
     if missing:
+        are = "is" if len(missing) == 1 else "are"
+        which = f"vault key{'' if len(missing) == 1 else 's'} {', '.join(missing)} {are}"
         raise RecoveryError(
-            f"vault key {', '.join(missing)} is not covered by the recovery shares: the "
-            "shares cannot re-establish the vault"
+            f"{which} not covered by the recovery shares: the shares cannot re-establish the vault"
         )
     keys: dict[str, SecretBytes] = {}
     for record in records:
         row = wraps[record.key_id]
         try:
             keys[record.key_id] = ring.unwrap(
-                _RING_ID, bytes(row.wrapped_key), _context(row.set_id, record.key_id)
+                _RING_ID, row.wrapped_key, _context(row.set_id, record.key_id)
             )
         except DecryptionError:
             raise RecoveryError(
@@ -270,7 +260,7 @@ def open_with_shares(store: Store, shares: list[str]) -> Recovered:
     use_keys(store, internal)
     verified_vault_keys(store)  # the records are the vault's own, believed now
     _current_per_chain(store)
-    set_id = str(next(iter(wraps.values())).set_id)
+    set_id = next(iter(wraps.values())).set_id
     return Recovered(vault_ring, keys, internal, records, set_id)
 
 
@@ -280,8 +270,7 @@ def _current_per_chain(store: Store) -> None:
     does not vouch for. The chain is followed and verified first (`state_failure`)."""
     if (failure := store.state_failure()) is not None:
         raise RecoveryError(f"the vault's state is not believed: {failure}")
-    with store.read() as conn:
-        found = [(name, why) for _row, name, why in recovery_wraps(conn) if why is not None]
+    found = unvouched_wraps(store)
     if found:
         name, (_kind, detail) = found[0]
         raise RecoveryError(
@@ -312,10 +301,6 @@ def unseal(
         "master_key": master,
         "vault_keys": [m[0] for m in moves],
     }
-
-    def work(conn: Connection) -> None:
-        set_wrapped_keys(conn, [(key_id, old, new) for key_id, old, new in moves if old])
-        store.audit(conn, AuditDraft(actor, AuditAction.RECOVERY_UNSEALED, details=details))
-
-    store.retrying(work)
+    event = AuditDraft(actor, AuditAction.RECOVERY_UNSEALED, details=details)
+    rewrap_vault_keys(store, [(key_id, old, new) for key_id, old, new in moves if old], event)
     return {**details, "created_master_key": created is not None}

@@ -22,33 +22,44 @@ Only wrapped keys change: envelopes, fingerprints, history and row MACs keep the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
-
-from sqlalchemy import Connection, func, select
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing, internal_context
 from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
 from toolkit_vault.keys.keystore import (
-    add_vault_key,
     internal_keys,
     next_key_id,
-    rewrap_internal_keys,
-    set_wrapped_keys,
     vault_key_context,
     verified_vault_keys,
 )
-from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.keys.recovery import cover_vault_key
+from toolkit_vault.store import vault_keys
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.integrity import VERSIONS
+from toolkit_vault.store.data_keys import (
+    Rewrap,
+    count_versions,
+    data_key_batches,
+    move_data_keys,
+    scan_versions,
+    version_batches,
+    version_name,
+    write_rewraps,
+)
 from toolkit_vault.store.ledger import ChainState, StateUnknown
-from toolkit_vault.store.models import ConfigVersion, InternalKey
-from toolkit_vault.store.records import AuditDraft, version_record
+from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.vault_keys import (
+    InternalMove,
+    NewVaultKey,
+    add_vault_key,
+    any_pending,
+    rewrap_internal_keys,
+    rewrap_vault_keys,
+)
 
 __all__ = [
     "MasterRotationReport",
@@ -57,8 +68,8 @@ __all__ = [
     "pending_rewraps",
     "rotate_master_key",
     "rotate_vault_key",
-    "version_batches",
-    "write_rewraps",
+    "version_batches",  # re-exported from `store.data_keys` for benchmarks/rotation.py
+    "write_rewraps",  # likewise
 ]
 
 Progress = Callable[[int], None]
@@ -104,12 +115,8 @@ def rotate_master_key(store: Store, provider: KeyProvider) -> MasterRotationRepo
         moves.append((record.key_id, record.wrapped_key, provider.wrap(key, context)))
     previous = sorted({str(r.master_key) for r in live} - {str(current)})
     details = {"master_key": current, "previous": previous, "vault_keys": len(moves)}
-
-    def work(conn: Connection) -> None:
-        set_wrapped_keys(conn, moves)
-        store.audit(conn, AuditDraft("operator", AuditAction.MASTER_KEY_ROTATED, details=details))
-
-    store.retrying(work)
+    event = AuditDraft("operator", AuditAction.MASTER_KEY_ROTATED, details=details)
+    rewrap_vault_keys(store, moves, event)
     return MasterRotationReport(str(current), previous, rotated, [m[0] for m in moves])
 
 
@@ -134,25 +141,9 @@ class RotationReport:
         }
 
 
-def _not_under(active: str) -> Any:
-    return ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != active)
-
-
 def pending_rewraps(store: Store, active: str) -> int:
     """Wrapped keys (data keys and vault-wide keys) not under the active vault key."""
-    with store.read() as conn:
-        versions = conn.execute(select(func.count()).where(_not_under(active))).scalar_one()
-        internal = conn.execute(
-            select(func.count()).where(InternalKey.kek_id != active)
-        ).scalar_one()
-    return int(versions) + int(internal)
-
-
-def _any_pending(store: Store, active: str) -> bool:
-    with store.read() as conn:
-        found = conn.execute(select(ConfigVersion.id).where(_not_under(active)).limit(1)).first()
-        inner = conn.execute(select(InternalKey.name).where(InternalKey.kek_id != active)).first()
-    return found is not None or inner is not None
+    return vault_keys.pending_rewraps(store, active)
 
 
 def rotate_vault_key(
@@ -173,40 +164,37 @@ def rotate_vault_key(
     records = verified_vault_keys(store)
     live = [r.key_id for r in records if r.live]
     active = next(r.key_id for r in records if r.is_active and r.live)
-    resumed = _any_pending(store, active)
+    resumed = any_pending(store, active)
     report = RotationReport(active, [], resumed)
     if not resumed:
         new_id, key = next_key_id(r.key_id for r in records), crypto.new_key()
         wrapped = provider.wrap(key, vault_key_context(new_id))
         ring, active = ring.with_keys({new_id: key}, new_id), new_id
         moves = _internal_moves(store, ring)
-
-        def work(conn: Connection) -> None:  # the vault-wide keys move with the new key
-            add_vault_key(store, conn, new_id, wrapped, actor="operator")
-            cover_vault_key(conn, ring, new_id, key)  # the recovery shares cover it too
-            rewrap_internal_keys(conn, moves)
-
-        store.retrying(work)
+        add_vault_key(  # the vault-wide keys move with the new key
+            store,
+            NewVaultKey(new_id, wrapped, blob_header(wrapped)[1], actor="operator"),
+            internal=moves,
+            cover=cover_vault_key(ring, new_id, key),  # the recovery shares cover it too
+        )
         report.primary, report.internal_rewrapped = new_id, len(moves)
     if active not in ring or ring.primary_id != active:
         raise VaultError(f"vault key {active} is not loaded; run the rotation again")
     report.previous = sorted(k for k in live if k != active)
     moves = _internal_moves(store, ring)
     if moves:
-        store.retrying(partial(rewrap_internal_keys, moves=moves))
+        rewrap_internal_keys(store, moves)
         report.internal_rewrapped += len(moves)
     advance = start(pending_rewraps(store, active)) if start else None
     _rewrap_versions(store, ring, batch_size, report, advance)
     details = {"active": active, "rewrapped": report.rewrapped, "failed": len(report.failed)}
-    store.retrying(
-        lambda conn: store.audit(
-            conn, AuditDraft("operator", AuditAction.VAULT_KEY_ROTATED, details=details)
-        )
+    vault_keys.record_key_event(
+        store, AuditDraft("operator", AuditAction.VAULT_KEY_ROTATED, details=details)
     )
     return report
 
 
-def _internal_moves(store: Store, ring: KeyRing) -> list[tuple[str, str, bytes, str, bytes]]:
+def _internal_moves(store: Store, ring: KeyRing) -> list[InternalMove]:
     """The vault-wide keys not under the active vault key, rewrapped (values unchanged)."""
     return [
         (name, key_id, wrapped, *ring.rewrap(key_id, wrapped, internal_context(name)))
@@ -215,85 +203,27 @@ def _internal_moves(store: Store, ring: KeyRing) -> list[tuple[str, str, bytes, 
     ]
 
 
-_REWRAP_COLUMNS = (ConfigVersion.id, ConfigVersion.kek_id, ConfigVersion.wrapped_dek)
-
-
-def version_batches(
-    store: Store, where: Any, batch_size: int, columns: tuple[Any, ...] = (ConfigVersion,)
-) -> Iterator[list[Any]]:
-    """Keyset-paginated batches of versions (whole rows, or `columns`, which must start
-    with the id): memory stays flat at any size."""
-    last_id = 0
-    while True:
-        with store.read() as conn:
-            rows = conn.execute(
-                select(*columns)
-                .where(where, ConfigVersion.id > last_id)
-                .order_by(ConfigVersion.id)
-                .limit(batch_size)
-            ).all()
-        if not rows:
-            return
-        last_id = rows[-1].id
-        yield list(rows)
-
-
 def _rewrap_versions(
     store: Store, ring: KeyRing, batch_size: int, report: RotationReport, advance: Progress | None
 ) -> int:
     """One pass over the data keys not under the active vault key. A data key is read with
     its id and wrap only: the wrap carries its record's binding, so the row is not parsed."""
     done = 0
-    for rows in version_batches(store, _not_under(ring.primary_id), batch_size, _REWRAP_COLUMNS):
-        updates = []
+    for rows in data_key_batches(store, batch_size, not_under_key=ring.primary_id):
+        updates: list[Rewrap] = []
         moved = ring.rewrap_many([(key_id, wrapped) for _, key_id, wrapped in rows])
         for (row_id, key_id, wrapped), new in zip(rows, moved, strict=True):
             if new is None:
-                report.failed.append(_where(store, row_id))
+                report.failed.append(version_name(store, row_id).as_json())
             else:
                 updates.append((row_id, key_id, wrapped, *new))
         if updates:
-            store.retrying(partial(write_rewraps, updates=updates))
+            move_data_keys(store, updates)
         done += len(updates)
         report.rewrapped += len(updates)
         if advance:
             advance(len(rows))
     return done
-
-
-# The compare-and-set of a rewrap, sent to the driver as is (one executemany per batch):
-# through SQLAlchemy's Core, processing each row's parameters cost as much as its crypto
-# (benchmarks/rotation.py).
-_REWRAP = (
-    "UPDATE config_versions SET kek_id = ?, wrapped_dek = ? "
-    "WHERE id = ? AND kek_id = ? AND wrapped_dek = ?"
-)
-
-
-Rewrap = tuple[int, str, bytes, str, bytes]  # row id, old key, old wrapped, new key, new wrapped
-
-
-def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
-    """Each row moved only if it still holds the key id and wrapped key it was read with
-    (benchmarks/rotation.py sends the same statement for its I/O-only floor)."""
-    sql = _REWRAP if conn.dialect.paramstyle == "qmark" else _REWRAP.replace("?", "%s")
-    conn.exec_driver_sql(sql, [(nk, nw, i, ok, ow) for i, ok, ow, nk, nw in updates])
-
-
-def _where(store: Store, row_id: int) -> dict[str, Any]:
-    """Which version a row id is (rotation reads ids and wraps only; a failure is rare)."""
-    with store.read() as conn:
-        row = conn.execute(select(ConfigVersion).where(ConfigVersion.id == row_id)).one()
-    return _named(row)
-
-
-def _named(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "session_id": row.session_id,
-        "toolkit_name": row.toolkit_name,
-        "version": row.version,
-    }
 
 
 def check_store(
@@ -308,27 +238,26 @@ def check_store(
         chain: ChainState | None = store.chain_state()
     except StateUnknown:
         chain = None  # the audit part of `check` says why
-    with store.read() as conn:
-        total = conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one()
-    advance = start(int(total)) if start else None
-    for rows in version_batches(store, ConfigVersion.id > 0, 1000):
-        ring = ring_for(*{row.kek_id for row in rows if isinstance(row.kek_id, str)})
+    total = count_versions(store)
+    advance = start(total) if start else None
+    for rows in scan_versions(store, 1000, authenticate=True):
+        ring = ring_for(*{r.record.kek_id for r in rows if isinstance(r.record.kek_id, str)})
         for row in rows:
-            reason = None
-            if not store.authentic(VERSIONS, row._mapping):
+            record, reason = row.record, None
+            if not row.authentic:
                 reason = "fails its integrity check"
             elif (
                 chain is not None
-                and row.status != "purged"
-                and chain.was_purged(row.session_id, row.toolkit_name, row.version)
+                and record.status != "purged"
+                and chain.was_purged(record.session_id, record.toolkit_name, record.version)
             ):
                 reason = "was purged (the audit chain says so); its row was put back"
-            elif row.wrapped_dek is None:
+            elif row.no_ciphertext:
                 counts["no_ciphertext"] += 1
                 continue
             else:
                 try:
-                    context, sealed = version_record(row._mapping).sealed()
+                    context, sealed = record.sealed()
                     crypto.open_config(ring, context, sealed)
                 except DecryptionError:
                     reason = "does not decrypt"
@@ -337,7 +266,7 @@ def check_store(
                 continue
             counts["failed"] += 1
             if len(failed) < 100:
-                failed.append({**_named(row), "reason": reason})
+                failed.append({**row.name.as_json(), "reason": reason})
         if advance:
             advance(len(rows))
-    return {"versions": int(total), **counts, "failed_versions": failed}
+    return {"versions": total, **counts, "failed_versions": failed}

@@ -22,21 +22,22 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
-
-from sqlalchemy import select
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing, SecretBytes
 from toolkit_vault.errors import DecryptionError, KeyProviderError, VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.keys.providers.local import LocalProvider
-from toolkit_vault.keys.rotation import version_batches, write_rewraps
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.models import AuditEvent, ConfigVersion, MasterKey
-from toolkit_vault.store.records import AuditDraft, version_record
+from toolkit_vault.store.data_keys import Rewrap, move_data_keys, scan_versions
+from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.vault_keys import (
+    legacy_master_keys,
+    legacy_upgrade_pending,
+    record_key_event,
+)
 
 __all__ = ["HierarchyReport", "finish_upgrade", "legacy_keys", "legacy_pending"]
 
@@ -55,14 +56,7 @@ class HierarchyReport:
 
 def legacy_pending(store: Store) -> bool:
     """A vault made before the hierarchy whose upgrade has not finished."""
-    with store.read() as conn:
-        legacy = conn.execute(select(MasterKey.kek_id).limit(1)).first()
-        done = conn.execute(
-            select(AuditEvent.seq)
-            .where(AuditEvent.action == AuditAction.KEY_HIERARCHY_UPGRADED)
-            .limit(1)
-        ).first()
-    return legacy is not None and done is None
+    return legacy_upgrade_pending(store)
 
 
 def legacy_keys(store: Store, provider: KeyProvider) -> dict[str, SecretBytes]:
@@ -77,17 +71,13 @@ def legacy_keys(store: Store, provider: KeyProvider) -> dict[str, SecretBytes]:
     document = provider.load()
     if document is None:
         raise KeyProviderError(f"no master key found in {provider.where}; restore it")
-    with store.read() as conn:
-        rows = conn.execute(select(MasterKey).where(MasterKey.retired_at.is_(None))).all()
     keys = {}
-    for row in rows:
+    for row in legacy_master_keys(store):
         key = document.keys.get(row.kek_id)
         if key is None:
             raise KeyProviderError(f"master key {row.kek_id} is missing from {provider.where}")
         check = row.check_value
-        if not isinstance(check, bytes | memoryview) or not hmac.compare_digest(
-            crypto.key_check_value(key), bytes(check)
-        ):
+        if check is None or not hmac.compare_digest(crypto.key_check_value(key), check):
             raise KeyProviderError(
                 f"master key {row.kek_id} in {provider.where} does not match the store "
                 "(key check value differs): wrong key"
@@ -100,28 +90,25 @@ def finish_upgrade(store: Store, ring: KeyRing, legacy: dict[str, SecretBytes]) 
     """Move every data key still under a legacy master key to the active vault key, then
     record that the upgrade is done."""
     report = HierarchyReport(ring.primary_id)
-    where = ConfigVersion.kek_id.in_(sorted(legacy))
     failed: set[int] = set()
-    for rows in version_batches(store, where, BATCH_SIZE):
-        updates = []
+    for rows in scan_versions(store, BATCH_SIZE, under=legacy):
+        updates: list[Rewrap] = []
         for row in rows:
+            record = row.record
             try:
-                context, sealed = version_record(row._mapping).sealed()
+                context, sealed = record.sealed()
                 wrap_context = context.wrap_context(sealed.dek_id, sealed.envelopes)
                 new_id, new = ring.rewrap(sealed.kek_id, sealed.wrapped_dek, wrap_context)
             except DecryptionError:
-                failed.add(row.id)
+                failed.add(row.row_id)
                 if len(report.failed) < 100:
-                    report.failed.append(f"{row.session_id}/{row.toolkit_name} v{row.version}")
+                    where = f"{record.session_id}/{record.toolkit_name} v{record.version}"
+                    report.failed.append(where)
                 continue
-            updates.append((row.id, sealed.kek_id, sealed.wrapped_dek, new_id, new))
+            updates.append((row.row_id, sealed.kek_id, sealed.wrapped_dek, new_id, new))
         if updates:
-            store.retrying(partial(write_rewraps, updates=updates))
+            move_data_keys(store, updates)
         report.rewrapped += len(updates)
     details = {"vault_key": ring.primary_id, "rewrapped": report.rewrapped, "failed": len(failed)}
-    store.retrying(
-        lambda conn: store.audit(
-            conn, AuditDraft("init", AuditAction.KEY_HIERARCHY_UPGRADED, details=details)
-        )
-    )
+    record_key_event(store, AuditDraft("init", AuditAction.KEY_HIERARCHY_UPGRADED, details=details))
     return report

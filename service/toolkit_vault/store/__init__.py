@@ -13,7 +13,10 @@ the chain calls it current.
 Callers above speak in named operations, never in statements or connections: among them
 `principals` (tokens' rows, and who hears of a change), `imports` (imported definitions),
 `snapshots` (a backup's consistent read and a restore's bulk load), `sessions` (session ids
-as people type them) and `urls` (a database URL as shown).
+as people type them), `urls` (a database URL as shown), `trail_queries`,
+`history_queries`, `shredding`, `chain_snapshot`, `backfill`, and the keys' rows
+(`vault_keys`, `data_keys`, `recovery_keys`: wrapped bytes in and out, the crypto left to
+`keys`).
 
 May import: `schema`, `crypto`, `protocol`, `canonical`, `errors`, `logs`.
 """
