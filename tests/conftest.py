@@ -101,6 +101,62 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+QUICK = os.environ.get("TKV_QUICK") == "1"  # scripts/test --quick
+SAMPLED_AXES = ("database_url", "key_provider")
+HEAVY_MARKS = ("browser", "soak", "kill")  # what `scripts/test --quick` leaves out, with slow
+
+
+def _heavy_marks(item: pytest.Item) -> list[str]:
+    """Marks a test gets from where it lives and what it is called: Chromium tests
+    (`*_browser.py`), soaks (replicas, the bench's own test, a name with "soak"), and tests
+    that SIGKILL a process."""
+    name, module = item.name.lower(), item.path.name
+    marks = []
+    if module.endswith("_browser.py"):
+        marks.append("browser")
+    if "soak" in name or module in ("test_replicas.py", "test_bench.py"):
+        marks.append("soak")
+    if "sigkill" in name or "killed" in name:
+        marks.append("kill")
+    return marks
+
+
+def _sampled(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """The quick loop's sample of the database-by-provider matrix: of the tests that differ
+    only in their database and key provider, one, picked by a hash of the test's name, so
+    the sample is the same each run and the suite as a whole still visits every cell."""
+    groups: dict[str, list[pytest.Item]] = {}
+    kept: list[pytest.Item] = []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        axes = [a for a in SAMPLED_AXES if params is not None and a in params.params]
+        if not axes:
+            kept.append(item)
+            continue
+        assert params is not None
+        rest = sorted((k, repr(v)) for k, v in params.params.items() if k not in axes)
+        groups.setdefault(f"{item.nodeid.split('[')[0]} {rest}", []).append(item)
+    dropped: list[pytest.Item] = []
+    for key, group in groups.items():
+        pick = zlib.crc32(key.encode()) % len(group)
+        kept.append(group[pick])
+        dropped.extend(g for i, g in enumerate(group) if i != pick)
+    order = {id(item): n for n, item in enumerate(items)}
+    kept.sort(key=lambda item: order[id(item)])
+    return kept, dropped
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in _heavy_marks(item):
+            item.add_marker(getattr(pytest.mark, mark))
+    if QUICK:
+        kept, dropped = _sampled(items)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "key_provider" not in metafunc.fixturenames:
         return
