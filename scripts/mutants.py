@@ -553,10 +553,17 @@ MUTANTS = [
     ),
     Mutant(
         "a list believes memory after a drop",
-        V + "core/instances.py",
-        "            if dropped:\n                self._dropped += 1",
-        "            if dropped:\n                pass",
+        V + "core/instance_sync.py",
+        "        self.instances.invalidate_reads()  # a list's read before this no longer says",
+        "        pass  # a list's read before this no longer says",
         ("tests/test_http_access.py",),
+        also=(
+            (
+                V + "core/instances.py",
+                "            if dropped:\n                self._dropped += 1",
+                "            if dropped:\n                pass",
+            ),
+        ),
     ),
     # -- authenticated state (issue 11) ------------------------------------------------------
     Mutant(
