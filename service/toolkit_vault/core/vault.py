@@ -2,15 +2,19 @@
 process initialized, brought in line with the store. Transports reach it through
 `connection.A2EConnection`.
 
-Its parts, each given at construction: the live instances (`instances.LiveInstances`, one
-table), sealing (`sealing.Sealing`), registry following (`registry_follow`), push routing
-(`push.PushRouter`), the OAuth token policy (`oauth_tokens.OAuthTokens`) and the upkeep
-operators ask for (`upkeep.Upkeep`). Where a part must call back into the vault (a
-principal scope's event resolving its sessions again, a purge resyncing a session, a
-proactive refresh initializing instances again) it is given a bound method, never the
-vault. Two collaborators arrive after construction because they exist only in `serve`:
-the intake links (`intake`, set when the web console is mounted) and the relay between
-replicas (`relay`, set when it starts).
+`Vault` is the last of three layers, each one idea: `instance_sync.InstanceSync` (the live
+instances kept in line with the store), `listing.Listing`, `configuring.Configuring`; this
+module adds construction, sessions and the public entry points of its parts. The parts
+are made here, at construction, from what the vault is given: the live instances
+(`instances.LiveInstances`, one table), sealing (`sealing.Sealing`), registry following
+(`registry_follow`), push routing (`push.PushRouter`), the OAuth token policy
+(`oauth_tokens.OAuthTokens`) and the upkeep operators ask for (`upkeep.Upkeep`). Where a
+part must call back into the vault (a principal scope's event resolving its sessions
+again, a purge resyncing a session, a proactive refresh initializing instances again, a
+reconnect link offered through the intake) it is given a bound method or a callback,
+never the vault. Two collaborators arrive after construction because they exist only in
+`serve`: the intake links (`intake`, set when the web console is mounted) and the relay
+between replicas (`relay`, set when it starts).
 
 A configure's write checks, in its transaction, that the import it was validated against
 is still there (`Store.append_version`'s `imported`), so a removal that lands between the
