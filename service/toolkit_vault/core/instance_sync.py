@@ -53,7 +53,6 @@ class InstanceSync:
     """The live instances of one vault, kept in line with the store."""
 
     store: Store
-    registry: ToolkitRegistry
     clock: Callable[[], float]  # what "expired" is measured against
     intake: IntakeOffer | None  # intake links, set by the web console when mounted
     sealing: Sealing
@@ -61,6 +60,15 @@ class InstanceSync:
     push: PushRouter
     registry_follower: RegistryFollower
     oauth: OAuthTokens
+
+    @property
+    def registry(self) -> ToolkitRegistry:
+        """The toolkits this vault knows, kept in line with the chain (`registry_follow`)."""
+        return self.registry_follower.registry
+
+    @registry.setter
+    def registry(self, registry: ToolkitRegistry) -> None:
+        self.registry_follower.registry = registry
 
     def _sync(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from toolkit_vault.core.oauth_specs import OAuthSpecs, client_for, client_secret_of
 from toolkit_vault.core.sealing import Sealing
@@ -30,8 +31,13 @@ class OAuthRevoker:
     """Revokes the token sets current in a scope, before a purge."""
 
     def __init__(
-        self, store: Store, registry: ToolkitRegistry, sealing: Sealing, specs: OAuthSpecs
+        self,
+        store: Store,
+        registry: Callable[[], ToolkitRegistry],
+        sealing: Sealing,
+        specs: OAuthSpecs,
     ) -> None:
+        """`registry`: the vault's registry as it is now."""
         self._store, self._registry, self._sealing, self._specs = store, registry, sealing, specs
         self._revoking: ToolkitRegistry | None = None  # loaded to revoke (`_toolkit_to_revoke`)
         self._lock = threading.Lock()
@@ -80,7 +86,7 @@ class OAuthRevoker:
         here, once, only when a purge meets one it lacks; a plugin that fails to load is
         left out as always (its tokens then expire at the server instead)."""
         try:
-            return self._registry.get(name)
+            return self._registry().get(name)
         except ToolkitNotFound:
             pass
         with self._lock:

@@ -30,14 +30,15 @@ class OAuthSchedule:
     def __init__(
         self,
         refresher: OAuthRefresher,
-        registry: ToolkitRegistry,
+        registry: Callable[[], ToolkitRegistry],
         sealing: Sealing,
         specs: OAuthSpecs,
         live_scopes: Callable[[], set[tuple[str, str]]],
         reinitialize: Callable[[str, str], None],
     ) -> None:
         """`live_scopes`: (scope, toolkit) of every instance live in this process;
-        `reinitialize(scope, toolkit)`: initialize its instances here again."""
+        `reinitialize(scope, toolkit)`: initialize its instances here again; `registry`:
+        the vault's registry as it is now."""
         self._refresher, self._registry = refresher, registry
         self._sealing, self._specs = sealing, specs
         self._live_scopes, self._reinitialize = live_scopes, reinitialize
@@ -60,7 +61,7 @@ class OAuthSchedule:
             if record is None:
                 continue
             try:
-                toolkit = self._registry.get(name)
+                toolkit = self._registry().get(name)
                 spec = self._specs.of(toolkit)
                 if spec is None:
                     continue

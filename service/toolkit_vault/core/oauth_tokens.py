@@ -37,7 +37,7 @@ class OAuthTokens:
         self,
         store: Store,
         sealing: Sealing,
-        registry: ToolkitRegistry,
+        registry: Callable[[], ToolkitRegistry],
         *,
         clock: Callable[[], float],
         tell_replicas: Callable[[ToolkitStatusEvent], None],

@@ -81,7 +81,6 @@ class Vault(Configuring):
         registry_loaded_at: int | None = None,
     ) -> None:
         self.store = store
-        self.registry = registry
         self._audit_key = audit_key
         self.relay_key = relay_key  # seals status events between replicas (relay.py)
         self.intake_key = intake_key  # signs intake links, valid on every replica (intake.py)
@@ -98,7 +97,7 @@ class Vault(Configuring):
         self.oauth = OAuthTokens(
             store,
             self.sealing,
-            registry,
+            lambda: self.registry,
             clock=time.time,
             tell_replicas=self._tell_replicas,
             intake=lambda: self.intake,
