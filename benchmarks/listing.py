@@ -49,7 +49,7 @@ def _prepare(ctx: Context, database: str, url: str, sessions: int) -> tuple[Vaul
 def _list(conn: A2EConnection) -> None:
     """One list that reads the store, as every list does after any commit (on SQLite a list
     with nothing committed since the last is answered from memory: not what this measures)."""
-    conn.vault._read_at.clear()
+    conn.vault.instances.forget_reads()
     reply: dict[str, Any] = json.loads(conn.handle_raw(LIST)[0])
     listed = reply["toolkits"]
     if len(listed) != TOOLKITS or sum(t["configured"] for t in listed) != CONFIGURED:

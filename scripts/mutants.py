@@ -472,8 +472,8 @@ MUTANTS = [
     Mutant(
         "a list's shared mark read before it arrived",
         V + "transports/a2e/over_http.py",
-        "            answer = bound.answer_at_once(message, await self._marks.read())",
-        "            answer = bound.answer_at_once(message, (0, 0))",
+        "            answer = bound.answer_without_blocking(message, await self._marks.read())",
+        "            answer = bound.answer_without_blocking(message, (0, 0))",
         ("tests/test_http_access.py",),
         "sees_every_commit",
     ),
@@ -553,17 +553,24 @@ MUTANTS = [
     ),
     Mutant(
         "a list believes memory when its pointers moved",
-        V + "core/vault.py",
+        V + "core/listing.py",
         "            if self.store.pointers_at_once(session_id, scope_id) != had:",
         "            if False:",
         ("tests/test_http_access.py",),
     ),
     Mutant(
         "a list believes memory after a drop",
-        V + "core/vault.py",
-        "            )\n            self._dropped += 1",
-        "            )\n            pass",
+        V + "core/instance_sync.py",
+        "        self.instances.invalidate_reads()  # a list's read before this no longer says",
+        "        pass  # a list's read before this no longer says",
         ("tests/test_http_access.py",),
+        also=(
+            (
+                V + "core/instances.py",
+                "            if dropped:\n                self._dropped += 1",
+                "            if dropped:\n                pass",
+            ),
+        ),
     ),
     # -- authenticated state (issue 11) ------------------------------------------------------
     Mutant(
@@ -867,22 +874,22 @@ MUTANTS = [
     ),
     Mutant(
         "live registry: a configure follows the latest import",
-        V + "core/vault.py",
-        "        self.follow_registry()\n        return self.registry.get(name)",
+        V + "core/registry_follow.py",
+        "        self.follow()\n        return self.registry.get(name)",
         "        return self.registry.get(name)",
         LIVE_REGISTRY,
     ),
     Mutant(
         "live registry: a list follows the latest import",
-        V + "core/vault.py",
-        "        if self._follow_registry(chain):  # instances may have been dropped",
+        V + "core/instance_sync.py",
+        "        if self.registry_follower.follow_chain(chain):  # instances may have been dropped",
         "        if False:  # instances may have been dropped",
         LIVE_REGISTRY,
     ),
     Mutant(
         "live registry: a list from memory waits for the latest import",
-        V + "core/vault.py",
-        "            if chain.registry_changes != self._registry_seen:",
+        V + "core/listing.py",
+        "            if chain.registry_changes != self.registry_follower.seen:",
         "            if False:",
         LIVE_REGISTRY,
     ),
@@ -909,9 +916,9 @@ MUTANTS = [
     ),
     Mutant(
         "live registry: a removed toolkit's instances are dropped",
-        V + "core/vault.py",
-        "                    if name in now and not (chain and chain.ended_by_removal(",
-        "                    if True or not (chain and chain.ended_by_removal(",
+        V + "core/registry_follow.py",
+        "            return name not in now or bool(chain and",
+        "            return False and bool(chain and",
         LIVE_REGISTRY,
     ),
     Mutant(
@@ -967,14 +974,14 @@ MUTANTS = [
     ),
     Mutant(
         "freshness: a running process drops an instance the chain no longer vouches for",
-        V + "core/vault.py",
+        V + "core/instance_sync.py",
         "        stale = self._stale(had, chain)",
         "        stale: set[str] = set()",
         REPLAY_TESTS,
     ),
     Mutant(
         "freshness: a list from memory checks the chain",
-        V + "core/vault.py",
+        V + "core/listing.py",
         "            if chain is None or self._stale(had, chain):",
         "            if chain is None:",
         REPLAY_TESTS,
@@ -1090,7 +1097,7 @@ MUTANTS = [
     ),
     Mutant(
         "a process does not reload keys rotated elsewhere",
-        V + "core/vault.py",
+        V + "core/sealing.py",
         "if all(key_id in self.ring for key_id in key_ids) or self._reload_keys is None:",
         "if True:",
         ("tests/test_key_hierarchy.py",),
@@ -1192,29 +1199,29 @@ MUTANTS = [
     ),
     Mutant(
         "scope: live sessions ignore a principal reconfigure",
-        V + "core/vault.py",
-        "            self._scope_changed(principal_id, event.toolkit_name)\n",
+        V + "core/push.py",
+        "            self._on_principal_scope(principal_id, event.toolkit_name)\n",
         "",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a reconfigure initializes every HTTP session again",
-        V + "core/vault.py",
+        V + "core/push.py",
         "if any(p.pushes and p.principal.principal_id == principal_id for p in plugins)",
         "if any(p.principal.principal_id == principal_id for p in plugins)",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a list ignores what other processes changed",
-        V + "core/vault.py",
+        V + "core/listing.py",
         "            self._sync(session_id, principal.principal_id)\n",
         "            pass\n",
         SCOPE_TESTS,
     ),
     Mutant(
         "scope: a session purge does not fall back to the principal",
-        V + "core/vault.py",
-        "        if known and report.principal_id is not None:",
+        V + "core/upkeep.py",
+        "        if self._known(session_id) and report.principal_id is not None:",
         "        if False:",
         SCOPE_TESTS,
     ),
@@ -1227,8 +1234,8 @@ MUTANTS = [
     ),
     Mutant(
         "scope: a stale read replaces a newer instance",
-        V + "core/vault.py",
-        "if had is not None and sources.get(name) != had.get(name):",
+        V + "core/instances.py",
+        "if had is not None and (None if held is None else held.source) != had.get(name):",
         "if False:",
         SCOPE_TESTS,
     ),
@@ -1497,7 +1504,7 @@ MUTANTS = [
     ),
     Mutant(
         "audit trail: a refused configure keeps the config it was sent",
-        V + "core/vault.py",
+        V + "core/configuring.py",
         'details={"reason": type(exc).__name__, "errors": exc.details},',
         'details={"reason": type(exc).__name__, "errors": exc.details, "sent": msg.config},',
         (TRAIL + "test_a_soaks_secrets_and_tokens_appear_in_no_listed_event",),
@@ -1518,7 +1525,7 @@ MUTANTS = [
     ),
     Mutant(
         "credential check: a failed check is stored anyway",
-        V + "core/vault.py",
+        V + "core/configuring.py",
         "ends = self.check_credential(toolkit, msg.config, secrets)  # nothing stored",
         "ends = None",
         (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
@@ -1532,7 +1539,7 @@ MUTANTS = [
     ),
     Mutant(
         "credential check: a refused configure audits the config",
-        V + "core/vault.py",
+        V + "core/configuring.py",
         'details={"reason": "CredentialRejected", "check": exc.message},',
         'details={"reason": "CredentialRejected", "check": exc.message, "c": msg.config},',
         (VERIFY + "test_a_check_that_fails_stores_nothing_and_says_why",),
@@ -1597,14 +1604,14 @@ MUTANTS = [
     ),
     Mutant(
         "credential expiry: a credential past its end is initialized anyway",
-        V + "core/vault.py",
+        V + "core/instance_sync.py",
         "if ends is not None and ends <= self.clock():",
         "if False:",
         (EXPIRY + "test_reminded_once_ahead_then_ended_with_a_status_event_and_a_renewal_link",),
     ),
     Mutant(
         "credential expiry: the toolkit sees the vault's expiry fact",
-        V + "core/vault.py",
+        V + "core/instance_sync.py",
         "instance.initialize(without_expiry(without_token_set(config)))",
         "instance.initialize(without_token_set(config))",
         (EXPIRY + "test_an_expiry_the_check_tells_is_kept_listed_and_never_seen_by_the_toolkit",),
@@ -1699,15 +1706,15 @@ MUTANTS = [
     # -- OAuth connections (issue 39) ----------------------------------------------------
     Mutant(
         "oauth: refresh without the compare-and-set on the version read",
-        V + "core/connect.py",
+        V + "core/oauth_refresh.py",
         "configure, after=record.version)",
         "configure)",
         (OAUTH + "test_a_refresh_whose_lease_ran_out_never_overwrites_a_newer_version",),
     ),
     Mutant(
         "oauth: a token set exchanged for a link refused meanwhile left alive at its server",
-        V + "core/connect.py",
-        "                _revoke(client, revocation, tokens)\n            raise",
+        V + "core/oauth_connect.py",
+        "                revoke_at_server(client, revocation, tokens)\n            raise",
         "                pass\n            raise",
         (OAUTH + "test_a_purge_while_the_code_is_exchanged_voids_the_connection",),
     ),
@@ -1758,15 +1765,15 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: the token request made inside the write transaction",
-        V + "core/connect.py",
+        V + "core/oauth_refresh.py",
         "new, refused = self._ask(spec, tokens, client_secret)  # no transaction open",
-        "with self.vault.store.write():\n"
+        "with self._store.write():\n"
         "                    new, refused = self._ask(spec, tokens, client_secret)",
         (OAUTH + "test_a_token_request_in_flight_blocks_no_other_write",),
     ),
     Mutant(
         "oauth: a server that keeps failing never hands the connection to a person",
-        V + "core/connect.py",
+        V + "core/oauth_refresh.py",
         "if failures < MAX_FAILURES:",
         "if True:",
         (OAUTH + "test_a_failing_server_is_retried_spaced_then_a_person_reconnects",),
@@ -1780,7 +1787,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: callback state not checked against the flow cookie",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         "if not state or not hmac.compare_digest(flow.state.encode(), state.encode()):",
         "if not state:",
         (
@@ -1797,57 +1804,57 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: purge without revoking the token set at its server",
-        V + "core/vault.py",
-        "            self.oauth.revoke(actor, scope_id, toolkit_name)\n",
-        "            pass\n",
+        V + "core/upkeep.py",
+        "        self._oauth.revoke(actor, scope_id, toolkit_name)\n",
+        "        pass\n",
         (OAUTH + "test_purging_a_connection_revokes_its_tokens_at_the_server_first",),
     ),
     Mutant(
         "oauth: the operators' purge command shreds without revoking",
-        V + "core/connect.py",
+        V + "core/oauth_revoke.py",
         "registry = ToolkitRegistry.default()",
         "registry = ToolkitRegistry()",
         (OAUTH + "test_the_operators_purge_command_revokes_too",),
     ),
     Mutant(
         "oauth: a token refreshed ahead never reaches the live instance",
-        V + "core/connect.py",
-        "            self.vault.reinitialize(scope_id, name)\n",
-        "            pass\n",
+        V + "core/oauth_schedule.py",
+        "                self._reinitialize(scope_id, name)\n",
+        "                pass\n",
         (OAUTH + "test_a_live_toolkit_gets_its_token_refreshed_before_it_expires",),
     ),
     Mutant(
         "oauth: a refresh not relayed to the other replicas",
-        V + "core/connect.py",
-        "        if self.vault.relay is None:\n            return\n",
-        "        return\n",
+        V + "core/vault.py",
+        "        relay = self.push.relay\n        if relay is not None:\n            relay(event)",
+        "        return",
         (OAUTH + "test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others",),
         select="postgres",
     ),
     Mutant(
         "oauth: instances made from a version replaced elsewhere not followed",
-        V + "core/connect.py",
+        V + "core/oauth_schedule.py",
         "if refreshed or moved:",
         "if refreshed:",
         (OAUTH + "test_a_refresh_on_one_replica_reaches_the_live_instances_of_the_others",),
     ),
     Mutant(
         "oauth: a confidential client's secret not carried to the refreshed version",
-        V + "core/connect.py",
-        "values = new.secrets(spec.token_field) | self._kept(spec, client_secret)\n"
+        V + "core/oauth_refresh.py",
+        "values = new.secrets(spec.token_field) | kept_secrets(spec, client_secret)\n"
         "            public = record.public_config",
         "values = new.secrets(spec.token_field)\n            public = record.public_config",
         (OAUTH + "test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation",),
     ),
     Mutant(
         "oauth: a client secret in the flow cookie unsealed",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         "sealed = crypto.seal(self._seal, flow.client_secret.encode(), flow.link.encode())",
         "sealed = flow.client_secret.encode()",
         (OAUTH + "test_a_confidential_client_sends_its_secret_at_exchange_refresh_and_revocation",),
         also=(
             (
-                V + "core/connect.py",
+                V + "core/oauth_connect.py",
                 "client_secret = crypto.unseal(self._seal, box, str(link).encode()).decode()",
                 "client_secret = box.decode()",
             ),
@@ -1862,7 +1869,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: the plugin gets the whole token set",
-        V + "core/vault.py",
+        V + "core/instance_sync.py",
         "unavailable = instance.initialize(without_expiry(without_token_set(config)))",
         "unavailable = instance.initialize(without_expiry(config))",
         (OAUTH_BROWSER + "test_connect_in_the_browser_then_the_token_is_used_and_refreshed",),
@@ -1876,7 +1883,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth: a connection marked reconnect is used anyway",
-        V + "core/connect.py",
+        V + "core/oauth_refresh.py",
         "            if tokens.reconnect:\n                raise Reconnect(",
         "            if False:\n                raise Reconnect(",
         (OAUTH + "test_invalid_grant_asks_a_person_to_reconnect_and_never_retries_by_itself",),
@@ -2330,7 +2337,7 @@ MUTANTS = [
     # -- issue 48: OAuth issuer mix-up ------------------------------------------------------
     Mutant(
         "oauth mix-up: one redirect URI for every authorization server",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         "back = redirect_uri(callback, spec)",
         "back = callback",
         (
@@ -2340,7 +2347,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth mix-up: an answer taken at another server's callback",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         "        if not hmac.compare_digest(self.redirect_uri.encode(), reached.encode()):",
         "        if False:",
         (
@@ -2350,7 +2357,7 @@ MUTANTS = [
     ),
     Mutant(
         "oauth mix-up: an iss naming another issuer believed (RFC 9207)",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         '                return "iss"\n',
         "                pass\n",
         (
@@ -2360,14 +2367,14 @@ MUTANTS = [
     ),
     Mutant(
         "oauth mix-up: an iss advertised and left out accepted (RFC 9207)",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         '            return "iss_missing"\n',
         "            pass\n",
         (MIXUP + "test_the_iss_parameter_must_name_the_flows_issuer",),
     ),
     Mutant(
         "oauth mix-up: the code exchanged with a server other than the flow's",
-        V + "core/connect.py",
+        V + "core/oauth_connect.py",
         "        if not self._same_server(flow, spec, found):",
         "        if False:",
         (MIXUP + "test_the_code_goes_only_to_the_token_endpoint_the_flow_started_with",),
@@ -2640,7 +2647,7 @@ MUTANTS = [
     ),
     Mutant(
         "a configure may carry the vault's reserved keys",
-        V + "core/vault.py",
+        V + "core/configuring.py",
         "            refuse_reserved(msg.config)  # an expiry or token set is the vault's to write",
         "            pass",
         (EDGES + "test_a_config_carrying_a_reserved_key_is_refused",),

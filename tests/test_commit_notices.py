@@ -171,12 +171,12 @@ def test_a_commit_elsewhere_is_read_before_a_list_is_answered_from_memory(
     conn.handle_raw(
         b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
     )
-    quick = vault.answer_at_once(agent, session, ToolkitListRequest())
+    quick = vault.answer_without_blocking(agent, session, ToolkitListRequest())
     assert quick is not None and _configured(quick)["filesystem"] is True
     foreign = listening.foreign()
     replica.purge("operator", session)
     assert _until(lambda: listening.foreign() not in (foreign, None), 2.0)
-    assert vault.answer_at_once(agent, session, ToolkitListRequest()) is None
+    assert vault.answer_without_blocking(agent, session, ToolkitListRequest()) is None
     listed = vault.list_toolkits(agent, session, ToolkitListRequest())
     assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
 
@@ -205,7 +205,7 @@ def test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice(
         b'{"type":"toolkit/configure/req","toolkit_name":"filesystem","config":{"root_dir":"/tmp"}}'
     )
     vault.list_toolkits(agent, session, ToolkitListRequest())
-    quick = vault.answer_at_once(agent, session, ToolkitListRequest(), mark())
+    quick = vault.answer_without_blocking(agent, session, ToolkitListRequest(), mark())
     assert quick is not None and _configured(quick)["filesystem"] is True
     blocked = BLOCKS[f"purge {where}"] = threading.Event()  # one a test: it is set after
     try:
@@ -213,7 +213,7 @@ def test_a_commit_elsewhere_shows_in_the_next_list_before_its_notice(
         time.sleep(0.2)
         notice_mark = listening.mark()
         replica.purge("operator", session)
-        assert vault.answer_at_once(agent, session, ToolkitListRequest(), mark()) is None
+        assert vault.answer_without_blocking(agent, session, ToolkitListRequest(), mark()) is None
         listed = vault.list_toolkits(agent, session, ToolkitListRequest())
         assert {t.name: t.configured for t in listed.toolkits}["filesystem"] is False
         assert listening.mark() != notice_mark  # moved by the head, not by the notice

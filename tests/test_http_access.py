@@ -182,7 +182,7 @@ def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
         principal = authenticate(vault.store, token)
         bound = bindings.bound(principal, session) if principal else None
         assert bound is not None
-        in_memory = bound.answer_at_once(ToolkitListRequest())
+        in_memory = bound.answer_without_blocking(ToolkitListRequest())
         if database_url.startswith("postgres"):
             assert in_memory is None  # no commit mark: every list reads
         else:
@@ -190,12 +190,12 @@ def test_a_list_from_memory_sees_every_commit_elsewhere_at_once(
             assert names_configured(json.loads(in_memory))["filesystem"] is True
 
         create_token(replica.store, "agent", "bystander")  # a commit elsewhere, not ours
-        after = bound.answer_at_once(ToolkitListRequest())
+        after = bound.answer_without_blocking(ToolkitListRequest())
         if not database_url.startswith("postgres"):  # its pointers, read at once, unchanged
             assert after is not None and names_configured(json.loads(after))["filesystem"]
 
         replica.purge("operator", session, "filesystem")  # another process
-        assert bound.answer_at_once(ToolkitListRequest()) is None
+        assert bound.answer_without_blocking(ToolkitListRequest()) is None
         assert http_list()["filesystem"] is False
         assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
         assert http_list()["filesystem"] is True

@@ -184,17 +184,17 @@ def test_the_next_configure_follows_what_another_process_imported(
 def test_a_list_answered_from_memory_follows_an_import_elsewhere(
     vault: Vault, elsewhere: Vault
 ) -> None:
-    """A list a transport answers on its event loop (`answer_at_once`, SQLite) is never
+    """A list a transport answers on its event loop (`answer_without_blocking`, SQLite) is never
     answered from a registry older than the chain: it is handed to a worker instead."""
     conn, _ = handshake(vault)
     assert NAME not in listed(conn)  # this session's list has read the store
     message = read_request(json.dumps({"type": "toolkit/list/req"}))
     for change, shown in ((import_there, True), (remove_there, False)):
         change(elsewhere)
-        fast = conn.answer_at_once(message)
+        fast = conn.answer_without_blocking(message)
         assert fast is None or (NAME in fast) is shown
         assert (NAME in listed(conn)) is shown
-        fast = conn.answer_at_once(message)  # the registry is in line now
+        fast = conn.answer_without_blocking(message)  # the registry is in line now
         assert fast is None or (NAME in fast) is shown
 
 
@@ -256,7 +256,7 @@ def test_a_change_between_a_configures_check_and_its_write_stores_nothing(
         import_there(elsewhere, package="server-remote-secret-header.json", as_name=True)
         refused = VaultError
     with pytest.raises(refused):
-        vault.commit(AGENT.principal_id, session, toolkit, public, secrets)
+        vault.store_version(AGENT.principal_id, session, toolkit, public, secrets)
     assert versions(vault) == 0
     with vault.store.engine.connect() as db:
         assert not list(db.execute(select(CurrentConfig).where(CurrentConfig.toolkit_name == NAME)))

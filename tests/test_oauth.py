@@ -34,9 +34,9 @@ from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.audit.history import history
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.connect import LEASE_TTL, RETRY_SPACING, OAuthConnections
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.intake import Intake, IntakeRefused
+from toolkit_vault.core.oauth_connect import LEASE_TTL, RETRY_SPACING, OAuthConnections
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError

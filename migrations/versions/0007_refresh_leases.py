@@ -9,7 +9,7 @@ transaction (which held every writer of the vault for as long as the server took
 process takes a lease per (scope, toolkit) by compare-and-set, asks outside any
 transaction, then appends the new version only if the one it read is still the last. The
 row also counts consecutive failed tries, for the backoff and the stop after repeated
-failure (`core/connect.py`). Transient state: a downgrade drops the table.
+failure (`core/oauth_refresh.py`). Transient state: a downgrade drops the table.
 """
 
 from collections.abc import Sequence

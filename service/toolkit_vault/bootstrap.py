@@ -19,7 +19,6 @@ from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.devices import AuditDevices, open_devices
 from toolkit_vault.audit.upgrade import authenticate_state
-from toolkit_vault.core.connect import OAuthConnections
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
@@ -197,7 +196,6 @@ def open_vault(
         intake_key=crypto.derive_key(internal["state"], "intake"),
         registry_loaded_at=loaded_at,
     )
-    OAuthConnections(vault, None, None)  # refresh and revoke OAuth tokens in every process
     return vault
 
 

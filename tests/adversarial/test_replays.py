@@ -396,7 +396,7 @@ def test_a_purge_elsewhere_undone_before_a_running_process_looked(
     backup = copy_of(vault, session)
     reopen(fresh).purge("operator", session)  # another process
     put_back(vault, session, backup)
-    quick = vault.answer_at_once(AGENT, session, ToolkitListRequest())
+    quick = vault.answer_without_blocking(AGENT, session, ToolkitListRequest())
     assert quick is None or not listed_in(quick)["secretive"]
     assert listed(conn)["secretive"] is False
     SecretiveToolkit.received.clear()

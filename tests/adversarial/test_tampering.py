@@ -129,7 +129,7 @@ class Stored:
             r for r in self.vault.store.current_versions(session) if r.toolkit_name == toolkit
         )
         with pytest.raises(DecryptionError) as caught:
-            self.fresh()._decrypt(record)
+            self.fresh().decrypt(record)
         error = caught.value
         assert (str(error), error.details, error.__cause__) == ("decryption failed", [], None)
         assert error.__suppress_context__ or error.__context__ is None

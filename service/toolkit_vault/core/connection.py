@@ -103,9 +103,9 @@ class A2EConnection:
             caused, self._outbox = self._outbox or [], None
         return caused
 
-    def answer_at_once(self, request: Message, mark: Mark | None = None) -> str | None:
+    def answer_without_blocking(self, request: Message, mark: Mark | None = None) -> str | None:
         """`handle`'s answer, as JSON, when it needs no wait (a list the service can answer
-        from memory, after at most a read that never waits: `Vault.answer_at_once`, which
+        from memory, after at most a read that never waits: `Vault.answer_without_blocking`, which
         says what `mark` is), so a transport may give it on its event loop; None: `handle`
         it in a worker thread. Never raises."""
         try:
@@ -115,7 +115,7 @@ class A2EConnection:
             if needed not in self.capabilities:
                 return None
             session_id = self.plugin.session_id
-            return self.vault.answer_at_once(self.principal, session_id, request, mark)
+            return self.vault.answer_without_blocking(self.principal, session_id, request, mark)
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 

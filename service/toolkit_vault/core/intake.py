@@ -205,12 +205,12 @@ class Intake:
     def request(
         self,
         principal: Principal,
-        session_id: str,
+        scope_id: str,
         toolkit: RegisteredToolkit,
         msg: ToolkitConfigureRequest,
     ) -> ToolkitConfigureResponse:
         """Keep the public half as an `intake` version and answer with a one-time link.
-        `session_id` is the scope the link is bound to (the principal's, for `scope:
+        `scope_id`: the scope the link is bound to (the principal's, for `scope:
         "principal"`), whose row exists."""
         missing: list[str] = []
         try:
@@ -224,7 +224,7 @@ class Intake:
         ttl = self.ttl
         if isinstance(msg.intake, IntakeOptions) and msg.intake.expires_in is not None:
             ttl = min(ttl, msg.intake.expires_in)
-        claim, url = self._offer(principal.principal_id, session_id, toolkit, public, missing, ttl)
+        claim, url = self._offer(principal.principal_id, scope_id, toolkit, public, missing, ttl)
         minutes = max(1, round(ttl / 60))
         reach = " for every session of this principal" if claim.scope == "principal" else ""
         return ToolkitConfigureResponse(
@@ -239,20 +239,20 @@ class Intake:
     def offer(
         self,
         principal_id: str,
-        session_id: str,
+        scope_id: str,
         toolkit: RegisteredToolkit,
         public: dict[str, Any],
         why: str,
     ) -> str:
         """A link for a person to configure (or connect) a toolkit again, keeping `public`
-        (an OAuth connection the server refused to refresh, `connect`). While an `intake`
+        (an OAuth connection the server refused to refresh, `oauth_refresh`). While an `intake`
         version is already the last one, a new link to it is signed and nothing is written:
         every initialization of a broken connection may ask, and each link stays good until
         one of them is used."""
         name, digest = toolkit.definition.name, toolkit.schema.digest
         try:
-            latest = self.vault.store.chain_state().last_version(session_id, name)
-            pending = self.vault.store.version_if_latest(session_id, name, latest)
+            latest = self.vault.store.chain_state().last_version(scope_id, name)
+            pending = self.vault.store.version_if_latest(scope_id, name, latest)
         except StateUnknown:
             pending = None
         if (
@@ -262,14 +262,14 @@ class Intake:
         ):
             link_id = secrets.token_urlsafe(16)
             expires_at = self._clock() + self.ttl
-            claim = Claim(link_id, session_id, name, digest, latest + 1, principal_id, expires_at)
+            claim = Claim(link_id, scope_id, name, digest, latest + 1, principal_id, expires_at)
             return self._url_for(self._signer.issue(claim))
-        return self._offer(principal_id, session_id, toolkit, public, [], self.ttl, why)[1]
+        return self._offer(principal_id, scope_id, toolkit, public, [], self.ttl, why)[1]
 
     def _offer(
         self,
         principal_id: str,
-        session_id: str,
+        scope_id: str,
         toolkit: RegisteredToolkit,
         public: dict[str, Any],
         missing: list[str],
@@ -289,14 +289,12 @@ class Intake:
                 INTAKE_STATUS, note, principal_id, digest, public, {}, None, None, None, None,
             )  # fmt: skip
 
-        version = self.vault.store.append_version(session_id, name, build, AuditAction.CONFIGURE)
-        claim = Claim(link_id, session_id, name, digest, version + 1, principal_id, expires_at)
+        version = self.vault.store.append_version(scope_id, name, build, AuditAction.CONFIGURE)
+        claim = Claim(link_id, scope_id, name, digest, version + 1, principal_id, expires_at)
         url = self._url_for(self._signer.issue(claim))
         details = {"link_id": link_id, "expires_at": expires_at, "missing": missing}
         self.vault.store.record_attempt(
-            AuditDraft(
-                principal_id, AuditAction.INTAKE_REQUESTED, session_id, name, version, details
-            )
+            AuditDraft(principal_id, AuditAction.INTAKE_REQUESTED, scope_id, name, version, details)
         )
         return claim, url
 
@@ -351,11 +349,11 @@ class Intake:
         public: dict[str, Any],
         secrets: dict[str, Any],
     ) -> Outcome:
-        """`Vault.commit` of a link's config, once: only while the version the link was made
+        """`Vault.store_version` of a link's config, once: only while the version the link was made
         for is still the last and not purged (checked in the write transaction, after
         whatever the submission waited on: a credential check, a token exchange)."""
         try:
-            return self.vault.commit(
+            return self.vault.store_version(
                 claim.actor, claim.session_id, toolkit, public, secrets, claim.version - 1
             )
         except VersionMoved as exc:

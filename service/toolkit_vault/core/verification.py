@@ -11,7 +11,7 @@ number of bytes. One deadline bounds the whole check (resolving, connecting, the
 the body): the exchange runs on a thread of its own that is waited for no longer, since a
 timeout per read lets an answer dripped a byte at a time last for ever. Any agent can start
 a check (its `base_url` may name its own slow server), so a process has at most
-`MAX_CHECKS` in flight and refuses one more at once (`CheckSlots`); `serve` runs the
+`MAX_CHECKS` in flight and refuses one more without waiting (`CheckSlots`); `serve` runs the
 configures that check on threads of their own, never on those other agents need. What a
 failure says names the check, the host and the status or the kind of failure; never the
 config, the secret or the URL (its query may hold the secret).
@@ -60,7 +60,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-MAX_CHECKS = 8  # credential checks in flight in one process; one more is refused at once
+MAX_CHECKS = 8  # credential checks in flight in one process; one more is refused, no wait
 BUSY = "too many credential checks in flight; nothing was stored, try again in a few seconds"
 
 
@@ -108,7 +108,7 @@ class VerifyPolicy:
 
 class CheckSlots:
     """At most `limit` credential checks in flight in this process. Each holds a thread and
-    an outbound connection for up to its deadline; one more is refused at once (a refusal
+    an outbound connection for up to its deadline; one more is refused without waiting (a refusal
     like any failed check), not queued behind them."""
 
     def __init__(self, limit: int = MAX_CHECKS) -> None:

@@ -4,7 +4,8 @@ set as the vault stores it (`tokens`), and the client calls (`client`: authoriza
 with PKCE S256, refresh, revocation), all through authlib's httpx client.
 
 Policy (when to refresh, once per scope and toolkit, what to store and audit, whom to
-tell) lives in `core.connect`; this package decides nothing and stores nothing.
+tell) lives in `core.oauth_*` (connect, refresh, revoke, schedule); this package decides
+nothing and stores nothing.
 May import: schema, errors, logs, canonical (and authlib, httpx); never the store, core
 or transports.
 """

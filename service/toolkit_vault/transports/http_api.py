@@ -9,7 +9,7 @@ an expired one is refused from its expiry on (401 saying when it expired), and a
 opened with it is closed at that moment, even while its client is silent.
 Each request runs the synchronous service API in a worker thread (as many as the database
 pool has connections), except a small list the service can answer from memory
-(`A2EConnection.answer_at_once`), which is answered on the event loop; a WebSocket's
+(`A2EConnection.answer_without_blocking`), which is answered on the event loop; a WebSocket's
 responses and push events leave in order, through its `Outbox`. A configure that waits on a
 credential check runs on threads of its own (`a2e.lanes`).
 Every refusal is a well-formed A2E `error` body, never a bare dropped connection.

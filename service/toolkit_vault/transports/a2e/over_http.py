@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.connection import Reply, connect, read_request
-from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark
+from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message
 from toolkit_vault.transports.a2e.lanes import Lanes
@@ -55,7 +55,7 @@ A2E_POST_DOC: dict[str, Any] = {  # the route's OpenAPI entry: FastAPI cannot se
 
 class A2EPost:
     """The ASGI app of `POST /a2e`. A list the service can answer from memory is answered
-    on the event loop (`A2EConnection.answer_at_once`); anything else runs in the thread
+    on the event loop (`A2EConnection.answer_without_blocking`); anything else runs in the thread
     `lanes` picks, and its write may be left committing (`Workers.run_settled`)."""
 
     def __init__(
@@ -90,8 +90,8 @@ class A2EPost:
         message = await self._lanes.read(body, limit)
         bound = self._bindings.bound(principal, session) if session else None
         answer = None
-        if bound and isinstance(message, ANSWERED_AT_ONCE):
-            answer = bound.answer_at_once(message, await self._marks.read())
+        if bound and isinstance(message, ANSWERED_WITHOUT_BLOCKING):
+            answer = bound.answer_without_blocking(message, await self._marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
         reply = await self._lanes.route(message).run_settled(

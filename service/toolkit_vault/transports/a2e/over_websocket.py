@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket
 
 from toolkit_vault.access.principals import Principal, expiry_message
 from toolkit_vault.core.connection import connect
-from toolkit_vault.core.vault import ANSWERED_AT_ONCE, Mark, Vault
+from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark, Vault
 from toolkit_vault.protocol import ErrorMessage, Message, dump_message
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
@@ -107,8 +107,8 @@ class A2ESocket:
                     continue
                 request = await lanes.read(raw, limit)
                 answer = None
-                if isinstance(request, ANSWERED_AT_ONCE):
-                    answer = connection.answer_at_once(request, await marks.read())
+                if isinstance(request, ANSWERED_WITHOUT_BLOCKING):
+                    answer = connection.answer_without_blocking(request, await marks.read())
                 if answer is None:
                     reply = await lanes.route(request).run_settled(connection.start, request)
                     lines = reply.lines()

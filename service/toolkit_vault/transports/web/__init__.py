@@ -20,8 +20,8 @@ from starlette.responses import RedirectResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolkit_vault.core.connect import OAuthConnections
 from toolkit_vault.core.intake import DEFAULT_TTL, Intake
+from toolkit_vault.core.oauth_connect import OAuthConnections
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
@@ -106,7 +106,7 @@ def create_console(
     app.include_router(console_check_routes(state))
     app.include_router(intake_routes(state))
     vault.intake = intake
-    connections = OAuthConnections(vault, intake, key)  # sets vault.oauth
+    connections = OAuthConnections(vault, intake, key)  # the connect flow
 
     def callback_url() -> str:
         base = (public_url or _origin(_REQUEST.get())).rstrip("/")

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from toolkit_vault.core.connect import FLOW_TTL, AnswerRefused, OAuthConnections
 from toolkit_vault.core.intake import IntakeRefused
+from toolkit_vault.core.oauth_connect import FLOW_TTL, AnswerRefused, OAuthConnections
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.transports.web.pages import WebState

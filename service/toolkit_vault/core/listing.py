@@ -1,0 +1,149 @@
+"""Listing: a session's toolkits and tools, answered from the live instances, from
+memory when nothing changed since the session's last read (`answer_without_blocking`, on a
+transport's event loop), else after bringing them in line with the store.
+
+The second layer of `vault.Vault` (over `instance_sync.InstanceSync`).
+
+May import: `core`'s instance sync and instances, protocol, store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.instance_sync import InstanceSync
+from toolkit_vault.core.instances import Mark
+from toolkit_vault.protocol import (
+    Message,
+    ToolInfo,
+    ToolkitDefinition,
+    ToolkitListRequest,
+    ToolkitListResponse,
+    ToolListRequest,
+    ToolListResponse,
+    dump_message,
+    dump_toolkit_list,
+)
+from toolkit_vault.store.scopes import principal_scope
+
+__all__ = ["ANSWERED_WITHOUT_BLOCKING", "Listing"]
+
+# what `answer_without_blocking` may answer
+ANSWERED_WITHOUT_BLOCKING = (ToolkitListRequest, ToolListRequest)
+
+
+class Listing(InstanceSync):
+    """The lists of one vault."""
+
+    def list_toolkits(
+        self, principal: Principal, session_id: str, msg: ToolkitListRequest
+    ) -> ToolkitListResponse:
+        configured = self._configured(principal, session_id)
+        ends = self.instances.ends(session_id, configured)
+        toolkits = [definition for definition, _ in self._listed(configured, msg, ends)]
+        return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
+
+    def answer_without_blocking(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: Message,
+        mark: Mark | None = None,
+    ) -> str | None:
+        """The answer to a list that needs no wait, as JSON, so a transport may give it on
+        its event loop: this process's instances are still what the store says, because
+        nothing was committed to the store since this session's list last read it
+        (`Store.commit_mark`), or because the session's pointers, read without waiting
+        (`Store.pointers_at_once`), are still the ones its instances were made from. None:
+        `handle` it in a worker thread (a toolkit to initialize again, a read that would
+        wait, PostgreSQL). `mark`: a `mark()` taken after the message arrived (a transport
+        shares one among the lists that arrived together: `access.SharedMarks`); None:
+        taken here."""
+        if not isinstance(msg, ANSWERED_WITHOUT_BLOCKING):
+            return None
+        mark = mark or self.mark()
+        if mark is None:
+            return None
+        configured = self.instances.live_if_read(session_id, mark)
+        if configured is None:
+            had = self.instances.sources(session_id)
+            scope_id = principal_scope(principal.principal_id)
+            if self.store.pointers_at_once(session_id, scope_id) != had:
+                return None  # something to bring in line, or no quick read: `_sync` it
+            chain = self.store.chain_state_at_once()
+            if chain is None or self._stale(had, chain):
+                return None  # a version the chain no longer makes current, or no quick read
+            if chain.registry_changes != self.registry_follower.seen:
+                return None  # an import or removal to load first
+            configured = self.instances.live_if_unchanged(session_id, had, mark)
+            if configured is None:
+                return None  # changed here meanwhile
+        if isinstance(msg, ToolListRequest):
+            return dump_message(self._tools(session_id, configured, msg))
+        ends = self.instances.ends(session_id, configured)
+        listed = [json for _, json in self._listed(configured, msg, ends)]
+        return dump_toolkit_list(msg.id, listed)
+
+    def _listed(
+        self, configured: set[str], msg: ToolkitListRequest, ends: Mapping[str, float]
+    ) -> list[tuple[ToolkitDefinition, str]]:
+        """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`;
+        one whose credential has a known end says when (`expires_at`, an extension)."""
+        shown = []
+        for toolkit in self.registry.all():
+            definition = toolkit.definition
+            if msg.filter_kind and definition.category != msg.filter_kind:
+                continue
+            if msg.filter_tags and not set(msg.filter_tags) <= set(definition.tags):
+                continue
+            if definition.name in ends:
+                ending = {"configured": True, "expires_at": int(ends[definition.name])}
+                dated = definition.model_copy(update=ending)
+                shown.append((dated, dated.model_dump_json(by_alias=True)))
+                continue
+            shown.append(toolkit.listed(definition.name in configured))
+        return shown
+
+    def list_tools(
+        self, principal: Principal, session_id: str, msg: ToolListRequest
+    ) -> ToolListResponse:
+        """The tools of every toolkit configured in the session, each naming its toolkit;
+        the ones a `partial` status named unavailable are left out."""
+        return self._tools(session_id, self._configured(principal, session_id), msg)
+
+    def _tools(
+        self, session_id: str, configured: set[str], msg: ToolListRequest
+    ) -> ToolListResponse:
+        tools = [
+            ToolInfo(name=tool, toolkit=toolkit.definition.name)
+            for toolkit in self.registry.all()
+            if toolkit.definition.name in configured
+            for tool in toolkit.definition.tools
+            if tool not in self.instances.unavailable(session_id, toolkit.definition.name)
+        ]
+        return ToolListResponse(req_id=msg.id, tools=tools)
+
+    def _configured(self, principal: Principal, session_id: str) -> set[str]:
+        """Toolkits with a current config in the store (the session's or its principal's)
+        and a live instance made from it in this process. What another process changed
+        since is taken up here, silently: the list itself tells the agent. The store is
+        read unless nothing was committed to it since this session's last read."""
+        mark = self.mark()  # taken before the read: what is committed during it shows next
+        if self.instances.live_if_read(session_id, mark) is None:
+            self._sync(session_id, principal.principal_id)
+        return self.instances.live_after_read(session_id, mark)
+
+    def mark(self) -> Mark | None:
+        """What a list's read of the store stays true for: the store's commit mark and how
+        often this process dropped what a read installed; None when the store gives no
+        mark (then every list reads). Never raises."""
+        dropped = self.instances.dropped
+        store_mark = self.store.commit_mark()
+        return None if store_mark is None else (store_mark, dropped)
+
+    async def mark_on_loop(self) -> Mark | None:
+        """`mark` on an event loop (`Store.commit_mark_on_loop`)."""
+        dropped = self.instances.dropped
+        store_mark = await self.store.commit_mark_on_loop()
+        return None if store_mark is None else (store_mark, dropped)

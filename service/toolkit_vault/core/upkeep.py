@@ -1,0 +1,134 @@
+"""The vault's upkeep, as operators and auditors ask for it: crypto-shredding a session's
+or a principal's configs (their OAuth token sets revoked first), walking the audit chain,
+exporting it, accepting a deliberate restore, and `check` (every version decrypted, every
+row's MAC, the chain and the state it vouches for).
+
+What a purge ends in this process (live instances, connections to tell) is the vault's:
+it is given as callbacks at construction, so this module never holds the vault.
+
+May import: audit, keys, store, crypto, errors, and `core`'s sealing, ports, outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+from toolkit_vault.audit.export import export_events
+from toolkit_vault.audit.history import find_principal
+from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
+from toolkit_vault.core.outcomes import Outcome, status_event
+from toolkit_vault.core.ports import TokenSource
+from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
+from toolkit_vault.core.sealing import Sealing
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import StoreError, VaultError
+from toolkit_vault.keys.recovery import held_recovery_key
+from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.protocol import ToolkitStatusEvent
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.records import AuditDraft
+from toolkit_vault.store.scopes import principal_scope, scope_of
+from toolkit_vault.store.storage import Store
+
+__all__ = ["Upkeep"]
+
+
+class Upkeep:
+    """Purges and audits of one vault."""
+
+    def __init__(
+        self,
+        store: Store,
+        sealing: Sealing,
+        audit_key: SecretBytes | None,
+        oauth: TokenSource,
+        *,
+        resync: Callable[[str, str, str | None], list[ToolkitStatusEvent]],
+        known: Callable[[str], bool],
+        publish: Callable[[ToolkitStatusEvent], None],
+    ) -> None:
+        """`resync(session, principal, toolkit)`: bring the session's instances here in
+        line with the store, returning what changed; `known(session)`: whether this
+        process holds anything of it; `publish`: tell its connections and the replicas."""
+        self._store, self._sealing, self._audit_key, self._oauth = store, sealing, audit_key, oauth
+        self._resync, self._known, self._publish = resync, known, publish
+
+    def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
+        """Crypto-shred a session (or one toolkit of it); its live instances here make way
+        for its principal's config, or are forgotten, and its connections are told. OAuth
+        token sets are revoked at their servers first (`oauth_revoke`)."""
+        self._oauth.revoke(actor, session_id, toolkit_name)
+        report = purge(self._store, session_id, toolkit_name, actor=actor)
+        if self._known(session_id) and report.principal_id is not None:
+            for event in self._resync(session_id, report.principal_id, toolkit_name):
+                self._publish(event)
+        return report
+
+    def purge_principal(
+        self, actor: str, principal: str, toolkit_name: str | None = None
+    ) -> PurgeReport:
+        """Crypto-shred a principal's own configs (by principal id or name); its sessions'
+        configs stay, and every session that used the principal's is told."""
+        scope_id = principal_scope(find_principal(self._store, principal))
+        self._oauth.revoke(actor, scope_id, toolkit_name)
+        report = purge_principal(self._store, principal, toolkit_name, actor=actor)
+        purged = Outcome("error", "config purged")
+        for name in report.unconfigured:
+            self._publish(status_event(report.session_id, name, False, purged))
+        return report
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the audit chain with this vault's audit key (which never leaves it), and
+        reconcile every authenticated table with it."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        recovery = held_recovery_key(self._store, self._sealing.ring_for)
+        return verify_audit_chain(self._store, self._audit_key, recovery=recovery)
+
+    def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """The audit events after seq `after`, each verified as it is read (`audit.export`):
+        what a receiver of the audit devices replays when it fell behind."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        return export_events(self._store, self._audit_key, after, limit)
+
+    def accept_restore(self, actor: str) -> dict[str, Any]:
+        """An operator's deliberate restore of an older copy: the database's chain must
+        verify on its own; then its head becomes the witness again, and the step is an
+        audit event naming both heads. Running processes that followed the newer chain
+        keep refusing until they restart (they saw the events that are gone)."""
+        store = self._store
+        try:
+            heads = store.witness.read() if store.witness is not None else None
+        except StoreError:
+            heads = None
+        with store.accepting_restore():
+            report = self.verify_audit()
+            if report.problem in ("edited", "deleted", "inserted", "truncated"):
+                raise VaultError(f"the database's own audit chain is broken: {report.message}")
+            details = {
+                "witness_seq": heads[0][0] if heads else None,
+                "database_seq": report.head_seq,
+            }
+            store.record_attempt(AuditDraft(actor, AuditAction.RESTORE_ACCEPTED, details=details))
+        return {**details, "accepted": True}
+
+    def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+        """`check`: every version decrypted in memory and every row's MAC, then the audit
+        chain and the state it vouches for; counts and names, never a value. A key the ring
+        lacks is loaded (`ring_for`), or the check stops: never a false "failed"."""
+        result = check_store(self._store, partial(self._sealing.ring_for, strict=True), start)
+        for failed in result["failed_versions"]:
+            failed["scope"] = scope_of(failed["session_id"])
+        result["scopes"] = self._store.versions_by_scope()
+        audit = self.verify_audit()
+        result["audit"] = {
+            "ok": audit.problem in (None, "unaudited", "state"),
+            "message": audit.message,
+        }
+        result["state_problems"] = [p.as_json() for p in audit.state_problems]
+        result["state_problem_count"] = audit.state_problem_count
+        result["ok"] = not result["failed"] and audit.ok
+        return result
