@@ -129,14 +129,14 @@ def rewrite_floor(store: Store, to_key: str) -> int:
     """The I/O-only floor of any per-row rewrap: `rotate_vault_key`'s own reads (the same
     keyset-paginated batches of id, key id and wrapped key of the rows not under `to_key`)
     and writes (the same compare-and-set `UPDATE`, one executemany per batch, each in the
-    vault's retrying write transaction), moving each row to `to_key` as a rotation moves it
+    vault's `transact` write transaction), moving each row to `to_key` as a rotation moves it
     to the new vault key (so its key id index entry moves too), with its wrapped key
     written back unchanged: no crypto."""
     where = ConfigVersion.kek_id.is_not(None) & (ConfigVersion.kek_id != to_key)
     done = 0
     for rows in version_batches(store, where, BATCH, _REWRAP_COLUMNS):
         updates = [(i, key_id, wrapped, to_key, wrapped) for i, key_id, wrapped in rows]
-        store.retrying(partial(write_rewraps, updates=updates))
+        store.transact(partial(write_rewraps, updates=updates))
         done += len(updates)
     return done
 

@@ -254,7 +254,7 @@ def two_events_in_one_write(vault: Vault) -> None:
             draft = AuditDraft("local", AuditAction.CONFIGURE_REFUSED, None, name, None, {})
             store.audit(conn, draft)
 
-    store.retrying(work)
+    store.transact(work)
 
 
 def cli_devices(cli_env: dict[str, str], *specs: str, fail_closed: bool = False) -> dict[str, str]:

@@ -294,7 +294,7 @@ def test_rewrap_writes_only_rows_still_holding_the_verified_key(vault: Vault) ->
         (a, kek, wrapped), (b, _, _) = conn.execute(select(*columns).order_by(ConfigVersion.id))
     assert kek is not None and wrapped is not None
     updates = [(a, kek, wrapped, kek, b"new-a"), (b, kek, wrapped, kek, b"new-b")]
-    vault.store.retrying(partial(write_rewraps, updates=updates))
+    vault.store.transact(partial(write_rewraps, updates=updates))
     with vault.store.engine.connect() as conn:
         stored = dict(conn.execute(select(ConfigVersion.id, ConfigVersion.wrapped_dek)).all())
     assert stored[a] == b"new-a"

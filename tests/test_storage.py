@@ -391,7 +391,7 @@ def test_writes_queued_behind_a_write_commit_together_each_standing_alone(
             return n
 
         try:
-            outcomes[n] = store.retrying(work)
+            outcomes[n] = store.transact(work)
         except ValueError as exc:
             outcomes[n] = exc
 
@@ -428,7 +428,7 @@ def test_a_write_that_gave_up_waiting_is_never_written_later(
 
     def impatient() -> None:
         try:
-            store.retrying(_noted(store, 1))
+            store.transact(_noted(store, 1))
         except StoreError as exc:
             refused.append(exc)
 
@@ -436,7 +436,7 @@ def test_a_write_that_gave_up_waiting_is_never_written_later(
         thread = threading.Thread(target=impatient, daemon=True)
         thread.start()
         thread.join(timeout=10)
-    store.retrying(_noted(store, 2))
+    store.transact(_noted(store, 2))
     assert [str(exc) for exc in refused] == ["the database refused the write (busy)"]
     assert _notes(vault) == [2]
     assert vault.verify_audit().ok
@@ -461,7 +461,7 @@ def test_a_group_that_cannot_commit_fails_every_write_in_it(vault: Vault) -> Non
             return n
 
         try:
-            outcomes[n] = store.retrying(work)
+            outcomes[n] = store.transact(work)
         except _Abort as exc:
             outcomes[n] = exc
 
@@ -488,7 +488,7 @@ def test_a_write_left_to_commit_returns_at_once_and_is_live_before_it_is_settled
     seen: list[Any] = []
     with store.write():  # nothing commits while this is held
         with deferring() as left:
-            assert store.retrying(_noted(store, 1), lambda result: seen.append("then")) is None
+            assert store.transact(_noted(store, 1), lambda result: seen.append("then")) is None
         assert len(left) == 1 and not left[0].settled and seen == []
         left[0].when_settled(lambda: seen.append(("settled", list(seen))))
     _settled(left[0])
@@ -509,8 +509,8 @@ def test_a_write_left_to_commit_that_fails_is_settled_with_its_error_alone(vault
         raise ValueError("refused after writing")
 
     with store.write(), deferring() as left:
-        store.retrying(refused, ran.append)
-        store.retrying(_noted(store, 2), ran.append)
+        store.transact(refused, ran.append)
+        store.transact(_noted(store, 2), ran.append)
         _until_queued(store, 2)
     for write in left:
         _settled(write)
@@ -535,9 +535,9 @@ def test_a_write_that_lost_a_race_is_tried_again(vault: Vault, database_url: str
 
         return work
 
-    assert store.retrying(racy(1)) == 1
+    assert store.transact(racy(1)) == 1
     with deferring() as left:
-        store.retrying(racy(2), lambda result: None)
+        store.transact(racy(2), lambda result: None)
     for write in left:
         _settled(write)
         assert write.error is None and write.result == 2
@@ -558,7 +558,7 @@ def test_the_writer_thread_ends_when_idle_and_starts_with_the_next_left_write(
     before = set(writers())  # other stores' (an earlier test's may end meanwhile)
     for n in range(2):
         with deferring() as left:
-            store.retrying(_noted(store, n), lambda result: None)  # left: the writer writes it
+            store.transact(_noted(store, n), lambda result: None)  # left: the writer writes it
         _settled(left[0])
         deadline = time.monotonic() + 10
         while set(writers()) - before and time.monotonic() < deadline:
@@ -577,9 +577,9 @@ def test_a_caller_that_finds_no_group_being_written_writes_its_own(vault: Vault)
     def work(conn: Any) -> None:
         threads.append(threading.current_thread().name)
 
-    store.retrying(work)
+    store.transact(work)
     with deferring() as left:
-        store.retrying(work, lambda result: None)
+        store.transact(work, lambda result: None)
     _settled(left[0])
     assert left[0].error is None
     assert threads == [threading.current_thread().name, "toolkit-vault-writer"]

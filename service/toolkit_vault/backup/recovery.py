@@ -30,7 +30,7 @@ def _store(settings: VaultSettings) -> Iterator[Store]:
         if store.witness is not None:
             store.witness.flush()
         store.close_watch()
-        store.engine.dispose()
+        store.close()
 
 
 def init_shares(settings: VaultSettings, *, shares: int, threshold: int) -> RecoverySet:

@@ -249,4 +249,4 @@ def _settle_home(
             raise VaultError(f"the restored vault is not believed: {failure}")
     finally:
         store.close_watch()
-        store.engine.dispose()
+        store.close()

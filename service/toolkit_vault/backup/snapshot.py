@@ -86,7 +86,7 @@ def create_backup(settings: VaultSettings, path: Path) -> BackupReport:
         size = path.stat().st_size
     finally:
         store.close_watch()
-        store.engine.dispose()
+        store.close()
     return BackupReport(
         str(path),
         size,

@@ -214,7 +214,7 @@ def serve(
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
     reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
     provider = open_provider(settings)
-    if vault.store.engine.dialect.name == "postgresql":
+    if vault.store.on_postgres:
         from toolkit_vault.transports.relay import PgEventRelay
 
         PgEventRelay(vault).start()  # status events reach the other replicas' WebSockets

@@ -125,7 +125,7 @@ def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
             except VaultError:  # a name taken by a built-in or plugin: not listed either way
                 continue
     finally:
-        store.engine.dispose()
+        store.close()
     return registry.all()
 
 

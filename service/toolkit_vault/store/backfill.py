@@ -32,7 +32,7 @@ def recorded(store: Store, action: AuditAction) -> bool:
 
 def append_event(store: Store, draft: AuditDraft) -> None:
     """One audit event in a transaction of its own."""
-    store.retrying(lambda conn: store.audit(conn, draft))
+    store.transact(lambda conn: store.audit(conn, draft))
 
 
 class Backfill:
@@ -67,4 +67,4 @@ class Backfill:
                 where = [stored.c[column] == value for column, value in key.items()]
                 conn.execute(update(stored).where(*where, stored.c.mac.is_(None)).values(**changes))
 
-        self._store.retrying(work)
+        self._store.transact(work)

@@ -25,6 +25,20 @@ class StoreBase:
     _ledger: Ledger | None  # the verified chain, followed (`ledger`)
     _accepting_restore: bool  # `accepting_restore`: the witness is not consulted
 
+    @property
+    def on_postgres(self) -> bool:
+        """Whether the database is PostgreSQL (its relay, its notices), not SQLite."""
+        return self.engine.dialect.name == "postgresql"
+
+    def libpq_conninfo(self) -> str:
+        """The database URL as libpq takes it (the PostgreSQL relay's own connection)."""
+        url = self.engine.url.set(drivername="postgresql")
+        return url.render_as_string(hide_password=False)
+
+    def close(self) -> None:
+        """Close every pooled connection (a command that is done with the database)."""
+        self.engine.dispose()
+
     def mac(self, table: str, row: StoredRow) -> bytes:
         """The MAC a row of `table` is written with (`integrity` says what it covers)."""
         if self._rows is None:

@@ -100,7 +100,7 @@ def write_rewraps(conn: Connection, updates: list[Rewrap]) -> None:
 
 def move_data_keys(store: Store, updates: list[Rewrap]) -> None:
     """Write a batch of rewrapped data keys in one write transaction (`write_rewraps`)."""
-    store.retrying(lambda conn: write_rewraps(conn, updates))
+    store.transact(lambda conn: write_rewraps(conn, updates))
 
 
 def move_data_keys_rolled_back(store: Store, updates: list[Rewrap]) -> None:

@@ -149,7 +149,7 @@ def _sqlite_on_begin(connection: Any) -> None:
     `exec_driver_sql` it was a large part of an empty write transaction's CPU (an
     execution context and a result for a statement that returns nothing). A refusal (the database
     locked past the busy timeout) is raised as SQLAlchemy's, as `Store.write` and
-    `retrying` expect; a file opened read-only still begins, and its first write fails."""
+    `transact` expect; a file opened read-only still begins, and its first write fails."""
     statement = "BEGIN"
     if connection.get_execution_options().get("vault_write", False):
         statement = "BEGIN IMMEDIATE"

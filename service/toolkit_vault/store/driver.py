@@ -41,7 +41,7 @@ class _OnDriver:
     CPU than the database's own work on a configure's statements (benchmarks/configure.py).
     Engine events do not see these statements (none of them writes a principal); they are
     logged as SQLAlchemy logs its own, to its engine logger at INFO. A driver error is
-    raised as SQLAlchemy's, as `Store.write` and `retrying` expect, and a connection it
+    raised as SQLAlchemy's, as `Store.write` and `transact` expect, and a connection it
     leaves unusable is invalidated, as SQLAlchemy would."""
 
     def __init__(self, statement: Any) -> None:

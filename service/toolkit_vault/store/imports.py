@@ -98,7 +98,7 @@ def write_imported(
 ) -> list[Written]:
     """Store each definition (an identical one is left as it is), in one transaction;
     returns what became of each, in order."""
-    outcomes: list[Written] = store.retrying(lambda conn: _write(store, definitions, actor, conn))
+    outcomes: list[Written] = store.transact(lambda conn: _write(store, definitions, actor, conn))
     return outcomes
 
 
@@ -125,7 +125,7 @@ def remove_imported(store: Store, name: str, actor: str) -> tuple[str, tuple[str
     """Delete one imported definition and end every session's current config of it (one
     transaction, audited); returns its package digest and those sessions, sorted. Raises
     `ToolkitNotFound` when none is stored under `name`."""
-    removed: tuple[str, tuple[str, ...]] = store.retrying(
+    removed: tuple[str, tuple[str, ...]] = store.transact(
         lambda conn: _remove(store, name, actor, conn)
     )
     return removed

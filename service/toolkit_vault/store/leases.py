@@ -82,14 +82,14 @@ class RefreshLeases:
                 conn.execute(update(RefreshLease).where(*self._key(scope, toolkit)).values(values))
             return found
 
-        claim: Claim = self.store.retrying(work)
+        claim: Claim = self.store.transact(work)
         return claim
 
     def release(self, scope: str, toolkit: str, holder: str) -> None:
         """The holder is done (the version appended, or not needed): the row goes, and with
         it the failures counted."""
         where = [*self._key(scope, toolkit), RefreshLease.holder == holder]
-        self.store.retrying(lambda conn: conn.execute(delete(RefreshLease).where(*where)))
+        self.store.transact(lambda conn: conn.execute(delete(RefreshLease).where(*where)))
 
     def failed(self, scope: str, toolkit: str, holder: str, now: float, spacing: float) -> int:
         """The holder's try failed (the server down): count it, give the lease up, and let
@@ -110,7 +110,7 @@ class RefreshLeases:
             )
             return failures
 
-        failures: int = self.store.retrying(work)
+        failures: int = self.store.transact(work)
         return failures
 
 

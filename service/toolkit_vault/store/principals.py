@@ -70,7 +70,7 @@ def _written(store: Store) -> None:
 def _writing(store: Store, work: Callable[[Connection], Any]) -> Any:
     """`work` as one retried write; the watchers hear of it after it ended, however."""
     try:
-        return store.retrying(work)
+        return store.transact(work)
     finally:
         _written(store)
 

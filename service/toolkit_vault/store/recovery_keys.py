@@ -90,7 +90,7 @@ def replace_share_set(
         )
         store.audit(conn, event)
 
-    store.retrying(work)
+    store.transact(work)
 
 
 def cover(conn: Connection, key_id: str, wrap: Cover) -> bool:

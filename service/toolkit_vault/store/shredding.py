@@ -135,7 +135,7 @@ def shred_scope(
         store.audit(conn, AuditDraft(actor, AuditAction.PURGE, scope_id, toolkit, details=details))
         return Shredded(owner, len(rows), toolkits, unconfigured)
 
-    done: Shredded = store.retrying(work)
+    done: Shredded = store.transact(work)
     return done
 
 

@@ -110,7 +110,7 @@ class Store(ConfigVersions):
                 "created_at": time.time(),
                 "revoked_at": None,
             }
-            self.retrying(
+            self.transact(
                 lambda conn: conn.execute(
                     _INSERT_PRINCIPAL, {**row, "mac": self.mac(PRINCIPALS, row)}
                 )
@@ -125,7 +125,7 @@ class Store(ConfigVersions):
                 conn, AuditDraft(principal_id, AuditAction.SESSION_CREATED, session_id=session_id)
             )
 
-        self.retrying(work)
+        self.transact(work)
 
     def session_owned_by(self, session_id: str, principal_id: str) -> bool:
         """True only for a session row the vault wrote for this principal: a row whose owner
@@ -154,4 +154,4 @@ class Store(ConfigVersions):
                 )
                 self.audit(conn, made)
 
-        self.retrying(work)
+        self.transact(work)

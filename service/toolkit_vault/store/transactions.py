@@ -4,7 +4,7 @@ Every change and every failed attempt is one atomic write that also appends its 
 event: a transaction of its own, or on SQLite a savepoint of its own in a group commit
 (`writer`); on PostgreSQL a group of appends runs without savepoints, its statements
 pipelined. A writer that loses a race (unique version or audit sequence taken, pointer
-moved) is tried again from a fresh read (`retrying`), so concurrent writers never lose an
+moved) is tried again from a fresh read (`transact`), so concurrent writers never lose an
 update. A commit moves the witness and the ledger to the events it wrote.
 """
 
@@ -37,7 +37,7 @@ _PIPELINED = "tkv_pipelined"  # conn.info: a pipelined group's appends, checked 
 
 
 class Transactions(CommitMarks):
-    """The `Store`'s transactions: `read`, `write`, `fetch`, and `retrying` (a write tried
+    """The `Store`'s transactions: `read`, `write`, `fetch`, and `transact` (a write tried
     again when it lost a race, committed in a group by the writer thread)."""
 
     audit_sink: AuditSink | None  # the audit devices: each write's events, in seq order
@@ -133,7 +133,7 @@ class Transactions(CommitMarks):
                 driver.autocommit = False
             raw.close()
 
-    def retrying(
+    def transact(
         self,
         work: Callable[[Connection], Any],
         then: Callable[[Any], None] | None = None,
@@ -214,7 +214,7 @@ class Transactions(CommitMarks):
         round trip there (two a write: most of a grouped configure's); whether it committed.
         Writes rarely fail once they hold the chain's lock (no other writer can race them),
         so when one does, the whole group is undone and `_commit_group` writes it again,
-        each write under its savepoint (every `work` may run again: `retrying`)."""
+        each write under its savepoint (every `work` may run again: `transact`)."""
         keys = [write.key for write in group if write.key is not None]
         try:
             with self.write() as conn:
@@ -271,7 +271,7 @@ class Transactions(CommitMarks):
 
 def _refusal(exc: BaseException) -> BaseException:
     """What a failed write raises: a conflict, or a connection opened read-only, as the
-    driver's error (`Store.retrying` tries again); any other refusal of the database as a
+    driver's error (`Store.transact` tries again); any other refusal of the database as a
     `StoreError`; anything else as it is."""
     if isinstance(exc, OperationalError) and not read_only(exc.orig):
         return StoreError(f"the database refused the write ({type(exc.orig).__name__})")
@@ -291,7 +291,7 @@ def _retryable(exc: DBAPIError) -> bool:
 
 def _moved_one(conn: Connection, cursor: Any, *, at_sync: bool = False) -> None:
     """An append statement's compare-and-set: its pointer moved from the version read,
-    or it raises the conflict `retrying` retries; in a pipelined group, checked at its sync."""
+    or it raises the conflict `transact` retries; in a pipelined group, checked at its sync."""
     pipelined = None if at_sync else conn.info.get(_PIPELINED)
     if pipelined is not None:
         pipelined.append(cursor)
@@ -305,5 +305,5 @@ def _wrote(conn: Connection, *events: dict[str, Any]) -> None:
 
 
 def _pointer_moved() -> IntegrityError:
-    """A lost compare-and-set, raised as the conflict `Store.retrying` retries."""
+    """A lost compare-and-set, raised as the conflict `Store.transact` retries."""
     return IntegrityError("current pointer moved", None, Exception("compare-and-set lost"))

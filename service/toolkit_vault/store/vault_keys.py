@@ -160,7 +160,7 @@ def add_vault_key(
         for draft in events:
             store.audit(conn, draft)
 
-    store.retrying(work)
+    store.transact(work)
 
 
 def _update(store: Store, conn: Connection, row: Any, **changes: Any) -> None:
@@ -190,7 +190,7 @@ def rewrap_vault_keys(store: Store, moves: Sequence[VaultKeyMove], event: AuditD
                 raise StoreError(f"vault key {key_id} changed meanwhile; run the rotation again")
         store.audit(conn, event)
 
-    store.retrying(work)
+    store.transact(work)
 
 
 def retire_vault_key(store: Store, record: StoredVaultKey) -> None:
@@ -203,7 +203,7 @@ def retire_vault_key(store: Store, record: StoredVaultKey) -> None:
         details = {"key_id": record.key_id}
         store.audit(conn, AuditDraft("operator", AuditAction.VAULT_KEY_RETIRED, details=details))
 
-    store.retrying(work)
+    store.transact(work)
 
 
 def internal_keys(store: Store) -> dict[str, tuple[str, bytes]]:
@@ -215,7 +215,7 @@ def internal_keys(store: Store) -> dict[str, tuple[str, bytes]]:
 
 def rewrap_internal_keys(store: Store, moves: Sequence[InternalMove]) -> None:
     """Write vault-wide keys in one transaction (`_rewrap_internal`)."""
-    store.retrying(lambda conn: _rewrap_internal(conn, moves))
+    store.transact(lambda conn: _rewrap_internal(conn, moves))
 
 
 def _rewrap_internal(conn: Connection, moves: Sequence[InternalMove]) -> None:
@@ -274,7 +274,7 @@ def any_pending(store: Store, active: str) -> bool:
 def record_key_event(store: Store, draft: AuditDraft) -> None:
     """An audit event that is the whole of its write (a rotation done, a master key retired
     in its provider, an upgrade finished)."""
-    store.retrying(lambda conn: store.audit(conn, draft))
+    store.transact(lambda conn: store.audit(conn, draft))
 
 
 # -- before the key hierarchy: master keys with rows ----------------------------------------

@@ -108,7 +108,7 @@ class ConfigVersions(ChainLinks):
     ) -> int | None:
         """Append the next version (built for its number) and, if live, make it current;
         `then(version)` once it is committed (and the write may be left to commit:
-        `retrying`). `imported`: the package digest of the imported toolkit the config was
+        `transact`). `imported`: the package digest of the imported toolkit the config was
         validated against; nothing is written unless it is still the one imported under
         `toolkit_name` (`_check_imported`). `after`: the version the caller read as current
         and built on; nothing is written (VersionMoved) unless it is still the last and
@@ -184,7 +184,7 @@ class ConfigVersions(ChainLinks):
         # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`);
         # with no `then`, nothing is left to commit (the caller waits for the version)
         key = (session_id, toolkit_name)
-        result = self.retrying(work, None if then is None else told, key)
+        result = self.transact(work, None if then is None else told, key)
         if isinstance(result, PrincipalEnded):
             raise result
         return cast("int | None", result)
@@ -262,7 +262,7 @@ class ConfigVersions(ChainLinks):
 
     def record_attempt(self, draft: AuditDraft) -> None:
         """Audit a refused attempt (unknown toolkit, invalid config) that stored nothing else."""
-        self.retrying(lambda conn: self.audit(conn, draft))
+        self.transact(lambda conn: self.audit(conn, draft))
 
     def effective_pointers(self, session_id: str, scope_id: str) -> dict[str, Source]:
         """Per toolkit, where the session's config comes from: its own current version, else

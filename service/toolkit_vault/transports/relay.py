@@ -57,8 +57,7 @@ class PgEventRelay:
         self._expiry: deque[tuple[float, str]] = deque()
         self.vault = vault
         self.origin = uuid.uuid4().hex
-        url = vault.store.engine.url.set(drivername="postgresql")
-        self._conninfo = url.render_as_string(hide_password=False)
+        self._conninfo = vault.store.libpq_conninfo()
         self._stopped = threading.Event()
         self._queued: list[ToolkitStatusEvent] = []
         self._sent: dict[str, None] = {}  # payloads sent here, until they come back
