@@ -106,10 +106,37 @@ SAMPLED_AXES = ("database_url", "key_provider")
 HEAVY_MARKS = ("browser", "soak", "kill")  # what `scripts/test --quick` leaves out, with slow
 
 
+# Tests over about seven seconds alone on a 2-core machine (the durations table in
+# docs/testing.md), besides the browser, soak and kill ones: `slow`, out of the quick loop.
+SLOW = frozenset(
+    {
+        "tests/adversarial/test_concurrency.py::test_eight_processes_configure_without_losing_a_write",
+        "tests/adversarial/test_key_refusals.py::test_insecure_keyrings_are_refused_and_nothing_is_generated",
+        "tests/package/test_corpus_imports.py::test_more_than_one_mebibyte_imports_and_the_bulk_bound_holds",
+        "tests/package/test_import_canaries.py::test_no_canary_of_an_imported_secret_field_is_stored_or_shown",
+        "tests/test_audit_devices.py::test_serve_reopens_its_audit_file_on_sighup_and_writes_stdout",
+        "tests/test_audit_trail.py::test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor",
+        "tests/test_http_app.py::test_openapi_finds_no_server_error",
+        "tests/test_import_oauth.py::test_the_cli_reports_oauth_and_no_discover_asks_nothing",
+        "tests/test_key_hierarchy.py::test_a_server_follows_rotations_made_elsewhere_without_a_false_alarm",
+        "tests/test_key_hierarchy.py::test_an_outage_after_a_rotation_elsewhere_fails_alone",
+        "tests/test_key_hierarchy.py::test_an_outage_after_start_stops_no_configure_list_or_resume",
+        "tests/test_live_registry.py::test_a_running_server_sees_an_import_a_reimport_and_a_removal_made_elsewhere",
+        "tests/test_rotation.py::test_master_rotation_rewraps_the_vault_keys_only",
+        "tests/test_rotation.py::test_rotate_master_key_script",
+        "tests/test_upgrade.py::test_a_broken_chain_stops_the_upgrade",
+        "tests/test_upgrade.py::test_a_legacy_vault_upgrades_with_nothing_lost",
+        "tests/test_upgrade.py::test_the_upgrade_resumes_and_signs_nothing_it_cannot_vouch_for",
+        "tests/test_verify_deadline.py::test_drip_checks_in_flight_do_not_stall_another_agent",
+        "tests/web/test_oauth_replicas.py",
+    }
+)
+
+
 def _heavy_marks(item: pytest.Item) -> list[str]:
     """Marks a test gets from where it lives and what it is called: Chromium tests
-    (`*_browser.py`), soaks (replicas, the bench's own test, a name with "soak"), and tests
-    that SIGKILL a process."""
+    (`*_browser.py`), soaks (replicas, the bench's own test, a name with "soak"), tests
+    that SIGKILL a process, and the `SLOW` ones."""
     name, module = item.name.lower(), item.path.name
     marks = []
     if module.endswith("_browser.py"):
@@ -118,6 +145,9 @@ def _heavy_marks(item: pytest.Item) -> list[str]:
         marks.append("soak")
     if "sigkill" in name or "killed" in name:
         marks.append("kill")
+    function = item.nodeid.split("[")[0]
+    if function in SLOW or function.split("::")[0] in SLOW:
+        marks.append("slow")
     return marks
 
 
