@@ -221,6 +221,22 @@ def test_a_rolled_back_pointer_is_refused(vault: Vault, fresh: list[Vault], how:
     assert_rolled_back_pointer_refused(vault, fresh, session, key, first.mac, how)
 
 
+def test_a_pointer_whose_mac_alone_was_edited_is_refused(vault: Vault, fresh: list[Vault]) -> None:
+    """A pointer row that still names the chain's current version but whose MAC was edited
+    is believed no more than any other row that fails its MAC: the chain agreeing on the
+    version does not vouch for the row (the freshness check alone would let it pass)."""
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    key = (CurrentConfig.session_id == session, CurrentConfig.toolkit_name == "secretive")
+    mac = row_of(vault, CurrentConfig, *key).mac
+    sql(vault, update(CurrentConfig).where(*key).values(mac=mac[:-1] + bytes([mac[-1] ^ 1])))
+    SecretiveToolkit.received.clear()
+    events, configured = resume(reopen(fresh), session)
+    assert SecretiveToolkit.received == [] and configured["secretive"] is False
+    assert [(e["toolkit_name"], e["message"]) for e in events] == [("secretive", INTEGRITY_FAILED)]
+    assert_named_by_check_and_audit("current_configs", "unauthenticated")
+
+
 def test_a_pointer_forged_back_after_a_removal_is_refused(vault: Vault, fresh: list[Vault]) -> None:
     """`toolkits remove` ends every session's config of the toolkit (its pointers go, its
     live versions stay in history); a pointer written back by hand must not revive one,
