@@ -138,6 +138,10 @@ def imported_rows(
     chain's state read in the same transaction (None without `with_state`). Nothing is
     believed yet; raises `StateUnknown` when the chain cannot be."""
     with store.read() as conn:
+        # The state first, followed in this read (`force`), so the snapshot begins after the
+        # witness was read: a snapshot begun before it (the rows read first, as this did)
+        # may end before a head another thread has since committed and witnessed, and the
+        # ledger then takes the database for one put back (a false "behind its witness").
+        state = store.chain_state(conn, force=True) if with_state else None
         rows = conn.execute(select(ImportedToolkitRow).order_by(ImportedToolkitRow.name)).all()
-        state = store.chain_state(conn) if with_state else None
     return [dict(row._mapping) for row in rows], state
