@@ -1,7 +1,7 @@
 """`file`: the key document in a JSON file owned by the user, mode 0600, not a symlink.
 
-Reads refuse a symlink, another owner, group or other permission bits, and a file swapped
-while it was opened; writes replace it whole through a fresh 0600 temporary file
+Reads refuse a symlink, another owner, and group or other permission bits, all checked on
+the descriptor they read (`files.open_private`); writes replace it whole through a fresh 0600 temporary file
 (`files.write_atomically`). The PKCS#11 provider reads its PIN file with the same checks
 (`read_private_file`).
 """
@@ -9,11 +9,10 @@ while it was opened; writes replace it whole through a fresh 0600 temporary file
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkit_vault.files import write_atomically
+from toolkit_vault.files import PrivateFileError, open_private, write_atomically
 from toolkit_vault.keys.providers.base import ProviderError, ProviderSettings
 from toolkit_vault.keys.providers.document import KeyDocument
 from toolkit_vault.keys.providers.local import LocalProvider
@@ -24,28 +23,16 @@ KEY_FILE_NAME = "master-keys.json"
 
 
 def read_private_file(path: Path, fail: Callable[[str], ProviderError]) -> bytes | None:
-    """The file's bytes, None if it does not exist; refuses anything others could change."""
+    """The file's bytes, None if it does not exist; refuses anything others could change
+    (`files.open_private`: never through a symlink, a regular file of this user, 0600)."""
     try:
-        info = os.lstat(path)
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise fail(f"cannot be read ({exc.strerror})") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise fail("is a symlink; refusing to follow it")
-    if not stat.S_ISREG(info.st_mode):
-        raise fail("is not a regular file")
-    if info.st_uid != os.getuid():
-        raise fail("is not owned by the current user")
-    if info.st_mode & 0o077:
-        mode = stat.S_IMODE(info.st_mode)
-        raise fail(f"has mode {mode:04o}; it must be 0600 (chmod 600 {path})")
+    except PrivateFileError as exc:
+        raise fail(str(exc)) from None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as handle:
-            opened = os.fstat(handle.fileno())
-            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-                raise fail("changed while it was being read")
             return handle.read()
     except OSError as exc:
         raise fail(f"cannot be read ({exc.strerror})") from None
