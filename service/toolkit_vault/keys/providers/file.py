@@ -1,9 +1,9 @@
 """`file`: the key document in a JSON file owned by the user, mode 0600, not a symlink.
 
 Reads refuse a symlink, another owner, and group or other permission bits, all checked on
-the descriptor they read (`files.open_private`); writes replace it whole through a fresh 0600 temporary file
-(`files.write_atomically`). The PKCS#11 provider reads its PIN file with the same checks
-(`read_private_file`).
+the descriptor they read (`files.open_private`); writes replace it whole through a fresh
+0600 temporary file (`files.write_atomically`). The PKCS#11 provider reads its PIN file
+with the same checks (`read_private_file`).
 """
 
 from __future__ import annotations
