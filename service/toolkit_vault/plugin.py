@@ -9,8 +9,10 @@ push server-initiated events through a callback the host registers. Plugin autho
 from __future__ import annotations
 
 import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -27,9 +29,12 @@ from toolkit_vault.protocol import (
 
 __all__ = [
     "A2EPlugin",
+    "CallContext",
     "PluginAnswerRefused",
     "PushCallback",
     "SpecToolkit",
+    "Tool",
+    "ToolResult",
     "ToolkitPlugin",
     "ToolkitReportedError",
     "is_spec_plugin",
@@ -38,6 +43,50 @@ __all__ = [
 
 PushCallback = Callable[[Message], None]
 _M = TypeVar("_M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool a toolkit declares: MCP's tool fields. `input_schema` is the JSON Schema a
+    call's arguments are checked against before the tool sees them (the same checks and
+    limits as a config schema); `output_schema` and `annotations` where the tool has them.
+
+    A single toolkit declares its tools as a `tools` attribute (a sequence of `Tool`) and
+    answers calls with `call_tool(name, arguments, context)`; a spec `ToolkitPlugin` with
+    `_call_tool` (docs/plugins.md). A name the definition's `tools` lists with no `Tool`
+    takes an object of any fields."""
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool answers, MCP's `tools/call` result: content blocks (`{"type": "text",
+    "text": ...}` and the rest of MCP's kinds), structured content, and whether the tool
+    itself failed (`is_error`: the agent sees the failure; the vault refused nothing)."""
+
+    content: Sequence[Mapping[str, Any]] = ()
+    structured_content: Mapping[str, Any] | None = None
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
+        return cls(content=({"type": "text", "text": text},), is_error=is_error)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a tool is told of the call it answers: when it must end (`deadline`, on
+    `time.monotonic`'s clock) and whether it was cancelled (a purge, a revocation, the
+    caller gone). A tool that runs long should look at `cancelled` now and then: the vault
+    answers a cancelled or late call at once, but cannot stop a thread that does not."""
+
+    deadline: float
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 class A2EPlugin(ABC):

@@ -44,6 +44,10 @@ __all__ = [
     "InvalidMessage",
     "Message",
     "Request",
+    "ToolCallRequest",
+    "ToolCallResponse",
+    "ToolCancelRequest",
+    "ToolCancelResponse",
     "ToolInfo",
     "ToolListRequest",
     "ToolListResponse",
@@ -202,12 +206,23 @@ class ToolkitStatusEvent(Message):
         return _without_unused(handler(self), intake_url=None)
 
 
+def _absent_if_none(value: Any) -> bool:
+    return value is None
+
+
 class ToolInfo(_Wire):
-    """One tool of a configured toolkit; `toolkit` names that toolkit (the spec's relationship)."""
+    """One tool of a configured toolkit; `toolkit` names that toolkit (the spec's relationship).
+
+    Extension (`tool/call`): `input_schema` is the JSON Schema a call's arguments must
+    match; `output_schema` and `annotations` (MCP's tool annotations) where the tool has
+    them, absent otherwise."""
 
     name: str
     toolkit: str
     description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_absent_if_none)
+    annotations: dict[str, Any] | None = Field(default=None, exclude_if=_absent_if_none)
 
 
 class ToolListRequest(Message):
@@ -220,6 +235,47 @@ class ToolListResponse(Message):
     tools: list[ToolInfo] = Field(default_factory=list)
 
 
+class ToolCallRequest(Message):
+    """Extension of the `tools` capability: call one tool of a toolkit configured in the
+    session, inside the vault (docs/protocol.md)."""
+
+    type: Literal["tool/call/req"] = "tool/call/req"
+    session_id: str = ""
+    toolkit_name: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCallResponse(Message):
+    """A tool's result, in the shape of MCP's `tools/call` result (`content`,
+    `structuredContent`, `isError`), snake_case like the spec's own fields. `is_error` is
+    the tool's own failure; a call the vault refuses is an `error` message instead."""
+
+    type: Literal["tool/call/resp"] = "tool/call/resp"
+    req_id: str = ""
+    toolkit_name: str = ""
+    tool_name: str = ""
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured_content: dict[str, Any] | None = None
+    is_error: bool = False
+
+
+class ToolCancelRequest(Message):
+    """Cancel a call in flight on this connection: `call_id` is its `tool/call/req`'s id."""
+
+    type: Literal["tool/cancel/req"] = "tool/cancel/req"
+    call_id: str
+
+
+class ToolCancelResponse(Message):
+    """`cancelled`: whether a call of that id was in flight (it then answers `cancelled`)."""
+
+    type: Literal["tool/cancel/resp"] = "tool/cancel/resp"
+    req_id: str = ""
+    call_id: str = ""
+    cancelled: bool = False
+
+
 class ErrorMessage(Message):
     type: Literal["error"] = "error"
     req_id: str = ""
@@ -228,10 +284,24 @@ class ErrorMessage(Message):
     details: list[dict[str, Any]] = Field(default_factory=list)
 
 
-Request = HandshakeRequest | ToolkitListRequest | ToolkitConfigureRequest | ToolListRequest
+Request = (
+    HandshakeRequest
+    | ToolkitListRequest
+    | ToolkitConfigureRequest
+    | ToolListRequest
+    | ToolCallRequest
+    | ToolCancelRequest
+)
 _REQUESTS: dict[str, TypeAdapter[Any]] = {
     model.model_fields["type"].default: TypeAdapter(model)
-    for model in (HandshakeRequest, ToolkitListRequest, ToolkitConfigureRequest, ToolListRequest)
+    for model in (
+        HandshakeRequest,
+        ToolkitListRequest,
+        ToolkitConfigureRequest,
+        ToolListRequest,
+        ToolCallRequest,
+        ToolCancelRequest,
+    )
 }
 
 

@@ -1,0 +1,108 @@
+"""The withheld rule: a tool's result that carries a secret of the calling scope is not
+answered. A result is searched whole (every string in its content blocks and structured
+content, keys included) for each secret value of 6 characters or more as is, and as its
+base64, base64url, hex (either case) and percent-encoded forms. Base64 is searched at each
+of the three alignments a secret can have inside a longer encoded text, without the
+characters its neighbours change.
+
+What it cannot see is in SECURITY.md: a secret split, reversed, encrypted, or encoded some
+other way is not found; the rule stops accidents and careless tools, not a tool written to
+leak.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+__all__ = ["MIN_SECRET_CHARS", "Withholder"]
+
+MIN_SECRET_CHARS = 6
+
+
+def _base64_forms(raw: bytes) -> Iterator[str]:
+    """The part of `raw`'s base64 (both alphabets) that does not depend on its neighbours,
+    at each alignment: the characters whose six bits all come from `raw`."""
+    for offset in range(3):
+        padded = bytes(offset) + raw
+        first = (offset * 8 + 5) // 6
+        last = (len(padded) * 8) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            yield encode(padded).decode("ascii")[first:last]
+
+
+def _forms(secret: str) -> Iterator[str]:
+    raw = secret.encode()
+    yield secret
+    yield raw.hex()
+    yield raw.hex().upper()
+    yield quote(secret, safe="")
+    yield quote_plus(secret, safe="")
+    yield from _base64_forms(raw)
+
+
+class Withholder:
+    """The secrets of one scope's config, compiled once into one search."""
+
+    __slots__ = ("_pattern",)
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        needles = {
+            form
+            for secret in secrets
+            if len(secret) >= MIN_SECRET_CHARS
+            for form in _forms(secret)
+            if len(form) >= MIN_SECRET_CHARS
+        }
+        # longest first, so the alternation's first match is never a prefix of a longer one
+        ordered = sorted(needles, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    @classmethod
+    def of_config(cls, secrets: Mapping[str, Any]) -> Withholder:
+        """From a config's secret fields: every string (or number) leaf, however nested."""
+        return cls(_leaves(secrets))
+
+    def withholds(self, result: Any) -> bool:
+        """Whether `result` (a result's content and structured content, as JSON values)
+        carries one of the secrets."""
+        if self._pattern is None:
+            return False
+        search = self._pattern.search
+        return any(search(text) is not None for text in _strings(result))
+
+    def __repr__(self) -> str:
+        return "Withholder(<secrets>)"
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included; numbers as their text."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                yield str(key)
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            yield repr(item)
