@@ -25,25 +25,37 @@ The tools are confined to the root: a path that climbs out of it as written (abs
 `..` past the root) is refused before anything on disk is looked at, and one whose resolved
 form leaves the resolved root (a symlink out) is refused too; every failure of a tool,
 outside the root or a missing file inside it, is one `PathRefused` that names no path.
+
+Called through the vault (`call_tool`, the `tool/call` extension), a tool's failure is an
+`is_error` result with that same sentence: a path outside the root and a missing file look
+alike to the agent too, and neither echoes the path. A read is bounded (`MAX_READ_BYTES`),
+a listing too (`MAX_ENTRIES`), so one call cannot pull a disk into the vault's memory.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 from toolkit_vault.errors import ConfigInvalid, VaultError
+from toolkit_vault.plugin import CallContext, Tool, ToolResult
 from toolkit_vault.protocol import ToolkitDefinition
 
 __all__ = [
     "DEFINITION",
+    "MAX_ENTRIES",
+    "MAX_READ_BYTES",
     "NOT_ALLOWED",
     "ROOTS_ENV",
+    "TOOLS",
     "UNAVAILABLE",
     "FilesystemToolkit",
     "PathRefused",
+    "ToolFailed",
     "allowed_root",
 ]
 
@@ -64,6 +76,52 @@ DEFINITION = ToolkitDefinition(
     tools=["read_file", "write_file", "list_dir"],
 )
 
+_PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
+_RELATIVE = "A path relative to root_dir"
+TOOLS = (
+    Tool(
+        "read_file",
+        "Read a UTF-8 text file under root_dir.",
+        {
+            "type": "object",
+            "properties": {"path": {**_PATH, "description": _RELATIVE}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": True},
+    ),
+    Tool(
+        "write_file",
+        "Write a UTF-8 text file under root_dir, replacing it; missing directories are made.",
+        {
+            "type": "object",
+            "properties": {
+                "path": {**_PATH, "description": _RELATIVE},
+                "content": {"type": "string", "description": "The file's new text"},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    ),
+    Tool(
+        "list_dir",
+        "List the names in a directory under root_dir (the root itself by default).",
+        {
+            "type": "object",
+            "properties": {"path": {**_PATH, "description": _RELATIVE, "default": "."}},
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {"entries": {"type": "array", "items": {"type": "string"}}},
+            "required": ["entries"],
+        },
+        annotations={"readOnlyHint": True},
+    ),
+)
+MAX_READ_BYTES = 1 << 20
+MAX_ENTRIES = 10_000
 ROOTS_ENV = "TOOLKIT_VAULT_FILESYSTEM_ROOTS"
 NOT_ALLOWED = "root_dir is not an allowed directory"
 UNAVAILABLE = "path is not available under root_dir"
@@ -72,7 +130,11 @@ _SYSTEM_STATE = frozenset({"backups", "cache", "lib", "log", "mail", "spool"})  
 _HOMES = Path("/home")
 
 
-class PathRefused(VaultError):
+class ToolFailed(VaultError):
+    """A tool could not do what it was asked; its message names no path and no content."""
+
+
+class PathRefused(ToolFailed):
     """A tool's path is outside the configured root, or not there: one error for both."""
 
 
@@ -136,6 +198,7 @@ def allowed_root(root_dir: str) -> Path:
 
 class FilesystemToolkit:
     definition = DEFINITION
+    tools = TOOLS
 
     def __init__(self) -> None:
         self._root: Path | None = None
@@ -174,21 +237,71 @@ class FilesystemToolkit:
     def read_file(self, path: str) -> str:
         target = self._inside(path)
         try:
-            return target.read_text(encoding="utf-8")
+            with target.open("rb") as handle:
+                data = handle.read(MAX_READ_BYTES + 1)
         except OSError:
             raise PathRefused(UNAVAILABLE) from None
+        if len(data) > MAX_READ_BYTES:
+            raise ToolFailed(f"the file is larger than {MAX_READ_BYTES} bytes")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolFailed("the file is not UTF-8 text") from None
 
     def write_file(self, path: str, content: str) -> None:
         target = self._inside(path)
         try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which JSON text can carry
+            raise ToolFailed("the content is not valid Unicode text") from None
+        try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
+            target.write_bytes(data)
         except OSError:
             raise PathRefused(UNAVAILABLE) from None
 
     def list_dir(self, path: str = ".") -> list[str]:
         target = self._inside(path)
+        names: list[str] = []
         try:
-            return sorted(entry.name for entry in target.iterdir())
+            with os.scandir(target) as entries:
+                for entry in entries:
+                    if len(names) == MAX_ENTRIES:
+                        raise ToolFailed(f"the directory holds more than {MAX_ENTRIES} entries")
+                    names.append(entry.name)
         except OSError:
             raise PathRefused(UNAVAILABLE) from None
+        return sorted(names)
+
+    def call_tool(
+        self, name: str, arguments: Mapping[str, Any], context: CallContext
+    ) -> ToolResult:
+        """Run one tool for the vault. The engine checked `arguments` against the tool's input
+        schema already; they are looked at again here, as a toolkit must not trust its caller.
+        A failure is an `is_error` result naming no path; a call already cancelled or late
+        touches nothing."""
+        if context.cancelled.is_set() or time.monotonic() >= context.deadline:
+            return ToolResult.text("the call was cancelled before it ran", is_error=True)
+        try:
+            if name == "read_file":
+                return ToolResult.text(self.read_file(_text(arguments, "path")))
+            if name == "write_file":
+                path, content = _text(arguments, "path"), _text(arguments, "content")
+                self.write_file(path, content)
+                return ToolResult.text("written")
+            if name == "list_dir":
+                listed = {"entries": self.list_dir(_text(arguments, "path", "."))}
+                return ToolResult(
+                    content=({"type": "text", "text": json.dumps(listed)},),
+                    structured_content=listed,
+                )
+        except ToolFailed as exc:
+            return ToolResult.text(exc.message, is_error=True)
+        return ToolResult.text("the filesystem toolkit has no such tool", is_error=True)
+
+
+def _text(arguments: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = arguments.get(name, default)
+    if not isinstance(value, str):
+        raise ToolFailed(f"argument {name!r} must be text")
+    return value

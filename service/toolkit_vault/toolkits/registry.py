@@ -10,6 +10,12 @@ never reaches a request; an imported toolkit's was checked when it was imported,
 row is authenticated each time it is loaded, so it compiles when a request first needs it
 (a vault of a registry's 472 toolkits would otherwise compile them all in every process).
 A factory is called once per session initialization, so sessions never share toolkit state.
+
+Tools: each registered toolkit has a `Tool` for every name its definition lists
+(`tool_declarations`): a single toolkit declares them as its `tools` attribute, a spec
+plugin through `_list_tools`, an imported one from its package. Their input schemas are
+checked and compiled with the config schema, so a hostile one refuses the toolkit at
+registration, and the engine validates a call's arguments with `input_schema(name)`.
 """
 
 from __future__ import annotations
@@ -25,9 +31,16 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, VaultError
-from toolkit_vault.plugin import SpecToolkit, is_spec_plugin, listed_definitions
+from toolkit_vault.plugin import (
+    SpecToolkit,
+    Tool,
+    declared_tools,
+    is_spec_plugin,
+    listed_definitions,
+)
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
     "BUILT_IN",
@@ -48,7 +61,9 @@ class Toolkit(Protocol):
     """What a toolkit plugin provides. `initialize` returns unavailable tool names, if any.
 
     A toolkit may also have `set_push_callback(fn)`: the vault then hands it a callback bound
-    to the one session and toolkit it serves (`events.EventGate`).
+    to the one session and toolkit it serves (`events.EventGate`); `tools` (a sequence of
+    `plugin.Tool`) to declare its tools' schemas; and `call_tool(name, arguments, context)`
+    to answer calls (docs/plugins.md).
     """
 
     @property
@@ -89,11 +104,34 @@ class RegisteredToolkit:
     # What the schema cannot say, checked at configure before anything is stored; raises
     # ConfigInvalid with field-level details (the built-in filesystem: its root policy).
     check: Callable[[Mapping[str, Any]], None] | None = None
+    # Given: the tools the plugin declared; kept: one for every name the definition lists
+    # (raises ToolsRefused when they contradict it).
+    tools: tuple[Tool, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tools", complete_tools(self.definition, self.tools))
 
     @cached_property
     def schema(self) -> CompiledSchema:
         """The checked, compiled schema (raises SchemaRefused): made once, when first needed."""
         return compile_schema(self.definition.config_schema)
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool of that name, or None when the definition lists no such tool."""
+        return self._tools_by_name.get(name)
+
+    @cached_property
+    def _tools_by_name(self) -> Mapping[str, Tool]:
+        return {tool.name: tool for tool in self.tools}
+
+    def input_schema(self, name: str) -> CompiledSchema:
+        """The compiled input schema of a listed tool (KeyError for another name)."""
+        return self._input_schemas[name]
+
+    @cached_property
+    def _input_schemas(self) -> Mapping[str, CompiledSchema]:
+        """Every tool's checked, compiled input schema (raises SchemaRefused), made once."""
+        return compile_tool_schemas(self.tools)
 
     def listed(self, configured: bool) -> tuple[ToolkitDefinition, str]:
         """The definition as a list shows it, `configured` or not, and its JSON: made once,
@@ -117,12 +155,22 @@ def coerce_definition(value: ToolkitDefinition | Mapping[str, Any]) -> ToolkitDe
 
 
 def _spec_factory(
-    plugin_factory: Callable[[], Any], definition: ToolkitDefinition
+    plugin_factory: Callable[[], Any], definition: ToolkitDefinition, tools: Iterable[Tool]
 ) -> ToolkitFactory:
+    checked = tuple(tools)
+
     def factory() -> Toolkit:
-        return SpecToolkit(plugin_factory, definition)
+        return SpecToolkit(plugin_factory, definition, checked)
 
     return factory
+
+
+def _declared(toolkit: object) -> tuple[object, ...]:
+    """A single toolkit's declared tools (its `tools` attribute), none when it has none."""
+    declared = getattr(toolkit, "tools", ())
+    if isinstance(declared, (str, bytes, Mapping)) or not isinstance(declared, Iterable):
+        raise VaultError("a toolkit's tools attribute is not a sequence of tools")
+    return tuple(declared)
 
 
 class ToolkitRegistry:
@@ -136,7 +184,9 @@ class ToolkitRegistry:
         check: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> RegisteredToolkit:
         """Register a single-toolkit factory."""
-        return self._add(coerce_definition(factory().definition), factory, source, check)
+        sample = factory()
+        definition = coerce_definition(sample.definition)
+        return self._add(definition, factory, source, check, tools=_declared(sample))
 
     def register_plugin(
         self, factory: Callable[[], Any], source: ToolkitSource
@@ -145,14 +195,20 @@ class ToolkitRegistry:
         registered one by one: one refused (bad schema, name taken) leaves the others in."""
         sample = factory()
         if not is_spec_plugin(sample):
-            return [self._add(coerce_definition(sample.definition), factory, source)]
+            definition = coerce_definition(sample.definition)
+            return [self._add(definition, factory, source, tools=_declared(sample))]
         registered = []
+        declared = declared_tools(sample)
         for listed in listed_definitions(sample):
             definition = coerce_definition(listed)
             try:
-                registered.append(self._add(definition, _spec_factory(factory, definition), source))
+                checked = complete_tools(definition, declared.pop(definition.name, ()))
+                spec = _spec_factory(factory, definition, checked)
+                registered.append(self._add(definition, spec, source, tools=checked))
             except VaultError as exc:
                 log.warning("toolkit %s of %s refused: %s", definition.name, source, exc.message)
+        for name in declared:  # tools of a toolkit the plugin does not list: believe neither
+            log.warning("tools of %r, a toolkit %s does not list, are ignored", name[:80], source)
         return registered
 
     def _add(
@@ -162,13 +218,16 @@ class ToolkitRegistry:
         source: ToolkitSource,
         check: Callable[[Mapping[str, Any]], None] | None = None,
         *,
+        tools: Iterable[object] = (),
         compile_now: bool = True,
     ) -> RegisteredToolkit:
         if definition.name in self._toolkits:
             raise VaultError(f"toolkit {definition.name!r} is registered twice ({source})")
-        registered = RegisteredToolkit(definition, factory, source, check)
-        if compile_now:
-            registered.schema  # noqa: B018 (raises SchemaRefused: then it is not registered)
+        declared = complete_tools(definition, tools)
+        registered = RegisteredToolkit(definition, factory, source, check, declared)
+        if compile_now:  # each raises SchemaRefused: then it is not registered
+            registered.schema  # noqa: B018
+            registered._input_schemas  # noqa: B018
         self._toolkits[definition.name] = registered
         return registered
 
@@ -202,7 +261,8 @@ class ToolkitRegistry:
     def load_imported(self, stored: Iterable[tuple[ToolkitFactory, ToolkitSource]]) -> None:
         """(Re)register the toolkit packages imported into the store (`imports.stored_toolkits`).
         Built-in and entry-point toolkits keep their names: a stored one that clashes is logged
-        and left out (fail closed). One unchanged since the last load keeps its compiled schema;
+        and left out (fail closed). One unchanged since the last load (definition and tools)
+        keeps its compiled schemas;
         one this release no longer compiles is refused, naming why, by the first request that
         needs it."""
         fresh = ToolkitRegistry()
@@ -211,12 +271,14 @@ class ToolkitRegistry:
         }
         for factory, source in stored:
             try:
-                definition = coerce_definition(factory().definition)
+                sample = factory()
+                definition, declared = coerce_definition(sample.definition), _declared(sample)
                 known = self._toolkits.get(definition.name)
-                if known is not None and (known.source, known.definition) == (source, definition):
+                now = (source, definition, complete_tools(definition, declared))
+                if known is not None and (known.source, known.definition, known.tools) == now:
                     fresh._toolkits[definition.name] = known
                     continue
-                fresh._add(definition, factory, source, compile_now=False)
+                fresh._add(definition, factory, source, tools=declared, compile_now=False)
             except VaultError as exc:
                 log.warning("imported toolkit refused (%s): %s", source, exc.message)
         self._toolkits = fresh._toolkits
