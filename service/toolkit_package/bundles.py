@@ -10,6 +10,7 @@ that names a credential, or by the fail-closed rules of ``classify``.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,6 +19,7 @@ from toolkit_package.classify import TOKEN_SHAPE, Evidence, classify, credential
 from toolkit_package.imported import (
     Collector,
     ConfigInput,
+    DeclaredTool,
     EntryInvalid,
     ImportedServer,
     ValueType,
@@ -27,6 +29,8 @@ from toolkit_package.imported import (
     public_default,
 )
 from toolkit_package.model import StrategyKind
+
+MAX_TOOL_DESCRIPTION = 2000
 
 __all__ = ["parse_bundle_manifest"]
 
@@ -187,10 +191,12 @@ def _bundle_server(doc: dict[str, Any], out: Collector) -> ImportedServer:
         out.note("undeclared_user_config", "/server/mcp_config", f"references undeclared {ref!r}")
     if config:
         _hard_coded(config, "/server/mcp_config", out)
-    tools = []
+    tools, details = [], []
     for i, tool in enumerate(pick(doc, ("tools",), list, "") or []):
         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
             tools.append(name_of(tool["name"], pointer("/tools", i, "name")))
+            if (detail := _tool_detail(tool, tools[-1], pointer("/tools", i), out)) is not None:
+                details.append(detail)
         else:
             out.note("invalid_tool", pointer("/tools", i), "tool entry ignored: no string name")
     return ImportedServer(
@@ -203,8 +209,28 @@ def _bundle_server(doc: dict[str, Any], out: Collector) -> ImportedServer:
         version=pick(doc, ("version",), str, "") or "",
         registry="mcpb",
         tools=tuple(tools),
+        tool_details=tuple(details),
         location="",
     )
+
+
+def _tool_detail(
+    tool: dict[str, Any], name: str, scope: str, out: Collector
+) -> DeclaredTool | None:
+    """A tool's description and input schema (`inputSchema`, as MCP's tools/list spells it),
+    None when it declares neither. A description is cut to `MAX_TOOL_DESCRIPTION`; a value
+    of the wrong type is left out with a note, as the tool itself stays."""
+    description = tool.get("description")
+    if not isinstance(description, str):
+        description = ""
+    schema = tool.get("inputSchema")
+    if schema is not None and not isinstance(schema, dict):
+        out.note("invalid_tool", pointer(scope, "inputSchema"), "input schema is not an object")
+        schema = None
+    if not description and schema is None:
+        return None
+    text = "" if schema is None else json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    return DeclaredTool(name, description[:MAX_TOOL_DESCRIPTION], text)
 
 
 def parse_bundle_manifest(doc: dict[str, Any], max_servers: int) -> Collector:

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_SERVERS",
     "Collector",
     "ConfigInput",
+    "DeclaredTool",
     "EntryInvalid",
     "Format",
     "ImportDiagnostic",
@@ -88,6 +89,18 @@ class ConfigInput:
 
 
 @dataclass(frozen=True)
+class DeclaredTool:
+    """What a package says of one of its tools beyond its name: a description, and an input
+    schema where the publisher wrote one (MCPB manifests list names and descriptions; MCP's
+    ``inputSchema`` is read when present). The schema is kept as canonical JSON text, so the
+    server stays immutable; it is untrusted, and the vault checks it before storing it."""
+
+    name: str
+    description: str = ""
+    input_schema: str = ""  # canonical JSON of the object, or "" when none was declared
+
+
+@dataclass(frozen=True)
 class ImportedServer:
     """One activation option: a client entry, a bundle, or one package/remote of a server.json."""
 
@@ -100,6 +113,7 @@ class ImportedServer:
     version: str = ""
     registry: str = ""
     tools: tuple[str, ...] = ()
+    tool_details: tuple[DeclaredTool, ...] = ()  # the tools of `tools` that say more
     roles: tuple[str, ...] = ("service",)
     location: str = ""
 

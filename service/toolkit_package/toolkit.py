@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit_package.imported import ConfigInput, ImportedServer, ImportResult
+from toolkit_package.imported import ConfigInput, DeclaredTool, ImportedServer, ImportResult
 
 __all__ = [
     "DEFINITION_FIELDS",
@@ -51,6 +51,9 @@ _MAX_PROPERTY = 64
 class ImportedToolkit:
     definition: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    # What the package says of its tools beyond their names, in MCP's tool shape
+    # (`name`, `description`, `inputSchema`): none for most packages.
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _identifier(name: str) -> str:
@@ -177,7 +180,15 @@ def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
         "tools": list(server.tools),
         "version": server.version or "1.0.0",
     }
-    return ImportedToolkit(definition=definition, warnings=_warnings(server))
+    tools = [_tool(detail) for detail in server.tool_details]
+    return ImportedToolkit(definition=definition, warnings=_warnings(server), tools=tools)
+
+
+def _tool(detail: DeclaredTool) -> dict[str, Any]:
+    tool: dict[str, Any] = {"name": detail.name, "description": detail.description}
+    if detail.input_schema:
+        tool["inputSchema"] = json.loads(detail.input_schema)
+    return tool
 
 
 def to_toolkit_definitions(result: ImportResult) -> list[ImportedToolkit]:

@@ -6,11 +6,15 @@
         factory = MyToolkit
         valid_config = {"token": "...", "region": "eu"}
         invalid_configs = [{}, {"token": 5}]
+        valid_calls = [("search", {"query": "x"})]    # optional: tools it answers (call_tool)
+        invalid_arguments = [("search", {})]          # refused by the tool's input schema
 
     class TestMyPlugin(ToolkitPluginConformance):     # the spec's ToolkitPlugin, many toolkits
         plugin_factory = MyPlugin
         valid_configs = {"mail": {"api_key": "..."}, "calendar": {"token": "..."}}
         invalid_configs = {"mail": [{}]}
+        valid_calls = {"mail": [("send", {"to": "a@b.test"})]}   # optional, by toolkit
+        invalid_arguments = {"mail": [("send", {})]}
 
 Like keyring's backend test suite: the vault's assumptions about a plugin, as tests.
 """
@@ -18,10 +22,21 @@ Like keyring's backend test suite: the vault's assumptions about a plugin, as te
 from __future__ import annotations
 
 import copy
+import json
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from toolkit_vault.plugin import SpecToolkit, is_spec_plugin, listed_definitions
+from toolkit_vault.plugin import (
+    CallContext,
+    SpecToolkit,
+    ToolResult,
+    answers_calls,
+    as_tool_result,
+    declared_tools,
+    is_spec_plugin,
+    listed_definitions,
+)
 from toolkit_vault.protocol import (
     Message,
     ToolkitConfigureRequest,
@@ -29,8 +44,9 @@ from toolkit_vault.protocol import (
     ToolkitListRequest,
     ToolkitStatusEvent,
 )
-from toolkit_vault.schema import compile_schema
+from toolkit_vault.schema import CompiledSchema, compile_schema
 from toolkit_vault.toolkits.registry import (
+    RegisteredToolkit,
     SourceKind,
     ToolkitFactory,
     ToolkitRegistry,
@@ -40,11 +56,16 @@ from toolkit_vault.toolkits.registry import (
 
 __all__ = ["ToolkitConformance", "ToolkitPluginConformance"]
 
+Call = tuple[str, dict[str, Any]]  # a tool's name and the arguments of one call
+SOURCE = ToolkitSource(SourceKind.ENTRY_POINT, "conformance")
+
 
 class ToolkitConformance:
     factory: ClassVar[ToolkitFactory]
     valid_config: ClassVar[dict[str, Any]]
     invalid_configs: ClassVar[list[dict[str, Any]]] = []
+    valid_calls: ClassVar[list[Call]] = []  # each answered by `call_tool` once configured
+    invalid_arguments: ClassVar[list[Call]] = []  # each refused by its tool's input schema
 
     def test_definition_has_the_spec_fields(self) -> None:
         definition = coerce_definition(type(self).factory().definition)
@@ -81,13 +102,35 @@ class ToolkitConformance:
         if bind is not None:
             bind(lambda event: None)
 
+    def _registered(self) -> RegisteredToolkit:
+        """Registered as the vault registers it: declared tools and input schemas checked."""
+        return ToolkitRegistry().register(type(self).factory, SOURCE)
+
+    def test_tools_register_with_checked_input_schemas(self) -> None:
+        _tools_register(self._registered())
+
+    def test_input_schemas_accept_valid_calls_and_refuse_invalid_arguments(self) -> None:
+        _check_arguments(self._registered(), self.valid_calls, self.invalid_arguments)
+
+    def test_calls_are_answered_with_results_that_hide_the_config(self) -> None:
+        if not self.valid_calls:
+            return
+        instance = type(self).factory()
+        instance.initialize(copy.deepcopy(self.valid_config))
+        assert answers_calls(instance), "valid_calls given, but the toolkit has no call_tool"
+        secrets = self._registered().schema.split(self.valid_config)[1]
+        _answers(instance, self.valid_calls, secrets)
+
 
 class ToolkitPluginConformance:
-    """For the spec's shape: `_list_toolkits` and `_configure_toolkit`, push by callback."""
+    """For the spec's shape: `_list_toolkits` and `_configure_toolkit`, push by callback, and
+    optionally `_list_tools` and `_call_tool`."""
 
     plugin_factory: ClassVar[Callable[[], Any]]
     valid_configs: ClassVar[dict[str, dict[str, Any]]]  # toolkit name -> a config it accepts
     invalid_configs: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    valid_calls: ClassVar[dict[str, list[Call]]] = {}  # toolkit name -> calls it answers
+    invalid_arguments: ClassVar[dict[str, list[Call]]] = {}
 
     def _plugin(self) -> Any:
         plugin = type(self).plugin_factory()
@@ -103,13 +146,31 @@ class ToolkitPluginConformance:
         assert set(self.valid_configs) <= set(names)
 
     def test_every_toolkit_registers(self) -> None:
-        registry = ToolkitRegistry()
-        source = ToolkitSource(SourceKind.ENTRY_POINT, "conformance")
-        registered = registry.register_plugin(type(self).plugin_factory, source)
+        registered = ToolkitRegistry().register_plugin(type(self).plugin_factory, SOURCE)
         expected = {coerce_definition(d).name for d in listed_definitions(self._plugin())}
         assert {t.definition.name for t in registered} == expected
         for toolkit in registered:
             assert toolkit.definition.tools, f"{toolkit.definition.name} bundles no tool"
+            _tools_register(toolkit)
+
+    def test_declared_tools_belong_to_listed_toolkits(self) -> None:
+        names = {coerce_definition(d).name for d in listed_definitions(self._plugin())}
+        assert set(declared_tools(self._plugin())) <= names, "tools of a toolkit not listed"
+
+    def test_input_schemas_accept_valid_calls_and_refuse_invalid_arguments(self) -> None:
+        registered = ToolkitRegistry().register_plugin(type(self).plugin_factory, SOURCE)
+        by_name = {toolkit.definition.name: toolkit for toolkit in registered}
+        for name in set(self.valid_calls) | set(self.invalid_arguments):
+            valid, invalid = self.valid_calls.get(name, []), self.invalid_arguments.get(name, [])
+            _check_arguments(by_name[name], valid, invalid)
+
+    def test_calls_are_answered_on_the_configured_instance(self) -> None:
+        definitions = {d.name: d for d in listed_definitions(self._plugin())}
+        for name, calls in self.valid_calls.items():
+            toolkit = SpecToolkit(type(self).plugin_factory, coerce_definition(definitions[name]))
+            assert answers_calls(toolkit), "valid_calls given, but the plugin has no _call_tool"
+            toolkit.initialize(copy.deepcopy(self.valid_configs[name]))
+            _answers(toolkit, calls, self._secrets(name))
 
     def test_schemas_accept_valid_and_refuse_invalid_configs(self) -> None:
         schemas = {d.name: d.config_schema for d in listed_definitions(self._plugin())}
@@ -158,8 +219,41 @@ class ToolkitPluginConformance:
             _hides(repr(plugin) + str(plugin), self._secrets(name))
 
 
+def _tools_register(toolkit: RegisteredToolkit) -> None:
+    """A `Tool` for every listed name, each input schema compiled (the registry refused a
+    toolkit whose schema it cannot run, so reaching here means it can)."""
+    assert [t.name for t in toolkit.tools] == list(dict.fromkeys(toolkit.definition.tools))
+    for tool in toolkit.tools:
+        assert toolkit.tool(tool.name) == tool
+        toolkit.input_schema(tool.name)
+
+
+def _check_arguments(toolkit: RegisteredToolkit, valid: list[Call], invalid: list[Call]) -> None:
+    for name, arguments in valid:
+        assert toolkit.tool(name) is not None, f"{name} is not a tool of {toolkit.definition.name}"
+        toolkit.input_schema(name).validate(arguments)
+    for name, arguments in invalid:
+        _refuses_with(toolkit.input_schema(name), [arguments])
+
+
+def _answers(toolkit: Any, calls: list[Call], secrets: dict[str, Any]) -> None:
+    """Each call answered with a result `as_tool_result` takes, its arguments unmodified, and
+    no secret of the config in it (the vault would withhold such a result whole)."""
+    for name, arguments in calls:
+        given = copy.deepcopy(arguments)
+        context = CallContext(deadline=time.monotonic() + 30)
+        result = as_tool_result(toolkit.call_tool(name, given, context))
+        assert isinstance(result, ToolResult)
+        assert given == arguments, "call_tool must not modify the arguments it is given"
+        shown = json.dumps([result.content, result.structured_content])
+        _hides(shown, secrets)
+
+
 def _refuses(schema: dict[str, Any], configs: list[dict[str, Any]]) -> None:
-    compiled = compile_schema(schema)
+    _refuses_with(compile_schema(schema), configs)
+
+
+def _refuses_with(compiled: CompiledSchema, configs: list[dict[str, Any]]) -> None:
     for config in configs:
         try:
             compiled.validate(config)

@@ -5,6 +5,10 @@ secret input `writeOnly` (classified fail-closed, with its reason), so `toolkit/
 encrypts it like any other secret. The definitions live in the database (`imported_toolkits`),
 so every process and replica registers them at `open_vault`. Nothing here runs anything: the
 vault does not launch MCP servers, so an imported toolkit's initializer accepts its config.
+What a package says of its tools beyond their names (an MCPB bundle's descriptions, an input
+schema where one is written) is stored beside the definition (`x-tools`, MCP's tool shape)
+after the same checks as a plugin's declarations; the toolkit lists those tools and answers
+no call.
 
 An input imports server by server: a server whose name is taken by a built-in or entry-point
 toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
@@ -69,6 +73,7 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
+from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
     "MAX_IMPORT_BYTES",
@@ -96,11 +101,15 @@ class PackageRefused(VaultError):
         self.report = report
 
 
+TOOLS_KEY = "x-tools"  # the stored definition's declared tools; the spec's fields ignore it
+
+
 class PackageToolkit:
     """An imported toolkit's plugin. The vault keeps the config and launches nothing."""
 
-    def __init__(self, definition: ToolkitDefinition) -> None:
+    def __init__(self, definition: ToolkitDefinition, tools: Sequence[object] = ()) -> None:
         self.definition = definition
+        self.tools = tuple(tools)  # checked by the registry (`tool_declarations`)
 
     def initialize(self, config: dict[str, Any]) -> None:
         """Accept the decrypted config without keeping it: no process starts here."""
@@ -164,6 +173,12 @@ def _plan(
         schema = compile_schema(definition.config_schema)
     except VaultError as exc:
         raise _Skip("invalid_schema", exc.message) from None
+    try:
+        compile_tool_schemas(complete_tools(definition, imported.tools))
+    except VaultError as exc:
+        raise _Skip("invalid_tool_schema", exc.message) from None
+    if imported.tools:
+        definition_fields = {**definition_fields, TOOLS_KEY: imported.tools}
     inputs = server.configurable
     fields = property_names(inputs)
     marks = tuple(
@@ -373,15 +388,17 @@ def stored_toolkits(
     found: list[tuple[ToolkitFactory, ToolkitSource]] = []
     for name, text, digest in ((r["name"], r["definition"], r["package_digest"]) for r in believed):
         try:
-            definition = coerce_definition(json.loads(text))
-        except (ValueError, VaultError):
+            fields = json.loads(text)
+            definition = coerce_definition(fields)
+            tools = fields.get(TOOLS_KEY, [])
+        except (ValueError, VaultError, AttributeError):
             log.warning("imported toolkit %r is unreadable and left out", name)
             continue
-        if definition.name != name:
-            log.warning("imported toolkit %r holds another name and is left out", name)
+        if definition.name != name or not isinstance(tools, list):
+            log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
         found.append(
-            (partial(PackageToolkit, definition), ToolkitSource(SourceKind.PACKAGE, digest))
+            (partial(PackageToolkit, definition, tools), ToolkitSource(SourceKind.PACKAGE, digest))
         )
     return found
 
