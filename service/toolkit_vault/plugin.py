@@ -128,8 +128,9 @@ class ResultRefused(PluginAnswerRefused):
 
 def as_tool_result(value: object) -> ToolResult:
     """What a tool answered, as a `ToolResult` of plain JSON values: a `ToolResult`, a
-    `ToolCallResponse` (ours or another library's model), a string (one text block), or a
-    mapping with `content` and/or structured content, in our snake_case or MCP's camelCase
+    `ToolCallResponse` (ours, or another library's model re-validated through ours), a
+    string (one text block), or a mapping with `content` and/or structured content (and no
+    other message `type`), in our snake_case or MCP's camelCase
     (`structuredContent`, `isError`). Anything else, a content block MCP does not define, a
     value JSON cannot carry, or nesting deeper than `MAX_RESULT_DEPTH` is `ResultRefused`
     (naming the field, never a value). The copy is the plugin's no longer: what the engine
@@ -143,8 +144,11 @@ def as_tool_result(value: object) -> ToolResult:
             "is_error": value.is_error,
         }
     elif isinstance(value, BaseModel):
-        fields = value.model_dump(by_alias=True)
-    elif isinstance(value, Mapping):
+        try:
+            fields = _answer(ToolCallResponse, value).model_dump()
+        except PluginAnswerRefused:
+            raise ResultRefused("the tool did not answer with a tool/call/resp message") from None
+    elif isinstance(value, Mapping) and value.get("type", "tool/call/resp") == "tool/call/resp":
         fields = value
     else:
         raise ResultRefused("the tool did not answer with a result")
@@ -360,8 +364,9 @@ class SpecToolkit:
     plugin's answer is mapped to the design's statuses; its `message` is never forwarded
     (it may quote the config): only the names of its own tools are read from it.
 
-    `tools` are the plugin's declared tools for this toolkit (`_list_tools`; the registry
-    passes the ones it checked, so a session's initialization asks nothing). With
+    `tools` are the ones the registry checked (one per listed name), passed in so a
+    session's initialization asks nothing; built outside the registry, what the plugin
+    declares for this toolkit (`_list_tools`). With
     `_call_tool`, `call_tool` answers a call on this instance's plugin, once configured; the
     plugin's answer is re-validated like `_answer` does, then shaped by `as_tool_result`.
     """
