@@ -62,6 +62,7 @@ BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_conne
 ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
 FILESYSTEM = ("tests/test_filesystem.py",)
+TOOL_PLUGINS = "tests/test_tool_plugins.py::"
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
@@ -845,8 +846,8 @@ MUTANTS = [
     Mutant(
         "filesystem: a tool's missing file raises the OS error (with its path)",
         V + "toolkits/filesystem.py",
-        '            return target.read_text(encoding="utf-8")\n        except OSError:',
-        '            return target.read_text(encoding="utf-8")\n        except ZeroDivisionError:',
+        "                data = handle.read(MAX_READ_BYTES + 1)\n        except OSError:",
+        "                data = handle.read(MAX_READ_BYTES + 1)\n        except ZeroDivisionError:",
         FILESYSTEM,
     ),
     Mutant(
@@ -2672,6 +2673,80 @@ MUTANTS = [
         "        if stored is None or not hmac.compare_digest(bytes(stored), mac):",
         "        if False:",
         (EDGES + "test_key_less_commands_say_another_event_at_the_witnessed_head",),
+    ),
+    # -- issue 50: the plugin side of tool/call (tools declared, schemas checked, the root) --
+    Mutant(
+        "issue 50: a tool's input schema is not checked at registration",
+        V + "toolkits/registry.py",
+        "            registered._input_schemas  # noqa: B018\n",
+        "",
+        (
+            TOOL_PLUGINS + "test_a_hostile_input_schema_refuses_the_toolkit_at_registration",
+            TOOL_PLUGINS
+            + "test_a_spec_plugins_toolkit_with_a_hostile_input_schema_is_left_out_alone",
+        ),
+    ),
+    Mutant(
+        "issue 50: an imported bundle's tool schema is stored unchecked",
+        V + "toolkits/imports.py",
+        "        compile_tool_schemas(complete_tools(definition, imported.tools))",
+        "        complete_tools(definition, imported.tools)",
+        (TOOL_PLUGINS + "test_a_bundle_whose_tool_schema_the_vault_cannot_run_is_skipped",),
+    ),
+    Mutant(
+        "issue 50: a plugin declares a tool its definition does not list",
+        V + "toolkits/tool_declarations.py",
+        "        if tool.name not in listed:",
+        "        if False:",
+        (TOOL_PLUGINS + "test_declarations_describe_listed_names_and_add_none",),
+    ),
+    Mutant(
+        "issue 50: a filesystem call follows a symlink out of the root",
+        V + "toolkits/filesystem.py",
+        "        if not candidate.is_relative_to(root):\n"
+        "            raise PathRefused(UNAVAILABLE)",
+        "        pass",
+        (TOOL_PLUGINS + "test_a_path_outside_the_root_is_an_error_result_that_echoes_nothing",),
+    ),
+    Mutant(
+        "issue 50: a filesystem call climbing out as written is resolved first",
+        V + "toolkits/filesystem.py",
+        "if os.path.isabs(written) or written.split(os.sep)[0] == os.pardir:",
+        "if os.path.isabs(written):",
+        (TOOL_PLUGINS + "test_a_path_outside_the_root_is_an_error_result_that_echoes_nothing",),
+    ),
+    Mutant(
+        "issue 50: a cancelled filesystem call still writes",
+        V + "toolkits/filesystem.py",
+        "        if context.cancelled.is_set() or time.monotonic() >= context.deadline:",
+        "        if False:",
+        (TOOL_PLUGINS + "test_a_cancelled_or_late_call_touches_nothing",),
+    ),
+    Mutant(
+        "issue 50: a spec plugin is called before it is configured",
+        V + "plugin.py",
+        "        if not self._configured:\n",
+        "        if False:\n",
+        (
+            TOOL_PLUGINS
+            + "test_a_spec_plugin_declares_tools_and_answers_on_its_configured_instance",
+        ),
+    ),
+    Mutant(
+        "issue 50: a result value JSON cannot carry (a set, bytes, an object) is passed on",
+        V + "plugin.py",
+        "    if isinstance(value, (list, tuple)):\n"
+        '        return [plain_json(v, f"{where}/{i}", depth + 1) for i, v in enumerate(value)]\n'
+        "    raise ResultRefused",
+        "    if True:\n        return value\n    raise ResultRefused",
+        (TOOL_PLUGINS + "test_as_tool_result_refuses_anything_else_without_quoting_it",),
+    ),
+    Mutant(
+        "issue 50: a plugin's answer for another tool is taken",
+        V + "plugin.py",
+        '        if named[0] not in ("", toolkit) or named[1] not in ("", name):',
+        "        if False:",
+        (TOOL_PLUGINS + "test_a_plugins_answer_for_another_tool_or_of_another_shape_is_refused",),
     ),
 ]
 

@@ -512,6 +512,7 @@ def test_filesystem_calls_write_read_and_list(fs: FilesystemToolkit) -> None:
         "../outside.txt",
         f"link/{CANARY}",
         "sneaky",
+        f"../{CANARY}/../root/f",  # out and back in as written: refused before the disk is asked
     ],
 )
 def test_a_path_outside_the_root_is_an_error_result_that_echoes_nothing(
@@ -519,6 +520,7 @@ def test_a_path_outside_the_root_is_an_error_result_that_echoes_nothing(
 ) -> None:
     os.symlink(tmp_path, fs.root / "link")
     os.symlink(tmp_path / "outside.txt", fs.root / "sneaky")
+    (fs.root / "f").write_text("inside")
     for name, arguments in [
         ("read_file", {"path": path}),
         ("write_file", {"path": path, "content": "x"}),
@@ -528,9 +530,11 @@ def test_a_path_outside_the_root_is_an_error_result_that_echoes_nothing(
         assert result == ToolResult.text(UNAVAILABLE, is_error=True), (name, path)
     assert (tmp_path / "outside.txt").read_text() == CANARY  # nothing written outside
     assert not (tmp_path / CANARY).exists() and sorted(p.name for p in fs.root.iterdir()) == [
+        "f",
         "link",
         "sneaky",
     ]
+    assert (fs.root / "f").read_text() == "inside"
     for name in ("read_file", "list_dir"):  # a missing path inside looks the same
         missing = fs.call_tool(name, {"path": f"missing-{CANARY}"}, context())
         assert missing == ToolResult.text(UNAVAILABLE, is_error=True)
