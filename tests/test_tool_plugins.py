@@ -264,6 +264,11 @@ def test_every_listed_tool_has_a_tool_declared_or_taking_any_object() -> None:
     made_by_hand = RegisteredToolkit(coerce_definition(Searcher.definition), Searcher, SOURCE)
     assert [t.input_schema for t in made_by_hand.tools] == [{"type": "object"}] * 2
 
+    class Named(Searcher):  # a `tools` attribute of names (a plugin written before tools)
+        tools: ClassVar[list[Any]] = ["ping"]
+
+    assert ToolkitRegistry().register(Named, SOURCE).tools == (Tool("search"), Tool("ping"))
+
 
 def test_input_schemas_are_compiled_at_registration_and_check_arguments() -> None:
     registered = ToolkitRegistry().register(Searcher, SOURCE)
@@ -346,7 +351,8 @@ def test_declarations_describe_listed_names_and_add_none(declared: list[Any], re
 @pytest.mark.parametrize(
     "declared",
     [
-        [CANARY],
+        [5],
+        [b"search"],
         [{"description": "no name"}],
         [{"name": "search", "inputSchema": [1]}],
         [{"name": "search", "input_schema": {}, "inputSchema": {}}],

@@ -302,10 +302,13 @@ def listed_definitions(plugin: Any) -> list[ToolkitDefinition]:
 
 
 def as_tool(value: object) -> Tool:
-    """A declared tool as a `Tool`: ours, the wire's `ToolInfo`, or a mapping in MCP's shape
-    (`inputSchema`) or ours (`input_schema`). Its schemas are checked at registration."""
+    """A declared tool as a `Tool`: ours, the wire's `ToolInfo`, a mapping in MCP's shape
+    (`inputSchema`) or ours (`input_schema`), or a bare name (a toolkit whose `tools`
+    attribute lists names declares nothing more). Its schemas are checked at registration."""
     if isinstance(value, Tool):
         tool = value
+    elif isinstance(value, str):  # a name alone, as the definition's `tools` lists them
+        tool = Tool(value)
     elif isinstance(value, (ToolInfo, Mapping)):
         fields = value.model_dump() if isinstance(value, ToolInfo) else value
         tool = Tool(
