@@ -147,6 +147,13 @@ class TestSuitePluginConformance(ToolkitPluginConformance):
         "spec-mail": [{}, {"endpoint": "x", "api_key": 5}, {**mail_config(), "extra": 1}],
         "spec-calendar": [{"calendar": "work"}],
     }
+    valid_calls: ClassVar[dict[str, list[tuple[str, dict[str, Any]]]]] = {
+        "spec-mail": [("search", {"query": "invoice"}), ("send", {"to": "a@b.test"})],
+        "spec-calendar": [("list_events", {})],
+    }
+    invalid_arguments: ClassVar[dict[str, list[tuple[str, dict[str, Any]]]]] = {
+        "spec-mail": [("search", {}), ("search", {"query": ""})]
+    }
 
 
 class TestPushingToolkitConformance(ToolkitConformance):

@@ -462,6 +462,30 @@ def test_a_plugins_answer_for_another_tool_or_of_another_shape_is_refused(answer
     assert CANARY not in str(caught.value)
 
 
+def test_a_spec_plugin_discovered_through_its_entry_point_brings_its_tools(
+    spec_vault: Vault,
+) -> None:
+    mail = spec_vault.registry.get("spec-mail")
+    assert [t.name for t in mail.tools] == ["send", "read", "search"]
+    assert mail.tool("search") == Tool(
+        "search",
+        "Search the mailbox",
+        {
+            "type": "object",
+            "properties": {"query": {"type": "string", "minLength": 1}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": True},
+    )
+    assert mail.tool("send") == Tool("send")
+    instance = mail.factory()
+    assert isinstance(instance, SpecToolkit) and answers_calls(instance)
+    instance.initialize({"endpoint": "https://mail.example.test", "api_key": CANARY})
+    answer = instance.call_tool("search", {"query": "x"}, context())
+    assert answer == ToolResult.text("search: nothing found at https://mail.example.test")
+
+
 # -- the built-in filesystem ------------------------------------------------------------------
 
 

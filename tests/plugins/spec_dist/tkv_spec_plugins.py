@@ -11,6 +11,10 @@ A `spec-mail` toolkit whose config names a `watch` directory polls it for `*.jso
 each an event to emit (`{"message": ..., "leak": true?, "toolkit_name"?, "session_id"?}`):
 `{endpoint}` in the message becomes the configured endpoint, and `leak` appends the
 configured `api_key`, as a careless toolkit would.
+
+Tools (the `tool/call` extension): `_list_tools` declares `spec-mail`'s `search` with an
+input schema (its other tools take any object), and `_call_tool` answers on the configured
+instance, naming the configured endpoint.
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ from typing import Any, ClassVar
 from toolkit_vault.plugin import ToolkitPlugin
 from toolkit_vault.protocol import (
     Message,
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolInfo,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
     ToolkitDefinition,
     ToolkitListRequest,
     ToolkitListResponse,
     ToolkitStatusEvent,
+    ToolListRequest,
+    ToolListResponse,
 )
 
 MODES = ["ok", "partial", "partial-unnamed", "error", "raise", "other-name", "not-a-response"]
@@ -66,6 +75,19 @@ CALENDAR = ToolkitDefinition(
         "required": ["calendar", "token"],
     },
     tools=["list_events", "create_event"],
+)
+
+SEARCH = ToolInfo(
+    name="search",
+    toolkit="spec-mail",
+    description="Search the mailbox",
+    input_schema={
+        "type": "object",
+        "properties": {"query": {"type": "string", "minLength": 1}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    annotations={"readOnlyHint": True},
 )
 
 
@@ -107,6 +129,19 @@ class SuitePlugin(ToolkitPlugin):
             threading.Thread(target=self._watch, args=(watch,), daemon=True).start()
         return ToolkitConfigureResponse(
             req_id=msg.id, toolkit_name=name, status=status, message=message
+        )
+
+    def _list_tools(self, msg: ToolListRequest) -> ToolListResponse:
+        return ToolListResponse(req_id=msg.id, tools=[SEARCH])
+
+    def _call_tool(self, msg: ToolCallRequest) -> ToolCallResponse:
+        endpoint = (self.config or {}).get("endpoint", "")
+        text = f"{msg.tool_name}: nothing found at {endpoint}"
+        return ToolCallResponse(
+            req_id=msg.id,
+            toolkit_name=msg.toolkit_name,
+            tool_name=msg.tool_name,
+            content=[{"type": "text", "text": text}],
         )
 
     def _watch(self, directory: Path) -> None:
