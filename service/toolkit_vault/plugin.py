@@ -107,9 +107,8 @@ class CallContext:
 
 
 MAX_RESULT_DEPTH = 64  # nesting of a result's JSON; the engine bounds its size
-_CONTENT_FIELDS: dict[
-    str, dict[str, type]
-] = {  # MCP's content block kinds, and the fields each must carry
+# MCP's content block kinds, and the fields each must carry
+_CONTENT_FIELDS: dict[str, dict[str, type]] = {
     "text": {"text": str},
     "image": {"data": str, "mimeType": str},
     "audio": {"data": str, "mimeType": str},
@@ -369,9 +368,9 @@ class SpecToolkit:
 
     `tools` are the ones the registry checked (one per listed name), passed in so a
     session's initialization asks nothing; built outside the registry, what the plugin
-    declares for this toolkit (`_list_tools`). With
-    `_call_tool`, `call_tool` answers a call on this instance's plugin, once configured; the
-    plugin's answer is re-validated like `_answer` does, then shaped by `as_tool_result`.
+    declares for this toolkit (`_list_tools`). With `_call_tool`, `call_tool` answers a
+    call on this instance's plugin, once configured; the plugin's answer must be for this
+    toolkit and tool, and is re-validated and copied by `as_tool_result`.
     """
 
     def __init__(
