@@ -72,9 +72,7 @@ class _Client:
         return redirect_uri.startswith("http://127.0.0.1:")
 
     def check_client_secret(self, secret: str) -> bool:
-        return self.client_secret is not None and secrets.compare_digest(
-            secret, self.client_secret
-        )
+        return self.client_secret is not None and secrets.compare_digest(secret, self.client_secret)
 
     def check_endpoint_auth_method(self, method: str, _endpoint: str) -> bool:
         return method == ("client_secret_basic" if self.client_secret else "none")

@@ -39,6 +39,7 @@ __all__ = [
 
 TOKEN_EVENTS = (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED)
 _INTAKE_ACTOR = "intake:"
+_PERSON_ID = re.compile(r"oidc-[0-9a-f]{32}")  # `core.people.person_id`
 _MADE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # uuid4
 
 
@@ -223,7 +224,8 @@ def _like(text: str) -> str:
 
 
 def _names(conn: Connection, ids: Iterable[str]) -> dict[str, str]:
-    """Names by principal id; `intake:<link>` actors as the intake of whoever asked."""
+    """Names by principal id (a person's from their sign-ins); `intake:<link>` actors as
+    the intake of whoever asked."""
     wanted = set(ids)
     links = {i for i in wanted if i.startswith(_INTAKE_ACTOR)}
     asked: dict[str, str] = {}
@@ -248,6 +250,20 @@ def _names(conn: Connection, ids: Iterable[str]) -> dict[str, str]:
             )
         )
         names = {row.principal_id: row.name for row in rows}
+    people = sorted(i for i in principals - set(names) if _PERSON_ID.fullmatch(i))
+    if people:  # people signed in through the identity provider: the name they last had
+        signed_in = conn.execute(
+            select(AuditEvent.actor, AuditEvent.details)
+            .where(
+                AuditEvent.action == AuditAction.PERSON_SIGNED_IN.value,
+                AuditEvent.actor.in_(people),
+            )
+            .order_by(AuditEvent.seq)
+        )
+        for row in signed_in:
+            name = details_of(row.details).get("name")
+            if isinstance(name, str):
+                names[row.actor] = name
     gone = _gone(principals - set(names))
     if gone:  # rows gone: the chain remembers the names it gave
         for details in _tokens_created(conn):
