@@ -48,6 +48,13 @@ class EnvSettings(BaseSettings):
     key_provider: str | None = None
     audit_devices: str | None = None  # comma-separated specs; "none" for none
     audit_fail_closed: bool | None = None
+    # the identity provider people sign in to the console through (`oidc_settings`)
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: SecretStr | None = None  # hidden in every repr
+    oidc_client_secret_file: Path | None = None
+    oidc_scopes: str | None = None  # space-separated; `openid` is always asked for
+    oidc_session_minutes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,19 +155,6 @@ OIDC_SESSION_MINUTES = 15.0  # a person removed from a group at the provider kee
 MAX_SECRET_FILE = 4096
 
 
-class OidcEnv(BaseSettings):
-    """`TOOLKIT_VAULT_OIDC_*`: the identity provider `serve` lets people sign in through."""
-
-    model_config = SettingsConfigDict(env_prefix="TOOLKIT_VAULT_OIDC_", frozen=True, extra="ignore")
-
-    issuer: str | None = None
-    client_id: str | None = None
-    client_secret: SecretStr | None = None  # hidden in every repr
-    client_secret_file: Path | None = None
-    scopes: str | None = None  # space-separated; `openid` is always asked for
-    session_minutes: float | None = None
-
-
 @dataclass(frozen=True)
 class OidcSettings:
     """The provider, the vault's client there, and how long a person's console session lives
@@ -198,23 +192,24 @@ def oidc_settings(
     scopes: str | None = None,
     session_minutes: float | None = None,
 ) -> OidcSettings | None:
-    """Flags, then `TOOLKIT_VAULT_OIDC_*`; None when no issuer is set (bearer tokens only)."""
-    env = OidcEnv()
-    issuer = issuer or env.issuer
+    """Flags, then the environment (`TOOLKIT_VAULT_OIDC_ISSUER`, ...); None when no issuer
+    is set (bearer tokens only)."""
+    env = EnvSettings()
+    issuer = issuer or env.oidc_issuer
     if not issuer:
         return None
-    client_id = client_id or env.client_id
+    client_id = client_id or env.oidc_client_id
     if not client_id:
         raise VaultError("an OIDC issuer needs a client id (TOOLKIT_VAULT_OIDC_CLIENT_ID)")
-    secret_file = client_secret_file or env.client_secret_file
+    secret_file = client_secret_file or env.oidc_client_secret_file
     if secret_file is not None:
         secret: SecretBytes | None = _secret_file(secret_file)
-    elif env.client_secret is not None and env.client_secret.get_secret_value():
-        secret = SecretBytes(env.client_secret.get_secret_value().encode())
+    elif env.oidc_client_secret is not None and env.oidc_client_secret.get_secret_value():
+        secret = SecretBytes(env.oidc_client_secret.get_secret_value().encode())
     else:
         secret = None  # a public client: PKCE alone
-    words = tuple((scopes or env.scopes or "openid profile email").split())
-    minutes = session_minutes or env.session_minutes or OIDC_SESSION_MINUTES
+    words = tuple((scopes or env.oidc_scopes or "openid profile email").split())
+    minutes = session_minutes or env.oidc_session_minutes or OIDC_SESSION_MINUTES
     if not 1 <= minutes <= 24 * 60:
         raise VaultError("an OIDC console session lasts from 1 to 1440 minutes")
     return OidcSettings(issuer, client_id, secret, words, minutes * 60)
