@@ -153,7 +153,7 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_OIDC_CLIENT_ID": "the vault's client id at that provider",
     "TOOLKIT_VAULT_OIDC_CLIENT_SECRET": "its client secret (a confidential client)",
     "TOOLKIT_VAULT_OIDC_CLIENT_SECRET_FILE": "a 0600 file holding that secret instead",
-    "TOOLKIT_VAULT_OIDC_SCOPES": 'scopes asked for (default "openid profile email")',
+    "TOOLKIT_VAULT_OIDC_SCOPES": "scopes asked for (default: openid profile email)",
     "TOOLKIT_VAULT_OIDC_SESSION_MINUTES": "a person's console session (default 15)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
