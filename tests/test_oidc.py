@@ -350,6 +350,9 @@ def test_the_console_signs_a_person_in_once_per_flow(
 ) -> None:
     set_mapping(vault.store, "operator", "groups", "vault-operators", "auditor")
     back = consent(start(console))
+    console.cookies.delete("tkv_oidc_flow")  # a callback opened in another browser
+    assert console.get("/console/oidc/callback", params=back).status_code == 400
+    back = consent(start(console))
     wrong = console.get("/console/oidc/callback", params={**back, "state": "not-the-flow"})
     assert wrong.status_code == 400  # and the flow is spent: no second try with it
     assert console.get("/console/oidc/callback", params=back).status_code == 400
