@@ -312,6 +312,8 @@ def test_a_person_is_a_principal_named_after_their_identity(vault: Vault) -> Non
     mine = [e for e in page.events if e.actor == person.principal_id]
     assert [e.action for e in mine] == ["person_signed_in", "token_created"]
     assert page.names[person.principal_id] == "Ada Lovelace"
+    by_name = list_events(store, EventFilter(actor="Ada Lovelace")).events
+    assert [e.action for e in by_name] == ["person_signed_in", "token_created"]
     assert describe(mine[0]) == (
         f"Ada Lovelace signed in to the console as operator through {issuer} "
         "(subject 248289761001; role from groups=vault-operators)"

@@ -89,8 +89,9 @@ def last_seq(store: Store) -> int:
 
 
 def principal_known(store: Store, typed: str) -> str | None:
-    """The id of the principal `typed` names (its id or name), or of one whose row is gone
-    that a `token_created` event still names; None when none."""
+    """The id of the principal `typed` names (its id or name), of one whose row is gone
+    that a `token_created` event still names, or of a person who signed in through the
+    identity provider; None when none."""
     with store.read() as conn:
         found = conn.execute(
             select(PrincipalRow.principal_id).where(
@@ -101,6 +102,16 @@ def principal_known(store: Store, typed: str) -> str | None:
             for details in _tokens_created(conn):
                 if typed in (details.get("principal_id"), details.get("name")):
                     found = details.get("principal_id")
+        if found is None:  # a person, by id or by a name they signed in with (the latest)
+            signed_in = conn.execute(
+                select(AuditEvent.actor, AuditEvent.details)
+                .where(AuditEvent.action == AuditAction.PERSON_SIGNED_IN.value)
+                .order_by(AuditEvent.seq.desc())
+            )
+            for row in signed_in:
+                if typed in (row.actor, details_of(row.details).get("name")):
+                    found = row.actor
+                    break
     return found if isinstance(found, str) else None
 
 
