@@ -1,4 +1,5 @@
-"""The console's pages: sign in with a bearer token, then what the role may see and do.
+"""The console's pages: sign in with a bearer token (or through the identity provider,
+`oidc_pages`), then what the role may see and do.
 
 Operators: toolkits, sessions and their configured state, key status, tokens; and what an
 operator does without a shell (`core.operators`, as the signed-in operator): create a
