@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -41,7 +42,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
 from toolkit_vault.oauth import OAuthFailed
 from toolkit_vault.oauth.openid import IdTokenRefused, RelyingParty, check_claims
-from toolkit_vault.settings import OidcSettings, VaultSettings
+from toolkit_vault.settings import OidcSettings, VaultSettings, oidc_settings
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.transports.http_api import create_app
@@ -399,3 +400,36 @@ def test_a_persons_console_session_ends_at_its_shorter_lifetime() -> None:
     now[0] = 901
     assert sessions.find(by_person) is None
     assert sessions.find(by_token) is not None
+
+
+def test_settings_read_the_secret_from_a_private_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "tkv-canary-oidc-settings-6b0e"
+    for name in ("ISSUER", "CLIENT_ID", "CLIENT_SECRET", "CLIENT_SECRET_FILE", "SCOPES"):
+        monkeypatch.delenv(f"TOOLKIT_VAULT_OIDC_{name}", raising=False)
+    assert oidc_settings() is None  # no issuer: bearer tokens only
+    with pytest.raises(VaultError, match="client id"):
+        oidc_settings("https://id.example.test")
+    monkeypatch.setenv("TOOLKIT_VAULT_OIDC_ISSUER", "https://id.example.test")
+    monkeypatch.setenv("TOOLKIT_VAULT_OIDC_CLIENT_ID", CLIENT_ID)
+    public = oidc_settings()
+    assert public is not None and public.client_secret is None
+    assert public.scopes == ("openid", "profile", "email") and public.session_lifetime == 900
+    monkeypatch.setenv("TOOLKIT_VAULT_OIDC_CLIENT_SECRET", secret)
+    from_env = oidc_settings()
+    assert from_env is not None and from_env.client_secret is not None
+    assert from_env.client_secret.reveal() == secret.encode() and secret not in repr(from_env)
+    file = tmp_path / "oidc-secret"
+    file.write_text(secret + "\n")
+    file.chmod(0o644)
+    with pytest.raises(VaultError, match="0600") as loose:
+        oidc_settings(client_secret_file=file)
+    assert secret not in str(loose.value)
+    file.chmod(0o600)
+    from_file = oidc_settings(client_secret_file=file, session_minutes=5)
+    assert from_file is not None and from_file.client_secret is not None
+    assert from_file.client_secret.reveal() == secret.encode()
+    assert from_file.session_lifetime == 300
+    with pytest.raises(VaultError, match="1 to 1440"):
+        oidc_settings(session_minutes=2000)
