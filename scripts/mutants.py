@@ -58,6 +58,8 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+OPENID = V + "oauth/openid.py"
+OIDC_TESTS = "tests/test_oidc.py"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
@@ -2747,6 +2749,83 @@ MUTANTS = [
         '        if named[0] not in ("", toolkit) or named[1] not in ("", name):',
         "        if False:",
         (TOOL_PLUGINS + "test_a_plugins_answer_for_another_tool_or_of_another_shape_is_refused",),
+    ),
+    # -- issue 54: console sign-in through an OpenID provider --
+    Mutant(
+        "oidc: an id_token's nonce is not compared with the sign-in's",
+        OPENID,
+        "or not hmac.compare_digest(sent.encode(), nonce.encode()):",
+        ":",
+        (OIDC_TESTS,),
+        select="nonce or replayed",
+    ),
+    Mutant(
+        "oidc: an id_token for another audience is believed",
+        OPENID,
+        "    if not isinstance(audiences, list) or client_id not in audiences:",
+        "    if not isinstance(audiences, list):",
+        (OIDC_TESTS,),
+        select="audience or refuses_a_forged",
+    ),
+    Mutant(
+        "oidc: an id_token's authorized party (azp) is not checked",
+        OPENID,
+        '    if ("azp" in claims or len(audiences) > 1) and claims.get("azp") != client_id:',
+        "    if False:",
+        (OIDC_TESTS,),
+        select="not_for_this_sign_in",
+    ),
+    Mutant(
+        "oidc: an expired id_token is believed",
+        OPENID,
+        "    if expires is None or now >= expires + leeway:",
+        "    if expires is None:",
+        (OIDC_TESTS,),
+        select="expired",
+    ),
+    Mutant(
+        "oidc: an id_token from another issuer is believed",
+        OPENID,
+        '    if claims.get("iss") != issuer:',
+        "    if False:",
+        (OIDC_TESTS,),
+        select="issuer",
+    ),
+    Mutant(
+        "oidc: a sign-in's flow may be taken twice (a callback replayed)",
+        V + "transports/web/oidc_pages.py",
+        "            flow = self._flows.pop(flow_id, None)",
+        "            flow = self._flows.get(flow_id)",
+        (OIDC_TESTS + "::test_the_console_signs_a_person_in_once_per_flow",),
+    ),
+    Mutant(
+        "oidc: a callback's state is not compared with its flow's",
+        V + "transports/web/oidc_pages.py",
+        "        if not hmac.compare_digest(flow.state.encode(), state.encode()):",
+        "        if False:",
+        (OIDC_TESTS + "::test_the_console_signs_a_person_in_once_per_flow",),
+    ),
+    Mutant(
+        "oidc: a removed mapping leaves the person's console session its role",
+        V + "transports/web/console.py",
+        "            return still_allowed(store, user.person)",
+        "            return True",
+        (OIDC_TESTS + "::test_the_console_signs_a_person_in_once_per_flow",),
+    ),
+    Mutant(
+        "oidc: a person's console session lives as long as a token's",
+        V + "transports/web/security.py",
+        "        kept = min(self.lifetime, lifetime or self.lifetime)",
+        "        kept = self.lifetime",
+        (OIDC_TESTS + "::test_a_persons_console_session_ends_at_its_shorter_lifetime",),
+    ),
+    Mutant(
+        "oidc: a person no mapping names gets a role anyway",
+        V + "core/people.py",
+        "    if role is None:\n",
+        '    if role is None:\n        role = "auditor"\n    if False:\n',
+        (OIDC_TESTS,),
+        select="refuses_a_forged or named_after",
     ),
 ]
 

@@ -56,8 +56,11 @@ UPGRADES_ONLY = {
 # and read back from the trail there: tests/test_oauth.py (list_events' summaries of the
 # oauth_* actions), tests/test_oauth_mixup.py (oauth_callback_refused),
 # tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py, test_expiry.py (a
-# clock moved past a credential's end).
+# clock moved past a credential's end), test_oidc.py and web/test_oidc_browser.py (an
+# OpenID provider: a person's sign-in and sign-out).
 ELSEWHERE = {
+    AuditAction.PERSON_SIGNED_IN,
+    AuditAction.PERSON_SIGNED_OUT,
     AuditAction.CREDENTIAL_EXPIRING,
     AuditAction.OAUTH_CONNECTED,
     AuditAction.OAUTH_CALLBACK_REFUSED,
@@ -147,6 +150,8 @@ def every_action(vault: Vault, home: VaultSettings, env: dict[str, str]) -> dict
     cli(env, "toolkits", "remove", "accelbyte-jssdk-mcp")
     cli(env, "templates", "set", "secretive", "prod", "endpoint=https://prod.example.test")
     cli(env, "templates", "remove", "secretive", "prod")
+    cli(env, "console-roles", "set", "groups=vault-operators", "operator")
+    cli(env, "console-roles", "remove", "groups=vault-operators")
     cli(env, "keys", "recovery", "init", "--shares", "2", "--threshold", "2")
     cli(env, "purge", "--session", alice.session, "--yes")
     provider = open_provider(home)  # the key commands' service functions, in this process

@@ -10,19 +10,30 @@ configuration.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
-from toolkit_vault.files import write_atomically
+from toolkit_vault.files import PrivateFileError, open_private, write_atomically
 from toolkit_vault.keys.providers import provider_names
 
-__all__ = ["RECORD_NAME", "EnvSettings", "VaultSettings", "load_settings", "write_record"]
+__all__ = [
+    "RECORD_NAME",
+    "EnvSettings",
+    "OidcSettings",
+    "VaultSettings",
+    "load_settings",
+    "oidc_settings",
+    "write_record",
+]
 
 RECORD_NAME = "vault.json"
 
@@ -37,6 +48,13 @@ class EnvSettings(BaseSettings):
     key_provider: str | None = None
     audit_devices: str | None = None  # comma-separated specs; "none" for none
     audit_fail_closed: bool | None = None
+    # the identity provider people sign in to the console through (`oidc_settings`)
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: SecretStr | None = None  # hidden in every repr
+    oidc_client_secret_file: Path | None = None
+    oidc_scopes: str | None = None  # space-separated; `openid` is always asked for
+    oidc_session_minutes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,3 +147,69 @@ def write_record(settings: VaultSettings) -> None:
         "audit_fail_closed": settings.audit_fail_closed,
     }
     write_atomically(settings.record_path, json.dumps(record, indent=2).encode())
+
+
+# -- console sign-in through an identity provider (OpenID Connect) -----------------------------
+
+OIDC_SESSION_MINUTES = 15.0  # a person removed from a group at the provider keeps no more
+MAX_SECRET_FILE = 4096
+
+
+@dataclass(frozen=True)
+class OidcSettings:
+    """The provider, the vault's client there, and how long a person's console session lives
+    (their role is decided again at the next sign-in). The client secret, for a confidential
+    client, is read from a private file or the environment, never from vault.json, and is
+    held in a value whose repr hides it."""
+
+    issuer: str
+    client_id: str
+    client_secret: SecretBytes | None
+    scopes: tuple[str, ...] = ("openid", "profile", "email")
+    session_lifetime: float = OIDC_SESSION_MINUTES * 60
+
+
+def _secret_file(path: Path) -> SecretBytes:
+    """A client secret file: private (0600, this user's, not a symlink), its one line."""
+    try:
+        fd = open_private(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise VaultError(f"the OIDC client secret file {path} does not exist") from None
+    except PrivateFileError as exc:
+        raise VaultError(f"the OIDC client secret file {path} {exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(MAX_SECRET_FILE + 1)
+    secret = data.strip()
+    if not secret or len(data) > MAX_SECRET_FILE or b"\n" in secret:
+        raise VaultError(f"the OIDC client secret file {path} must hold the secret on one line")
+    return SecretBytes(secret)
+
+
+def oidc_settings(
+    issuer: str | None = None,
+    client_id: str | None = None,
+    client_secret_file: Path | None = None,
+    scopes: str | None = None,
+    session_minutes: float | None = None,
+) -> OidcSettings | None:
+    """Flags, then the environment (`TOOLKIT_VAULT_OIDC_ISSUER`, ...); None when no issuer
+    is set (bearer tokens only)."""
+    env = EnvSettings()
+    issuer = issuer or env.oidc_issuer
+    if not issuer:
+        return None
+    client_id = client_id or env.oidc_client_id
+    if not client_id:
+        raise VaultError("an OIDC issuer needs a client id (TOOLKIT_VAULT_OIDC_CLIENT_ID)")
+    secret_file = client_secret_file or env.oidc_client_secret_file
+    if secret_file is not None:
+        secret: SecretBytes | None = _secret_file(secret_file)
+    elif env.oidc_client_secret is not None and env.oidc_client_secret.get_secret_value():
+        secret = SecretBytes(env.oidc_client_secret.get_secret_value().encode())
+    else:
+        secret = None  # a public client: PKCE alone
+    words = tuple((scopes or env.oidc_scopes or "openid profile email").split())
+    minutes = session_minutes or env.oidc_session_minutes or OIDC_SESSION_MINUTES
+    if not 1 <= minutes <= 24 * 60:
+        raise VaultError("an OIDC console session lasts from 1 to 1440 minutes")
+    return OidcSettings(issuer, client_id, secret, words, minutes * 60)

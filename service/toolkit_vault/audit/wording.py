@@ -185,6 +185,27 @@ def _token_revoked(w: _Words) -> str:
     return f"token revoked for {w.event.principal_name or w.who(w.d('principal_id'))}"
 
 
+def _role_mapped(w: _Words) -> str:
+    return (
+        f"console role {w.d('role')} given to people whose {w.d('claim')} claim holds "
+        f"{w.d('value')}"
+    )
+
+
+def _role_unmapped(w: _Words) -> str:
+    return (
+        f"console role {w.d('role')} no longer given to people whose {w.d('claim')} claim "
+        f"holds {w.d('value')}"
+    )
+
+
+def _person_signed_in(w: _Words) -> str:
+    return (
+        f"{w.d('name')} signed in to the console as {w.d('role')} through {w.d('issuer')} "
+        f"(subject {w.d('subject')}; role from {w.fields('mapped_by')})"
+    )
+
+
 def _overrides(w: _Words) -> str:
     said = []
     for item in w.d("overrides") or []:
@@ -308,6 +329,10 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     ),
     AuditAction.TOKEN_CREATED: _token_created,
     AuditAction.TOKEN_REVOKED: _token_revoked,
+    AuditAction.CONSOLE_ROLE_MAPPED: _role_mapped,
+    AuditAction.CONSOLE_ROLE_UNMAPPED: _role_unmapped,
+    AuditAction.PERSON_SIGNED_IN: _person_signed_in,
+    AuditAction.PERSON_SIGNED_OUT: lambda w: f"{w.d('name')} signed out of the console",
     AuditAction.TOOLKIT_IMPORTED: _imported,
     AuditAction.TOOLKIT_REMOVED: _removed,
     AuditAction.TEMPLATE_SET: _template_set,

@@ -77,6 +77,11 @@ COMMANDS = {
         "templates",
         "Environment templates: a toolkit's public values by name.",
     ),
+    "console-roles": CommandEntry(
+        "toolkit_vault.cli.console_roles",
+        "console_roles",
+        "Identity-provider claims mapped to console roles.",
+    ),
     "backup": CommandEntry(
         "toolkit_vault.cli.backup",
         "backup",

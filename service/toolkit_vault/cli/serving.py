@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -27,8 +28,9 @@ from toolkit_vault.logs import (
     copy_log,
     hold_library_loggers,
     redact_every_record,
+    register_secrets,
 )
-from toolkit_vault.settings import load_settings
+from toolkit_vault.settings import load_settings, oidc_settings
 from toolkit_vault.store.urls import shown_url
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
@@ -170,6 +172,19 @@ def stdio() -> None:
     "served (--host, --port, TLS).",
 )
 @click.option(
+    "--oidc-issuer",
+    default=None,
+    metavar="URL",
+    help="Let people sign in to the console through this OpenID provider (docs/oidc.md).",
+)
+@click.option("--oidc-client-id", default=None, help="The vault's client id at that provider.")
+@click.option(
+    "--oidc-client-secret-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A 0600 file holding the client secret (a confidential client).",
+)
+@click.option(
     "--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True
 )
 @guarded
@@ -186,6 +201,9 @@ def serve(
     body_timeout: float,
     slow_connections_per_ip: int,
     public_url: str | None,
+    oidc_issuer: str | None,
+    oidc_client_id: str | None,
+    oidc_client_secret_file: Path | None,
     log_format: str,
 ) -> None:
     """Serve A2E over WebSocket and HTTP POST at /a2e and the admin API under /v1/
@@ -211,6 +229,9 @@ def serve(
     _copy_log("serve")
     redact_every_record()  # a plugin's own handlers never pass the handler's filter
     settings = load_settings()
+    oidc = oidc_settings(oidc_issuer, oidc_client_id, oidc_client_secret_file)
+    if oidc is not None and oidc.client_secret is not None:  # never in a log line
+        register_secrets([oidc.client_secret.reveal().decode()])
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
     reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
     provider = open_provider(settings)
@@ -228,8 +249,14 @@ def serve(
         "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
         err=True,
     )
+    if oidc is not None:
+        click.echo(
+            f"  Console sign-in through {oidc.issuer} (client {oidc.client_id}); roles from "
+            "toolkit-vault console-roles.",
+            err=True,
+        )
     run(
-        create_app(vault, provider, limits, origin),
+        create_app(vault, provider, limits, origin, oidc),
         host,
         port,
         tls_cert=tls_cert,

@@ -149,6 +149,12 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_VERIFY_ALLOW": "CIDRs a credential check may reach too",
     "TOOLKIT_VAULT_EXPIRY_REMINDER_DAYS": "days ahead a credential's end is reminded",
     "TOOLKIT_VAULT_LOG_COPY": "DIR: every log record copied to a file there",
+    "TOOLKIT_VAULT_OIDC_ISSUER": "the identity provider people sign in through",
+    "TOOLKIT_VAULT_OIDC_CLIENT_ID": "the vault's client id at that provider",
+    "TOOLKIT_VAULT_OIDC_CLIENT_SECRET": "its client secret (a confidential client)",
+    "TOOLKIT_VAULT_OIDC_CLIENT_SECRET_FILE": "a 0600 file holding that secret instead",
+    "TOOLKIT_VAULT_OIDC_SCOPES": "scopes asked for (default: openid profile email)",
+    "TOOLKIT_VAULT_OIDC_SESSION_MINUTES": "a person's console session (default 15)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -22,7 +22,7 @@ import httpx
 from toolkit_vault.oauth.client import OAuthFailed
 from toolkit_vault.oauth.spec import OAuthSpec, secure_url
 
-__all__ = ["Endpoints", "discover", "server_metadata"]
+__all__ = ["Endpoints", "discover", "read_document", "server_metadata"]
 
 MAX_AGE = 300.0
 MAX_DOCUMENT = 64 * 1024
@@ -47,7 +47,7 @@ def _well_known(issuer: str) -> list[str]:
     return [urlunsplit((parts.scheme, parts.netloc, p, "", "")) for p in (rfc8414, openid)]
 
 
-def _read(url: str, timeout: float) -> dict[str, Any] | None:
+def read_document(url: str, timeout: float) -> dict[str, Any] | None:
     """The JSON object at `url`, read up to `MAX_DOCUMENT` bytes and no further (the
     issuer may be one a remote server's metadata named at import); None when there is none."""
     body = b""
@@ -107,7 +107,7 @@ def server_metadata(issuer: str, *, timeout: float = 10.0) -> dict[str, Any]:
     """The issuer's metadata document, which must name the issuer it was asked for (RFC
     8414 3.3); raises OAuthFailed. Import-time discovery reads `registration_endpoint` here."""
     for url in _well_known(issuer):
-        document = _read(url, timeout)
+        document = read_document(url, timeout)
         if document is None:
             continue
         if document.get("issuer") != issuer:

@@ -42,6 +42,15 @@ class AuditAction(StrEnum):
     TOKEN_CREATED = "token_created"  # noqa: S105 (an event name, not a secret)
     TOKEN_REVOKED = "token_revoked"  # noqa: S105 (an event name, not a secret)
 
+    # Console sign-in through an identity provider (OpenID Connect): an operator's mapping
+    # of a claim's value to a console role, kept as these events alone (the verified chain's
+    # `ChainState.console_roles` is their one store), and a person's sign-in and sign-out,
+    # each with that person as its actor.
+    CONSOLE_ROLE_MAPPED = "console_role_mapped"
+    CONSOLE_ROLE_UNMAPPED = "console_role_unmapped"
+    PERSON_SIGNED_IN = "person_signed_in"
+    PERSON_SIGNED_OUT = "person_signed_out"
+
     # Imported toolkit definitions.
     TOOLKIT_IMPORTED = "toolkit_imported"
     TOOLKIT_REMOVED = "toolkit_removed"

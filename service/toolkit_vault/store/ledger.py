@@ -73,6 +73,9 @@ class ChainState:
         self.removals: dict[str, int] = {}  # toolkit -> `registry_changes` at its last removal
         # toolkit -> template name -> its public values (`core.templates`)
         self.templates: dict[str, dict[str, dict[str, Any]]] = {}
+        # (claim, value) -> the console role a person whose id_token has it gets
+        # (`core.console_roles`)
+        self.console_roles: dict[tuple[str, str], str] = {}
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -112,6 +115,12 @@ class ChainState:
             )
         elif action == AuditAction.TEMPLATE_REMOVED and toolkit:
             self.templates.get(toolkit, {}).pop(str(details.get("name")), None)
+        elif action == AuditAction.CONSOLE_ROLE_MAPPED:
+            claim, value, role = details.get("claim"), details.get("value"), details.get("role")
+            if isinstance(claim, str) and isinstance(value, str) and isinstance(role, str):
+                self.console_roles[(claim, value)] = role
+        elif action == AuditAction.CONSOLE_ROLE_UNMAPPED:
+            self.console_roles.pop((str(details.get("claim")), str(details.get("value"))), None)
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):

@@ -39,6 +39,7 @@ __all__ = [
 
 TOKEN_EVENTS = (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED)
 _INTAKE_ACTOR = "intake:"
+_PERSON_ID = re.compile(r"oidc-[0-9a-f]{32}")  # `core.people.person_id`
 _MADE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # uuid4
 
 
@@ -88,8 +89,9 @@ def last_seq(store: Store) -> int:
 
 
 def principal_known(store: Store, typed: str) -> str | None:
-    """The id of the principal `typed` names (its id or name), or of one whose row is gone
-    that a `token_created` event still names; None when none."""
+    """The id of the principal `typed` names (its id or name), of one whose row is gone
+    that a `token_created` event still names, or of a person who signed in through the
+    identity provider; None when none."""
     with store.read() as conn:
         found = conn.execute(
             select(PrincipalRow.principal_id).where(
@@ -100,6 +102,16 @@ def principal_known(store: Store, typed: str) -> str | None:
             for details in _tokens_created(conn):
                 if typed in (details.get("principal_id"), details.get("name")):
                     found = details.get("principal_id")
+        if found is None:  # a person, by id or by a name they signed in with (the latest)
+            signed_in = conn.execute(
+                select(AuditEvent.actor, AuditEvent.details)
+                .where(AuditEvent.action == AuditAction.PERSON_SIGNED_IN.value)
+                .order_by(AuditEvent.seq.desc())
+            )
+            for row in signed_in:
+                if typed in (row.actor, details_of(row.details).get("name")):
+                    found = row.actor
+                    break
     return found if isinstance(found, str) else None
 
 
@@ -223,7 +235,8 @@ def _like(text: str) -> str:
 
 
 def _names(conn: Connection, ids: Iterable[str]) -> dict[str, str]:
-    """Names by principal id; `intake:<link>` actors as the intake of whoever asked."""
+    """Names by principal id (a person's from their sign-ins); `intake:<link>` actors as
+    the intake of whoever asked."""
     wanted = set(ids)
     links = {i for i in wanted if i.startswith(_INTAKE_ACTOR)}
     asked: dict[str, str] = {}
@@ -248,6 +261,20 @@ def _names(conn: Connection, ids: Iterable[str]) -> dict[str, str]:
             )
         )
         names = {row.principal_id: row.name for row in rows}
+    people = sorted(i for i in principals - set(names) if _PERSON_ID.fullmatch(i))
+    if people:  # people signed in through the identity provider: the name they last had
+        signed_in = conn.execute(
+            select(AuditEvent.actor, AuditEvent.details)
+            .where(
+                AuditEvent.action == AuditAction.PERSON_SIGNED_IN.value,
+                AuditEvent.actor.in_(people),
+            )
+            .order_by(AuditEvent.seq)
+        )
+        for row in signed_in:
+            name = details_of(row.details).get("name")
+            if isinstance(name, str):
+                names[row.actor] = name
     gone = _gone(principals - set(names))
     if gone:  # rows gone: the chain remembers the names it gave
         for details in _tokens_created(conn):

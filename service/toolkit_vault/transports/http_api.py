@@ -35,6 +35,7 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.settings import OidcSettings
 from toolkit_vault.store.database import POOL_SIZE
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.over_http import A2E_POST_DOC, A2EPost
@@ -43,6 +44,7 @@ from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.transports.http_admin import Guards, admin_routes
 from toolkit_vault.transports.http_audit import audit_routes
+from toolkit_vault.transports.http_console_roles import console_role_routes
 from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
@@ -92,9 +94,11 @@ def create_app(
     provider: KeyProvider,
     limits: Limits | None = None,
     public_url: str | None = None,
+    oidc: OidcSettings | None = None,
 ) -> FastAPI:
     """The app `serve` runs. Intake links name `public_url`, else the server's own address
-    (`web._origin`), never one a request header gives."""
+    (`web._origin`), never one a request header gives. With `oidc`, people sign in to the
+    console through that identity provider too."""
     limits = limits or Limits()
     app = _VaultApp(
         title="toolkit-vault", version=__version__, openapi_url=None, docs_url=None, redoc_url=None
@@ -117,9 +121,12 @@ def create_app(
     app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
+    app.include_router(console_role_routes(guards))  # /v1/console-roles
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
-    install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
+    install_console(
+        app, vault, provider, intake_key=vault.intake_key, public_url=public_url, oidc=oidc
+    )
     return app
 
 

@@ -25,10 +25,13 @@ from toolkit_vault.core.oauth_connect import OAuthConnections
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
+from toolkit_vault.oauth.openid import RelyingParty
+from toolkit_vault.settings import OidcSettings
 from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
 from toolkit_vault.transports.web.oauth_pages import oauth_routes
+from toolkit_vault.transports.web.oidc_pages import oidc_routes
 from toolkit_vault.transports.web.pages import STATIC, WebState
 from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
 from toolkit_vault.transports.web.template_pages import console_template_routes
@@ -82,8 +85,10 @@ def create_console(
     public_url: str | None = None,
     intake_ttl: float = DEFAULT_TTL,
     secure_cookies: bool = True,
+    oidc: OidcSettings | None = None,
 ) -> FastAPI:
-    """The console app (mount it at `MOUNT`); installs the vault's intake service.
+    """The console app (mount it at `MOUNT`); installs the vault's intake service. With
+    `oidc`, people may also sign in through that identity provider (`oidc_pages`).
 
     `serve` passes the vault's intake key (a subkey of its state key), so a link works on
     every replica and across restarts; without one a random key is drawn, and links then
@@ -96,7 +101,8 @@ def create_console(
 
     key = intake_key or SecretBytes(os.urandom(32))
     intake = Intake(vault, key, url_for, ttl=intake_ttl)
-    state = WebState(vault, provider, intake, Csrf(os.urandom(32)), secure_cookies)
+    issuer = oidc.issuer if oidc else None
+    state = WebState(vault, provider, intake, Csrf(os.urandom(32)), secure_cookies, issuer)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(ClientDisconnect, client_left)
@@ -113,6 +119,13 @@ def create_console(
         return f"{base}{MOUNT}/oauth/callback"
 
     app.include_router(oauth_routes(state, connections, callback_url))
+    if oidc is not None:
+        party = RelyingParty(oidc.issuer, oidc.client_id, oidc.client_secret, oidc.scopes)
+
+        def signin_callback() -> str:
+            return (public_url or _origin(_REQUEST.get())).rstrip("/") + f"{MOUNT}/oidc/callback"
+
+        app.include_router(oidc_routes(state, party, oidc.session_lifetime, signin_callback))
     return app
 
 

@@ -1,4 +1,5 @@
-"""The console's pages: sign in with a bearer token, then what the role may see and do.
+"""The console's pages: sign in with a bearer token (or through the identity provider,
+`oidc_pages`), then what the role may see and do.
 
 Operators: toolkits, sessions and their configured state, key status, tokens; and what an
 operator does without a shell (`core.operators`, as the signed-in operator): create a
@@ -30,6 +31,7 @@ from toolkit_vault.core.operators import (
     revoke_token,
     token_to_revoke,
 )
+from toolkit_vault.core.people import sign_out, still_allowed
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.toolkits.registry import RegisteredToolkit
@@ -55,24 +57,32 @@ class Console:
         self.state = state
 
     async def signed_in(self, request: Request, *roles: str) -> ConsoleUser | Response:
-        """The signed-in person if their token still holds and their role may see this."""
+        """The signed-in person if their token (or, signed in through the identity
+        provider, the mapping that gave their role) still holds and their role may see this."""
         sid = request.cookies.get(SESSION_COOKIE)
         user = self.state.sessions.find(sid)
         if user is None:
             return RedirectResponse("/console/", status_code=303)
-        token = user.token.reveal().decode()
-        try:
-            principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
-        except TokenExpired:
-            principal = None
-        if principal != user.principal:
-            self.state.sessions.end(sid)  # revoked or expired since
+        if not await run_in_threadpool(self._still_holds, user):
+            self.state.sessions.end(sid)  # revoked, expired or unmapped since
             return self.state.signed_out("/console/")
         if user.principal.role not in roles:
             return self.state.message(
                 request, 403, "Not for your role", "This page is not open to your role.", user
             )
         return user
+
+    def _still_holds(self, user: ConsoleUser) -> bool:
+        store = self.state.vault.store
+        if user.person is not None:
+            return still_allowed(store, user.person)
+        if user.token is None:
+            return False
+        try:
+            principal = authenticate(store, user.token.reveal().decode())
+        except TokenExpired:
+            return False
+        return principal == user.principal
 
     def _secret_pointers(self, toolkit: RegisteredToolkit) -> list[str]:
         return [f.pointer for f in leaves(self.state.fields(toolkit)) if f.secret]
@@ -97,7 +107,12 @@ class Console:
         user = self.state.sessions.find(request.cookies.get(SESSION_COOKIE))
         if user is not None:
             return RedirectResponse(f"/console/{HOME[user.principal.role]}", status_code=303)
-        return self.state.render(request, "signin.html", error=None)
+        return self._signin_page(request, 200, None)
+
+    def _signin_page(self, request: Request, status: int, error: str | None) -> Response:
+        """The sign-in page: a bearer token's form, and the identity provider's button when
+        one is set up (`serve --oidc-issuer`)."""
+        return self.state.render(request, "signin.html", status, error=error, oidc=self.state.oidc)
 
     async def signin(self, request: Request) -> Response:
         form = await self.posted(request)
@@ -108,13 +123,13 @@ class Console:
             principal = await run_in_threadpool(authenticate, self.state.vault.store, token)
         except TokenExpired as exc:
             error = exc.message[:1].upper() + exc.message[1:] + "."  # when, never the token
-            return self.state.render(request, "signin.html", 401, error=error)
+            return self._signin_page(request, 401, error)
         if principal is None:
             error = "This token is not valid: unknown, malformed or revoked."
-            return self.state.render(request, "signin.html", 401, error=error)
+            return self._signin_page(request, 401, error)
         if principal.role not in CONSOLE_ROLES:
             error = f"A token of the {principal.role} role cannot sign in to the console."
-            return self.state.render(request, "signin.html", 403, error=error)
+            return self._signin_page(request, 403, error)
         everyone = await run_in_threadpool(list_principals, self.state.vault.store)
         name = next(p.name for p in everyone if p.principal_id == principal.principal_id)
         sid = self.state.sessions.start(principal, name, token)
@@ -126,7 +141,9 @@ class Console:
         form = await self.posted(request)
         if isinstance(form, Response):
             return form
-        self.state.sessions.end(request.cookies.get(SESSION_COOKIE))
+        ended = self.state.sessions.end(request.cookies.get(SESSION_COOKIE))
+        if ended is not None and ended.person is not None:
+            await run_in_threadpool(sign_out, self.state.vault.store, ended.person)
         return self.state.signed_out("/console/")
 
     async def toolkits(self, request: Request) -> Response:

@@ -63,6 +63,7 @@ class WebState:
     intake: Intake
     csrf: Csrf
     secure_cookies: bool = True
+    oidc: str | None = None  # the identity provider's issuer, when people sign in there
     sessions: ConsoleSessions = field(default_factory=ConsoleSessions)
     env: Environment = field(default_factory=environment)
     _fields: dict[str, tuple[Field, ...]] = field(default_factory=dict)

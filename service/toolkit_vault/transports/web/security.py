@@ -1,12 +1,14 @@
 """Console sessions, CSRF tokens, form bodies and the headers every page carries.
 
-A person signs in with a bearer token once; the console then knows them by a random
-session id in a `Secure`, `HttpOnly`, `SameSite=Strict` cookie, held in this process's
-memory only (a restart signs everyone out), and checks their token again on every request,
-so a revoked token ends its console sessions at once. Every form that changes something
-carries a CSRF token: an HMAC of a random per-browser nonce (itself in a cookie) and the
-session id, so a page elsewhere can neither read nor forge it; a POST whose `Origin` is
-another site is refused too. Pages allow no script at all and no framing.
+A person signs in with a bearer token once, or through the identity provider (`oidc_pages`);
+the console then knows them by a random session id in a `Secure`, `HttpOnly`,
+`SameSite=Strict` cookie, held in this process's memory only (a restart signs everyone out).
+A token's session checks the token again on every request, so a revoked token ends its
+console sessions at once; a person's session checks their role against the mappings of the
+moment, and lives a shorter time (the next sign-in asks the provider again). Every form
+that changes something carries a CSRF token: an HMAC of a random per-browser nonce (itself
+in a cookie) and the session id, so a page elsewhere can neither read nor forge it; a POST
+whose `Origin` is another site is refused too. Pages allow no script at all and no framing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.people import Person
 from toolkit_vault.crypto import SecretBytes
 
 __all__ = [
@@ -148,9 +151,11 @@ async def read_form(request: Request) -> dict[str, str]:
 class ConsoleUser:
     principal: Principal
     name: str
-    token: SecretBytes  # checked again on every request: a revoked token ends the session
+    token: SecretBytes | None  # checked again on every request: a revoked token ends it
     started: float
     seen: float
+    lifetime: float  # seconds from `started`, whatever the activity
+    person: Person | None = None  # signed in through the identity provider (no token)
 
     def __repr__(self) -> str:
         return f"ConsoleUser({self.principal.principal_id!r}, {self.principal.role!r})"
@@ -170,17 +175,26 @@ class ConsoleSessions:
         self._sessions: dict[str, ConsoleUser] = {}
         self._lock = threading.Lock()
 
-    def start(self, principal: Principal, name: str, token: str) -> str:
+    def start(
+        self,
+        principal: Principal,
+        name: str,
+        token: str | None,
+        *,
+        person: Person | None = None,
+        lifetime: float | None = None,
+    ) -> str:
+        """A new session; a person's (`person`, no token) lives `lifetime` seconds at most."""
         now = self._clock()
+        kept = min(self.lifetime, lifetime or self.lifetime)
         sid = secrets.token_urlsafe(32)
         with self._lock:
             self._expire(now)
             if len(self._sessions) >= self.limit:
                 oldest = min(self._sessions, key=lambda k: self._sessions[k].seen)
                 del self._sessions[oldest]
-            self._sessions[sid] = ConsoleUser(
-                principal, name, SecretBytes(token.encode()), now, now
-            )
+            secret = SecretBytes(token.encode()) if token is not None else None
+            self._sessions[sid] = ConsoleUser(principal, name, secret, now, now, kept, person)
         return sid
 
     def find(self, sid: str | None) -> ConsoleUser | None:
@@ -191,21 +205,22 @@ class ConsoleSessions:
             user = self._sessions.get(sid or "")
             if user is None:
                 return None
-            if now - user.seen > self.idle or now - user.started > self.lifetime:
+            if now - user.seen > self.idle or now - user.started > user.lifetime:
                 del self._sessions[sid or ""]
                 return None
             user.seen = now
             return user
 
-    def end(self, sid: str | None) -> None:
+    def end(self, sid: str | None) -> ConsoleUser | None:
+        """End a session; the user it was, if any."""
         with self._lock:
-            self._sessions.pop(sid or "", None)
+            return self._sessions.pop(sid or "", None)
 
     def _expire(self, now: float) -> None:
         stale = [
             sid
             for sid, user in self._sessions.items()
-            if now - user.seen > self.idle or now - user.started > self.lifetime
+            if now - user.seen > self.idle or now - user.started > user.lifetime
         ]
         for sid in stale:
             del self._sessions[sid]
