@@ -742,8 +742,8 @@ MUTANTS = [
     Mutant(
         "serve's configured origin",
         V + "cli/serving.py",
-        "create_app(vault, provider, limits, origin)",
-        "create_app(vault, provider, limits)",
+        "create_app(vault, provider, limits, origin, oidc)",
+        "create_app(vault, provider, limits, None, oidc)",
         (ORIGIN + "test_serve_names_its_own_address_or_its_public_url",),
     ),
     # -- stdio's redaction and the filesystem root policy (issue 35) ---------------------------
