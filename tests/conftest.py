@@ -37,6 +37,7 @@ from sqlalchemy.engine import make_url
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
+from toolkit_vault.store.database import migrate, open_engine
 from toolkit_vault.store.models import Base
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -179,9 +180,15 @@ def _sampled(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.I
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    heavy: set[int] = set()
     for item in items:
         for mark in _heavy_marks(item):
             item.add_marker(getattr(pytest.mark, mark))
+            heavy.add(id(item))
+    # The heavy tests first: xdist hands tests out in this order, and one of them started
+    # last would leave the other workers idle while it runs (the same order in every
+    # worker, as xdist requires: a stable sort of the collection order).
+    items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)
         if dropped:
@@ -399,6 +406,7 @@ def _recreate_schema(url: str) -> None:
 
 @pytest.fixture
 def home(
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     database_url: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -410,8 +418,26 @@ def home(
     monkeypatch.setenv("TOOLKIT_VAULT_DATABASE_URL", database_url)
     monkeypatch.delenv("TOOLKIT_VAULT_KEY_PROVIDER", raising=False)
     monkeypatch.delenv("TOOLKIT_VAULT_MASTER_KEYS", raising=False)
+    database = make_url(database_url).database
+    if database_url.startswith("sqlite") and database and not Path(database).exists():
+        # A copy of the worker's migrated, empty database: `init` then finds the schema at
+        # its head and skips Alembic (PostgreSQL's scratch database is migrated once too).
+        Path(database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copyfile(request.getfixturevalue("_migrated_sqlite"), database)
     init_vault(load_settings(key_provider, key_options))
     return load_settings()
+
+
+@pytest.fixture(scope="session")
+def _migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty SQLite database at the schema's head, made once per worker."""
+    path = tmp_path_factory.mktemp("template") / "vault.db"
+    engine = open_engine(f"sqlite:///{path}")
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    return path
 
 
 @pytest.fixture

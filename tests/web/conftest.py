@@ -35,9 +35,27 @@ def server(vault: Vault, cli_env: dict[str, str], tmp_path: Path) -> Iterator[Se
         yield running
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
+@pytest.fixture(scope="session")
+def _chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """One Chromium per test worker: starting one took most of a browser test's set-up."""
     if not all(os.access(binary, os.X_OK) for binary in (CHROMIUM, CHROMEDRIVER)):
         pytest.fail("Chromium is missing: scripts/components/chromium.sh installs it")
-    with chromium(tmp_path) as driver:
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
         yield driver
+
+
+@pytest.fixture
+def browser(_chromium: WebDriver) -> Iterator[WebDriver]:
+    """The worker's Chromium as a new one would be: one blank window of the first size, no
+    cookies, cache or storage of an earlier test (each test's server has its own port, so
+    its origin is new too)."""
+    yield _chromium
+    for handle in _chromium.window_handles[1:]:
+        _chromium.switch_to.window(handle)
+        _chromium.close()
+    _chromium.switch_to.window(_chromium.window_handles[0])
+    _chromium.get("about:blank")
+    _chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    _chromium.execute_cdp_cmd("Network.clearBrowserCache", {})
+    _chromium.execute_cdp_cmd("Storage.clearDataForOrigin", {"origin": "*", "storageTypes": "all"})
+    _chromium.set_window_size(1200, 1000)

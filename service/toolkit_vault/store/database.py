@@ -181,26 +181,35 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the head revision (idempotent)."""
+    """Bring the schema to the head revision (idempotent). A database at the head already
+    is left without starting Alembic, which costs more than the rest of an `init`."""
     from alembic import command
 
     try:
+        if _revision(engine) == SCHEMA_REVISION:
+            return
         command.upgrade(alembic_config(engine), "head")
     except OperationalError as exc:
         raise StoreError(f"cannot migrate the database: {exc.orig.__class__.__name__}") from None
 
 
-def require_current(engine: Engine) -> None:
-    """Refuse a database that `init` has not migrated to this release's schema revision."""
+def _revision(engine: Engine) -> str | None:
+    """The schema revision Alembic recorded; None before the first migration."""
     try:
         with engine.connect() as connection:
             current = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except ProgrammingError:
-        current = None
+        return None
     except OperationalError as exc:
         if "no such table" not in str(exc.orig):
             raise StoreError("cannot open the database; is it reachable?") from None
-        current = None
+        return None
+    return None if current is None else str(current)
+
+
+def require_current(engine: Engine) -> None:
+    """Refuse a database that `init` has not migrated to this release's schema revision."""
+    current = _revision(engine)
     if current != SCHEMA_REVISION:
         raise StoreError(
             f"the database is at revision {current or 'none'}, not {SCHEMA_REVISION}: "
