@@ -56,8 +56,10 @@ UPGRADES_ONLY = {
 # and read back from the trail there: tests/test_oauth.py (list_events' summaries of the
 # oauth_* actions), tests/test_oauth_mixup.py (oauth_callback_refused),
 # tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py, test_expiry.py (a
-# clock moved past a credential's end).
+# clock moved past a credential's end), tests/test_call_audit.py (tool_called, recorded as
+# the call engine records it).
 ELSEWHERE = {
+    AuditAction.TOOL_CALLED,
     AuditAction.CREDENTIAL_EXPIRING,
     AuditAction.OAUTH_CONNECTED,
     AuditAction.OAUTH_CALLBACK_REFUSED,
