@@ -69,8 +69,13 @@ class CallRecords:
             return
         try:
             self._transact(lambda conn: self._write(conn, batch))
-        except BaseException as exc:
+        except Exception as exc:
             batch.error = _said(exc)
+            if isinstance(exc, VaultError):
+                raise
+            raise StoreError(batch.error) from None
+        except BaseException:
+            batch.error = "the call's audit record was not written (interrupted)"
             raise
         finally:
             batch.done.set()
