@@ -23,9 +23,11 @@ from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.audit.verify import verify_audit_chain
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes, derive_key
+from toolkit_vault.errors import StoreError
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.call_records import MAX_BATCH
+from toolkit_vault.store.writer import deferring
 from toolkit_vault.tools.call_audit import (
     CALL_HMAC_LABEL,
     BadArguments,
@@ -333,3 +335,25 @@ def test_audit_hash_finds_the_events_hmac_and_no_value_is_anywhere(
     assert [e["details"]["arguments_hmac"] for e in events] == hashes
     for text in (json.dumps(listed), human, json.dumps(events), page.text):
         assert CANARY not in text and "elsewhere.txt" not in text
+
+
+def test_a_record_from_the_writer_thread_fails_at_once_instead_of_hanging(vault: Vault) -> None:
+    """A write's `then` runs on the store's writer thread; a record made there would wait
+    for a batch whose write is queued behind that very thread."""
+    session = "s-writer"
+    vault.store.create_session(session, create_token(vault.store, "agent", "alice")[0])
+    heard: list[str] = []
+
+    def then(_: Any) -> None:
+        try:
+            vault.store.record_call(draft(vault, session, {"i": 0}))
+        except StoreError as exc:
+            heard.append(exc.message)
+
+    with deferring() as left:
+        vault.store.transact(lambda conn: None, then)
+    done = threading.Thread(target=lambda: [write.wait() for write in left], daemon=True)
+    done.start()
+    done.join(10)
+    assert not done.is_alive()
+    assert heard == ["a call's record cannot be written from the store's writer thread"]

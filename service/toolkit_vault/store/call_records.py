@@ -30,6 +30,8 @@ MAX_BATCH = 1000  # records a batch takes; the next ones start another (bounds o
 # (`Store.transact`); `append(conn, drafts)` writes drafts as chain links (`Store.audit_many`).
 Transact = Callable[[Callable[[Any], Any]], Any]
 Append = Callable[[Any, Sequence[AuditDraft]], None]
+# Whether the caller is the store's writer thread (`Writer.is_writer_thread`).
+OnWriter = Callable[[], bool]
 
 
 class _Batch:
@@ -46,8 +48,8 @@ class _Batch:
 class CallRecords:
     """A store's call records (see the module's docstring): `record` one, thread-safe."""
 
-    def __init__(self, transact: Transact, append: Append) -> None:
-        self._transact, self._append = transact, append
+    def __init__(self, transact: Transact, append: Append, on_writer: OnWriter) -> None:
+        self._transact, self._append, self._on_writer = transact, append, on_writer
         self._lock = threading.Lock()
         self._open: _Batch | None = None  # gathering records until its write runs
 
@@ -55,7 +57,11 @@ class CallRecords:
         """Append `draft` to the chain with the other records of its batch; return once
         they are committed. The first record of a batch writes it (and waits for the group
         commit, as any write does); the others wait for it. Raises StoreError when the
-        batch was not written: none of its records were."""
+        batch was not written: none of its records were. Refused on the store's writer
+        thread (inside a write's `then`): that thread waiting for a write queued behind it
+        would wait for itself, so the mistake fails at once instead of hanging."""
+        if self._on_writer():
+            raise StoreError("a call's record cannot be written from the store's writer thread")
         with self._lock:
             batch, lead = self._open, False
             if batch is None or len(batch.drafts) >= MAX_BATCH:

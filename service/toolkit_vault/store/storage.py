@@ -93,7 +93,9 @@ class Store(ConfigVersions):
             self._watched = Path(url.database).resolve().as_uri() + "?mode=rw"
         self._watch: sqlite3.Connection | None = None
         self._watch_lock = threading.Lock()
-        self._calls = CallRecords(self.transact, self.audit_many)  # `record_call`
+        self._calls = CallRecords(  # `record_call`
+            self.transact, self.audit_many, self._writer.is_writer_thread
+        )
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
