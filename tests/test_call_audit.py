@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from cli_support import run_cli
-from test_audit_trail import app_client, cli, sign_in
+from test_audit_trail import app_client, cli, csrf_of, sign_in
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.audit.verify import verify_audit_chain
@@ -357,3 +358,60 @@ def test_a_record_from_the_writer_thread_fails_at_once_instead_of_hanging(vault:
     done.join(10)
     assert not done.is_alive()
     assert heard == ["a call's record cannot be written from the store's writer thread"]
+
+
+def test_the_calls_with_given_arguments_are_found_everywhere(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """`--arguments-hmac` (CLI), `arguments_hmac=` (/v1) and the console's form find the
+    calls that had the arguments, and only those; the console never echoes them."""
+    alice = create_token(vault.store, "agent", "alice")[0]
+    for session in ("s-one", "s-two"):
+        vault.store.create_session(session, alice)
+        vault.store.record_call(draft(vault, session, ARGUMENTS))
+        vault.store.record_call(draft(vault, session, {"path": "elsewhere.txt"}))
+    hashed = vault.upkeep.hash_arguments(ARGUMENTS)
+
+    found = json.loads(
+        cli(cli_env, "audit", "list", "--arguments-hmac", hashed.upper(), "--json").stdout
+    )["events"]
+    assert [(e["session_id"], e["details"]["arguments_hmac"]) for e in found] == [
+        ("s-one", hashed),
+        ("s-two", hashed),
+    ]
+    bad = run_cli(("audit", "list", "--arguments-hmac", CANARY), cli_env, timeout=60)
+    assert bad.returncode == 1 and "--arguments-hmac: takes the 64 hex digits" in bad.stderr
+    assert CANARY not in bad.stderr
+
+    auditor = {"Authorization": f"Bearer {create_token(vault.store, 'auditor', 'audrey')[1]}"}
+    with app_client(vault, home) as client:
+        page = client.get(
+            "/v1/audit/events", params={"arguments_hmac": hashed, "limit": 1}, headers=auditor
+        ).json()
+        assert [e["seq"] for e in page["events"]] == [found[0]["seq"]] and page["next"]
+        refused = client.get("/v1/audit/events", params={"arguments_hmac": "0" * 63 + "g"})
+        assert refused.status_code == 401
+        refused = client.get(
+            "/v1/audit/events", params={"arguments_hmac": "0" * 63 + "g"}, headers=auditor
+        )
+        assert refused.status_code == 422 and "arguments_hmac" in refused.json()["message"]
+
+        sign_in(client, create_token(vault.store, "auditor", "audrey2")[1])
+        audit_page = client.get("/console/audit")
+        form = {"csrf": csrf_of(audit_page.text), "arguments": SAME_TEXT}
+        asked = client.post("/console/audit/hash", data=form, follow_redirects=False)
+        assert asked.status_code == 303
+        assert asked.headers["location"] == (
+            f"/console/audit?action=tool_called&arguments_hmac={hashed}"
+        )
+        listed = client.get(asked.headers["location"])
+        rows = re.findall(r"<tr>\s*<td>(\d+)</td>", listed.text)
+        assert [int(seq) for seq in rows] == [e["seq"] for e in reversed(found)]
+        assert "calls with the same arguments" in listed.text
+        unreadable = {"csrf": csrf_of(audit_page.text), "arguments": '{"p": "' + CANARY}
+        said = client.post("/console/audit/hash", data=unreadable, follow_redirects=False)
+        assert said.status_code == 422 and "arguments are not valid JSON" in said.text
+        forged = client.post("/console/audit/hash", data={"arguments": SAME_TEXT})
+        assert forged.status_code == 403
+    for text in (listed.text, said.text, json.dumps(page)):
+        assert CANARY not in text and "elsewhere.txt" not in text

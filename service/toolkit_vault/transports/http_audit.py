@@ -67,6 +67,7 @@ def audit_routes(guards: Guards) -> APIRouter:
         toolkit: str | None = Query(default=None, min_length=1, max_length=MAX_TEXT),
         since: str | None = Query(default=None, min_length=1, max_length=64),
         until: str | None = Query(default=None, min_length=1, max_length=64),
+        arguments_hmac: str | None = Query(default=None, min_length=1, max_length=64),
         _: Principal = Depends(guards.as_auditor),
     ) -> EventsOut:
         """Audit events as `audit list --json` prints them, with `next`: the cursor of the
@@ -75,7 +76,9 @@ def audit_routes(guards: Guards) -> APIRouter:
             raise _refused("before", "goes with order=desc")
         if order == "desc" and after is not None:
             raise _refused("after", "goes with order=asc")
-        filters = EventFilter(tuple(action), actor, session, principal, toolkit, since, until)
+        filters = EventFilter(
+            tuple(action), actor, session, principal, toolkit, since, until, arguments_hmac
+        )
         try:
             if order == "desc":
                 page: EventPage = await guards.in_thread(
