@@ -42,6 +42,8 @@ def audit_hash(arguments: str, as_json: bool) -> None:
     """
     text: str | bytes = arguments
     if arguments == "-":
+        if sys.stdin.isatty():
+            click.echo("reading the arguments (a JSON object) from stdin; Ctrl-D ends", err=True)
         text = sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1)
     try:
         parsed = parse_arguments(text)
