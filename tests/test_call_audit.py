@@ -415,3 +415,69 @@ def test_the_calls_with_given_arguments_are_found_everywhere(
         assert forged.status_code == 403
     for text in (listed.text, said.text, json.dumps(page)):
         assert CANARY not in text and "elsewhere.txt" not in text
+
+
+def test_records_left_to_the_writer_are_all_committed_in_few_writes(vault: Vault) -> None:
+    """`wait=False`: the caller goes on at once; every record still reaches the chain, in
+    each caller's order, in batches that take whatever arrived meanwhile."""
+    session = "s-left"
+    vault.store.create_session(session, create_token(vault.store, "agent", "alice")[0])
+    sink = CountingSink()
+    vault.store.audit_sink = sink
+    threads, per_thread = 8, 40
+    start = threading.Barrier(threads)
+
+    def calls(n: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            made = draft(vault, session, {"thread": n, "i": i}, actor=f"p-{n}")
+            vault.store.record_call(made, wait=False)
+
+    workers = [threading.Thread(target=calls, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    total = threads * per_thread
+    deadline = time.monotonic() + 30
+    while sum(len(seqs) for seqs in sink.commits) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sum(len(seqs) for seqs in sink.commits) == total
+    assert len(sink.commits) <= total // 8, len(sink.commits)
+    page = list_events(vault.store, EventFilter(actions=("tool_called",)), limit=1000)
+    for n in range(threads):
+        mine = [e.details["arguments_hmac"] for e in page.events if e.actor == f"p-{n}"]
+        assert mine == [vault.upkeep.hash_arguments({"thread": n, "i": i}) for i in range(40)]
+    audit_key = vault._audit_key
+    assert audit_key is not None
+    assert verify_audit_chain(vault.store, audit_key).ok
+
+
+def test_a_left_batch_that_fails_is_logged_and_its_waiters_hear_it(
+    vault: Vault, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = "s-left-refused"
+    vault.store.create_session(session, create_token(vault.store, "agent", "alice")[0])
+    gate = threading.Event()
+
+    def refusing(events: Sequence[Mapping[str, Any]]) -> None:
+        gate.wait(5)
+        raise OSError("audit device gone")
+
+    vault.store.audit_sink = refusing
+    vault.store.record_call(draft(vault, session, {"i": 0}), wait=False)  # starts a batch
+    vault.store.record_call(draft(vault, session, ARGUMENTS), wait=False)  # while it writes
+    told: list[str] = []
+    waiter = threading.Thread(target=_record_or_tell, args=(vault, session, 2, told))
+    waiter.start()
+    time.sleep(0.2)
+    gate.set()
+    waiter.join(30)
+    assert told == ["the call's audit record was not written (OSError)"]
+    deadline = time.monotonic() + 10
+    while "audit records were not written" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "calls' audit records were not written" in caplog.text
+    assert CANARY not in caplog.text
+    vault.store.audit_sink = None
+    assert list_events(vault.store, EventFilter(actions=("tool_called",))).events == []

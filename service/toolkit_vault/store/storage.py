@@ -101,12 +101,13 @@ class Store(ConfigVersions):
         self._sign, self._rows = sign, rows
         self._ledger, self._followed_mark = Ledger(sign), None
 
-    def record_call(self, draft: AuditDraft) -> None:
+    def record_call(self, draft: AuditDraft, *, wait: bool = True) -> None:
         """Audit one tool call (`tools.call_audit.tool_called_draft`), in a batch with the
         calls that end meanwhile: one write of the group commit for them all, so calls do
-        not queue on the chain's lock one by one (`call_records`). Returns once committed;
-        raises StoreError when it was not."""
-        self._calls.record(draft)
+        not queue on the chain's lock one by one (`call_records`). Returns once committed,
+        raising StoreError when it was not; with `wait=False` at once (the record is
+        committed by the writer thread soon after)."""
+        self._calls.record(draft, wait=wait)
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
         """The tokenless principal of local transports (stdio), made once by `init`."""
