@@ -2709,6 +2709,13 @@ MUTANTS = [
         "            if False:",
         (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
     ),
+    Mutant(
+        "call audit: a batch left to the writer fails without its waiters hearing",
+        V + "store/call_records.py",
+        "                batch.error = _said(write.error)",
+        "                pass",
+        (CALL_AUDIT + "test_a_left_batch_that_fails_is_logged_and_its_waiters_hear_it",),
+    ),
 ]
 
 
