@@ -465,16 +465,18 @@ def test_a_left_batch_that_fails_is_logged_and_its_waiters_hear_it(
 ) -> None:
     session = "s-left-refused"
     vault.store.create_session(session, create_token(vault.store, "agent", "alice")[0])
-    gate = threading.Event()
+    gate, writing = threading.Event(), threading.Event()
 
     def refusing(events: Sequence[Mapping[str, Any]]) -> None:
+        writing.set()
         gate.wait(5)
         raise OSError("audit device gone")
 
     vault.store.audit_sink = refusing
-    vault.store.record_call(draft(vault, session, {"i": 0}), wait=False)  # starts a batch
-    vault.store.record_call(draft(vault, session, ARGUMENTS), wait=False)  # while it writes
-    told: list[str] = []
+    vault.store.record_call(draft(vault, session, {"i": 0}), wait=False)  # a batch, written
+    assert writing.wait(10)  # ... and held in its commit: the next records queue behind it
+    vault.store.record_call(draft(vault, session, ARGUMENTS), wait=False)  # the next batch
+    told: list[str] = []  # the waiter joins that batch, left to the writer
     waiter = threading.Thread(target=_record_or_tell, args=(vault, session, 2, told))
     waiter.start()
     time.sleep(0.2)
