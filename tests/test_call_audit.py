@@ -145,6 +145,12 @@ def test_the_draft_holds_the_hmac_and_never_a_value() -> None:
         tool_called_draft(**{**_draft_fields(), "outcome": "maybe"})
     with pytest.raises(ValueError, match="reason"):
         tool_called_draft(**{**_draft_fields(), "reason": "bored"})
+    for name, longest in (("actor", 64), ("session_id", 64), ("toolkit_name", 200), ("tool", 200)):
+        tool_called_draft(**{**_draft_fields(), name: "x" * longest})
+        with pytest.raises(ValueError, match=name):  # it would fail its whole batch
+            tool_called_draft(**{**_draft_fields(), name: "x" * (longest + 1)})
+    with pytest.raises(ValueError, match="arguments_hmac"):
+        tool_called_draft(**{**_draft_fields(), "arguments_hmac": "00" * 31})
 
 
 def _draft_fields() -> dict[str, Any]:

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -44,6 +45,7 @@ CALL_HMAC_LABEL = "call-arguments"
 # (`protocol.MAX_MESSAGE_BYTES`); this leaves room for any of them.
 MAX_ARGUMENTS_BYTES = 4 * 1024 * 1024
 _OUTCOMES = frozenset(get_args(CallOutcome))
+_HMAC = re.compile(r"[0-9a-f]{64}")
 _REASONS = frozenset(get_args(RefusalReason))
 
 
@@ -115,6 +117,16 @@ def tool_called_draft(
     not the vault's to record: pass None. `reason`: a refusal's one word. Details hold the
     tool, the outcome, the duration in milliseconds and the arguments' HMAC, never a value
     of an argument or of a result."""
+    for name, value, longest in (
+        ("actor", actor, 64),
+        ("session_id", session_id, 64),
+        ("toolkit_name", toolkit_name, 200),
+        ("tool", tool, 200),
+    ):  # the columns' widths: one record too wide would fail its whole batch
+        if value is not None and (not isinstance(value, str) or len(value) > longest):
+            raise ValueError(f"{name}: a text of at most {longest} characters, or None")
+    if not _HMAC.fullmatch(arguments_hmac):
+        raise ValueError("arguments_hmac: 64 hex digits (`arguments_hmac`)")
     if outcome not in _OUTCOMES:
         raise ValueError(f"not a call outcome: {outcome!r}")
     if reason is not None and reason not in _REASONS:
