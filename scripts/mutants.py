@@ -2698,8 +2698,8 @@ MUTANTS = [
     Mutant(
         "call audit: the arguments' HMAC uses the chain's own key, not its subkey",
         V + "core/upkeep.py",
-        "arguments_hmac(derive_key(self._audit_key, CALL_HMAC_LABEL), arguments)",
-        "arguments_hmac(self._audit_key, arguments)",
+        "derive_key(audit_key, CALL_HMAC_LABEL)",
+        "audit_key",
         (CALL_AUDIT + "test_the_vault_hashes_under_the_audit_keys_subkey",),
     ),
     Mutant(

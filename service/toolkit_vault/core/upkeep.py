@@ -55,6 +55,8 @@ class Upkeep:
         line with the store, returning what changed; `known(session)`: whether this
         process holds anything of it; `publish`: tell its connections and the replicas."""
         self._store, self._sealing, self._audit_key, self._oauth = store, sealing, audit_key, oauth
+        # the key of every call's `arguments_hmac`, derived once: it is on every call's path
+        self._call_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
         self._resync, self._known, self._publish = resync, known, publish
 
     def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
@@ -99,10 +101,11 @@ class Upkeep:
     def hash_arguments(self, arguments: Mapping[str, Any]) -> str:
         """The `arguments_hmac` a `tool_called` event carries for these arguments (`audit
         hash`, as HashiCorp Vault's `sys/audit-hash`): an auditor tests a value they hold
-        against the trail, and the key that makes it never leaves the vault."""
-        if self._audit_key is None:
+        against the trail, and the key that makes it never leaves the vault. Meant for the
+        call engine's records too: one key and one function, so they cannot drift apart."""
+        if self._call_key is None:
             raise VaultError("the audit key is not loaded")
-        return arguments_hmac(derive_key(self._audit_key, CALL_HMAC_LABEL), arguments)
+        return arguments_hmac(self._call_key, arguments)
 
     def accept_restore(self, actor: str) -> dict[str, Any]:
         """An operator's deliberate restore of an older copy: the database's chain must
