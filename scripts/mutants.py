@@ -60,6 +60,7 @@ LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
+CALL_AUDIT = "tests/test_call_audit.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
@@ -2826,6 +2827,48 @@ MUTANTS = [
         '    if role is None:\n        role = "auditor"\n    if False:\n',
         (OIDC_TESTS,),
         select="refuses_a_forged or named_after",
+    ),
+    # -- issue 50: a call's audit record (arguments_hmac, audit hash, batched records) --
+    Mutant(
+        "call audit: arguments_hmac is not keyed",
+        V + "tools/call_audit.py",
+        "hmac.new(key.reveal(), encoded, hashlib.sha256)",
+        'hmac.new(b"0" * 32, encoded, hashlib.sha256)',
+        (
+            CALL_AUDIT + "test_the_hmac_is_of_the_canonical_arguments_under_the_key",
+            CALL_AUDIT + "test_another_value_or_another_key_gives_another_hmac",
+        ),
+    ),
+    Mutant(
+        "call audit: arguments_hmac does not bind the arguments",
+        V + "tools/call_audit.py",
+        "        encoded = canonical_json(value)",
+        '        encoded = b"{}"',
+        (
+            CALL_AUDIT + "test_the_hmac_is_of_the_canonical_arguments_under_the_key",
+            CALL_AUDIT + "test_another_value_or_another_key_gives_another_hmac",
+        ),
+    ),
+    Mutant(
+        "call audit: the arguments' HMAC uses the chain's own key, not its subkey",
+        V + "core/upkeep.py",
+        "derive_key(audit_key, CALL_HMAC_LABEL)",
+        "audit_key",
+        (CALL_AUDIT + "test_the_vault_hashes_under_the_audit_keys_subkey",),
+    ),
+    Mutant(
+        "call audit: a record is answered before its batch is committed",
+        V + "store/call_records.py",
+        "            batch.done.wait()\n            if batch.error is not None:",
+        "            if False:",
+        (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
+    ),
+    Mutant(
+        "call audit: a batch left to the writer fails without its waiters hearing",
+        V + "store/call_records.py",
+        "                batch.error = _said(write.error)",
+        "                pass",
+        (CALL_AUDIT + "test_a_left_batch_that_fails_is_logged_and_its_waiters_hear_it",),
     ),
 ]
 

@@ -41,6 +41,7 @@ STORED = {
     "toolkit_removed",
     "template_set",
     "template_removed",
+    "tool_called",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

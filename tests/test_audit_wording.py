@@ -44,6 +44,12 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
     AuditAction.TOOLKIT_REMOVED: {"unconfigured": []},
     AuditAction.TEMPLATE_SET: {"name": "prod", "values": {"endpoint": "https://prod.test"}},
     AuditAction.TEMPLATE_REMOVED: {"name": "prod"},
+    AuditAction.TOOL_CALLED: {
+        "tool": "read_file",
+        "outcome": "ok",
+        "duration_ms": 12.5,
+        "arguments_hmac": "3f2a9c1e07b4" + "0" * 52,
+    },
     AuditAction.VAULT_INITIALIZED: {"key_id": "vk-1", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ADDED: {"key_id": "vk-2", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ROTATED: {"active": "vk-2", "rewrapped": 1},
@@ -132,3 +138,15 @@ def test_an_edited_row_falls_back_to_the_action_name(action: AuditAction) -> Non
     nonsense = {key: {"x": object()} for key in WRITTEN[action]} | {"errors": 5, "versions": "x"}
     said = describe(event(action, nonsense, toolkit_name=None, session_id=None, version=None))
     assert isinstance(said, str) and said
+
+
+def test_a_call_says_its_tool_outcome_and_hash_prefix_only() -> None:
+    ok = event(AuditAction.TOOL_CALLED, WRITTEN[AuditAction.TOOL_CALLED], version=3)
+    assert describe(ok, session=lambda s: s[:4]) == (
+        "called weather/read_file v3 in session s-5c: ok in 12 ms (arguments 3f2a9c1e07b4)"
+    )
+    refused = {"tool": None, "outcome": "refused", "reason": "not_allowed", "duration_ms": 0.2}
+    said = describe(event(AuditAction.TOOL_CALLED, refused, version=None, toolkit_name=None))
+    assert said == f"called an unknown toolkit in session {SESSION}: refused (not_allowed) in 0 ms"
+    timed_out = {**WRITTEN[AuditAction.TOOL_CALLED], "outcome": "tool_error"}
+    assert ": tool error in 12 ms" in describe(event(AuditAction.TOOL_CALLED, timed_out))

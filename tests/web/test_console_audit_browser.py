@@ -17,8 +17,10 @@ from toolkit_vault.audit.trail import list_events
 from web_support import Server, agent, click_through, screenshot
 
 CANARY = "tkv-canary-audit-page-61f0"
-FILTERS = ["Action", "Actor", "Session", "Principal", "Toolkit", "Since", "Until", "Filter"]
-LABELS = ["Sign out", "Verify the audit chain", *FILTERS]
+FILTERS = ["Action", "Actor", "Session", "Principal", "Toolkit", "Since", "Until"]
+FILTERS += ["Arguments HMAC", "Filter"]
+HASH_FORM = ["Arguments (a JSON object)", "Find calls"]
+LABELS = ["Sign out", "Verify the audit chain", *FILTERS, *HASH_FORM]
 
 
 def sign_in(browser: WebDriver, server: Server, token: str) -> None:

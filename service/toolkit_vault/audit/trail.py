@@ -19,6 +19,7 @@ Here the filters are checked and names turned into ids; the reads are named oper
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -60,6 +61,7 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_SEQ = 2**62  # a cursor beyond any chain, still a 64-bit integer for every database
 MAX_TEXT = 200  # the longest name, id or toolkit a filter takes (the columns' own width)
+_HMAC = re.compile(r"[0-9a-f]{64}")  # a `tool_called` event's `arguments_hmac`
 
 
 class BadFilter(VaultError):
@@ -79,7 +81,8 @@ class EventFilter:
     `actor` and `principal` take a principal's id or name (`actor` also a plain actor such
     as `operator` or `init`); `principal` keeps the events about that principal (its
     sessions, its own configs, its token); `since` and `until` are epoch seconds or ISO 8601
-    (`until` excludes its moment)."""
+    (`until` excludes its moment); `arguments_hmac` keeps the calls whose arguments had
+    that HMAC (`audit hash`)."""
 
     actions: tuple[str, ...] = ()
     actor: str | None = None
@@ -88,6 +91,7 @@ class EventFilter:
     toolkit: str | None = None
     since: str | float | None = None
     until: str | float | None = None
+    arguments_hmac: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,14 @@ def resolve(store: Store, filters: EventFilter) -> TrailQuery:
     actors: tuple[str, ...] = ()
     if filters.actor is not None:
         actors = _actors(store, filters.actor)
-    return TrailQuery(actions, actors, filters.session, principal, filters.toolkit, since, until)
+    hashed = filters.arguments_hmac
+    if hashed is not None:
+        hashed = hashed.strip().lower()
+        if not _HMAC.fullmatch(hashed):
+            raise BadFilter("arguments_hmac", "takes the 64 hex digits `audit hash` prints")
+    return TrailQuery(
+        actions, actors, filters.session, principal, filters.toolkit, since, until, hashed
+    )
 
 
 def _time(name: str, value: str | float | None) -> float | None:

@@ -234,6 +234,22 @@ def _removed(w: _Words) -> str:
     return text + (f"; unconfigured in {count} scope{'' if count == 1 else 's'}" if count else "")
 
 
+def _tool_called(w: _Words) -> str:
+    """`called filesystem/read_file v3 in session 5c1f: ok in 12 ms (arguments 3f2a9c1e07b4)`;
+    a refusal names its reason. Only the arguments' HMAC shows, never a value."""
+    toolkit = w.toolkit if w.event.toolkit_name is not None else "an unknown toolkit"
+    tool = f"/{w.d('tool')}" if w.d("tool") is not None else ""
+    version = f" v{w.event.version}" if w.event.version is not None else ""
+    outcome, took = str(w.d("outcome")), float(w.d("duration_ms", 0))
+    said = outcome.replace("_", " ")
+    if outcome == "refused":
+        said = f"refused ({w.d('reason')})" if w.d("reason") else "refused"
+    hashed = str(w.d("arguments_hmac") or "")[:12]
+    text = f"called {toolkit}{tool}{version} {w.where}".rstrip()
+    text += f": {said} in {took:.0f} ms"
+    return text + (f" (arguments {hashed})" if hashed else "")
+
+
 def _key_added(w: _Words) -> str:
     key = w.d("key_id") or w.d("kek_id")
     under = f" under master key {w.d('master_key')}" if w.d("master_key") else ""
@@ -339,6 +355,7 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     AuditAction.TEMPLATE_REMOVED: lambda w: (
         f"template {w.d('name')} of toolkit {w.toolkit} removed"
     ),
+    AuditAction.TOOL_CALLED: _tool_called,
     AuditAction.VAULT_INITIALIZED: _initialized,
     AuditAction.VAULT_KEY_ADDED: _key_added,
     AuditAction.VAULT_KEY_ROTATED: _rotated,

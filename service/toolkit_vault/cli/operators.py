@@ -14,6 +14,7 @@ from toolkit_vault.access.principals import list_principals
 from toolkit_vault.audit.export import json_line
 from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.bootstrap import open_store
+from toolkit_vault.cli.audit_hash import audit_hash
 from toolkit_vault.cli.ids import resolve_session, session_ids, unique_prefixes
 from toolkit_vault.cli.shell import (
     STORE_ENV,
@@ -173,6 +174,7 @@ def audit() -> None:
 
 audit.add_command(audit_list)  # the trail for auditors: `audit list`, `audit tail` (cli.trail)
 audit.add_command(audit_tail)
+audit.add_command(audit_hash)  # `audit hash`: a call's arguments_hmac (cli.audit_hash)
 
 
 @audit.command(

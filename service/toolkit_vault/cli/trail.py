@@ -69,6 +69,12 @@ def _filters(fn: F) -> F:
             "--since", default=None, metavar="TIME", help="At or after TIME (epoch or ISO 8601)."
         ),
         click.option("--until", default=None, metavar="TIME", help="Before TIME."),
+        click.option(
+            "--arguments-hmac",
+            default=None,
+            metavar="HEX",
+            help="Only the tool calls with these arguments (the HMAC `audit hash` prints).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -90,6 +96,7 @@ def _filter(store: Store, **given: Any) -> EventFilter:
         toolkit=given["toolkit"],
         since=given["since"],
         until=given["until"],
+        arguments_hmac=given["arguments_hmac"],
     )
 
 
@@ -99,7 +106,7 @@ def _as_options() -> Iterator[None]:
     try:
         yield
     except BadFilter as exc:
-        raise VaultError(f"--{exc.name}: {exc.reason}") from None
+        raise VaultError(f"--{exc.name.replace('_', '-')}: {exc.reason}") from None
 
 
 @click.command(

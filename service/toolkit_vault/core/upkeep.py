@@ -6,12 +6,13 @@ row's MAC, the chain and the state it vouches for).
 What a purge ends in this process (live instances, connections to tell) is the vault's:
 it is given as callbacks at construction, so this module never holds the vault.
 
-May import: audit, keys, store, crypto, errors, and `core`'s sealing, ports, outcomes.
+May import: audit, keys, store, crypto, errors, `tools.call_audit`, and `core`'s sealing,
+ports, outcomes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -22,7 +23,7 @@ from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import TokenSource
 from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
 from toolkit_vault.core.sealing import Sealing
-from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.crypto import SecretBytes, derive_key
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.recovery import held_recovery_key
 from toolkit_vault.keys.rotation import check_store
@@ -31,6 +32,7 @@ from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.scopes import principal_scope, scope_of
 from toolkit_vault.store.storage import Store
+from toolkit_vault.tools.call_audit import CALL_HMAC_LABEL, arguments_hmac
 
 __all__ = ["Upkeep"]
 
@@ -53,6 +55,8 @@ class Upkeep:
         line with the store, returning what changed; `known(session)`: whether this
         process holds anything of it; `publish`: tell its connections and the replicas."""
         self._store, self._sealing, self._audit_key, self._oauth = store, sealing, audit_key, oauth
+        # the key of every call's `arguments_hmac`, derived once: it is on every call's path
+        self._call_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
         self._resync, self._known, self._publish = resync, known, publish
 
     def purge(self, actor: str, session_id: str, toolkit_name: str | None = None) -> PurgeReport:
@@ -93,6 +97,15 @@ class Upkeep:
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         return export_events(self._store, self._audit_key, after, limit)
+
+    def hash_arguments(self, arguments: Mapping[str, Any]) -> str:
+        """The `arguments_hmac` a `tool_called` event carries for these arguments (`audit
+        hash`, as HashiCorp Vault's `sys/audit-hash`): an auditor tests a value they hold
+        against the trail, and the key that makes it never leaves the vault. Meant for the
+        call engine's records too: one key and one function, so they cannot drift apart."""
+        if self._call_key is None:
+            raise VaultError("the audit key is not loaded")
+        return arguments_hmac(self._call_key, arguments)
 
     def accept_restore(self, actor: str) -> dict[str, Any]:
         """An operator's deliberate restore of an older copy: the database's chain must

@@ -60,6 +60,10 @@ class AuditAction(StrEnum):
     TEMPLATE_SET = "template_set"
     TEMPLATE_REMOVED = "template_removed"
 
+    # A call of a toolkit's tool, refused ones too (`tools.call_audit`): never a value of
+    # its arguments or result, only their HMAC under an audit subkey.
+    TOOL_CALLED = "tool_called"
+
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"
     VAULT_KEY_ADDED = "vault_key_added"

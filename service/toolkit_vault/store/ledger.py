@@ -79,6 +79,8 @@ class ChainState:
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
+        if action == AuditAction.TOOL_CALLED:  # most events, and a call changes no state
+            return
         scope, toolkit, version = event["session_id"], event["toolkit_name"], event["version"]
         details = details_of(event["details"])
         if action == AuditAction.CONFIGURE and scope and toolkit and isinstance(version, int):

@@ -24,6 +24,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.call_records import CallRecords
 from toolkit_vault.store.chain import Signer
 from toolkit_vault.store.integrity import PRINCIPALS, SESSIONS, RowAuthenticator
 from toolkit_vault.store.ledger import Ledger
@@ -92,10 +93,21 @@ class Store(ConfigVersions):
             self._watched = Path(url.database).resolve().as_uri() + "?mode=rw"
         self._watch: sqlite3.Connection | None = None
         self._watch_lock = threading.Lock()
+        self._calls = CallRecords(  # `record_call`
+            self.transact, self.audit_many, self._writer.is_writer_thread
+        )
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
         self._sign, self._rows = sign, rows
         self._ledger, self._followed_mark = Ledger(sign), None
+
+    def record_call(self, draft: AuditDraft, *, wait: bool = True) -> None:
+        """Audit one tool call (`tools.call_audit.tool_called_draft`), in a batch with the
+        calls that end meanwhile: one write of the group commit for them all, so calls do
+        not queue on the chain's lock one by one (`call_records`). Returns once committed,
+        raising StoreError when it was not; with `wait=False` at once (the record is
+        committed by the writer thread soon after)."""
+        self._calls.record(draft, wait=wait)
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
         """The tokenless principal of local transports (stdio), made once by `init`."""

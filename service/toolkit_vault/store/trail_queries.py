@@ -56,6 +56,7 @@ class TrailQuery:
     toolkit: str | None = None
     since: float | None = None
     until: float | None = None
+    arguments_hmac: str | None = None  # `tool_called` events of these arguments (64 hex)
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,10 @@ def trail_page(
             rows = conn.execute(statement.limit(limit + 1)).all()
             for row in rows:
                 event = _row(row)
-                if query.principal is None or event.subject == query.principal:
+                if _keeps(query, event):
                     kept.append(event)
-            more = len(kept) > limit or (query.principal is None and len(rows) > limit)
+            exact = query.principal is None and query.arguments_hmac is None
+            more = len(kept) > limit or (exact and len(rows) > limit)
             if more or len(rows) <= limit:
                 break
             last = int(rows[-1].seq)  # every row read, a page not full: read on past it
@@ -178,6 +180,11 @@ def _statement(
                 AuditEvent.action.in_([a.value for a in TOKEN_EVENTS]),
             )
         )
+    if f.arguments_hmac is not None:  # a superset; `trail_page` compares the parsed details
+        query = query.where(
+            AuditEvent.action == AuditAction.TOOL_CALLED.value,
+            AuditEvent.details.like(f'%"arguments_hmac": "{_like(f.arguments_hmac)}"%', "\\"),
+        )
     if f.since is not None:
         query = query.where(AuditEvent.ts >= f.since)
     if f.until is not None:
@@ -191,6 +198,14 @@ def _statement(
     if upto is not None:
         query = query.where(AuditEvent.seq <= upto)
     return query
+
+
+def _keeps(query: TrailQuery, event: TrailRow) -> bool:
+    """The filters SQL only narrows, decided on the parsed event."""
+    if query.principal is not None and event.subject != query.principal:
+        return False
+    hashed = query.arguments_hmac
+    return hashed is None or event.details.get("arguments_hmac") == hashed
 
 
 def _row(row: Any) -> TrailRow:

@@ -126,6 +126,11 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._leader: int | None = None  # the thread committing a group, while it does
 
+    def is_writer_thread(self) -> bool:
+        """Whether this is the store's writer thread (committing a group, or telling the
+        callers of one: a wait here for a write still queued would wait for itself)."""
+        return threading.current_thread() is self._thread
+
     def on_writer_thread(self) -> bool:
         """Whether this thread is committing a group (a write it makes runs directly)."""
         return self._leader == threading.get_ident()

@@ -5,9 +5,10 @@ Operators: toolkits, sessions and their configured state, key status, tokens; an
 operator does without a shell (`core.operators`, as the signed-in operator): create a
 token (shown once), revoke one after a confirmation (never their own), ask a person for a
 toolkit's secrets (an intake link), purge after a confirmation naming what it destroys.
-Auditors (and operators, as in the admin API): config history with fingerprints, and an
-audit chain verification. Agents cannot sign in. Each route calls the service API (the
-functions the CLI and the admin API call), in a worker thread; no page shows a secret.
+Auditors (and operators, as in the admin API): config history with fingerprints, the
+audit trail, its verification, and the calls that had given arguments (`audit hash`).
+Agents cannot sign in. Each route calls the service API (the functions the CLI and the
+admin API call), in a worker thread; no page shows a secret.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from toolkit_vault.core.operators import (
 from toolkit_vault.core.people import sign_out, still_allowed
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.toolkits.registry import RegisteredToolkit
+from toolkit_vault.tools.call_audit import BadArguments, parse_arguments
 from toolkit_vault.transports.web.forms import leaves
 from toolkit_vault.transports.web.pages import WebState
 from toolkit_vault.transports.web.security import SESSION_COOKIE, BadForm, ConsoleUser, read_form
@@ -396,13 +399,36 @@ class Console:
         report = await run_in_threadpool(self.state.vault.verify_audit)
         return await self._audit(request, user, report.as_json())
 
+    async def audit_hash(self, request: Request) -> Response:
+        """Arguments an auditor holds, hashed as a call's record holds them (`audit hash`),
+        then the calls that had them: the HMAC goes in the address, the arguments never."""
+        user = await self.signed_in(request, "auditor", "operator")
+        if isinstance(user, Response):
+            return user
+        form = await self.posted(request)
+        if isinstance(form, Response):
+            return form
+        try:
+            arguments = parse_arguments(form.get("arguments", ""))
+        except BadArguments as exc:
+            return await self._audit(request, user, None, hash_error=exc.message)
+        hashed = await run_in_threadpool(self.state.vault.upkeep.hash_arguments, arguments)
+        query = urlencode({"action": AuditAction.TOOL_CALLED.value, "arguments_hmac": hashed})
+        return RedirectResponse(f"/console/audit?{query}", status_code=303)
+
     async def _audit(
-        self, request: Request, user: ConsoleUser, report: dict[str, object] | None
+        self,
+        request: Request,
+        user: ConsoleUser,
+        report: dict[str, object] | None,
+        hash_error: str | None = None,
     ) -> Response:
         """The Audit page: the newest events as filtered (`trail_view`), and a report."""
         trail = await run_in_threadpool(trail_view, self.state.vault.store, request.query_params)
-        status = 200 if trail.error is None else 422
-        return self.state.render(request, "audit.html", status, user, report=report, trail=trail)
+        status = 200 if trail.error is None and hash_error is None else 422
+        return self.state.render(
+            request, "audit.html", status, user, report=report, trail=trail, hash_error=hash_error
+        )
 
 
 def _matches(toolkit: RegisteredToolkit, query: str) -> bool:
@@ -432,4 +458,5 @@ def console_routes(state: WebState) -> APIRouter:
     router.add_api_route("/history", console.history_page, methods=["GET"])
     router.add_api_route("/audit", console.audit_page, methods=["GET"])
     router.add_api_route("/audit/verify", console.audit_verify, methods=["POST"])
+    router.add_api_route("/audit/hash", console.audit_hash, methods=["POST"])
     return router

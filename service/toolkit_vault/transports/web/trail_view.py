@@ -23,7 +23,7 @@ from toolkit_vault.store.storage import Store
 __all__ = ["PAGE_SIZE", "TEXT_FILTERS", "TrailView", "trail_view"]
 
 PAGE_SIZE = 50
-TEXT_FILTERS = ("actor", "session", "principal", "toolkit", "since", "until")
+TEXT_FILTERS = ("actor", "session", "principal", "toolkit", "since", "until", "arguments_hmac")
 _MAX_TYPED = 200
 
 
