@@ -1495,8 +1495,8 @@ MUTANTS = [
     Mutant(
         "audit trail: the principal filter keeps events about another principal",
         V + "store/trail_queries.py",
-        "if query.principal is None or event.subject == query.principal:",
-        "if True:",
+        "    if query.principal is not None and event.subject != query.principal:\n        return False",
+        "    pass",
         (TRAIL + "test_the_principal_filter_keeps_its_subject_whatever_its_id_spells",),
     ),
     Mutant(
