@@ -136,7 +136,14 @@ class A2EConnection:
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 
-    def handle(self, request: Message) -> Message:
+    def call(self, request: ToolCallRequest, cancellation: Cancellation) -> Reply:
+        """A tool call `start` would answer, with a cancel switch the transport holds too
+        (HTTP: the client leaving); its audit record may be left committing."""
+        with deferring(True) as left:
+            response = self.handle(request, cancellation)
+        return Reply(request, dump_message(response), left, None)
+
+    def handle(self, request: Message, cancellation: Cancellation | None = None) -> Message:
         try:
             if isinstance(request, HandshakeRequest):
                 return self._handshake(request)
@@ -148,16 +155,17 @@ class A2EConnection:
             if isinstance(request, ToolListRequest):
                 return self.vault.list_tools(self.principal, self.plugin.session_id, request)
             if isinstance(request, ToolCallRequest):
-                return self._call(self.plugin.session_id, request)
+                return self._call(self.plugin.session_id, request, cancellation or Cancellation())
             if isinstance(request, ToolCancelRequest):
                 return self._cancel(request)
             return self.plugin.handle(request)
         except Exception as exc:
             return _failed(request, exc)
 
-    def _call(self, session_id: str, request: ToolCallRequest) -> Message:
+    def _call(
+        self, session_id: str, request: ToolCallRequest, cancellation: Cancellation
+    ) -> Message:
         """Run a tool call, cancellable by its id while it runs."""
-        cancellation = Cancellation()
         with self._calls_lock:
             if request.id in self._calls:
                 return _error(request.id, "INVALID_MESSAGE", "a call with this id is in flight")
