@@ -291,3 +291,28 @@ def test_call_limits_are_read_from_the_environment() -> None:
     for bad in ({"TOOLKIT_VAULT_TOOL_DEADLINE": "0"}, {"TOOLKIT_VAULT_TOOL_DEADLINES": "a"}):
         with pytest.raises(ValueError):
             CallLimits.from_environment(bad)
+
+
+def test_an_expiry_during_a_slow_call_cancels_it(tool_vault: Vault) -> None:
+    conn, session = configured(tool_vault)
+    thread, answers = _in_flight(conn)
+    source = tool_vault.instances.source(session, "calling")
+    assert source is not None
+    tool_vault.end_expired(session, "calling", source, time.time())
+    assert _answered_at_once(thread, answers) == "cancelled"
+    assert reason(call(conn, "calling", "echo", text="hi")) == "not_configured"
+
+
+def test_a_principal_purge_cancels_the_calls_made_from_its_config(tool_vault: Vault) -> None:
+    conn, _ = hello(tool_vault, capabilities=BOTH)
+    message = {
+        "type": "toolkit/configure/req",
+        "toolkit_name": "calling",
+        "scope": "principal",
+        "config": {"endpoint": "https://api.test", "api_key": KEY},
+    }
+    assert send(conn, message)[0]["status"] == "ok"
+    thread, answers = _in_flight(conn)
+    tool_vault.purge_principal("operator", AGENT.principal_id, "calling")
+    assert _answered_at_once(thread, answers) == "cancelled"
+    assert reason(call(conn, "calling", "echo", text="hi")) == "not_configured"
