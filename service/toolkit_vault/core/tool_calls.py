@@ -23,7 +23,6 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
 from toolkit_vault.plugin import ToolResult
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
-from toolkit_vault.schema import compile_schema
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
 from toolkit_vault.tools.standins import arguments_hmac, declared_tool, invoke
@@ -112,7 +111,7 @@ class ToolCalling(Configuring):
         if name not in self._configured(principal, session_id):
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         try:
-            schema = compile_schema(tool.input_schema)
+            schema = self.call_engine.input_schemas.compiled(tool.input_schema)
         except SchemaRefused:
             raise CallRefused("unavailable", "the tool's input schema is refused") from None
         checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)

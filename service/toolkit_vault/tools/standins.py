@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from toolkit_vault.canonical import canonical_json
@@ -27,6 +28,7 @@ __all__ = ["CALL_HMAC_LABEL", "arguments_hmac", "as_tool_result", "declared_tool
 
 CALL_HMAC_LABEL = "tool-call-arguments"
 
+_ANY_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object"})
 _PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
 _FILESYSTEM_TOOLS = {
     "read_file": Tool(
@@ -85,7 +87,7 @@ def declared_tool(toolkit: RegisteredToolkit, name: str) -> Tool | None:
     for tool in getattr(toolkit.factory, "tools", ()) or ():
         if isinstance(tool, Tool) and tool.name == name:
             return tool
-    return Tool(name)
+    return Tool(name, input_schema=_ANY_OBJECT)
 
 
 def invoke(instance: Any, name: str, arguments: dict[str, Any], context: CallContext) -> Any:
