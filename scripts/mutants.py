@@ -2747,6 +2747,24 @@ MUTANTS = [
         """            self.plugin = None""",
         (TOOL_CALLS + "test_tool_cancel_and_closing_the_connection_cancel",),
     ),
+    Mutant(
+        "tool call: an HTTP client that leaves leaves its call running",
+        V + "transports/a2e/over_http.py",
+        """            pass
+        cancellation.cancel()""",
+        """            pass""",
+        ("tests/test_tool_calls_transports.py::test_an_http_client_that_leaves_cancels_its_call",),
+    ),
+    Mutant(
+        "tool call: a WebSocket answers a call whose token was revoked meanwhile",
+        V + "transports/a2e/over_websocket.py",
+        """            if not await still_valid():
+                await outbox.refuse()
+                return
+            for line in reply.lines():""",
+        """            for line in reply.lines():""",
+        ("tests/test_tool_calls_transports.py::test_a_call_outliving_its_token_is_not_answered",),
+    ),
 ]
 
 

@@ -10,14 +10,17 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 
 from test_http import CANARY, Server, running_server
 from test_stdio import CLI
+from toolkit_vault.access.principals import revoke
 from toolkit_vault.core.vault import Vault
 
 TOOL_DIST = Path(__file__).parent / "plugins" / "tool_dist"
@@ -92,6 +95,41 @@ def test_over_http(server: Server, root: Path) -> None:
         return dict(response.json())
 
     check_round_trip(ask, root)
+
+
+def _noted(note: Path) -> str:
+    deadline = time.monotonic() + 10
+    while not note.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return note.read_text() if note.exists() else "nothing"
+
+
+def test_an_http_client_that_leaves_cancels_its_call(server: Server, tmp_path: Path) -> None:
+    token = server.token("agent", "leaver")
+    session = server.post(token, BOTH).json()["session_id"]
+    assert server.post(token, configure("calling", CALLING), session).json()["status"] == "ok"
+    note = tmp_path / "slow-note"
+    headers = {"Authorization": f"Bearer {token}", "A2E-Session": session}
+    body = json.dumps(call("s1", "calling", "slow", seconds=20, note=str(note)))
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.base + "/a2e", content=body, headers=headers, timeout=1.5)
+    assert _noted(note) == "cancelled"
+
+
+def test_a_call_outliving_its_token_is_not_answered(server: Server, tmp_path: Path) -> None:
+    token = server.token("agent", "revoked-meanwhile")
+    with server.socket(token) as ws:
+        ws.send(json.dumps(BOTH))
+        assert json.loads(ws.recv(timeout=30))["type"] == "handshake/resp"
+        ws.send(json.dumps(configure("calling", CALLING)))
+        assert json.loads(ws.recv(timeout=30))["status"] == "ok"
+        json.loads(ws.recv(timeout=30))  # its status event
+        note = tmp_path / "slow-note"
+        ws.send(json.dumps(call("s1", "calling", "slow", seconds=3, note=str(note))))
+        revoke(server.vault.store, "revoked-meanwhile")
+        answer = json.loads(ws.recv(timeout=30))
+        assert (answer["type"], answer["code"]) == ("error", "UNAUTHORIZED"), answer
+        assert _noted(note) == "done"  # the tool answered; the answer reached no one
 
 
 @pytest.fixture

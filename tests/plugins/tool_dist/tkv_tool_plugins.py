@@ -2,7 +2,8 @@
 (`tool_dist` on the path), so no other test's list changes.
 
 `leak` answers its own credential in the form asked (the withheld rule must catch each),
-`slow` waits until its deadline or a cancel (and notes which), `echo` answers its text.
+`slow` waits until its deadline or a cancel (and notes which, in memory and, for a test
+in another process, in the file `note` names), `echo` answers its text.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -68,7 +70,13 @@ class CallingToolkit:
         Tool(
             "slow",
             "Wait",
-            {"type": "object", "properties": {"seconds": {"type": "number", "maximum": 60}}},
+            {
+                "type": "object",
+                "properties": {
+                    "seconds": {"type": "number", "maximum": 60},
+                    "note": {"type": "string"},
+                },
+            },
             output_schema={"type": "object"},
         ),
     )
@@ -87,6 +95,8 @@ class CallingToolkit:
             CallingToolkit.started.set()
             told = context.cancelled.wait(min(arguments.get("seconds", 5), 60))
             CallingToolkit.saw_cancel.append(told)
+            if "note" in arguments:  # a test in another process reads how it ended
+                Path(arguments["note"]).write_text("cancelled" if told else "done")
             return {"content": [], "structured_content": {"waited": time.monotonic()}}
         raw = self._key.encode()
         form = arguments["form"]
