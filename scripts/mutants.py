@@ -2748,6 +2748,13 @@ MUTANTS = [
         (TOOL_CALLS + "test_tool_cancel_and_closing_the_connection_cancel",),
     ),
     Mutant(
+        "tool call: a tool that never returns keeps the process from ending",
+        V + "tools/calls.py",
+        "threading.Thread(target=self._serve, name=name, daemon=True).start()",
+        "threading.Thread(target=self._serve, name=name, daemon=False).start()",
+        (TOOL_CALLS + "test_a_tool_that_never_returns_does_not_keep_the_process_from_ending",),
+    ),
+    Mutant(
         "tool call: an HTTP client that leaves leaves its call running",
         V + "transports/a2e/over_http.py",
         """            pass

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -316,3 +318,24 @@ def test_a_principal_purge_cancels_the_calls_made_from_its_config(tool_vault: Va
     tool_vault.purge_principal("operator", AGENT.principal_id, "calling")
     assert _answered_at_once(thread, answers) == "cancelled"
     assert reason(call(conn, "calling", "echo", text="hi")) == "not_configured"
+
+
+def test_a_tool_that_never_returns_does_not_keep_the_process_from_ending() -> None:
+    """Past its deadline the caller is answered, and the process can still end: the tool's
+    thread is a daemon (a `ThreadPoolExecutor`'s is joined at exit, forever here)."""
+    script = """
+import threading
+from toolkit_vault.tools.calls import CallEngine, CallLimits, Cancellation
+from toolkit_vault.tools.refusals import CallRefused
+from toolkit_vault.tools.withhold import Withholder
+engine = CallEngine(CallLimits(deadline=0.2))
+try:
+    forever = lambda context: threading.Event().wait()
+    engine.run("x", forever, Cancellation(), lambda: Withholder([]))
+except CallRefused as exc:
+    print(exc.reason)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.strip() == "timeout"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,14 +169,52 @@ class InputSchemas:
         return compiled
 
 
+class _ToolThreads:
+    """Daemon threads that run tools, started as needed up to `size`; more calls wait in
+    line. Daemon, unlike `ThreadPoolExecutor`'s (which the interpreter joins at exit): a
+    tool that never returns must not keep the vault from stopping."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]
+        self._jobs = queue.SimpleQueue()
+        self._size, self._name = size, name
+        self._started = self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((future, work, args))
+        with self._lock:
+            if self._idle or self._started >= self._size:
+                return future
+            self._started += 1
+            name = f"{self._name}_{self._started}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            future, work, args = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(work(*args))
+                except BaseException as exc:  # handed to the waiting caller
+                    future.set_exception(exc)
+            del future, work, args  # an idle thread keeps nothing of a call
+
+
 class CallEngine:
-    """Runs tools off the caller's thread (a pool of its own), under a deadline and a
+    """Runs tools off the caller's thread (threads of its own), under a deadline and a
     cancel switch, and checks what they answer."""
 
     def __init__(self, limits: CallLimits | None = None, threads: int = TOOL_THREADS) -> None:
         self.limits = limits or CallLimits()
         self.input_schemas = InputSchemas()
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="toolkit-vault-tool")
+        self._pool = _ToolThreads(threads, "toolkit-vault-tool")
 
     def run(
         self,
