@@ -2678,7 +2678,7 @@ MUTANTS = [
     Mutant(
         "tool call: a result carrying the scope's secret is answered",
         V + "tools/calls.py",
-        "        if withholder().withholds(shown):",
+        "        if withholder().withholds(plain):",
         "        if False:",
         (TOOL_CALLS + "test_a_result_carrying_the_secret_is_withheld",),
     ),

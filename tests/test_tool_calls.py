@@ -170,6 +170,17 @@ def test_a_tool_that_fails_says_only_how(
     assert outcomes(tool_vault) == [("leak", "tool_error")]
 
 
+def test_a_result_is_sent_as_plain_json_or_not_at_all(tool_vault: Vault) -> None:
+    conn, _ = configured(tool_vault)
+    odd = call(conn, "calling", "leak", form="not_json")
+    assert (odd["is_error"], odd["structured_content"]) == (True, None)
+    assert odd["content"] == [
+        {"type": "text", "text": "the tool did not answer with a tool result"}
+    ]
+    keyed = call(conn, "calling", "leak", form="int_key")
+    assert keyed["structured_content"] == {"1": ["a", "b"]} and keyed["is_error"] is False
+
+
 def test_another_session_cannot_reach_the_instance(tool_vault: Vault) -> None:
     configured(tool_vault)
     other, _ = hello(tool_vault, capabilities=BOTH)

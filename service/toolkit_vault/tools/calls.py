@@ -247,22 +247,22 @@ class CallEngine:
     def checked(
         self, future: Future[ToolResult], withholder: Callable[[], Withholder]
     ) -> ToolResult:
-        """The result, if it fits and carries no secret of the scope."""
+        """The result, if it fits and carries no secret of the scope: as plain JSON (what
+        is searched is what is sent; a value JSON cannot carry makes it no result)."""
         result = future.result()
         try:
-            content = [dict(block) for block in result.content]
-            structured = (
-                None if result.structured_content is None else dict(result.structured_content)
-            )
-            shown = [content, structured]
-            size = len(json.dumps(shown, ensure_ascii=False, separators=(",", ":")))
+            blocks = [dict(block) for block in result.content]
+            structured = result.structured_content
+            shown = [blocks, None if structured is None else dict(structured)]
+            text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
             return ToolResult.text(NOT_A_RESULT, is_error=True)
-        if size > self.limits.result_bytes:
+        if len(text.encode()) > self.limits.result_bytes:
             raise CallRefused("too_large", f"the result is over {self.limits.result_bytes} bytes")
-        if withholder().withholds(shown):
+        plain = json.loads(text)  # keys as text, tuples as lists: what the wire carries
+        if withholder().withholds(plain):
             raise CallRefused("withheld", "the result was withheld: it carried a secret")
-        return ToolResult(content, structured, bool(result.is_error))
+        return ToolResult(plain[0], plain[1], bool(result.is_error))
 
 
 def _answer(tool: Callable[[CallContext], Any], context: CallContext) -> ToolResult:

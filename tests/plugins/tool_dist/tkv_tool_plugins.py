@@ -37,6 +37,8 @@ FORMS = [
     "key",
     "error",
     "vault_error",
+    "not_json",
+    "int_key",
 ]
 
 
@@ -116,6 +118,10 @@ class CallingToolkit:
                 "content": [{"type": "text", "text": "ok"}],
                 "structured_content": {self._key: 1},
             }
+        if form == "not_json":
+            return ToolResult(structured_content={"ratio": float("nan")})
+        if form == "int_key":
+            return ToolResult(structured_content={1: ("a", "b")})
         if form == "vault_error":
             raise VaultError(f"refused by the server for {self._key}")
         raise RuntimeError(f"failed with {self._key}")
