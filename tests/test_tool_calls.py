@@ -134,6 +134,20 @@ def test_refusals_before_the_tool_runs(tool_vault: Vault, caplog: pytest.LogCapt
     assert [o for _, o in outcomes(tool_vault)] == ["refused"] * 4 + ["ok"]
 
 
+def test_a_tool_named_but_not_declared_takes_any_object(tool_vault: Vault) -> None:
+    conn, _ = configured(tool_vault)
+    answer = call(conn, "calling", "undeclared", b=1, a={"x": [1]})
+    assert answer["structured_content"] == {"keys": ["a", "b"]}
+
+
+def test_a_toolkit_without_calls_is_refused_before_anything_runs(tool_vault: Vault) -> None:
+    conn, _ = hello(tool_vault, capabilities=BOTH)
+    config = {"endpoint": "https://x.test", "api_key": KEY}
+    assert configure(conn, "secretive", config)[0]["status"] == "ok"
+    assert reason(call(conn, "secretive", "call_api")) == "unavailable"
+    assert outcomes(tool_vault) == [("call_api", "refused")]
+
+
 def test_tool_call_needs_the_tools_capability(tool_vault: Vault) -> None:
     conn, _ = hello(tool_vault)  # toolkits only
     configure(conn, "calling", {"endpoint": "https://api.test", "api_key": KEY})

@@ -25,7 +25,7 @@ from toolkit_vault.plugin import ToolResult
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
-from toolkit_vault.tools.standins import arguments_hmac, declared_tool, invoke
+from toolkit_vault.tools.standins import answers_calls, arguments_hmac, declared_tool, invoke
 
 __all__ = ["NoCallLimits", "ToolCalling", "not_recorded"]
 
@@ -121,6 +121,8 @@ class ToolCalling(Configuring):
         try:
             if tool_name in claim.unavailable:
                 raise CallRefused("unknown_tool", "the tool is unavailable in this session")
+            if not answers_calls(claim.instance):
+                raise CallRefused("unavailable", "the toolkit answers no calls")
             run = partial(invoke, claim.instance, tool_name, msg.arguments)
             with self.call_limits.admit(principal.principal_id, (session_id, name)):
                 result = self.call_engine.run(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from toolkit_vault.canonical import canonical_json
@@ -24,11 +23,18 @@ from toolkit_vault.protocol import ToolCallResponse
 from toolkit_vault.toolkits.filesystem import FilesystemToolkit
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 
-__all__ = ["CALL_HMAC_LABEL", "arguments_hmac", "as_tool_result", "declared_tool", "invoke"]
+__all__ = [
+    "CALL_HMAC_LABEL",
+    "answers_calls",
+    "arguments_hmac",
+    "as_tool_result",
+    "declared_tool",
+    "invoke",
+]
 
 CALL_HMAC_LABEL = "tool-call-arguments"
 
-_ANY_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object"})
+_ANY_OBJECT: Mapping[str, Any] = {"type": "object"}  # one object: compiled once (`InputSchemas`)
 _PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
 _FILESYSTEM_TOOLS = {
     "read_file": Tool(
@@ -88,6 +94,11 @@ def declared_tool(toolkit: RegisteredToolkit, name: str) -> Tool | None:
         if isinstance(tool, Tool) and tool.name == name:
             return tool
     return Tool(name, input_schema=_ANY_OBJECT)
+
+
+def answers_calls(instance: Any) -> bool:
+    """Whether the live instance can answer calls at all."""
+    return isinstance(instance, FilesystemToolkit) or callable(getattr(instance, "call_tool", None))
 
 
 def invoke(instance: Any, name: str, arguments: dict[str, Any], context: CallContext) -> Any:

@@ -50,7 +50,7 @@ class CallingToolkit:
         "category": "test",
         "tags": ["test"],
         "schema": SCHEMA,
-        "tools": ["echo", "leak", "slow"],
+        "tools": ["echo", "leak", "slow", "undeclared"],  # the last takes any object
     }
     tools: ClassVar[tuple[Tool, ...]] = (
         Tool(
@@ -93,6 +93,8 @@ class CallingToolkit:
         CallingToolkit.invoked.append(name)
         if name == "echo":
             return ToolResult.text(arguments["text"])
+        if name == "undeclared":
+            return ToolResult(structured_content={"keys": sorted(arguments)})
         if name == "slow":
             CallingToolkit.started.set()
             told = context.cancelled.wait(min(arguments.get("seconds", 5), 60))
