@@ -19,6 +19,7 @@ import pytest
 
 from spec_support import AGENT, configure, hello, send
 from toolkit_vault.bootstrap import open_vault
+from toolkit_vault.core import connection as connection_module
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
@@ -289,6 +290,19 @@ def test_tool_cancel_and_closing_the_connection_cancel(tool_vault: Vault) -> Non
     thread, answers = _in_flight(conn)
     conn.close()
     assert _answered_at_once(thread, answers) == "cancelled"
+
+
+def test_calls_beyond_a_connections_limit_are_refused_busy_and_recorded(
+    tool_vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection_module, "CALLS_IN_FLIGHT", 1)
+    conn, _ = configured(tool_vault)
+    thread, answers = _in_flight(conn)
+    assert reason(call(conn, "calling", "echo", text="one more")) == "busy"
+    conn.close()
+    assert _answered_at_once(thread, answers) == "cancelled"
+    assert sorted(outcomes(tool_vault)) == [("echo", "refused"), ("slow", "cancelled")]
+    assert calling().invoked == ["slow"]
 
 
 def test_a_call_past_its_deadline_answers_timeout(tool_vault: Vault) -> None:

@@ -169,11 +169,14 @@ class A2EConnection:
         with self._calls_lock:
             if request.id in self._calls:
                 return _error(request.id, "INVALID_MESSAGE", "a call with this id is in flight")
-            if len(self._calls) >= CALLS_IN_FLIGHT:
-                raise CallRefused("busy", f"at most {CALLS_IN_FLIGHT} calls in flight at once")
+            busy = len(self._calls) >= CALLS_IN_FLIGHT
+            if not busy:
+                self._calls[request.id] = cancellation
             if self.plugin is None:  # closed meanwhile
                 cancellation.cancel()
-            self._calls[request.id] = cancellation
+        if busy:
+            refusal = CallRefused("busy", f"at most {CALLS_IN_FLIGHT} calls in flight at once")
+            self.vault.refuse_call(self.principal, session_id, request, refusal)
         try:
             return self.vault.call_tool(self.principal, session_id, request, cancellation)
         finally:

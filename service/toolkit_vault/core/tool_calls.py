@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import NoReturn
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
@@ -90,6 +91,13 @@ class ToolCalling(Configuring):
             ),
             is_error=result.is_error,
         )
+
+    def refuse_call(
+        self, principal: Principal, session_id: str, msg: ToolCallRequest, refusal: CallRefused
+    ) -> NoReturn:
+        """Refuse a call before it starts (a transport's own limit), recorded like any."""
+        self._record_call(principal, session_id, msg, "refused", None, time.monotonic())
+        raise refusal
 
     def _run_call(
         self,
