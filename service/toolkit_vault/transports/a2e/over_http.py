@@ -98,9 +98,9 @@ class A2EPost:
             answer = bound.answer_without_blocking(message, await self._marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        cancellation = Cancellation()
-        watch = None
-        if isinstance(message, ToolCallRequest):
+        cancellation = watch = None
+        if isinstance(message, ToolCallRequest):  # the client leaving cancels it
+            cancellation = Cancellation()
             watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
         try:
             reply = await self._lanes.route(message).run_settled(
