@@ -10,6 +10,7 @@ __all__ = ["ON_DEMAND", "SCENARIOS"]
 SCENARIOS = (
     "configure",
     "list",
+    "calls",
     "rotation",
     "restart",
     "cli",

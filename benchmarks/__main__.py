@@ -24,6 +24,7 @@ from .report import markdown, print_table, write
 MODULES = {
     "configure": "configure",
     "list": "listing",
+    "calls": "calls",
     "rotation": "rotation",
     "restart": "restart",
     "cli": "cli_startup",

@@ -8,7 +8,8 @@ ours for each case, so both see the same machine: `wrk -t1` POSTs `toolkit/list/
 `toolkit/configure/req` (a distinct config per request) to `/a2e` with a bearer token and an
 `A2E-Session` header, rotating over 16 principals, each with its own session; `wsload` opens
 WebSockets (one principal and one new session each), handshakes, then sends the same
-messages one at a time (a configure waits for its response and its status event).
+messages one at a time (a configure waits for its response and its status event); a tool
+call calls the bench toolkit's no-op tool, configured for each principal.
 The no-op answers the same bodies (parsed as JSON) and echoes WebSocket messages.
 """
 
@@ -39,7 +40,7 @@ from .toolkit import bench_registry, install_entry_point
 __all__ = ["CASES", "PROFILE_HEADER", "bound", "profile", "run"]
 
 PRINCIPALS = 16
-HELLO = '{"type":"handshake/req","capabilities":["toolkits"]}'
+HELLO = '{"type":"handshake/req","capabilities":["toolkits","tools"]}'
 LIST = '{"type":"toolkit/list/req"}'
 CONFIGURE = json.dumps(
     {
@@ -67,11 +68,17 @@ class Case:
     target_p99_ms: float
 
 
+# The bench toolkit's no-op tool: configured for each principal (its scope), so every
+# session of it, a WebSocket's new one included, calls it.
+CALL = '{"type":"tool/call/req","toolkit_name":"bench","tool_name":"call_api","arguments":{}}'
+
 CASES = (
     Case("HTTP list", "http", LIST, 1, 0.35, 50.0),
     Case("HTTP configure", "http", CONFIGURE, 1, 0.15, 100.0),
+    Case("HTTP tool call", "http", CALL, 1, 0.25, 50.0),
     Case("WebSocket list", "ws", LIST, 1, 0.5, 50.0),
     Case("WebSocket configure", "ws", CONFIGURE, 2, None, 100.0),
+    Case("WebSocket tool call", "ws", CALL, 1, 0.3, 50.0),
 )
 CONNECTIONS = (1, 16)
 WRK_TRIES = 6
@@ -159,6 +166,12 @@ def _sessions(server: Running, tokens: list[str]) -> list[str]:
             ).json()
             if reply.get("status") != "ok":
                 raise RuntimeError(f"the setup configure failed: {reply}")
+            scoped = json.loads(CONFIGURE.replace("%d", f"principal-{n}")) | {"scope": "principal"}
+            reply = client.post(
+                "/a2e", content=json.dumps(scoped), headers=auth | {"A2E-Session": session}
+            ).json()
+            if reply.get("status") != "ok":
+                raise RuntimeError(f"the setup configure of the principal failed: {reply}")
             sessions.append(session)
     return sessions
 

@@ -1,4 +1,5 @@
-"""The benchmark toolkit: 3 public and 2 secret fields, an initializer that does nothing.
+"""The benchmark toolkit: 3 public and 2 secret fields, an initializer that does nothing,
+and one tool (`call_api`, any arguments) that answers at once.
 
 The restart scenario installs `BenchToolkit` through a real entry point (a generated
 `.dist-info`), so a cold `toolkit-vault stdio` process discovers it like any plugin.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from toolkit_vault.plugin import CallContext, ToolResult
 from toolkit_vault.toolkits.registry import (
     SourceKind,
     ToolkitFactory,
@@ -62,11 +64,18 @@ def _definition(name: str) -> dict[str, Any]:
     }
 
 
+_ANSWER = ToolResult.text("ok")
+
+
 class BenchToolkit:
     definition: ClassVar[dict[str, Any]] = _definition("bench")
 
     def initialize(self, config: dict[str, Any]) -> None:
         return None
+
+    def call_tool(self, name: str, arguments: dict[str, Any], context: CallContext) -> ToolResult:
+        """The no-op tool: what a call costs beyond the tool is the vault's."""
+        return _ANSWER
 
 
 def bench_factory(name: str) -> ToolkitFactory:

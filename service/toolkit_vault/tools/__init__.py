@@ -6,8 +6,11 @@ its plugin (`toolkits`), an imported MCP server's tools through `mcp_client`, an
 untrusted process through `sandbox`; the credentials a call needs are read here, through
 the store and keys, and handed on as arguments.
 
-Empty until the engine arrives: the room exists so that it does not grow inside
-`core.vault`. `core` (the use cases) and the transports call it; it never calls them.
+`calls` is the engine (a call's arguments, deadline, cancellation and result checks),
+`scope_secrets` the secrets each live instance's results are searched for, `withhold`
+the search, `refusals` the one-word reasons; `standins` holds what other parts of issue 50
+provide, until they land. `core` (the use cases) and the transports call it; it never
+calls them.
 
 May import: `toolkits`, `mcp_client` and everything below them (`oauth`, `audit`,
 `access`, `keys`, `store`, `schema`, `crypto`, `sandbox`, the shared leaves); never

@@ -1,0 +1,80 @@
+"""calls: what the vault adds to one tool call, in process. `tool/call/req` of the bench
+toolkit's no-op tool through `A2EConnection.handle_raw` (parse, scope, arguments checked,
+the tool run on the engine's thread, result bounded and searched, answer serialized, the
+call's audit record), against calling the same live instance's `call_tool` directly,
+measured in the same run, interleaved; each figure the median of single calls. The
+target holds on SQLite; on PostgreSQL a process with no commit notices (no `serve`) reads
+the store before each call, as before each list, and that round trip is the figure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.plugin import CallContext
+
+from .harness import AGENT, Context, Result, median, open_bench_vault
+from .toolkit import bench_config, bench_registry
+
+__all__ = ["run"]
+
+CALL = b'{"type":"tool/call/req","toolkit_name":"bench","tool_name":"call_api","arguments":{}}'
+CALLS = {"full": 5_000, "quick": 1_000, "tiny": 50}
+TARGET_MS = 1.0
+
+
+def run(ctx: Context) -> list[Result]:
+    return [_measure(ctx, database) for database in ctx.databases]
+
+
+def _through_the_vault(conn: A2EConnection) -> None:
+    reply: dict[str, Any] = json.loads(conn.handle_raw(CALL)[0])
+    if reply["type"] != "tool/call/resp":
+        raise RuntimeError(f"the call was refused: {reply}")
+
+
+def _measure(ctx: Context, database: str) -> Result:
+    directory = ctx.work / f"calls-{database}"
+    calls = CALLS.get(ctx.scale.name, 1_000)
+    with ctx.database(database, directory) as url:
+        vault = open_bench_vault(directory / "home", url, bench_registry(1))
+        try:
+            conn = connect(vault, AGENT)
+            conn.handle_raw(b'{"type":"handshake/req","capabilities":["toolkits","tools"]}')
+            configure = {"type": "toolkit/configure/req", "toolkit_name": "bench"}
+            conn.handle_raw(json.dumps({**configure, "config": bench_config(0)}))
+            (instance,) = vault.instances.active().values()
+            tool = instance.call_tool  # type: ignore[attr-defined]
+
+            def direct() -> None:
+                tool("call_api", {}, CallContext(time.monotonic() + 30))
+
+            ours: list[float] = []
+            theirs: list[float] = []
+            for _ in range(20):  # warm
+                _through_the_vault(conn)
+            for _ in range(calls):
+                for work, into in ((direct, theirs), (lambda: _through_the_vault(conn), ours)):
+                    started = time.perf_counter()
+                    work()
+                    into.append((time.perf_counter() - started) * 1000)
+        finally:
+            vault.store.engine.dispose()
+    ours_ms, direct_ms = median(ours), median(theirs)
+    overhead = ours_ms - direct_ms
+    return Result(
+        "calls",
+        database,
+        "no-op tool, in process, overhead per call (p50)",
+        "ms/call",
+        overhead,
+        "calling the tool directly",
+        direct_ms,
+        ours_ms / direct_ms if direct_ms else float("inf"),
+        f"<= {TARGET_MS:g} ms" if database == "sqlite" else "",
+        overhead <= TARGET_MS if database == "sqlite" else None,
+        {"ours_p50_ms": ours_ms, "direct_p50_ms": direct_ms, "calls": calls},
+    )
