@@ -19,7 +19,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -351,7 +351,13 @@ def declared_tools(plugin: Any) -> dict[str, list[Tool]]:
     return declared
 
 
-def answers_calls(toolkit: object) -> bool:
+class AnswersCalls(Protocol):
+    """A toolkit instance that answers calls of its tools."""
+
+    def call_tool(self, name: str, arguments: dict[str, Any], context: CallContext) -> object: ...
+
+
+def answers_calls(toolkit: object) -> TypeGuard[AnswersCalls]:
     """Whether a toolkit instance answers `call_tool` (an imported toolkit, or a spec plugin
     without `_call_tool`, lists its tools but answers no call)."""
     return callable(getattr(toolkit, "call_tool", None))

@@ -28,7 +28,6 @@ from toolkit_vault.protocol import (
 )
 from toolkit_vault.store.scopes import principal_scope
 from toolkit_vault.toolkits.registry import RegisteredToolkit
-from toolkit_vault.tools.standins import declared_tool
 
 __all__ = ["ANSWERED_WITHOUT_BLOCKING", "Listing"]
 
@@ -155,7 +154,7 @@ class Listing(InstanceSync):
 def _info(toolkit: RegisteredToolkit, name: str) -> ToolInfo:
     """A tool as `tool/list` shows it: with the input schema its calls are checked
     against, and its output schema and annotations where it declares them."""
-    tool = declared_tool(toolkit, name) or Tool(name)
+    tool = toolkit.tool(name) or Tool(name)
     return ToolInfo(
         name=name,
         toolkit=toolkit.definition.name,

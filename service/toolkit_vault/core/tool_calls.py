@@ -22,13 +22,13 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
-from toolkit_vault.plugin import ToolResult
+from toolkit_vault.plugin import ToolResult, answers_calls
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
+from toolkit_vault.tools.call_audit import arguments_hmac
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
-from toolkit_vault.tools.standins import answers_calls, arguments_hmac, declared_tool, invoke
 
-__all__ = ["NoCallLimits", "ToolCalling", "not_recorded"]
+__all__ = ["NoCallLimits", "ToolCalling"]
 
 
 class NoCallLimits:
@@ -38,10 +38,6 @@ class NoCallLimits:
     @contextlib.contextmanager
     def admit(self, principal_id: str, instance_key: tuple[str, str]) -> Iterator[None]:
         yield
-
-
-def not_recorded(record: CallRecord) -> None:
-    """Stand-in until `tools.call_audit` records `tool_called` through the store."""
 
 
 class ToolCalling(Configuring):
@@ -111,15 +107,14 @@ class ToolCalling(Configuring):
             toolkit = self.toolkit(name)
         except ToolkitNotFound:
             raise CallRefused("unknown_toolkit", "no such toolkit") from None
-        tool = declared_tool(toolkit, tool_name)
-        if tool is None:
+        if toolkit.tool(tool_name) is None:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
         if name not in self._configured(principal, session_id):
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         try:
-            schema = self.call_engine.input_schemas.compiled(tool.input_schema)
+            schema = toolkit.input_schema(tool_name)
         except SchemaRefused:
             raise CallRefused("unavailable", "the tool's input schema is refused") from None
         checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
@@ -129,9 +124,10 @@ class ToolCalling(Configuring):
         try:
             if tool_name in claim.unavailable:
                 raise CallRefused("unknown_tool", "the tool is unavailable in this session")
-            if not answers_calls(claim.instance):
+            instance = claim.instance
+            if not answers_calls(instance):
                 raise CallRefused("unavailable", "the toolkit answers no calls")
-            run = partial(invoke, claim.instance, tool_name, msg.arguments)
+            run = partial(instance.call_tool, tool_name, msg.arguments)
             with self.call_limits.admit(principal.principal_id, (session_id, name)):
                 result = self.call_engine.run(
                     name, run, cancellation, lambda: claim.secrets.withholder

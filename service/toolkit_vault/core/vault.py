@@ -42,7 +42,7 @@ from toolkit_vault.core.purge import PurgeReport
 from toolkit_vault.core.push import PushRouter, SessionListener
 from toolkit_vault.core.registry_follow import RegistryFollower
 from toolkit_vault.core.sealing import Sealing
-from toolkit_vault.core.tool_calls import NoCallLimits, ToolCalling, not_recorded
+from toolkit_vault.core.tool_calls import NoCallLimits, ToolCalling
 from toolkit_vault.core.upkeep import Upkeep
 from toolkit_vault.core.verification import CheckLog, CheckSlots, PluginChecks, VerifyPolicy
 from toolkit_vault.crypto import KeyRing, SealedConfig, SecretBytes, derive_key
@@ -51,8 +51,8 @@ from toolkit_vault.protocol import Message, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.tools.call_audit import CALL_HMAC_LABEL, tool_called_draft
 from toolkit_vault.tools.calls import CallEngine, CallLimits
-from toolkit_vault.tools.standins import CALL_HMAC_LABEL
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -125,7 +125,7 @@ class Vault(ToolCalling):
         # who calls how often, and where each call's audit record goes.
         self.call_engine = CallEngine(CallLimits.from_environment())
         self.call_limits = NoCallLimits()
-        self.record_call = not_recorded
+        self.record_call = lambda record: store.record_call(tool_called_draft(**record.fields()))
         self._call_hmac_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
 
     # -- the parts, as callers and tests knew them ----------------------------------------

@@ -8,8 +8,8 @@ the store and keys, and handed on as arguments.
 
 `calls` is the engine (a call's arguments, deadline, cancellation and result checks),
 `scope_secrets` the secrets each live instance's results are searched for, `withhold`
-the search, `refusals` the one-word reasons; `standins` holds what other parts of issue 50
-provide, until they land. `core` (the use cases) and the transports call it; it never
+the search, `refusals` the one-word reasons, `call_audit` the record a call leaves and
+the HMAC of its arguments. `core` (the use cases) and the transports call it; it never
 calls them.
 
 May import: `toolkits`, `mcp_client` and everything below them (`oauth`, `audit`,

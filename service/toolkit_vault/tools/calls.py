@@ -29,11 +29,10 @@ from typing import Any
 
 from toolkit_vault.canonical import canonical_json
 from toolkit_vault.errors import ConfigInvalid, VaultError
-from toolkit_vault.plugin import CallContext, PluginAnswerRefused, ToolResult
+from toolkit_vault.plugin import CallContext, PluginAnswerRefused, ToolResult, as_tool_result
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES
-from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused
-from toolkit_vault.tools.standins import as_tool_result
 from toolkit_vault.tools.withhold import Withholder
 
 __all__ = [
@@ -43,7 +42,6 @@ __all__ = [
     "CallLimits",
     "CallRecord",
     "Cancellation",
-    "InputSchemas",
     "checked_arguments",
 ]
 
@@ -148,27 +146,6 @@ def checked_arguments(
     return canonical
 
 
-class InputSchemas:
-    """Tools' input schemas, compiled once per schema object: `compile_schema` caches by
-    digest, but making the digest (bounds, canonical JSON, a hash) each call cost more
-    than the check itself. A refused schema raises `SchemaRefused` each time."""
-
-    MOST = 4096  # schema objects remembered; past that the table starts again
-
-    def __init__(self) -> None:
-        self._compiled: dict[int, tuple[Mapping[str, Any], CompiledSchema]] = {}
-
-    def compiled(self, schema: Mapping[str, Any]) -> CompiledSchema:
-        found = self._compiled.get(id(schema))
-        if found is not None and found[0] is schema:
-            return found[1]
-        compiled = compile_schema(schema)
-        if len(self._compiled) >= self.MOST:
-            self._compiled = {}
-        self._compiled[id(schema)] = (schema, compiled)  # kept: its id stays its own
-        return compiled
-
-
 class _ToolThreads:
     """Daemon threads that run tools, started as needed up to `size`; more calls wait in
     line. Daemon, unlike `ThreadPoolExecutor`'s (which the interpreter joins at exit): a
@@ -213,7 +190,6 @@ class CallEngine:
 
     def __init__(self, limits: CallLimits | None = None, threads: int = TOOL_THREADS) -> None:
         self.limits = limits or CallLimits()
-        self.input_schemas = InputSchemas()
         self._pool = _ToolThreads(threads, "toolkit-vault-tool")
 
     def run(
