@@ -37,6 +37,8 @@ STORED = {
     "toolkit_removed",
     "template_set",
     "template_removed",
+    "allowance_set",
+    "allowance_removed",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

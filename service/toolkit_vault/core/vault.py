@@ -49,6 +49,7 @@ from toolkit_vault.protocol import Message, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.tools.limits import CallLimits
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -117,6 +118,9 @@ class Vault(Configuring):
         self.plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
         self.checks = CheckLog()  # the last check of each toolkit here, for the console
         self.check_slots = CheckSlots()  # credential checks in flight here, at most a few
+        # How often a principal may call a tool, and how many calls an instance runs at
+        # once, here (`tools.limits`; TOOLKIT_VAULT_CALL_RATE, _BURST, _CONCURRENCY).
+        self.call_limits = CallLimits.from_environment()
 
     # -- the parts, as callers and tests knew them ----------------------------------------
 
@@ -178,6 +182,14 @@ class Vault(Configuring):
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth
         refresh looks at (`oauth_schedule.OAuthSchedule.refresh_ahead`)."""
         return self.instances.live_scopes()
+
+    # -- who may call what (`access.allowances`) ---------------------------------------------
+
+    def _call_allowed(self, principal_id: str, toolkit: str, tool: str) -> bool:
+        """Whether the principal may call this tool: it is not narrowed, or its allowance
+        names the toolkit or the tool. The one check every call passes (`tool_calls`)."""
+        allowance = self.allowance(principal_id)
+        return allowance is None or allowance.permits(toolkit, tool)
 
     # -- the registry, in line with the chain (`registry_follow`) ----------------------------
 

@@ -51,6 +51,11 @@ class AuditAction(StrEnum):
     TEMPLATE_SET = "template_set"
     TEMPLATE_REMOVED = "template_removed"
 
+    # Allowances: an operator narrowed a principal to some toolkits and tools (or widened it
+    # again), kept as these events alone (the verified chain's `ChainState.allowances`).
+    ALLOWANCE_SET = "allowance_set"
+    ALLOWANCE_REMOVED = "allowance_removed"
+
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"
     VAULT_KEY_ADDED = "vault_key_added"
