@@ -38,7 +38,7 @@ __all__ = [
 RATE_VARIABLE = "TOOLKIT_VAULT_CALL_RATE"
 BURST_VARIABLE = "TOOLKIT_VAULT_CALL_BURST"
 CONCURRENCY_VARIABLE = "TOOLKIT_VAULT_CALL_CONCURRENCY"
-DEFAULT_RATE = 20.0  # calls a second per principal, in one process
+DEFAULT_RATE = 50.0  # calls a second per principal, in one process (as `serve --rate`)
 DEFAULT_CONCURRENCY = 8  # calls in flight per instance (`serve`'s connections per principal)
 OFF = "off"
 _BUCKETS_KEPT = 10_000  # principals' buckets before full (idle) ones are forgotten
@@ -85,7 +85,7 @@ class CallLimits:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> CallLimits:
-        """The operator's limits (`TOOLKIT_VAULT_CALL_*`); VaultError names a bad one."""
+        """The operator's limits (the three variables above); VaultError names a bad one."""
         env = os.environ if environ is None else environ
         rate = _number(env, RATE_VARIABLE, DEFAULT_RATE, float)
         burst = _number(env, BURST_VARIABLE, None, int)
