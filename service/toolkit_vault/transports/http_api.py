@@ -42,6 +42,7 @@ from toolkit_vault.transports.a2e.over_websocket import A2ESocket
 from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.transports.http_admin import Guards, admin_routes
+from toolkit_vault.transports.http_allowances import allowance_routes
 from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
 from toolkit_vault.transports.http_operator import operator_routes
@@ -117,6 +118,7 @@ def create_app(
     app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
+    app.include_router(allowance_routes(guards))  # /v1/allowances
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)
