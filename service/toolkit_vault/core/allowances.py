@@ -21,7 +21,7 @@ from typing import Any
 
 from toolkit_vault.access.allowances import ToolAllowance, allowance_in
 from toolkit_vault.access.principals import PrincipalInfo, list_principals
-from toolkit_vault.errors import VaultError
+from toolkit_vault.errors import ToolkitNotFound, VaultError
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
@@ -77,10 +77,17 @@ def _checked(
     """The allowance, each name checked against the registry (`toolkit` raises
     ToolkitNotFound for one it does not know)."""
     allowance = ToolAllowance.of(toolkits, tools)
+
+    def known(name: str) -> RegisteredToolkit:
+        try:
+            return toolkit(name)
+        except ToolkitNotFound:
+            raise ToolkitNotFound(f"no toolkit is registered as {name[:80]!r}") from None
+
     for name in allowance.toolkits:
-        toolkit(name)
+        known(name)
     for name, tool in sorted(allowance.tools):
-        declared = toolkit(name).definition.tools
+        declared = known(name).definition.tools
         if declared and tool not in declared:
             raise VaultError(
                 f"toolkit {name} has no tool {tool[:80]!r}; its tools: {', '.join(declared)}"
