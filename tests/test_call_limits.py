@@ -18,7 +18,7 @@ from toolkit_vault.tools.limits import (
     BURST_VARIABLE,
     CONCURRENCY_VARIABLE,
     RATE_VARIABLE,
-    CallLimits,
+    CallAdmission,
 )
 from toolkit_vault.tools.refusals import CallRefused
 
@@ -31,7 +31,7 @@ class Clock:
         return self.now
 
 
-def refused(limits: CallLimits, principal: str, instance: object) -> CallRefused | None:
+def refused(limits: CallAdmission, principal: str, instance: object) -> CallRefused | None:
     """The refusal of one call, or None when it was admitted (and ended at once)."""
     try:
         with limits.admit(principal, instance):
@@ -42,7 +42,7 @@ def refused(limits: CallLimits, principal: str, instance: object) -> CallRefused
 
 def test_a_principal_past_its_rate_is_refused_busy_and_others_are_not() -> None:
     clock = Clock()
-    limits = CallLimits(rate=2.0, burst=3, concurrency=None, clock=clock)
+    limits = CallAdmission(rate=2.0, burst=3, concurrency=None, clock=clock)
     assert [refused(limits, "alice", "i") for _ in range(3)] == [None, None, None]  # the burst
     busy = refused(limits, "alice", "i")
     assert busy is not None and busy.reason == "busy"
@@ -57,7 +57,7 @@ def test_a_principal_past_its_rate_is_refused_busy_and_others_are_not() -> None:
 
 
 def test_an_instance_runs_at_most_its_concurrency_and_a_slot_comes_back() -> None:
-    limits = CallLimits(rate=None, concurrency=2)
+    limits = CallAdmission(rate=None, concurrency=2)
     release = threading.Event()
     entered = threading.Barrier(3)
 
@@ -82,7 +82,7 @@ def test_an_instance_runs_at_most_its_concurrency_and_a_slot_comes_back() -> Non
 
 
 def test_a_failing_call_gives_its_slot_back() -> None:
-    limits = CallLimits(rate=None, concurrency=1)
+    limits = CallAdmission(rate=None, concurrency=1)
     with pytest.raises(RuntimeError), limits.admit("alice", "i"):
         raise RuntimeError("the tool failed")
     assert limits.running("i") == 0 and refused(limits, "alice", "i") is None
@@ -91,7 +91,7 @@ def test_a_failing_call_gives_its_slot_back() -> None:
 def test_under_many_threads_the_limits_hold_exactly() -> None:
     """Sixteen callers at once on one instance limited to four: never more than four run,
     every other call is refused busy, and none is lost or counted twice."""
-    limits = CallLimits(rate=None, concurrency=4)
+    limits = CallAdmission(rate=None, concurrency=4)
     lock, peak, now, outcomes = threading.Lock(), [0], [0], {"ok": 0, "busy": 0}
     start = threading.Barrier(16)
 
@@ -124,7 +124,7 @@ def test_under_many_threads_the_limits_hold_exactly() -> None:
 def test_the_rate_holds_under_many_threads() -> None:
     """A burst of 10 and a rate too slow to refill during the test: of 200 calls from 8
     threads, exactly 10 are admitted."""
-    limits = CallLimits(rate=0.001, burst=10, concurrency=None)
+    limits = CallAdmission(rate=0.001, burst=10, concurrency=None)
     admitted = []
 
     def call() -> None:
@@ -138,14 +138,14 @@ def test_the_rate_holds_under_many_threads() -> None:
 
 
 def test_the_operator_sets_them_through_the_environment() -> None:
-    default = CallLimits.from_environment({})
+    default = CallAdmission.from_environment({})
     assert (default.settings.rate, default.settings.burst) == (50.0, 100)
     assert default.settings.concurrency == 8
-    chosen = CallLimits.from_environment(
+    chosen = CallAdmission.from_environment(
         {RATE_VARIABLE: "5", BURST_VARIABLE: "7", CONCURRENCY_VARIABLE: "2"}
     )
     assert (chosen.settings.rate, chosen.settings.burst, chosen.settings.concurrency) == (5, 7, 2)
-    off = CallLimits.from_environment({RATE_VARIABLE: "off", CONCURRENCY_VARIABLE: "OFF"})
+    off = CallAdmission.from_environment({RATE_VARIABLE: "off", CONCURRENCY_VARIABLE: "OFF"})
     assert off.settings.rate is None and off.settings.concurrency is None
     assert all(refused(off, "alice", "i") is None for _ in range(1000))
     for name, value in (
@@ -156,7 +156,7 @@ def test_the_operator_sets_them_through_the_environment() -> None:
         (BURST_VARIABLE, "-1"),
     ):
         with pytest.raises(VaultError, match=name):
-            CallLimits.from_environment({name: value})
+            CallAdmission.from_environment({name: value})
 
 
 def test_the_vault_reads_them_at_start(

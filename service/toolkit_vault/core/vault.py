@@ -49,7 +49,7 @@ from toolkit_vault.protocol import Message, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
-from toolkit_vault.tools.limits import CallLimits
+from toolkit_vault.tools.limits import CallAdmission
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -120,7 +120,7 @@ class Vault(Configuring):
         self.check_slots = CheckSlots()  # credential checks in flight here, at most a few
         # How often a principal may call a tool, and how many calls an instance runs at
         # once, here (`tools.limits`; TOOLKIT_VAULT_CALL_RATE, _BURST, _CONCURRENCY).
-        self.call_limits = CallLimits.from_environment()
+        self.call_limits = CallAdmission.from_environment()
 
     # -- the parts, as callers and tests knew them ----------------------------------------
 

@@ -32,7 +32,7 @@ __all__ = [
     "BURST_VARIABLE",
     "CONCURRENCY_VARIABLE",
     "RATE_VARIABLE",
-    "CallLimits",
+    "CallAdmission",
 ]
 
 RATE_VARIABLE = "TOOLKIT_VAULT_CALL_RATE"
@@ -60,7 +60,7 @@ class _Settings:
     concurrency: int | None  # None: no concurrency limit
 
 
-class CallLimits:
+class CallAdmission:
     """The two limits of one process; thread-safe. `admit` is the one entry point."""
 
     def __init__(
@@ -84,7 +84,7 @@ class CallLimits:
         self._running: dict[Hashable, int] = {}  # instance -> calls in flight (absent: none)
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> CallLimits:
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> CallAdmission:
         """The operator's limits (the three variables above); VaultError names a bad one."""
         env = os.environ if environ is None else environ
         rate = _number(env, RATE_VARIABLE, DEFAULT_RATE, float)
