@@ -58,6 +58,7 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+TOOL_CALLS = "tests/test_tool_calls.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
@@ -2753,6 +2754,79 @@ MUTANTS = [
         "                    self._running.pop(instance_key, None)",
         "                    pass",
         (LIMITS + "test_a_failing_call_gives_its_slot_back",),
+    ),
+    # -- issue 50: tool calls (the withheld check, the scope, arguments, cancellation) --
+    Mutant(
+        "tool call: a result carrying the scope's secret is answered",
+        V + "tools/calls.py",
+        "        if withholder().withholds(shown):",
+        "        if False:",
+        (TOOL_CALLS + "test_a_result_carrying_the_secret_is_withheld",),
+    ),
+    Mutant(
+        "tool call: another session's instance is reached",
+        V + "core/instances.py",
+        """            entry = self._table.get(session_id, {}).get(name)
+            if entry is None or entry.instance is None or entry.secrets is None:""",
+        """            entry = next((e[name] for e in self._table.values() if name in e), None)
+            if entry is None or entry.instance is None or entry.secrets is None:""",
+        (TOOL_CALLS + "test_another_session_cannot_reach_the_instance",),
+        also=(
+            (
+                V + "core/tool_calls.py",
+                "        if name not in self._configured(principal, session_id):",
+                "        if False:",
+            ),
+        ),
+    ),
+    Mutant(
+        "tool call: the live instance is not brought in line with the store first",
+        V + "core/tool_calls.py",
+        "        if name not in self._configured(principal, session_id):",
+        "        if name not in self.instances.live(session_id):",
+        (TOOL_CALLS + "test_a_purge_made_by_another_process_is_seen_before_the_call",),
+    ),
+    Mutant(
+        "tool call: arguments reach the tool unchecked",
+        V + "core/tool_calls.py",
+        "        checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)",
+        "        pass",
+        (TOOL_CALLS + "test_refusals_before_the_tool_runs",),
+    ),
+    Mutant(
+        "tool call: a purge, reconfigure or expiry leaves the calls on the replaced entry",
+        V + "core/instances.py",
+        "                held.end_calls()",
+        "                pass",
+        (
+            TOOL_CALLS + "test_a_purge_during_a_slow_call_cancels_it",
+            TOOL_CALLS + "test_a_reconfigure_during_a_slow_call_cancels_it",
+            TOOL_CALLS + "test_an_expiry_during_a_slow_call_cancels_it",
+        ),
+    ),
+    Mutant(
+        "tool call: a dropped entry's calls go on",
+        V + "core/instances.py",
+        "                self._table[session_id].pop(name).end_calls()",
+        "                self._table[session_id].pop(name)",
+        (TOOL_CALLS + "test_a_principal_purge_cancels_the_calls_made_from_its_config",),
+    ),
+    Mutant(
+        "tool call: tool/cancel does not cancel",
+        V + "core/connection.py",
+        """        if call is not None:
+            call.cancel()""",
+        """        if call is not None:
+            pass""",
+        (TOOL_CALLS + "test_tool_cancel_and_closing_the_connection_cancel",),
+    ),
+    Mutant(
+        "tool call: closing the connection leaves its calls running",
+        V + "core/connection.py",
+        """            self.plugin = None
+        self.cancel_calls()""",
+        """            self.plugin = None""",
+        (TOOL_CALLS + "test_tool_cancel_and_closing_the_connection_cancel",),
     ),
 ]
 

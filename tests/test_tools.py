@@ -63,7 +63,10 @@ def test_the_wire_shape_of_tool_list(vault: Vault) -> None:
     (line,) = conn.handle_raw(json.dumps({"type": "tool/list/req", "id": "t9"}))
     answer = json.loads(line)
     assert list(answer) == ["type", "id", "version", "ts", "req_id", "tools"]
-    assert answer["tools"][0] == {"name": "read_file", "toolkit": "filesystem", "description": None}
+    read_file = answer["tools"][0]
+    assert list(read_file) == ["name", "toolkit", "description", "input_schema"]
+    assert (read_file["name"], read_file["toolkit"]) == ("read_file", "filesystem")
+    assert read_file["input_schema"]["type"] == "object"
 
 
 def test_tools_of_every_configured_toolkit_minus_the_unavailable(spec_vault: Vault) -> None:
@@ -179,7 +182,11 @@ def test_tool_list_over_stdio_then_resumed_in_a_new_process(spec_cli_env: dict[s
         listing,
     )
     session = first[0]["session_id"]
-    expected = [{"name": n, "toolkit": t, "description": None} for n, t in MAIL[1:]]
+    any_object = {"type": "object"}  # a tool declared by name alone takes any object
+    expected = [
+        {"name": n, "toolkit": t, "description": None, "input_schema": any_object}
+        for n, t in MAIL[1:]
+    ]
     assert first[-1]["tools"] == expected
     again = _stdio(
         spec_cli_env,

@@ -205,7 +205,7 @@ class Configuring(Listing):
         # halves), not opened again from `sealed`: the envelope format is proven by its
         # known-answer vectors, and resume opens what was stored.
         register_secrets(secrets.values())
-        instance, outcome = self._initialize(toolkit, merge_secrets(public, secrets))
+        live, outcome = self._initialize(toolkit, merge_secrets(public, secrets))
 
         def build(version: int, primary_kek: str) -> VersionDraft:
             nonlocal sealed
@@ -229,8 +229,8 @@ class Configuring(Listing):
                 if outcome.status != "error":  # else nothing changed: the previous one stays
                     self.publish(status_event(scope_id, name, True, outcome))
                 return
-            if instance is not None:
-                self._activate((scope_id, name), instance, version, outcome)
+            if live[0] is not None:
+                self._activate((scope_id, name), live, version, outcome)
             configured = name in self.instances.live(scope_id)
             self.publish(status_event(scope_id, name, configured, outcome))
 

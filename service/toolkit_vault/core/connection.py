@@ -1,6 +1,10 @@
 """One transport connection speaking A2E: it parses raw messages, enforces the handshake
 and capability gating (`toolkits`, `tools`), and turns every failure into a well-formed
 `error` message. Every transport (HTTP, WebSocket, stdio) is a shell over it.
+
+It holds its tool calls in flight by their request ids, so that `tool/cancel/req` and
+the connection closing cancel them. A transport may handle a `tool/call/req` on a thread
+of its own while the connection's other messages go on (`handle` is safe for that).
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from toolkit_vault.protocol import (
     HandshakeResponse,
     InvalidMessage,
     Message,
+    ToolCallRequest,
+    ToolCancelRequest,
+    ToolCancelResponse,
     ToolListRequest,
     dump_message,
     parse_message,
 )
 from toolkit_vault.store.writer import Write, deferring
+from toolkit_vault.tools.calls import Cancellation
+from toolkit_vault.tools.refusals import CallRefused
 
-__all__ = ["A2EConnection", "Reply", "connect", "read_request"]
+__all__ = ["CALLS_IN_FLIGHT", "TOOLS_MESSAGES", "A2EConnection", "Reply", "connect", "read_request"]
+
+TOOLS_MESSAGES = (ToolListRequest, ToolCallRequest, ToolCancelRequest)  # the `tools` capability
+CALLS_IN_FLIGHT = 32  # a connection's tool calls running at once; more are refused `busy`
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,8 @@ class A2EConnection:
         self._outbox_lock = threading.Lock()
         self.plugin: VaultToolkitPlugin | None = None
         self._granted: tuple[str, ...] | None = None  # None: bound without a handshake (`bind`)
+        self._calls: dict[str, Cancellation] = {}  # tool calls in flight, by request id
+        self._calls_lock = threading.Lock()
 
     @property
     def session_id(self) -> str | None:
@@ -85,7 +99,10 @@ class A2EConnection:
         the message makes may be left committing (`Reply.writes`; SQLite's writer thread
         commits it with others), so that no worker thread sits out the commit; once those
         are settled, `Reply.lines` is what to send. `events=False` (HTTP, which has nowhere
-        to push) leaves out the events it causes and the connection's outbox alone."""
+        to push) leaves out the events it causes and the connection's outbox alone, as a
+        tool call does (it causes none, and may run beside the connection's other
+        messages: events meanwhile are pushed as they come)."""
+        events = events and not isinstance(request, ToolCallRequest)
         if events:
             self._outbox = []
         try:
@@ -119,20 +136,65 @@ class A2EConnection:
         except Exception:
             return None  # `handle` answers it, with the error it deserves
 
-    def handle(self, request: Message) -> Message:
+    def call(self, request: ToolCallRequest, cancellation: Cancellation) -> Reply:
+        """A tool call `start` would answer, with a cancel switch the transport holds too
+        (HTTP: the client leaving); its audit record may be left committing."""
+        with deferring(True) as left:
+            response = self.handle(request, cancellation)
+        return Reply(request, dump_message(response), left, None)
+
+    def handle(self, request: Message, cancellation: Cancellation | None = None) -> Message:
         try:
             if isinstance(request, HandshakeRequest):
                 return self._handshake(request)
-            needed = "tools" if isinstance(request, ToolListRequest) else "toolkits"
+            needed = "tools" if isinstance(request, TOOLS_MESSAGES) else "toolkits"
             if self.plugin is None or needed not in self.capabilities:
                 return _error(
                     request.id, "CAPABILITY_NOT_NEGOTIATED", f"handshake granting {needed} first"
                 )
             if isinstance(request, ToolListRequest):
                 return self.vault.list_tools(self.principal, self.plugin.session_id, request)
+            if isinstance(request, ToolCallRequest):
+                return self._call(self.plugin.session_id, request, cancellation or Cancellation())
+            if isinstance(request, ToolCancelRequest):
+                return self._cancel(request)
             return self.plugin.handle(request)
         except Exception as exc:
             return _failed(request, exc)
+
+    def _call(
+        self, session_id: str, request: ToolCallRequest, cancellation: Cancellation
+    ) -> Message:
+        """Run a tool call, cancellable by its id while it runs."""
+        with self._calls_lock:
+            if request.id in self._calls:
+                return _error(request.id, "INVALID_MESSAGE", "a call with this id is in flight")
+            if len(self._calls) >= CALLS_IN_FLIGHT:
+                raise CallRefused("busy", f"at most {CALLS_IN_FLIGHT} calls in flight at once")
+            if self.plugin is None:  # closed meanwhile
+                cancellation.cancel()
+            self._calls[request.id] = cancellation
+        try:
+            return self.vault.call_tool(self.principal, session_id, request, cancellation)
+        finally:
+            with self._calls_lock:
+                self._calls.pop(request.id, None)
+
+    def _cancel(self, request: ToolCancelRequest) -> Message:
+        with self._calls_lock:
+            call = self._calls.get(request.call_id)
+        if call is not None:
+            call.cancel()
+        return ToolCancelResponse(
+            req_id=request.id, call_id=request.call_id, cancelled=call is not None
+        )
+
+    def cancel_calls(self) -> None:
+        """Cancel every call in flight on this connection (it is closing)."""
+        with self._calls_lock:
+            calls = list(self._calls.values())
+        for call in calls:
+            call.cancel()
 
     def _handshake(self, request: HandshakeRequest) -> Message:
         if self.plugin is not None:
@@ -165,7 +227,9 @@ class A2EConnection:
 
     def close(self) -> None:
         self.unsubscribe()
-        self.plugin = None
+        with self._calls_lock:
+            self.plugin = None
+        self.cancel_calls()
 
 
 class Reply:

@@ -33,15 +33,20 @@ from toolkit_vault.errors import (
     ToolkitNotFound,
     VaultError,
 )
-from toolkit_vault.oauth import without_token_set
+from toolkit_vault.oauth import TOKEN_SET_KEY, without_token_set
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.records import VersionRecord
 from toolkit_vault.store.scopes import principal_scope
 from toolkit_vault.store.storage import Source, Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.tools.scope_secrets import ScopeSecrets
 
-__all__ = ["INTEGRITY_FAILED", "InstanceSync"]
+__all__ = ["INTEGRITY_FAILED", "NONE_LIVE", "InstanceSync", "Live"]
+
+# An instance made, with the secrets its results are searched for; or none (it failed).
+Live = tuple[Toolkit, ScopeSecrets] | tuple[None, None]
+NONE_LIVE: Live = (None, None)
 
 # What a stored config that fails its MAC, its pointer check or decryption reports (one
 # message: which layer caught an edit is the operator's business, `check` names it).
@@ -118,8 +123,9 @@ class InstanceSync:
             if source == had.get(name) and name in live and record.authentic:
                 continue  # the read before was older; nothing changed after all
             opened = self._open(record, inherited=record.session_id != session_id)
-            instance, outcome, source = opened[0], opened[1], (record.session_id, opened[2])
-            if not self._install(session_id, name, had, outcome, instance, source):
+            (instance, secrets), outcome = opened[0], opened[1]
+            source = (record.session_id, opened[2])
+            if not self._install(session_id, name, had, outcome, instance, source, secrets):
                 continue
             configured = instance is not None
             if not quiet or not configured or outcome.status == "partial":
@@ -137,9 +143,7 @@ class InstanceSync:
             name for name, (scope, version) in had.items() if chain.pointer(scope, name) != version
         }
 
-    def _open(
-        self, record: VersionRecord, *, inherited: bool
-    ) -> tuple[Toolkit | None, Outcome, int]:
+    def _open(self, record: VersionRecord, *, inherited: bool) -> tuple[Live, Outcome, int]:
         """A fresh instance initialized from a stored version (an OAuth token refreshed
         first when it is about to expire: the version it was made from is returned); (None,
         why, version) when it fails."""
@@ -149,15 +153,15 @@ class InstanceSync:
             config = self.sealing.decrypt(record)
             config, version = self.oauth.ready(record, toolkit, config)
         except DecryptionError:
-            return None, Outcome("error", INTEGRITY_FAILED), version
+            return NONE_LIVE, Outcome("error", INTEGRITY_FAILED), version
         except ToolkitNotFound:
-            return None, Outcome("error", "toolkit not registered"), version
+            return NONE_LIVE, Outcome("error", "toolkit not registered"), version
         except Reconnect as exc:
-            return None, Outcome("error", exc.message, intake_url=exc.intake_url), version
-        instance, outcome = self._initialize(toolkit, config)
+            return NONE_LIVE, Outcome("error", exc.message, intake_url=exc.intake_url), version
+        live, outcome = self._initialize(toolkit, config)
         if inherited and outcome.status == "ok":
             outcome = Outcome("ok", "Toolkit configured from its principal's config")
-        return instance, outcome, version
+        return live, outcome, version
 
     def decrypt(self, record: VersionRecord) -> dict[str, Any]:
         """A stored version's whole config (OAuth's token set included: `ready` reads it);
@@ -166,36 +170,40 @@ class InstanceSync:
 
     def _initialize(
         self, toolkit: RegisteredToolkit, config: dict[str, Any]
-    ) -> tuple[Toolkit | None, Outcome]:
+    ) -> tuple[Live, Outcome]:
         """Run a fresh instance's initialize; its own words never reach the agent (sanitized).
-        A credential past its known expiry makes no instance: a person must renew it."""
+        A credential past its known expiry makes no instance: a person must renew it. The
+        instance comes with the secrets its results are searched for (`ScopeSecrets`)."""
         ends = expiry_of(config)
         if ends is not None and ends <= self.clock():
-            return None, Outcome("error", expired_message(ends), expires_at=ends)
+            return NONE_LIVE, Outcome("error", expired_message(ends), expires_at=ends)
+        given = without_expiry(without_token_set(config))
         try:
             instance = toolkit.factory()
-            unavailable = instance.initialize(without_expiry(without_token_set(config)))
+            unavailable = instance.initialize(given)
         except Exception as exc:
             log.warning(
                 "toolkit %s failed to initialize (%s)", toolkit.definition.name, type(exc).__name__
             )
-            return None, Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
+            failed = Outcome("error", f"toolkit initialization failed ({type(exc).__name__})")
+            return NONE_LIVE, failed
+        secrets = ScopeSecrets(lambda: toolkit.schema, given, config.get(TOKEN_SET_KEY))
+        live: Live = (instance, secrets)
         known = frozenset(t for t in (unavailable or []) if t in toolkit.definition.tools)
         if known:
             message = "tools unavailable: " + ", ".join(sorted(known))
-            return instance, Outcome("partial", message, known, expires_at=ends)
-        return instance, Outcome("ok", "Toolkit configured successfully", expires_at=ends)
+            return live, Outcome("partial", message, known, expires_at=ends)
+        return live, Outcome("ok", "Toolkit configured successfully", expires_at=ends)
 
-    def _activate(
-        self, key: tuple[str, str], instance: Toolkit, version: int, outcome: Outcome
-    ) -> None:
-        """Make `instance`, just configured from the session's own `version`, the live one
-        for (session, toolkit), unless a newer own version is live already."""
+    def _activate(self, key: tuple[str, str], live: Live, version: int, outcome: Outcome) -> None:
+        """Make `live`'s instance, just configured from the session's own `version`, the
+        live one for (session, toolkit), unless a newer own version is live already."""
         session_id, name = key
         held = self.instances.source(session_id, name)
         if held is not None and held[0] == session_id and held[1] > version:
             return
-        self._install(session_id, name, None, outcome, instance, (session_id, version))
+        instance, secrets = live
+        self._install(session_id, name, None, outcome, instance, (session_id, version), secrets)
 
     def _install(
         self,
@@ -205,13 +213,16 @@ class InstanceSync:
         outcome: Outcome,
         instance: Toolkit | None = None,
         source: Source | None = None,
+        secrets: ScopeSecrets | None = None,
     ) -> bool:
         """Record in the live-instance table what (session, toolkit) was last initialized
-        from and its live instance, only if the entry is still what `had` says
-        (`LiveInstances.install`). The instance gets its push callback: bound to that
-        session and toolkit, silent once another instance replaces it."""
+        from and its live instance (with the secrets its results are searched for), only
+        if the entry is still what `had` says (`LiveInstances.install`). The instance gets
+        its push callback: bound to that session and toolkit, silent once another instance
+        replaces it."""
+        unavailable, ends = outcome.unavailable, outcome.expires_at
         if not self.instances.install(
-            session_id, name, had, source, instance, outcome.unavailable, outcome.expires_at
+            session_id, name, had, source, instance, unavailable, ends, secrets
         ):
             return False
         bind = getattr(instance, "set_push_callback", None)

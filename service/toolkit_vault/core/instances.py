@@ -9,19 +9,27 @@ scope's), so no use case cleans up several structures by hand. It also keeps wha
 list's read of the store stays true for (`Mark`: the store's commit mark and the count of
 drops made here), so a list may be answered from memory (`Vault.answer_without_blocking`).
 
-May import: store (its `Source` type), plugin types; nothing that acts.
+Each live entry holds the calls in flight on its instance (`claim`), and the secrets its
+results are searched for (`tools.scope_secrets`): an entry replaced (a reconfigure, an
+expiry) or dropped (a purge, a removal, a principal's config changed) cancels its calls
+at once, and a call can claim only the entry live now.
+
+May import: store (its `Source` type), plugin types, the tool engine's types; nothing
+that acts.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolkit_vault.store.storage import Source
 from toolkit_vault.toolkits.registry import Toolkit
+from toolkit_vault.tools.calls import Cancellation
+from toolkit_vault.tools.scope_secrets import ScopeSecrets
 
-__all__ = ["LiveInstances", "Mark"]
+__all__ = ["Claim", "LiveInstances", "Mark"]
 
 Mark = tuple[int, int]  # `Vault.mark`: the store's commit mark, this process's drops
 
@@ -32,6 +40,25 @@ class _Entry:
     instance: Toolkit | None = None  # None: none is live (failed, or its credential ended)
     unavailable: frozenset[str] = frozenset()  # tools a `partial` status named
     expires_at: float | None = None  # when its credential ends, if known
+    secrets: ScopeSecrets | None = None  # what its results are searched for
+    calls: set[Cancellation] = field(default_factory=set)  # calls in flight on it
+
+    def end_calls(self) -> None:
+        """Cancel every call in flight on this entry's instance (it is no longer live)."""
+        for call in self.calls:
+            call.cancel()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A call's hold on a live instance: the instance, what it was made from, the secrets
+    its result is searched for; `release` when the call ends."""
+
+    instance: Toolkit
+    source: Source
+    secrets: ScopeSecrets
+    unavailable: frozenset[str]
+    release: Callable[[], None]
 
 
 class LiveInstances:
@@ -122,6 +149,22 @@ class LiveInstances:
                 if name in entries and entries[name].source[0] == scope_id
             ]
 
+    def claim(self, session_id: str, name: str, call: Cancellation) -> Claim | None:
+        """Hold the live instance of (session, toolkit) for `call`, which is cancelled if the
+        entry is replaced or dropped before `release`; None when none is live."""
+        with self._lock:
+            entry = self._table.get(session_id, {}).get(name)
+            if entry is None or entry.instance is None or entry.secrets is None:
+                return None
+            entry.calls.add(call)
+        held = entry
+
+        def release() -> None:
+            with self._lock:
+                held.calls.discard(call)
+
+        return Claim(entry.instance, entry.source, entry.secrets, entry.unavailable, release)
+
     # -- what a list's read stays true for ---------------------------------------------------
 
     @property
@@ -170,6 +213,7 @@ class LiveInstances:
         instance: Toolkit | None = None,
         unavailable: frozenset[str] = frozenset(),
         expires_at: float | None = None,
+        secrets: ScopeSecrets | None = None,
     ) -> bool:
         """Record what (session, toolkit) was last initialized from (`source`; None:
         nothing is current) and its live instance (None: none, or it failed), only if the
@@ -179,12 +223,14 @@ class LiveInstances:
             held = entries.get(name)
             if had is not None and (None if held is None else held.source) != had.get(name):
                 return False
+            if held is not None and (source is None or held.instance is not instance):
+                held.end_calls()
             if source is None:
                 entries.pop(name, None)
                 return True
             entry = _Entry(source)
             if instance is not None:
-                entry = _Entry(source, instance, unavailable, expires_at)
+                entry = _Entry(source, instance, unavailable, expires_at, secrets)
             self._table.setdefault(session_id, entries)[name] = entry
             return True
 
@@ -199,7 +245,7 @@ class LiveInstances:
                 if where(session_id, name, entry.source)
             }
             for session_id, name in dropped:
-                del self._table[session_id][name]
+                self._table[session_id].pop(name).end_calls()
             if dropped:
                 self._dropped += 1
             return dropped

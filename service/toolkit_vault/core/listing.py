@@ -4,7 +4,7 @@ transport's event loop), else after bringing them in line with the store.
 
 The second layer of `vault.Vault` (over `instance_sync.InstanceSync`).
 
-May import: `core`'s instance sync and instances, protocol, store.
+May import: `core`'s instance sync and instances, protocol, store, toolkits, tools.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from toolkit_vault.access.allowances import ToolAllowance, allowance_in
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.instance_sync import InstanceSync
 from toolkit_vault.core.instances import Mark
+from toolkit_vault.plugin import Tool
 from toolkit_vault.protocol import (
     Message,
     ToolInfo,
@@ -27,6 +28,8 @@ from toolkit_vault.protocol import (
     dump_toolkit_list,
 )
 from toolkit_vault.store.scopes import principal_scope
+from toolkit_vault.toolkits.registry import RegisteredToolkit
+from toolkit_vault.tools.standins import declared_tool
 
 __all__ = ["ANSWERED_WITHOUT_BLOCKING", "Listing"]
 
@@ -141,7 +144,7 @@ class Listing(InstanceSync):
         allowance: ToolAllowance | None,
     ) -> ToolListResponse:
         tools = [
-            ToolInfo(name=tool, toolkit=toolkit.definition.name)
+            _info(toolkit, tool)
             for toolkit in self.registry.all()
             if toolkit.definition.name in configured
             for tool in toolkit.definition.tools
@@ -173,3 +176,17 @@ class Listing(InstanceSync):
         dropped = self.instances.dropped
         store_mark = await self.store.commit_mark_on_loop()
         return None if store_mark is None else (store_mark, dropped)
+
+
+def _info(toolkit: RegisteredToolkit, name: str) -> ToolInfo:
+    """A tool as `tool/list` shows it: with the input schema its calls are checked
+    against, and its output schema and annotations where it declares them."""
+    tool = declared_tool(toolkit, name) or Tool(name)
+    return ToolInfo(
+        name=name,
+        toolkit=toolkit.definition.name,
+        description=tool.description or None,
+        input_schema=dict(tool.input_schema),
+        output_schema=None if tool.output_schema is None else dict(tool.output_schema),
+        annotations=None if tool.annotations is None else dict(tool.annotations),
+    )

@@ -2,8 +2,9 @@
 process initialized, brought in line with the store. Transports reach it through
 `connection.A2EConnection`.
 
-`Vault` is the last of three layers, each one idea: `instance_sync.InstanceSync` (the live
-instances kept in line with the store), `listing.Listing`, `configuring.Configuring`; this
+`Vault` is the last of four layers, each one idea: `instance_sync.InstanceSync` (the live
+instances kept in line with the store), `listing.Listing`, `configuring.Configuring`,
+`tool_calls.ToolCalling` (over the call engine, `tools.calls`); this
 module adds construction, sessions and the public entry points of its parts. The parts
 are made here, at construction, from what the vault is given: the live instances
 (`instances.LiveInstances`, one table), sealing (`sealing.Sealing`), registry following
@@ -30,7 +31,7 @@ from typing import Any
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.verify import AuditReport
-from toolkit_vault.core.configuring import SESSION_ID_CHARS, Configuring
+from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
 from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING
@@ -41,15 +42,18 @@ from toolkit_vault.core.purge import PurgeReport
 from toolkit_vault.core.push import PushRouter, SessionListener
 from toolkit_vault.core.registry_follow import RegistryFollower
 from toolkit_vault.core.sealing import Sealing
+from toolkit_vault.core.tool_calls import ToolCalling, not_recorded
 from toolkit_vault.core.upkeep import Upkeep
 from toolkit_vault.core.verification import CheckLog, CheckSlots, PluginChecks, VerifyPolicy
-from toolkit_vault.crypto import KeyRing, SealedConfig, SecretBytes
+from toolkit_vault.crypto import KeyRing, SealedConfig, SecretBytes, derive_key
 from toolkit_vault.errors import UnknownSession
 from toolkit_vault.protocol import Message, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.tools.calls import CallEngine, CallLimits
 from toolkit_vault.tools.limits import CallAdmission
+from toolkit_vault.tools.standins import CALL_HMAC_LABEL
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -65,7 +69,7 @@ __all__ = [
 ]
 
 
-class Vault(Configuring):
+class Vault(ToolCalling):
     def __init__(
         self,
         store: Store,
@@ -118,9 +122,13 @@ class Vault(Configuring):
         self.plugin_checks = PluginChecks()  # which toolkits have a `verify`, learnt once
         self.checks = CheckLog()  # the last check of each toolkit here, for the console
         self.check_slots = CheckSlots()  # credential checks in flight here, at most a few
-        # How often a principal may call a tool, and how many calls an instance runs at
-        # once, here (`tools.limits`; TOOLKIT_VAULT_CALL_RATE, _BURST, _CONCURRENCY).
+        # Tool calls: the engine (deadlines: TOOLKIT_VAULT_TOOL_DEADLINE[S]), the limits on
+        # who calls how often (`tools.limits`: TOOLKIT_VAULT_CALL_RATE, _BURST,
+        # _CONCURRENCY), and where each call's audit record goes.
+        self.call_engine = CallEngine(CallLimits.from_environment())
         self.call_limits = CallAdmission.from_environment()
+        self.record_call = not_recorded
+        self._call_hmac_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
 
     # -- the parts, as callers and tests knew them ----------------------------------------
 

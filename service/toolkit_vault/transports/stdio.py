@@ -5,6 +5,11 @@ one line, and keeps going after any bad input. Nothing but protocol goes to stdo
 the process's own stdin and stdout, it is the process: toolkit plugins initialize in it with
 their decrypted configs, so every log record it makes is redacted (`redact_every_record`)
 before anything reaches stderr.
+
+A tool call runs on a thread of its own, beside the lines that follow it (so a
+`tool/cancel/req` can reach it), and its answer is written when it is ready: answers to
+calls may come out of order, matched by their `req_id`. The end of stdin waits for the
+calls in flight to answer; the process ending ends them.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ import threading
 from typing import IO
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.connection import A2EConnection, connect, read_request
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.logs import redact_every_record
-from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, dump_message
+from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, ToolCallRequest, dump_message
 
 __all__ = ["serve_stdio"]
 
@@ -44,6 +49,11 @@ def serve_stdio(
         write([dump_message(event)])
 
     connection: A2EConnection = connect(vault, principal, push)
+    calls: list[threading.Thread] = []
+
+    def answer(request: Message) -> None:
+        write(connection.respond(request))
+
     try:
         while True:
             line = source.readline(MAX_MESSAGE_BYTES + 2)
@@ -55,7 +65,16 @@ def serve_stdio(
                 continue
             else:
                 line = line.rstrip(b"\r\n")  # framing: the size limit is the message's own
-            write(connection.handle_raw(line))
+            request = read_request(line)
+            if isinstance(request, ToolCallRequest):
+                calls[:] = [call for call in calls if call.is_alive()]
+                call = threading.Thread(target=answer, args=(request,), name="toolkit-vault-call")
+                call.start()
+                calls.append(call)
+                continue
+            answer(request)
+        for call in calls:
+            call.join()
     finally:
         connection.close()
 

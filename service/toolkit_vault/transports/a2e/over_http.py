@@ -2,10 +2,13 @@
 header (not for a handshake). The hot route, answered as plain ASGI before FastAPI's stack
 (`http_api._VaultApp`): its dependency solving and middleware cost more than the rest of a
 list. It passes the guards itself (`Gate.admit`, `read_bounded`) and answers a refusal with
-its A2E `error` body, as FastAPI's handlers would."""
+its A2E `error` body, as FastAPI's handlers would. A tool call runs on the threads of
+calls (`Lanes.calling`), and a client that leaves before its answer cancels it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -16,7 +19,8 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.connection import Reply, connect, read_request
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark
 from toolkit_vault.errors import VaultError
-from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message
+from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message, ToolCallRequest
+from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
@@ -94,10 +98,27 @@ class A2EPost:
             answer = bound.answer_without_blocking(message, await self._marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        reply = await self._lanes.route(message).run_settled(
-            _handle_one, self._bindings, principal, message, session, limit
-        )
+        cancellation = Cancellation()
+        watch = None
+        if isinstance(message, ToolCallRequest):
+            watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
+        try:
+            reply = await self._lanes.route(message).run_settled(
+                _handle_one, self._bindings, principal, message, session, limit, cancellation
+            )
+        finally:
+            if watch is not None:
+                watch.cancel()
         return Response(reply.lines()[0], media_type="application/json")
+
+
+async def _left(receive: Receive, cancellation: Cancellation) -> None:
+    """Cancel the call once the client has left (its body is in: the next message the
+    server gives is the disconnect)."""
+    with contextlib.suppress(OSError, RuntimeError):
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        cancellation.cancel()
 
 
 def _handle_one(
@@ -106,6 +127,7 @@ def _handle_one(
     raw: bytes | Message,
     session_id: str | None,
     max_bytes: int,
+    cancellation: Cancellation | None = None,
 ) -> Reply:
     """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
     connection, anything else uses the session's bound connection (bound here on its first
@@ -123,4 +145,6 @@ def _handle_one(
     except VaultError as exc:
         error = ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=exc.message)
         return Reply.of(request, error)
+    if isinstance(request, ToolCallRequest):
+        return connection.call(request, cancellation or Cancellation())
     return connection.start(request, events=False)

@@ -2,7 +2,12 @@
 every message (`Gate`, so a revoked token stops within a second), each principal may hold
 `Limits.connections_per_principal` sockets, and a token with an expiry has its socket
 closed when it passes, even while its client is silent. A plain ASGI app, served before
-FastAPI's stack, which would wrap every message sent (`http_api._VaultApp`)."""
+FastAPI's stack, which would wrap every message sent (`http_api._VaultApp`).
+
+A tool call runs beside the socket's other messages (a task of its own, on the threads of
+calls), so that a `tool/cancel/req` can reach it; its answer goes out when it is ready,
+after the token is checked again as before a push (the call may outlive a revocation).
+The socket closing cancels its calls."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from starlette.websockets import WebSocket
 from toolkit_vault.access.principals import Principal, expiry_message
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark, Vault
-from toolkit_vault.protocol import ErrorMessage, Message, dump_message
+from toolkit_vault.protocol import ErrorMessage, Message, ToolCallRequest, dump_message
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
 from toolkit_vault.transports.http_access import SharedMarks
@@ -89,6 +94,16 @@ class A2ESocket:
             loop.call_soon_threadsafe(outbox.put_nowait, dump_message(event))
 
         connection = connect(self._vault, principal, push)
+        calls: set[asyncio.Task[None]] = set()
+
+        async def answer_call(request: ToolCallRequest) -> None:
+            reply = await lanes.calling.run_settled(connection.start, request)
+            if not await still_valid():
+                await outbox.refuse()
+                return
+            for line in reply.lines():
+                await outbox.put(line)
+
         try:
             while True:
                 message = await receive()
@@ -106,6 +121,11 @@ class A2ESocket:
                     await outbox.put(dump_message(error))
                     continue
                 request = await lanes.read(raw, limit)
+                if isinstance(request, ToolCallRequest):
+                    task = loop.create_task(answer_call(request))
+                    calls.add(task)
+                    task.add_done_callback(calls.discard)
+                    continue
                 answer = None
                 if isinstance(request, ANSWERED_WITHOUT_BLOCKING):
                     answer = connection.answer_without_blocking(request, await marks.read())
@@ -119,7 +139,10 @@ class A2ESocket:
         finally:
             if closer is not None:
                 closer.cancel()
-            await lanes.a2e.run(connection.close)
+            await lanes.a2e.run(connection.close)  # cancels the calls in flight
+            for task in list(calls):
+                task.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
             await outbox.drained()
 
 

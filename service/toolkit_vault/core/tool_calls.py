@@ -1,0 +1,159 @@
+"""Calling a tool: the use case that puts a call in its scope. A call reaches only the
+instance live for the caller's session (its own config, else its principal's) from the
+version current in the store, brought in line first as a list is; the tool must be one
+its toolkit declares, that the principal may call, with arguments its input schema takes.
+Only then does the engine (`tools.calls`) run it. Every call, refused or not, leaves one
+audit record (`tool_called`).
+
+The fourth layer of `vault.Vault` (over `configuring.Configuring`).
+
+May import: `core`'s configuring and instances, tools, toolkits, schema, protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.configuring import Configuring
+from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
+from toolkit_vault.plugin import ToolResult
+from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
+from toolkit_vault.schema import compile_schema
+from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
+from toolkit_vault.tools.limits import CallAdmission
+from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
+from toolkit_vault.tools.standins import arguments_hmac, declared_tool, invoke
+
+__all__ = ["NoCallLimits", "ToolCalling", "not_recorded"]
+
+
+class NoCallLimits:
+    """Every call admitted (stand-in until `tools.limits`: a principal's rate, an
+    instance's concurrency)."""
+
+    @contextlib.contextmanager
+    def admit(self, principal_id: str, instance_key: tuple[str, str]) -> Iterator[None]:
+        yield
+
+
+def not_recorded(record: CallRecord) -> None:
+    """Stand-in until `tools.call_audit` records `tool_called` through the store."""
+
+
+class ToolCalling(Configuring):
+    """The tool calls of one vault."""
+
+    call_engine: CallEngine
+    call_limits: CallAdmission
+    record_call: Callable[[CallRecord], None]
+    _call_hmac_key: SecretBytes | None  # the audit subkey arguments are HMACed under
+
+    def _call_allowed(self, principal_id: str, toolkit_name: str, tool_name: str) -> bool:
+        """Whether an operator lets the principal call this tool (stand-in: every one)."""
+        return True
+
+    def call_tool(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        cancellation: Cancellation | None = None,
+    ) -> ToolCallResponse:
+        """Run one call in the session's scope, or `CallRefused` (its one-word reason);
+        `cancellation` ends it early (`tool/cancel/req`, the connection closing)."""
+        started = time.monotonic()
+        name, tool_name = msg.toolkit_name, msg.tool_name
+        outcome: CallOutcome = "refused"
+        version: int | None = None
+        try:
+            if msg.session_id not in ("", session_id):
+                raise UnknownSession("unknown session")
+            result, version = self._run_call(
+                principal, session_id, msg, cancellation or Cancellation()
+            )
+            outcome = "tool_error" if result.is_error else "ok"
+        except CallRefused as exc:
+            outcome = outcome_of(exc.reason)
+            raise
+        finally:
+            self._record_call(principal, session_id, msg, outcome, version, started)
+        return ToolCallResponse(
+            req_id=msg.id,
+            toolkit_name=name,
+            tool_name=tool_name,
+            content=[dict(block) for block in result.content],
+            structured_content=(
+                None if result.structured_content is None else dict(result.structured_content)
+            ),
+            is_error=result.is_error,
+        )
+
+    def _run_call(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        cancellation: Cancellation,
+    ) -> tuple[ToolResult, int]:
+        name, tool_name = msg.toolkit_name, msg.tool_name
+        try:
+            toolkit = self.toolkit(name)
+        except ToolkitNotFound:
+            raise CallRefused("unknown_toolkit", "no such toolkit") from None
+        tool = declared_tool(toolkit, tool_name)
+        if tool is None:
+            raise CallRefused("unknown_tool", "the toolkit has no such tool")
+        if not self._call_allowed(principal.principal_id, name, tool_name):
+            raise CallRefused("not_allowed", "this principal may not call this tool")
+        if name not in self._configured(principal, session_id):
+            raise CallRefused("not_configured", "the toolkit is not configured in this session")
+        try:
+            schema = compile_schema(tool.input_schema)
+        except SchemaRefused:
+            raise CallRefused("unavailable", "the tool's input schema is refused") from None
+        checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
+        claim = self.instances.claim(session_id, name, cancellation)
+        if claim is None:  # purged or replaced since the read just made
+            raise CallRefused("not_configured", "the toolkit is not configured in this session")
+        try:
+            if tool_name in claim.unavailable:
+                raise CallRefused("unknown_tool", "the tool is unavailable in this session")
+            run = partial(invoke, claim.instance, tool_name, msg.arguments)
+            with self.call_limits.admit(principal.principal_id, (session_id, name)):
+                result = self.call_engine.run(
+                    name, run, cancellation, lambda: claim.secrets.withholder
+                )
+        finally:
+            claim.release()
+        return result, claim.source[1]
+
+    def _record_call(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        outcome: CallOutcome,
+        version: int | None,
+        started: float,
+    ) -> None:
+        digest = ""
+        if self._call_hmac_key is not None:
+            with contextlib.suppress(ValueError, TypeError):  # arguments no JSON can carry
+                digest = arguments_hmac(self._call_hmac_key, msg.arguments)
+        self.record_call(
+            CallRecord(
+                actor=principal.principal_id,
+                session_id=session_id,
+                toolkit_name=msg.toolkit_name,
+                version=version,
+                tool=msg.tool_name,
+                outcome=outcome,
+                duration_ms=round((time.monotonic() - started) * 1000),
+                arguments_hmac=digest,
+            )
+        )

@@ -1,0 +1,236 @@
+"""One call of a live instance's tool, whatever asked for it (A2E or MCP): its arguments
+checked before the tool sees them, the tool run off the caller's thread under a deadline
+and a cancel switch, and its result bounded and searched for the scope's secrets before
+anyone sees it.
+
+The order is the protection: arguments are checked against the tool's input schema (the
+same compiled validator, depth and value bounds as configs) and a size bound before the
+tool runs; a result is bounded and then withheld whole if it carries a secret of the
+calling scope (`withhold`). The caller's answer never waits on a tool that does not end:
+a deadline passed or a cancel answers at once, and the tool is told (`CallContext`) but
+cannot be stopped; its thread is the pool's until it returns.
+
+What a tool's own failure says is an `is_error` result: the message of a `VaultError` it
+raises (searched like any result), otherwise only the exception's type.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit_vault.canonical import canonical_json
+from toolkit_vault.errors import ConfigInvalid, VaultError
+from toolkit_vault.plugin import CallContext, PluginAnswerRefused, ToolResult
+from toolkit_vault.protocol import MAX_MESSAGE_BYTES
+from toolkit_vault.schema import CompiledSchema
+from toolkit_vault.tools.refusals import CallOutcome, CallRefused
+from toolkit_vault.tools.standins import as_tool_result
+from toolkit_vault.tools.withhold import Withholder
+
+__all__ = [
+    "DEADLINES_ENV",
+    "DEADLINE_ENV",
+    "CallEngine",
+    "CallLimits",
+    "CallRecord",
+    "Cancellation",
+    "checked_arguments",
+]
+
+DEADLINE_ENV = "TOOLKIT_VAULT_TOOL_DEADLINE"  # seconds, every toolkit
+DEADLINES_ENV = "TOOLKIT_VAULT_TOOL_DEADLINES"  # "name=seconds,name=seconds": per toolkit
+DEFAULT_DEADLINE = 30.0
+MAX_DEADLINE = 3600.0
+# Arguments come in one message; a result goes out in one, beside its envelope.
+MAX_ARGUMENT_BYTES = MAX_MESSAGE_BYTES // 2
+MAX_RESULT_BYTES = MAX_MESSAGE_BYTES - 16 * 1024
+TOOL_THREADS = 64  # tools running at once in this process; the rest wait their turn
+NOT_A_RESULT = "the tool did not answer with a tool result"
+log = logging.getLogger(__name__)
+
+
+def _seconds(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{where} must be a number of seconds") from None
+    if not 0 < value <= MAX_DEADLINE:
+        raise ValueError(f"{where} must be more than 0 and at most {MAX_DEADLINE:g} seconds")
+    return value
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """How long a call may run (every toolkit's `deadline`, or its own in `deadlines`) and
+    how large its arguments and result may be. An operator's settings, read once at
+    start-up (`from_environment`); a bad one stops the start."""
+
+    deadline: float = DEFAULT_DEADLINE
+    deadlines: Mapping[str, float] = field(default_factory=dict)
+    argument_bytes: int = MAX_ARGUMENT_BYTES
+    result_bytes: int = MAX_RESULT_BYTES
+
+    def __post_init__(self) -> None:
+        for name, seconds in [("deadline", self.deadline), *self.deadlines.items()]:
+            if not 0 < seconds <= MAX_DEADLINE:
+                raise ValueError(f"the deadline of {name} is out of range")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> CallLimits:
+        deadline = (
+            _seconds(environ[DEADLINE_ENV], DEADLINE_ENV)
+            if environ.get(DEADLINE_ENV)
+            else DEFAULT_DEADLINE
+        )
+        deadlines: dict[str, float] = {}
+        for entry in (environ.get(DEADLINES_ENV) or "").split(","):
+            if not entry.strip():
+                continue
+            name, equals, seconds = entry.partition("=")
+            if not equals or not name.strip():
+                raise ValueError(f"{DEADLINES_ENV} entries are name=seconds")
+            deadlines[name.strip()] = _seconds(seconds.strip(), f"{DEADLINES_ENV} {name.strip()}")
+        return cls(deadline, deadlines)
+
+    def deadline_of(self, toolkit_name: str) -> float:
+        return self.deadlines.get(toolkit_name, self.deadline)
+
+
+class Cancellation:
+    """One call's cancel switch, held by everyone who may end it: its connection
+    (`tool/cancel/req`, or the connection closing) and its live instance's entry (a purge,
+    a reconfigure, an expiry, a removal). Cancelling tells the tool and wakes the caller."""
+
+    __slots__ = ("_wake", "context")
+
+    def __init__(self) -> None:
+        self.context = CallContext(deadline=0.0)
+        self._wake = threading.Event()
+
+    def cancel(self) -> None:
+        self.context.cancelled.set()
+        self._wake.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.context.cancelled.is_set()
+
+
+def checked_arguments(
+    schema: CompiledSchema, arguments: Mapping[str, Any], limit: int = MAX_ARGUMENT_BYTES
+) -> bytes:
+    """The arguments' canonical JSON, once they match the tool's input schema and fit
+    `limit`; else `CallRefused` naming pointers and keywords only, never a value."""
+    try:
+        schema.validate(arguments)
+    except ConfigInvalid as exc:
+        raise CallRefused(
+            "invalid_arguments",
+            "the arguments do not match the tool's input schema",
+            details=exc.details,
+        ) from None
+    try:
+        canonical = canonical_json(dict(arguments))
+    except (ValueError, TypeError):
+        raise CallRefused("invalid_arguments", "the arguments are not I-JSON") from None
+    if len(canonical) > limit:
+        raise CallRefused("too_large", f"the arguments are over {limit} bytes")
+    return canonical
+
+
+class CallEngine:
+    """Runs tools off the caller's thread (a pool of its own), under a deadline and a
+    cancel switch, and checks what they answer."""
+
+    def __init__(self, limits: CallLimits | None = None, threads: int = TOOL_THREADS) -> None:
+        self.limits = limits or CallLimits()
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="toolkit-vault-tool")
+
+    def run(
+        self,
+        toolkit_name: str,
+        tool: Callable[[CallContext], Any],
+        cancellation: Cancellation,
+        withholder: Callable[[], Withholder],
+    ) -> ToolResult:
+        """`tool(context)`'s result, bounded and searched; `CallRefused` (`timeout`,
+        `cancelled`, `too_large`, `withheld`) otherwise, at once when a deadline passes or
+        the call is cancelled."""
+        seconds = self.limits.deadline_of(toolkit_name)
+        deadline = time.monotonic() + seconds
+        context = CallContext(deadline, cancellation.context.cancelled)
+        if cancellation.cancelled:
+            raise CallRefused("cancelled", "the call was cancelled")
+        future = self._pool.submit(_answer, tool, context)
+        wake = cancellation._wake
+        future.add_done_callback(lambda _: wake.set())
+        wake.wait(seconds)
+        if not future.done():
+            cancellation.context.cancelled.set()  # the tool is told; its thread is its own
+            if wake.is_set():
+                raise CallRefused("cancelled", "the call was cancelled")
+            raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
+        if cancellation.cancelled:
+            raise CallRefused("cancelled", "the call was cancelled")
+        return self.checked(future, withholder)
+
+    def checked(
+        self, future: Future[ToolResult], withholder: Callable[[], Withholder]
+    ) -> ToolResult:
+        """The result, if it fits and carries no secret of the scope."""
+        result = future.result()
+        try:
+            content = [dict(block) for block in result.content]
+            structured = (
+                None if result.structured_content is None else dict(result.structured_content)
+            )
+            shown = [content, structured]
+            size = len(json.dumps(shown, ensure_ascii=False, separators=(",", ":")))
+        except (TypeError, ValueError):
+            return ToolResult.text(NOT_A_RESULT, is_error=True)
+        if size > self.limits.result_bytes:
+            raise CallRefused("too_large", f"the result is over {self.limits.result_bytes} bytes")
+        if withholder().withholds(shown):
+            raise CallRefused("withheld", "the result was withheld: it carried a secret")
+        return ToolResult(content, structured, bool(result.is_error))
+
+
+def _answer(tool: Callable[[CallContext], Any], context: CallContext) -> ToolResult:
+    """Run the tool; its own failure becomes an `is_error` result that says no more than a
+    `VaultError`'s message (searched like any result) or the exception's type."""
+    try:
+        return as_tool_result(tool(context))
+    except PluginAnswerRefused:
+        return ToolResult.text(NOT_A_RESULT, is_error=True)
+    except VaultError as exc:
+        return ToolResult.text(exc.message, is_error=True)
+    except Exception as exc:
+        log.warning("a tool failed (%s)", type(exc).__name__)
+        return ToolResult.text(f"the tool failed ({type(exc).__name__})", is_error=True)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What the audit keeps of one call (`tool_called`): who, where, which tool of which
+    version, how it ended and how long it took, and the HMAC of its arguments; never an
+    argument or result value. `fields` are the keyword arguments of the audit draft."""
+
+    actor: str
+    session_id: str
+    toolkit_name: str
+    version: int | None
+    tool: str
+    outcome: CallOutcome
+    duration_ms: int
+    arguments_hmac: str
+
+    def fields(self) -> dict[str, Any]:
+        return dict(self.__dict__)

@@ -1,0 +1,187 @@
+"""`tool/call` over the three transports, in real processes (`serve`: HTTP `/a2e` and the
+WebSocket; `stdio`), on SQLite and PostgreSQL: the filesystem's write then read, a path
+outside the root refused unechoed, invalid arguments and an unconfigured toolkit refused
+before the tool runs, a result carrying the secret withheld (and in no log), calls
+running beside each other and cancelled by `tool/cancel/req`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from test_http import CANARY, Server, running_server
+from test_stdio import CLI
+from toolkit_vault.core.vault import Vault
+
+TOOL_DIST = Path(__file__).parent / "plugins" / "tool_dist"
+BOTH = {"type": "handshake/req", "capabilities": ["toolkits", "tools"]}
+CALLING = {"endpoint": "https://api.test", "api_key": CANARY}  # the log scan's canary
+
+
+@pytest.fixture
+def tool_env(cli_env: dict[str, str]) -> dict[str, str]:
+    return {**cli_env, "PYTHONPATH": os.pathsep.join([str(TOOL_DIST), cli_env["PYTHONPATH"]])}
+
+
+@pytest.fixture
+def server(vault: Vault, tool_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:
+    with running_server(tool_env, tmp_path / "serve.log") as base:
+        yield Server(base, vault)
+
+
+def configure(name: str, config: dict[str, Any], ident: str = "k") -> dict[str, Any]:
+    return {"type": "toolkit/configure/req", "id": ident, "toolkit_name": name, "config": config}
+
+
+def call(ident: str, toolkit: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "type": "tool/call/req",
+        "id": ident,
+        "toolkit_name": toolkit,
+        "tool_name": tool,
+        "arguments": arguments,
+    }
+
+
+def reason(answer: dict[str, Any]) -> str:
+    assert (answer["type"], answer["code"]) == ("error", "RUNTIME_ERROR"), answer
+    return str(answer["details"][0]["reason"])
+
+
+def check_round_trip(ask: Any, root: Path) -> None:
+    """The done-when checks, through `ask` (one message in, its answer out)."""
+    assert reason(ask(call("u1", "filesystem", "read_file", path="a.txt"))) == "not_configured"
+    assert ask(configure("filesystem", {"root_dir": str(root)}))["status"] == "ok"
+    written = ask(call("w1", "filesystem", "write_file", path="dir/a.txt", content="héllo"))
+    assert (written["type"], written["req_id"], written["is_error"]) == (
+        "tool/call/resp",
+        "w1",
+        False,
+    )
+    read = ask(call("r1", "filesystem", "read_file", path="dir/a.txt"))
+    assert read["content"] == [{"type": "text", "text": "héllo"}]
+    (root.parent / "secret-outside.txt").write_text("not for agents")
+    outside = ask(call("o1", "filesystem", "read_file", path="../secret-outside.txt"))
+    assert "secret-outside" not in json.dumps(outside) and "not for agents" not in json.dumps(
+        outside
+    )
+    assert outside.get("is_error") is True or outside["type"] == "error"
+    invalid = ask(call("i1", "filesystem", "write_file", path="b.txt"))  # no content
+    assert reason(invalid) == "invalid_arguments"
+    assert not (root / "b.txt").exists()
+    assert ask(configure("calling", CALLING))["status"] == "ok"
+    for form in ("plain", "base64", "hex", "percent", "structured"):
+        withheld = ask(call(f"l-{form}", "calling", "leak", form=form))
+        assert reason(withheld) == "withheld" and CANARY not in json.dumps(withheld)
+
+
+def test_over_http(server: Server, root: Path) -> None:
+    token = server.token("agent", "caller")
+    session = server.post(token, BOTH).json()["session_id"]
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        response = server.post(token, message, session)
+        assert response.status_code == 200
+        return dict(response.json())
+
+    check_round_trip(ask, root)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    made = tmp_path / "root"
+    made.mkdir()
+    return made
+
+
+def test_over_websocket_with_calls_side_by_side(server: Server, root: Path) -> None:
+    token = server.token("agent", "caller")
+    with server.socket(token) as ws:
+
+        def receive() -> dict[str, Any]:
+            message = dict(json.loads(ws.recv(timeout=30)))
+            while message["type"] == "toolkit/status/event":
+                message = dict(json.loads(ws.recv(timeout=30)))
+            return message
+
+        def ask(message: dict[str, Any]) -> dict[str, Any]:
+            ws.send(json.dumps(message))
+            return receive()
+
+        assert ask(BOTH)["type"] == "handshake/resp"
+        check_round_trip(ask, root)
+        ws.send(json.dumps(call("s1", "calling", "slow", seconds=30)))
+        echoed = ask(call("e1", "calling", "echo", text="while waiting"))
+        assert (echoed["req_id"], echoed["content"][0]["text"]) == ("e1", "while waiting")
+        ws.send(json.dumps({"type": "tool/cancel/req", "id": "x1", "call_id": "s1"}))
+        answers = {m["req_id"]: m for m in (receive(), receive())}
+        assert answers["x1"]["cancelled"] is True
+        assert reason(answers["s1"]) == "cancelled"
+
+
+class Stdio:
+    """`toolkit-vault stdio` in a process of its own, spoken to line by line."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [CLI, "stdio"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    @property
+    def stdin(self) -> IO[str]:
+        assert self.proc.stdin is not None
+        return self.proc.stdin
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.stdin.write(json.dumps(message) + "\n")
+        self.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
+        reader.start()
+        reader.join(30)
+        assert box and box[0], "stdio answered nothing"
+        message = dict(json.loads(box[0]))
+        if message["type"] == "toolkit/status/event":
+            return self.receive()
+        return message
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.receive()
+
+    def close(self) -> str:
+        self.stdin.close()
+        self.proc.wait(timeout=30)
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+def test_over_stdio_with_a_cancel(vault: Vault, tool_env: dict[str, str], root: Path) -> None:
+    stdio = Stdio(tool_env)
+    try:
+        assert stdio.ask(BOTH)["type"] == "handshake/resp"
+        check_round_trip(stdio.ask, root)
+        stdio.send(call("s1", "calling", "slow", seconds=30))
+        echoed = stdio.ask(call("e1", "calling", "echo", text="meanwhile"))
+        assert echoed["req_id"] == "e1"
+        stdio.send({"type": "tool/cancel/req", "id": "x1", "call_id": "s1"})
+        answers = {m["req_id"]: m for m in (stdio.receive(), stdio.receive())}
+        assert answers["x1"]["cancelled"] is True and reason(answers["s1"]) == "cancelled"
+    finally:
+        stderr = stdio.close()
+    assert CANARY not in stderr
