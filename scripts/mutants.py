@@ -75,6 +75,7 @@ VERIFY_LOGS, VERIFY_DEADLINE = "tests/test_verify_logs.py::", "tests/test_verify
 EXPIRY = "tests/test_expiry.py::"
 TEMPLATES = "tests/test_templates.py::"
 ALLOWANCES, LIMITS = "tests/test_allowances.py::", "tests/test_call_limits.py::"
+ALLOWANCE_CALLS = "tests/test_allowance_calls.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
@@ -2688,7 +2689,30 @@ MUTANTS = [
         V + "core/vault.py",
         "        return allowance is None or allowance.permits(toolkit, tool)",
         "        return True",
-        (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
+        (
+            ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",
+            ALLOWANCE_CALLS + "test_an_agent_narrowed_to_one_tool_sees_and_calls_only_that_one",
+        ),
+    ),
+    Mutant(
+        "allowances: the engine calls without asking who may call what",
+        V + "core/tool_calls.py",
+        "        if not self._call_allowed(principal.principal_id, name, tool_name):",
+        "        if False:",
+        (
+            ALLOWANCE_CALLS + "test_an_agent_narrowed_to_one_tool_sees_and_calls_only_that_one",
+            ALLOWANCE_CALLS + "test_a_narrowing_made_in_another_process_refuses_the_next_call_here",
+        ),
+    ),
+    Mutant(
+        "call limits: the engine runs a call without admission",
+        V + "core/tool_calls.py",
+        "            with self.call_limits.admit(principal.principal_id, (session_id, name)):",
+        "            if True:",
+        (
+            ALLOWANCE_CALLS + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
+            ALLOWANCE_CALLS + "test_an_agent_past_its_rate_answers_busy_and_another_is_served",
+        ),
     ),
     Mutant(
         "allowances: tool/list shows tools the principal may not call",
