@@ -2710,7 +2710,8 @@ MUTANTS = [
         "            with self.call_limits.admit(principal.principal_id, (session_id, name)):",
         "            if True:",
         (
-            ALLOWANCE_CALLS + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
+            ALLOWANCE_CALLS
+            + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
             ALLOWANCE_CALLS + "test_an_agent_past_its_rate_answers_busy_and_another_is_served",
         ),
     ),
