@@ -84,7 +84,7 @@ class Listing(InstanceSync):
             configured = self.instances.live_if_unchanged(session_id, had, mark)
             if configured is None:
                 return None  # changed here meanwhile
-        chain = self.store.chain_state_at_once()  # who may call what (`access.allowances`)
+        chain = self.store.chain_state_at_mark(mark[0])  # who may call what (`allowances`)
         if chain is None:
             return None
         allowance = allowance_in(chain, principal.principal_id)
