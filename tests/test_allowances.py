@@ -371,3 +371,15 @@ def test_the_console_page(vault: Vault, agent: Agent, home: VaultSettings) -> No
         widen = {"csrf": csrf_of(done.text), "principal": agent.principal.principal_id}
         assert c.post("/console/allowances/remove", data=widen).status_code == 200
         assert len(agent.tools()) == len(FILESYSTEM_TOOLS) + 2
+    set_allowance(vault.store, "operator", vault.toolkit, "bot", toolkits=["secretive"])
+    auditor = create_token(vault.store, "auditor", "aud")[1]
+    with app(vault, home) as c:  # an auditor looks, and changes nothing
+        page = c.get("/console/")
+        c.post("/console/signin", data={"csrf": csrf_of(page.text), "token": auditor})
+        page = c.get("/console/allowances")
+        assert page.status_code == 200 and "secretive (every tool)" in page.text
+        assert "Narrow the agent" not in page.text and "Widen" not in page.text
+        form = {"csrf": csrf_of(page.text), "principal": "bot", "nothing": "1"}
+        assert c.post("/console/allowances/set", data=form).status_code == 403
+        assert c.post("/console/allowances/remove", data=form).status_code == 403
+    assert agent.tools() == {("secretive", "call_api"), ("secretive", "upload")}
