@@ -78,6 +78,8 @@ IMPORT_OAUTH, ADDRESSES = "tests/test_import_oauth.py::", "tests/test_addresses.
 VERIFY_LOGS, VERIFY_DEADLINE = "tests/test_verify_logs.py::", "tests/test_verify_deadline.py::"
 EXPIRY = "tests/test_expiry.py::"
 TEMPLATES = "tests/test_templates.py::"
+ALLOWANCES, LIMITS = "tests/test_allowances.py::", "tests/test_call_limits.py::"
+ALLOWANCE_CALLS = "tests/test_allowance_calls.py::"
 TRAIL = "tests/test_audit_trail.py::"
 OPERATOR_API = "tests/test_operator_api.py::"
 OPERATOR_BROWSER = "tests/web/test_console_operator_browser.py::"
@@ -1496,7 +1498,8 @@ MUTANTS = [
     Mutant(
         "audit trail: the principal filter keeps events about another principal",
         V + "store/trail_queries.py",
-        "    if query.principal is not None and event.subject != query.principal:\n        return False",
+        "    if query.principal is not None and event.subject != query.principal:\n"
+        "        return False",
         "    pass",
         (TRAIL + "test_the_principal_filter_keeps_its_subject_whatever_its_id_spells",),
     ),
@@ -1617,8 +1620,8 @@ MUTANTS = [
     Mutant(
         "credential expiry: the toolkit sees the vault's expiry fact",
         V + "core/instance_sync.py",
-        "instance.initialize(without_expiry(without_token_set(config)))",
-        "instance.initialize(without_token_set(config))",
+        "given = without_expiry(without_token_set(config))",
+        "given = without_token_set(config)",
         (EXPIRY + "test_an_expiry_the_check_tells_is_kept_listed_and_never_seen_by_the_toolkit",),
     ),
     Mutant(
@@ -1875,8 +1878,8 @@ MUTANTS = [
     Mutant(
         "oauth: the plugin gets the whole token set",
         V + "core/instance_sync.py",
-        "unavailable = instance.initialize(without_expiry(without_token_set(config)))",
-        "unavailable = instance.initialize(without_expiry(config))",
+        "given = without_expiry(without_token_set(config))",
+        "given = without_expiry(config)",
         (OAUTH_BROWSER + "test_connect_in_the_browser_then_the_token_is_used_and_refreshed",),
     ),
     Mutant(
@@ -2870,6 +2873,110 @@ MUTANTS = [
         "                batch.error = _said(write.error)",
         "                pass",
         (CALL_AUDIT + "test_a_left_batch_that_fails_is_logged_and_its_waiters_hear_it",),
+    ),
+    # -- issue 50: who may call what, and how often --
+    Mutant(
+        "allowances: the allow-list permits any tool",
+        V + "access/allowances.py",
+        "        return toolkit in self.toolkits or (toolkit, tool) in self.tools",
+        "        return True",
+        (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
+    ),
+    Mutant(
+        "allowances: a call is allowed whatever the principal was narrowed to",
+        V + "core/vault.py",
+        "        return allowance is None or allowance.permits(toolkit, tool)",
+        "        return True",
+        (
+            ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",
+            ALLOWANCE_CALLS + "test_an_agent_narrowed_to_one_tool_sees_and_calls_only_that_one",
+        ),
+    ),
+    Mutant(
+        "allowances: the engine calls without asking who may call what",
+        V + "core/tool_calls.py",
+        "        if not self._call_allowed(principal.principal_id, name, tool_name):",
+        "        if False:",
+        (
+            ALLOWANCE_CALLS + "test_an_agent_narrowed_to_one_tool_sees_and_calls_only_that_one",
+            ALLOWANCE_CALLS + "test_a_narrowing_made_in_another_process_refuses_the_next_call_here",
+        ),
+    ),
+    Mutant(
+        "call limits: the engine runs a call without admission",
+        V + "core/tool_calls.py",
+        "            with self.call_limits.admit(principal.principal_id, (session_id, name)):",
+        "            if True:",
+        (
+            ALLOWANCE_CALLS
+            + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
+            ALLOWANCE_CALLS + "test_an_agent_past_its_rate_answers_busy_and_another_is_served",
+        ),
+    ),
+    Mutant(
+        "allowances: tool/list shows tools the principal may not call",
+        V + "core/listing.py",
+        "            and (allowance is None or allowance.permits(toolkit.definition.name, tool))\n",
+        "",
+        (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
+    ),
+    Mutant(
+        "allowances: toolkit/list shows toolkits the principal may not use",
+        V + "core/listing.py",
+        "            if allowance is not None and not allowance.shows(definition.name):",
+        "            if False:",
+        (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
+    ),
+    Mutant(
+        "allowances: a list answered on the event loop is not narrowed",
+        V + "core/listing.py",
+        "        allowance = allowance_in(chain, principal.principal_id)",
+        "        allowance = None",
+        (
+            ALLOWANCES + "test_the_event_loop_path_filters_as_the_worker_path_does",
+            ALLOWANCES + "test_another_process_follows_a_narrowing_made_elsewhere",
+        ),
+    ),
+    Mutant(
+        "allowances: widening is not followed from the chain",
+        V + "store/ledger.py",
+        '            self.allowances.pop(str(details.get("principal_id")), None)',
+        "            pass",
+        (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
+    ),
+    Mutant(
+        "allowances: a name is not checked against the registry",
+        V + "core/allowances.py",
+        "        if declared and tool not in declared:",
+        "        if False:",
+        (ALLOWANCES + "test_names_are_checked_when_set_and_a_refusal_changes_nothing",),
+    ),
+    Mutant(
+        "call limits: an instance runs any number of calls",
+        V + "tools/limits.py",
+        "            if limit is not None and running >= limit:",
+        "            if False:",
+        (
+            LIMITS + "test_an_instance_runs_at_most_its_concurrency_and_a_slot_comes_back",
+            LIMITS + "test_under_many_threads_the_limits_hold_exactly",
+        ),
+    ),
+    Mutant(
+        "call limits: the rate is never spent",
+        V + "tools/limits.py",
+        "        if bucket.tokens < 1:\n            return False",
+        "        if False:\n            return False",
+        (
+            LIMITS + "test_a_principal_past_its_rate_is_refused_busy_and_others_are_not",
+            LIMITS + "test_the_rate_holds_under_many_threads",
+        ),
+    ),
+    Mutant(
+        "call limits: a call's slot is never given back",
+        V + "tools/limits.py",
+        "                    self._running.pop(instance_key, None)",
+        "                    pass",
+        (LIMITS + "test_a_failing_call_gives_its_slot_back",),
     ),
     # -- issue 50: tool calls (the withheld check, the scope, arguments, cancellation) --
     Mutant(

@@ -42,6 +42,8 @@ STORED = {
     "template_set",
     "template_removed",
     "tool_called",
+    "allowance_set",
+    "allowance_removed",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

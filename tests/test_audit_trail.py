@@ -154,6 +154,8 @@ def every_action(vault: Vault, home: VaultSettings, env: dict[str, str]) -> dict
     cli(env, "templates", "remove", "secretive", "prod")
     cli(env, "console-roles", "set", "groups=vault-operators", "operator")
     cli(env, "console-roles", "remove", "groups=vault-operators")
+    cli(env, "allowances", "set", "alice", "--tool", "secretive/call_api")
+    cli(env, "allowances", "remove", "alice")
     cli(env, "keys", "recovery", "init", "--shares", "2", "--threshold", "2")
     cli(env, "purge", "--session", alice.session, "--yes")
     provider = open_provider(home)  # the key commands' service functions, in this process
@@ -220,6 +222,13 @@ def test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor(
     )
     assert one(AuditAction.TOOLKIT_REMOVED)["summary"] == (
         "removed imported toolkit accelbyte-jssdk-mcp"
+    )
+    narrowed = one(AuditAction.ALLOWANCE_SET, principal_name="alice")
+    assert narrowed["actor_name"] == "operator" and narrowed["summary"] == (
+        "principal alice narrowed to secretive/call_api"
+    )
+    assert one(AuditAction.ALLOWANCE_REMOVED, principal_name="alice")["summary"] == (
+        "principal alice no longer narrowed: it may call every tool configured for it"
     )
     purged = one(AuditAction.PURGE)
     assert purged["actor_name"] == "operator" and purged["principal_name"] == "alice"

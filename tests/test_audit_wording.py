@@ -50,6 +50,12 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
         "duration_ms": 12.5,
         "arguments_hmac": "3f2a9c1e07b4" + "0" * 52,
     },
+    AuditAction.ALLOWANCE_SET: {
+        "principal_id": "p-1",
+        "allowed_toolkits": ["weather"],
+        "allowed_tools": [["filesystem", "read_file"]],
+    },
+    AuditAction.ALLOWANCE_REMOVED: {"principal_id": "p-1"},
     AuditAction.VAULT_INITIALIZED: {"key_id": "vk-1", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ADDED: {"key_id": "vk-2", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ROTATED: {"active": "vk-2", "rewrapped": 1},
@@ -123,6 +129,20 @@ def test_template_events_name_their_toolkit_and_template() -> None:
     )
     assert describe(event(AuditAction.TEMPLATE_REMOVED, {"name": "prod"})) == (
         "template prod of toolkit weather removed"
+    )
+
+
+def test_allowance_events_name_the_principal_and_what_it_may_call() -> None:
+    details = WRITTEN[AuditAction.ALLOWANCE_SET]
+    assert describe(event(AuditAction.ALLOWANCE_SET, details)) == (
+        "principal alice narrowed to weather (every tool), filesystem/read_file"
+    )
+    nothing = {"principal_id": "p-1", "allowed_toolkits": [], "allowed_tools": []}
+    assert describe(event(AuditAction.ALLOWANCE_SET, nothing)) == (
+        "principal alice narrowed to no tool at all"
+    )
+    assert describe(event(AuditAction.ALLOWANCE_REMOVED, {"principal_id": "p-1"})) == (
+        "principal alice no longer narrowed: it may call every tool configured for it"
     )
 
 

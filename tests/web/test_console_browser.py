@@ -259,7 +259,7 @@ def test_every_page_carries_the_security_headers(server: Server) -> None:
 
 CONSOLE_PAGES = (
     "sessions", "toolkits", "keys", "tokens", "ask", "purge", "checks", "templates", "history",
-    "audit",
+    "audit", "allowances",
 )  # fmt: skip
 
 

@@ -299,6 +299,18 @@ def _template_set(w: _Words) -> str:
     return text + (f", setting {fields}" if fields else "")
 
 
+def _allowance_set(w: _Words) -> str:
+    whole = [f"{t} (every tool)" for t in w.d("allowed_toolkits") or []]
+    single = ["/".join(str(name) for name in pair) for pair in w.d("allowed_tools") or []]
+    who = w.event.principal_name or w.who(w.d("principal_id"))
+    return f"principal {who} narrowed to {', '.join(whole + single) or 'no tool at all'}"
+
+
+def _allowance_removed(w: _Words) -> str:
+    who = w.event.principal_name or w.who(w.d("principal_id"))
+    return f"principal {who} no longer narrowed: it may call every tool configured for it"
+
+
 def _backup_restored(w: _Words) -> str:
     seq = w.d("backup_seq")
     ends = f"its chain ends at event {seq}" if seq is not None else "its chain is empty"
@@ -356,6 +368,8 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
         f"template {w.d('name')} of toolkit {w.toolkit} removed"
     ),
     AuditAction.TOOL_CALLED: _tool_called,
+    AuditAction.ALLOWANCE_SET: _allowance_set,
+    AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
     AuditAction.VAULT_INITIALIZED: _initialized,
     AuditAction.VAULT_KEY_ADDED: _key_added,
     AuditAction.VAULT_KEY_ROTATED: _rotated,

@@ -5,8 +5,9 @@ on stderr. `--json` output is stable: documented in docs/, keys only ever added.
 
 This package only builds the `main` group; the commands live in `serving` (set up and
 serve the vault), `toolkits` (list, show, import, remove), `operators` (keys, audit,
-history, purge), `trail` (audit list and tail), `tokens` and `about` (version), the helpers
-they share in `shell`, `tables` and `ids`, so no command module grows past a readable size.
+history, purge), `trail` (audit list and tail), `tokens`, `allowances`, `templates` and
+`about` (version), the helpers they share in `shell`, `tables` and `ids`, so no command
+module grows past a readable size.
 `main` imports a command's module only when that command is looked up (`lazy`), so
 `--help`, `version` and completion never wait for SQLAlchemy, the service or the schema
 compiler.
@@ -71,6 +72,11 @@ COMMANDS = {
     ),
     "tokens": CommandEntry(
         "toolkit_vault.cli.tokens", "tokens", "Principals and their bearer tokens."
+    ),
+    "allowances": CommandEntry(
+        "toolkit_vault.cli.allowances",
+        "allowances",
+        "Which toolkits and tools an agent may call.",
     ),
     "templates": CommandEntry(
         "toolkit_vault.cli.templates",

@@ -155,6 +155,9 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_OIDC_CLIENT_SECRET_FILE": "a 0600 file holding that secret instead",
     "TOOLKIT_VAULT_OIDC_SCOPES": "scopes asked for (default: openid profile email)",
     "TOOLKIT_VAULT_OIDC_SESSION_MINUTES": "a person's console session (default 15)",
+    "TOOLKIT_VAULT_CALL_RATE": "tool calls a second per agent (50; off)",
+    "TOOLKIT_VAULT_CALL_BURST": "an agent's burst of calls (twice the rate)",
+    "TOOLKIT_VAULT_CALL_CONCURRENCY": "calls at once per toolkit instance (8; off)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from toolkit_vault.access.allowances import ToolAllowance, allowance_in
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.instance_sync import InstanceSync
 from toolkit_vault.core.instances import Mark
@@ -43,7 +44,8 @@ class Listing(InstanceSync):
     ) -> ToolkitListResponse:
         configured = self._configured(principal, session_id)
         ends = self.instances.ends(session_id, configured)
-        toolkits = [definition for definition, _ in self._listed(configured, msg, ends)]
+        allowance = self.allowance(principal.principal_id)
+        toolkits = [definition for definition, _ in self._listed(configured, msg, ends, allowance)]
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
 
     def answer_without_blocking(
@@ -81,20 +83,36 @@ class Listing(InstanceSync):
             configured = self.instances.live_if_unchanged(session_id, had, mark)
             if configured is None:
                 return None  # changed here meanwhile
+        chain = self.store.chain_state_at_mark(mark[0])  # who may call what (`allowances`)
+        if chain is None:
+            return None
+        allowance = allowance_in(chain, principal.principal_id)
         if isinstance(msg, ToolListRequest):
-            return dump_message(self._tools(session_id, configured, msg))
+            return dump_message(self._tools(session_id, configured, msg, allowance))
         ends = self.instances.ends(session_id, configured)
-        listed = [json for _, json in self._listed(configured, msg, ends)]
+        listed = [json for _, json in self._listed(configured, msg, ends, allowance)]
         return dump_toolkit_list(msg.id, listed)
 
+    def allowance(self, principal_id: str) -> ToolAllowance | None:
+        """The toolkits and tools an operator narrowed the principal to, as the verified
+        chain has them now (`access.allowances`); None: not narrowed."""
+        return allowance_in(self.store.chain_state(), principal_id)
+
     def _listed(
-        self, configured: set[str], msg: ToolkitListRequest, ends: Mapping[str, float]
+        self,
+        configured: set[str],
+        msg: ToolkitListRequest,
+        ends: Mapping[str, float],
+        allowance: ToolAllowance | None,
     ) -> list[tuple[ToolkitDefinition, str]]:
         """What the list shows: each toolkit its filters keep, as `RegisteredToolkit.listed`;
-        one whose credential has a known end says when (`expires_at`, an extension)."""
+        one whose credential has a known end says when (`expires_at`, an extension). A
+        narrowed principal sees only the toolkits it may call a tool of."""
         shown = []
         for toolkit in self.registry.all():
             definition = toolkit.definition
+            if allowance is not None and not allowance.shows(definition.name):
+                continue
             if msg.filter_kind and definition.category != msg.filter_kind:
                 continue
             if msg.filter_tags and not set(msg.filter_tags) <= set(definition.tags):
@@ -111,11 +129,18 @@ class Listing(InstanceSync):
         self, principal: Principal, session_id: str, msg: ToolListRequest
     ) -> ToolListResponse:
         """The tools of every toolkit configured in the session, each naming its toolkit;
-        the ones a `partial` status named unavailable are left out."""
-        return self._tools(session_id, self._configured(principal, session_id), msg)
+        the ones a `partial` status named unavailable, and those the principal may not call
+        (`allowance`), are left out."""
+        configured = self._configured(principal, session_id)
+        allowance = self.allowance(principal.principal_id)
+        return self._tools(session_id, configured, msg, allowance)
 
     def _tools(
-        self, session_id: str, configured: set[str], msg: ToolListRequest
+        self,
+        session_id: str,
+        configured: set[str],
+        msg: ToolListRequest,
+        allowance: ToolAllowance | None,
     ) -> ToolListResponse:
         tools = [
             _info(toolkit, tool)
@@ -123,6 +148,7 @@ class Listing(InstanceSync):
             if toolkit.definition.name in configured
             for tool in toolkit.definition.tools
             if tool not in self.instances.unavailable(session_id, toolkit.definition.name)
+            and (allowance is None or allowance.permits(toolkit.definition.name, tool))
         ]
         return ToolListResponse(req_id=msg.id, tools=tools)
 

@@ -26,6 +26,7 @@ from toolkit_vault.plugin import ToolResult, answers_calls
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
 from toolkit_vault.tools.call_audit import arguments_hmac
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
+from toolkit_vault.tools.limits import CallAdmission
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
 
 __all__ = ["NoCallLimits", "ToolCalling"]
@@ -44,7 +45,7 @@ class ToolCalling(Configuring):
     """The tool calls of one vault."""
 
     call_engine: CallEngine
-    call_limits: NoCallLimits
+    call_limits: CallAdmission
     record_call: Callable[[CallRecord], None]
     _call_hmac_key: SecretBytes | None  # the audit subkey arguments are HMACed under
 

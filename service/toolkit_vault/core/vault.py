@@ -42,7 +42,7 @@ from toolkit_vault.core.purge import PurgeReport
 from toolkit_vault.core.push import PushRouter, SessionListener
 from toolkit_vault.core.registry_follow import RegistryFollower
 from toolkit_vault.core.sealing import Sealing
-from toolkit_vault.core.tool_calls import NoCallLimits, ToolCalling
+from toolkit_vault.core.tool_calls import ToolCalling
 from toolkit_vault.core.upkeep import Upkeep
 from toolkit_vault.core.verification import CheckLog, CheckSlots, PluginChecks, VerifyPolicy
 from toolkit_vault.crypto import KeyRing, SealedConfig, SecretBytes, derive_key
@@ -53,6 +53,7 @@ from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
 from toolkit_vault.tools.call_audit import CALL_HMAC_LABEL, tool_called_draft
 from toolkit_vault.tools.calls import CallEngine, CallLimits
+from toolkit_vault.tools.limits import CallAdmission
 from toolkit_vault.versions import CAPABILITIES
 
 __all__ = [
@@ -122,9 +123,10 @@ class Vault(ToolCalling):
         self.checks = CheckLog()  # the last check of each toolkit here, for the console
         self.check_slots = CheckSlots()  # credential checks in flight here, at most a few
         # Tool calls: the engine (deadlines: TOOLKIT_VAULT_TOOL_DEADLINE[S]), the limits on
-        # who calls how often, and where each call's audit record goes.
+        # who calls how often (`tools.limits`: TOOLKIT_VAULT_CALL_RATE, _BURST,
+        # _CONCURRENCY), and where each call's audit record goes.
         self.call_engine = CallEngine(CallLimits.from_environment())
-        self.call_limits = NoCallLimits()
+        self.call_limits = CallAdmission.from_environment()
         self.record_call = lambda record: store.record_call(tool_called_draft(**record.fields()))
         self._call_hmac_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
 
@@ -188,6 +190,14 @@ class Vault(ToolCalling):
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth
         refresh looks at (`oauth_schedule.OAuthSchedule.refresh_ahead`)."""
         return self.instances.live_scopes()
+
+    # -- who may call what (`access.allowances`) ---------------------------------------------
+
+    def _call_allowed(self, principal_id: str, toolkit: str, tool: str) -> bool:
+        """Whether the principal may call this tool: it is not narrowed, or its allowance
+        names the toolkit or the tool. The one check every call passes (`tool_calls`)."""
+        allowance = self.allowance(principal_id)
+        return allowance is None or allowance.permits(toolkit, tool)
 
     # -- the registry, in line with the chain (`registry_follow`) ----------------------------
 

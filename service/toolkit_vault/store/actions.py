@@ -63,6 +63,10 @@ class AuditAction(StrEnum):
     # A call of a toolkit's tool, refused ones too (`tools.call_audit`): never a value of
     # its arguments or result, only their HMAC under an audit subkey.
     TOOL_CALLED = "tool_called"
+    # Allowances: an operator narrowed a principal to some toolkits and tools (or widened it
+    # again), kept as these events alone (the verified chain's `ChainState.allowances`).
+    ALLOWANCE_SET = "allowance_set"
+    ALLOWANCE_REMOVED = "allowance_removed"
 
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"

@@ -86,6 +86,23 @@ class Following(Transactions):
             self._take_rows(ledger, witness, after, rows, mark)
         return None if ledger.failure is not None else ledger.state
 
+    def chain_state_at_mark(self, mark: int | None) -> ChainState | None:
+        """`chain_state_at_once` for a caller holding a commit mark it just read
+        (`commit_mark`): on SQLite, when the ledger was followed at that very mark nothing
+        was committed between them, so its state is handed out without reading the mark
+        again; otherwise `chain_state_at_once`."""
+        ledger = self._ledger
+        if (
+            self.notices is None
+            and mark is not None
+            and ledger is not None
+            and ledger.failure is None
+            and ledger.seq > 0
+            and mark == self._followed_mark
+        ):
+            return ledger.state
+        return self.chain_state_at_once()
+
     def _take_rows(
         self,
         ledger: Ledger,

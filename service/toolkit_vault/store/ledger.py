@@ -27,7 +27,7 @@ from typing import Any
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import CHAIN_START, Signer, links
 
-__all__ = ["LIVE", "ChainState", "Ledger", "PrincipalState", "StateUnknown"]
+__all__ = ["LIVE", "Allowed", "ChainState", "Ledger", "PrincipalState", "StateUnknown"]
 
 LIVE = ("ok", "partial")  # statuses that make a version current
 _MINE_KEPT = 100_000
@@ -44,6 +44,28 @@ class PrincipalState:
     role: Any
     revoked: bool
     expires_at: Any = None  # as its token_created event says; None: never expires
+
+
+# What a principal may call, as its last `allowance_set` event says: whole toolkits, and
+# single tools as (toolkit, tool). `access.allowances.ToolAllowance` reads it.
+Allowed = tuple[frozenset[str], frozenset[tuple[str, str]]]
+
+
+def allowed_of(details: Mapping[str, Any]) -> Allowed:
+    """An `allowance_set` event's toolkits and tools. Fails closed: an item that is not
+    what the vault writes (a name, a pair of names) is left out, so a malformed event can
+    only narrow a principal further, never widen it."""
+    toolkits, tools = details.get("allowed_toolkits"), details.get("allowed_tools")
+    whole = toolkits if isinstance(toolkits, list) else []
+    single = tools if isinstance(tools, list) else []
+    return (
+        frozenset(name for name in whole if isinstance(name, str)),
+        frozenset(
+            (pair[0], pair[1])
+            for pair in single
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, str) for n in pair)
+        ),
+    )
 
 
 def details_of(details: Any) -> dict[str, Any]:
@@ -76,6 +98,9 @@ class ChainState:
         # (claim, value) -> the console role a person whose id_token has it gets
         # (`core.console_roles`)
         self.console_roles: dict[tuple[str, str], str] = {}
+        # principal id -> what it may call, for a principal an operator narrowed (absent:
+        # not narrowed, it may call every tool configured for it; `access.allowances`)
+        self.allowances: dict[str, Allowed] = {}
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -123,6 +148,10 @@ class ChainState:
                 self.console_roles[(claim, value)] = role
         elif action == AuditAction.CONSOLE_ROLE_UNMAPPED:
             self.console_roles.pop((str(details.get("claim")), str(details.get("value"))), None)
+        elif action == AuditAction.ALLOWANCE_SET and isinstance(details.get("principal_id"), str):
+            self.allowances[details["principal_id"]] = allowed_of(details)
+        elif action == AuditAction.ALLOWANCE_REMOVED:
+            self.allowances.pop(str(details.get("principal_id")), None)
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):

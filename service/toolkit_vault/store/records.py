@@ -32,7 +32,7 @@ TEXT_MAX = 200  # characters a string (or a key) of an event's details keeps, on
 # Details the chain's state is read from (`ledger.ChainState`, `reconcile`): never cut.
 STATE_KEYS = frozenset(
     {"status", "digest", "schema_digest", "name", "values", "principal_id", "role"}
-    | {"expires_at", "key_id", "kek_id"}
+    | {"expires_at", "key_id", "kek_id", "allowed_toolkits", "allowed_tools"}
 )
 
 

@@ -2,10 +2,11 @@
 
 The trail (`audit.trail`) checks what a reader typed and turns names into ids; these
 operations take that checked `TrailQuery` and speak SQL. An event is about a principal
-(its `subject`): the principal a token event names in its details, else the owner of its
-session or principal scope. The principal filter keeps exactly the events whose subject is
-that id, compared as text after the details are parsed, never by matching a JSON spelling
-in SQL (a name holding `%`, `_` or a quoted `"principal_id"` could match another's).
+(its `subject`): the principal a token or allowance event names in its details, else the
+owner of its session or principal scope. The principal filter keeps exactly the events
+whose subject is that id, compared as text after the details are parsed, never by matching
+a JSON spelling in SQL (a name holding `%`, `_` or a quoted `"principal_id"` could match
+another's).
 
 Pages follow `seq`, the chain's order. Reading proves nothing: `audit verify` proves the
 chain.
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 TOKEN_EVENTS = (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED)
+# Events about the principal their details name (`principal_id`), not about a scope.
+NAMING_A_PRINCIPAL = (*TOKEN_EVENTS, AuditAction.ALLOWANCE_SET, AuditAction.ALLOWANCE_REMOVED)
 _INTAKE_ACTOR = "intake:"
 _PERSON_ID = re.compile(r"oidc-[0-9a-f]{32}")  # `core.people.person_id`
 _MADE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # uuid4
@@ -177,7 +180,7 @@ def _statement(
             or_(
                 SessionRow.principal_id == f.principal,
                 AuditEvent.session_id == principal_scope(f.principal),
-                AuditEvent.action.in_([a.value for a in TOKEN_EVENTS]),
+                AuditEvent.action.in_([a.value for a in NAMING_A_PRINCIPAL]),
             )
         )
     if f.arguments_hmac is not None:  # a superset; `trail_page` compares the parsed details
@@ -225,8 +228,9 @@ def _row(row: Any) -> TrailRow:
 
 
 def _subject(row: Any, details: dict[str, Any]) -> str | None:
-    """Whom an event is about: the principal a token event names, else its scope's owner."""
-    if row.action in TOKEN_EVENTS:
+    """Whom an event is about: the principal a token or allowance event names, else its
+    scope's owner."""
+    if row.action in NAMING_A_PRINCIPAL:
         named = details.get("principal_id")
         return named if isinstance(named, str) else None
     if row.session_id is None:

@@ -43,6 +43,7 @@ from toolkit_vault.transports.a2e.over_websocket import A2ESocket
 from toolkit_vault.transports.asgi import RequestLog
 from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings, SharedMarks
 from toolkit_vault.transports.http_admin import Guards, admin_routes
+from toolkit_vault.transports.http_allowances import allowance_routes
 from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_console_roles import console_role_routes
 from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
@@ -122,6 +123,7 @@ def create_app(
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
     app.include_router(console_role_routes(guards))  # /v1/console-roles
+    app.include_router(allowance_routes(guards))  # /v1/allowances
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(

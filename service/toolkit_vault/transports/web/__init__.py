@@ -27,6 +27,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.oauth.openid import RelyingParty
 from toolkit_vault.settings import OidcSettings
+from toolkit_vault.transports.web.allowance_pages import console_allowance_routes
 from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
@@ -109,6 +110,7 @@ def create_console(
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(console_routes(state))
     app.include_router(console_template_routes(state))
+    app.include_router(console_allowance_routes(state))
     app.include_router(console_check_routes(state))
     app.include_router(intake_routes(state))
     vault.intake = intake
