@@ -192,8 +192,8 @@ def test_a_result_is_sent_as_plain_json_or_not_at_all(tool_vault: Vault) -> None
     assert odd["content"] == [
         {"type": "text", "text": "the tool did not answer with a tool result"}
     ]
-    keyed = call(conn, "calling", "leak", form="int_key")
-    assert keyed["structured_content"] == {"1": ["a", "b"]} and keyed["is_error"] is False
+    keyed = call(conn, "calling", "leak", form="int_key")  # a key JSON cannot carry as is
+    assert (keyed["is_error"], keyed["structured_content"]) == (True, None)
 
 
 def test_another_session_cannot_reach_the_instance(tool_vault: Vault) -> None:

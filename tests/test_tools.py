@@ -64,9 +64,10 @@ def test_the_wire_shape_of_tool_list(vault: Vault) -> None:
     answer = json.loads(line)
     assert list(answer) == ["type", "id", "version", "ts", "req_id", "tools"]
     read_file = answer["tools"][0]
-    assert list(read_file) == ["name", "toolkit", "description", "input_schema"]
+    assert list(read_file) == ["name", "toolkit", "description", "input_schema", "annotations"]
     assert (read_file["name"], read_file["toolkit"]) == ("read_file", "filesystem")
     assert read_file["input_schema"]["type"] == "object"
+    assert read_file["annotations"] == {"readOnlyHint": True}  # no output schema: absent
 
 
 def test_tools_of_every_configured_toolkit_minus_the_unavailable(spec_vault: Vault) -> None:
@@ -183,10 +184,20 @@ def test_tool_list_over_stdio_then_resumed_in_a_new_process(spec_cli_env: dict[s
     )
     session = first[0]["session_id"]
     any_object = {"type": "object"}  # a tool declared by name alone takes any object
-    expected = [
-        {"name": n, "toolkit": t, "description": None, "input_schema": any_object}
-        for n, t in MAIL[1:]
-    ]
+    search = {  # declared by the plugin (`_list_tools`), with its schema and annotations
+        "name": "search",
+        "toolkit": "spec-mail",
+        "description": "Search the mailbox",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "minLength": 1}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        "annotations": {"readOnlyHint": True},
+    }
+    read = {"name": "read", "toolkit": "spec-mail", "description": None, "input_schema": any_object}
+    expected = [read, search]
     assert first[-1]["tools"] == expected
     again = _stdio(
         spec_cli_env,
