@@ -104,6 +104,10 @@ class UpstreamHandle:
         return self.session.tools
 
     @property
+    def pid(self) -> int | None:
+        return self.session.pid
+
+    @property
     def state(self) -> str:
         return self.session.state
 

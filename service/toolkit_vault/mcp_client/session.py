@@ -88,6 +88,7 @@ class UpstreamSession:
         self.state = "new"  # starting, running, stopped, failed
         self.failure: UpstreamError | None = None
         self.tools: tuple[ToolDescription, ...] = ()
+        self.pid: int | None = None  # a local server's process (and process group)
         self._on_tools_changed = on_tools_changed
         self._answered = Answered()
         self._session: ClientSession | None = None
@@ -256,6 +257,7 @@ class UpstreamSession:
             process = await stack.enter_async_context(
                 open_stdio(server.launch, StderrSink(server.label, server.redact))
             )
+            self.pid = process.process.pid
             return process.read, process.write
         client = await stack.enter_async_context(guarded_client(server.headers, self._answered))
         streams = await stack.enter_async_context(
