@@ -43,7 +43,10 @@ class UnconfinedLaunch:
 def unconfined(argv: Sequence[str], env: Mapping[str, str], home: Path) -> UnconfinedLaunch:
     """TEST-ONLY stand-in for `sandbox.confine`: the command as it is, with a clean
     environment (a minimal PATH, a private HOME, the locale) plus `env`."""
-    base = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home)}
+    base = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+    }
     base["LANG"] = "C.UTF-8"
     return UnconfinedLaunch(argv=tuple(argv), env={**base, **env}, cwd=str(home))
 
@@ -76,7 +79,9 @@ def start_http_server(argv: list[str], port: int) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read() if process.stderr else b''!r}")
+            raise RuntimeError(
+                f"server exited: {process.stderr.read() if process.stderr else b''!r}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return process

@@ -62,7 +62,9 @@ def _open(
     return host.open(server, timeout=30, **kwargs)  # type: ignore[arg-type]
 
 
-def _call(handle: UpstreamHandle, name: str, arguments: dict[str, object], seconds: float = 20) -> dict:  # type: ignore[type-arg]
+def _call(
+    handle: UpstreamHandle, name: str, arguments: dict[str, object], seconds: float = 20
+) -> dict:  # type: ignore[type-arg]
     return handle.call_tool(name, arguments, deadline=time.monotonic() + seconds)
 
 
@@ -219,7 +221,11 @@ def test_tools_list_changed_is_followed_and_the_pin_names_the_change(
         changed.set()
 
     handle = _open(
-        host, our_server("api_key_server.py"), tmp_path, {"API_KEY": KEY}, on_tools_changed=on_change
+        host,
+        our_server("api_key_server.py"),
+        tmp_path,
+        {"API_KEY": KEY},
+        on_tools_changed=on_change,
     )
     pinned = pin_tools(handle.tools)
     _call(handle, "change_tools", {})

@@ -10,6 +10,7 @@ server whose client config lacks its key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def _record(name: str, text: str) -> None:
 
 @server.tool(description="Answers whether the key it was given is the expected one.")
 def whoami() -> str:
-    if KEY != os.environ.get("EXPECTED_KEY", KEY) or not KEY:
+    if os.environ.get("EXPECTED_KEY", KEY) != KEY or not KEY:
         raise ValueError("no valid API_KEY")
     return "authorized"
 
@@ -76,10 +77,8 @@ async def change_tools(ctx: Context) -> str:
         return "ok"
 
     await ctx.notify_tools_changed()
-    try:
-        await ctx.session.send_tool_list_changed()  # the older revisions' notification
-    except Exception:  # noqa: BLE001 - a revision without it
-        pass
+    with contextlib.suppress(Exception):  # the older revisions' notification, where there
+        await ctx.session.send_tool_list_changed()
     return "changed"
 
 

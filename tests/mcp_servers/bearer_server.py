@@ -41,7 +41,9 @@ class Gate:
         elif request.url.path == "/elsewhere":
             response = RedirectResponse(f"{REDIRECT_TO}/mcp", status_code=307)
         elif request.url.path == "/big":
-            response = Response(b"{" + b" " * (9 * 1024 * 1024) + b"}", media_type="application/json")
+            response = Response(
+                b"{" + b" " * (9 * 1024 * 1024) + b"}", media_type="application/json"
+            )
         if response is not None:
             await response(scope, receive, send)
         else:
@@ -49,4 +51,6 @@ class Gate:
 
 
 if __name__ == "__main__":
-    uvicorn.run(Gate(server.streamable_http_app()), host="127.0.0.1", port=PORT, log_level="warning")
+    uvicorn.run(
+        Gate(server.streamable_http_app()), host="127.0.0.1", port=PORT, log_level="warning"
+    )
