@@ -3076,6 +3076,42 @@ MUTANTS = [
         """            for line in reply.lines():""",
         ("tests/test_tool_calls_transports.py::test_a_call_outliving_its_token_is_not_answered",),
     ),
+    # -- issue 51: the MCP client of imported servers --
+    Mutant(
+        "mcp client: a server's stderr is logged without the caller's redaction",
+        V + "mcp_client/stderr.py",
+        "text = logs.redact(self._redact(text))[:MAX_LINE_CHARS]",
+        "text = logs.redact(text)[:MAX_LINE_CHARS]",
+        ("tests/test_mcp_client.py::test_stderr_with_the_key_is_logged_redacted",),
+    ),
+    Mutant(
+        "mcp client: a redirect to another origin is not refused by ours",
+        V + "mcp_client/remote.py",
+        "            if not same_origin(request.url, target):",
+        "            if False:",
+        ("tests/test_mcp_client_remote.py::test_a_redirect_to_another_origin_is_refused",),
+    ),
+    Mutant(
+        "mcp client: a response body is not bounded",
+        V + "mcp_client/remote.py",
+        "            if total > self._limit:",
+        "            if False:",
+        ("tests/test_mcp_client_remote.py::test_a_response_over_the_bound_is_refused",),
+    ),
+    Mutant(
+        "mcp client: a stop does not kill the process group",
+        V + "mcp_client/stdio.py",
+        "    _kill_group(process.pid)\n",
+        "    process.kill()\n",
+        ("tests/test_mcp_client.py::test_shutdown_kills_the_process_group_within_a_second",),
+    ),
+    Mutant(
+        "mcp client: a description is not pinned",
+        V + "mcp_client/descriptions.py",
+        '            "description": self.description,\n',
+        "",
+        ("tests/test_mcp_client_tools.py::test_a_changed_description_is_named_by_the_pin",),
+    ),
 ]
 
 

@@ -307,6 +307,7 @@ LOG_COPY_VARIABLE = "TOOLKIT_VAULT_LOG_COPY"
 HELD_LOGGERS = (
     "httpx", "httpcore", "urllib3", "requests", "authlib", "botocore", "boto3", "s3transfer",
     "aiohttp.client", "websockets", "hpack", "h2",
+    "mcp", "httpx2", "httpcore2",  # the MCP SDK (issue 51): its DEBUG lines hold whole messages
 )  # fmt: skip
 
 

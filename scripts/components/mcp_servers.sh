@@ -1,0 +1,27 @@
+# The published MCP servers tests/test_mcp_client*.py launch (issue 51): PyPI's
+# mcp-server-time and mcp-server-git in a venv of their own (their pins are theirs, not the
+# vault's), npm's server-everything and server-filesystem in a node_modules of their own.
+# Sourced by scripts/test. Cached in TKV_MCP_SERVERS (default ~/.cache/toolkit-vault/mcp-servers);
+# quick when both are there, installs them otherwise and fails loudly when it cannot. The
+# tests find the cache through the same variable (tests/mcp_servers.py).
+mcp_servers="${TKV_MCP_SERVERS:-$HOME/.cache/toolkit-vault/mcp-servers}"
+export TKV_MCP_SERVERS="$mcp_servers"
+mcp_python_servers=(mcp-server-time mcp-server-git)
+mcp_node_servers=(@modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem)
+if ! [ -x "$mcp_servers/venv/bin/mcp-server-time" ] || ! [ -x "$mcp_servers/venv/bin/mcp-server-git" ]; then
+    echo "installing ${mcp_python_servers[*]} into $mcp_servers/venv..." >&2
+    mkdir -p "$mcp_servers"
+    python3 -m venv "$mcp_servers/venv" >&2 \
+        || { echo "mcp_servers.sh: python3 -m venv failed" >&2; return 1; }
+    "$mcp_servers/venv/bin/pip" install -q "${mcp_python_servers[@]}" >&2 \
+        || { echo "mcp_servers.sh: pip install ${mcp_python_servers[*]} failed" >&2; return 1; }
+fi
+if ! [ -f "$mcp_servers/node/node_modules/@modelcontextprotocol/server-everything/package.json" ] \
+    || ! [ -f "$mcp_servers/node/node_modules/@modelcontextprotocol/server-filesystem/package.json" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "mcp_servers.sh: npm missing (Node 20 is expected)" >&2; return 1; }
+    echo "installing ${mcp_node_servers[*]} into $mcp_servers/node..." >&2
+    mkdir -p "$mcp_servers/node"
+    npm install --silent --no-audit --no-fund --prefix "$mcp_servers/node" "${mcp_node_servers[@]}" >&2 \
+        || { echo "mcp_servers.sh: npm install ${mcp_node_servers[*]} failed" >&2; return 1; }
+fi
+unset mcp_servers mcp_python_servers mcp_node_servers

@@ -1,0 +1,162 @@
+"""The synchronous face of the MCP client for the tool engine, whose calls run in worker
+threads: one event loop thread per vault process hosting every upstream session, and
+blocking methods that hand work to it (`run`) and wait, bounded.
+
+One loop for all sessions (not a loop per session or per call) because a session's
+transport and `mcp.ClientSession` are bound to the loop they started on, and a process
+may hold many servers; the SDK is async, the engine is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from .descriptions import ToolDescription
+from .errors import CallCancelled, CallTimedOut, UpstreamFailed
+from .session import RemoteServer, StdioServer, ToolsChanged, UpstreamSession
+
+__all__ = ["UpstreamHandle", "UpstreamHost"]
+
+T = TypeVar("T")
+_CANCEL_POLL = 0.02  # how often a waiting caller looks at its cancel flag
+_STOP_TIMEOUT = 1.0  # a session's stop: the process group is killed well within it
+
+
+class UpstreamHost:
+    """The loop thread. `run(coro, timeout)` runs a coroutine on it from any thread;
+    `open` starts a session; `close` stops every session it opened and then the loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="mcp-upstream", daemon=True
+        )
+        self._thread.start()
+        self._handles: set[UpstreamHandle] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        """Run `coro` on the loop and wait for it at most `timeout` seconds (then it is
+        cancelled and `TimeoutError` raised)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("UpstreamHost.run called from its own loop thread")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError("the upstream operation did not finish in time") from None
+
+    def open(
+        self,
+        server: StdioServer | RemoteServer,
+        *,
+        timeout: float,
+        on_tools_changed: ToolsChanged | None = None,
+    ) -> UpstreamHandle:
+        """Start a session and list its tools within `timeout` seconds (`UpstreamError` on
+        failure: nothing is left running)."""
+
+        async def start() -> UpstreamSession:
+            session = UpstreamSession(server, on_tools_changed)
+            await session.start(timeout)
+            return session
+
+        session = self.run(start(), timeout + _STOP_TIMEOUT)
+        handle = UpstreamHandle(self, session)
+        with self._lock:
+            self._handles.add(handle)
+        return handle
+
+    def close(self) -> None:
+        """Stop every open session, then the loop."""
+        with self._lock:
+            handles, self._handles = list(self._handles), set()
+        for handle in handles:
+            handle.close()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(_STOP_TIMEOUT)
+
+    def _forget(self, handle: UpstreamHandle) -> None:
+        with self._lock:
+            self._handles.discard(handle)
+
+
+class UpstreamHandle:
+    """A session seen from a worker thread."""
+
+    def __init__(self, host: UpstreamHost, session: UpstreamSession) -> None:
+        self._host = host
+        self.session = session
+
+    @property
+    def tools(self) -> tuple[ToolDescription, ...]:
+        return self.session.tools
+
+    @property
+    def pid(self) -> int | None:
+        return self.session.pid
+
+    @property
+    def state(self) -> str:
+        return self.session.state
+
+    def list_tools(self, timeout: float) -> tuple[ToolDescription, ...]:
+        return self._host.run(self.session.list_tools(), timeout)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        deadline: float,
+        cancel: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """`UpstreamSession.call_tool` from a worker thread; `cancel` is the engine's flag
+        (a `threading.Event`): once set, the call is abandoned with MCP cancellation."""
+        loop = self._host.loop
+        relay: list[asyncio.Event] = []
+
+        async def call() -> dict[str, Any]:
+            event = asyncio.Event()
+            relay.append(event)
+            if cancel is not None and cancel.is_set():
+                event.set()  # set before this ran: `fire` below found no event to set
+            return await self.session.call_tool(name, arguments, deadline=deadline, cancel=event)
+
+        def fire() -> None:
+            for event in relay:
+                event.set()
+
+        future = asyncio.run_coroutine_threadsafe(call(), loop)
+        fired = False
+        while True:
+            try:
+                return future.result(_CANCEL_POLL if cancel is not None and not fired else None)
+            except concurrent.futures.TimeoutError:
+                assert cancel is not None
+                if cancel.is_set():
+                    loop.call_soon_threadsafe(fire)
+                    fired = True
+            except concurrent.futures.CancelledError:
+                raise CallCancelled(
+                    f"{self.session.server.label}: the call was cancelled"
+                ) from None
+            except (CallCancelled, CallTimedOut, UpstreamFailed):
+                raise
+
+    def close(self) -> None:
+        """Stop the session (a local server's process group is killed within a second)."""
+        self._host._forget(self)
+        with contextlib.suppress(TimeoutError):
+            self._host.run(self.session.close(), _STOP_TIMEOUT + 0.5)

@@ -1,0 +1,295 @@
+"""One session with one upstream MCP server, over stdio (a process the sandbox prepared)
+or streamable HTTP: started, negotiated in every protocol revision the SDK speaks (its
+`server/discover` probe, falling back to `initialize`), its tools listed (every page),
+followed when the server says they changed, called with a deadline and cancellation, and
+stopped.
+
+The session's transport and `mcp.ClientSession` live in one task (`_live`), which
+enters and leaves them (anyio's scopes must be left by the task that entered them); calls
+come from other tasks on the same loop. A call that is cancelled or runs past its deadline
+is abandoned with MCP's `notifications/cancelled` to the server (the SDK sends it when
+the waiting task is cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client._probe import negotiate_auto  # the SDK's own mode="auto" (mcp.Client's)
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared.exceptions import MCPError
+
+from toolkit_vault import __version__
+
+from .descriptions import ToolDescription, describe_tools
+from .errors import (
+    CallCancelled,
+    CallTimedOut,
+    UpstreamError,
+    UpstreamFailed,
+    UpstreamRefused,
+    UpstreamUnauthorized,
+)
+from .remote import MAX_SSE_EVENT_BYTES, Answered, guarded_client
+from .stderr import Redactor, StderrSink
+from .stdio import Launch, open_stdio
+
+__all__ = ["RemoteServer", "StdioServer", "UpstreamSession"]
+
+logger = logging.getLogger(__name__)
+
+MAX_TOOL_PAGES = 100
+_CLIENT_INFO = types.Implementation(name="toolkit-vault", version=__version__)
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    """A local server: the sandbox's launch of it, and the redaction its stderr goes
+    through (the caller's: it knows the credentials in the launch's environment)."""
+
+    label: str
+    launch: Launch = field(repr=False)
+    redact: Redactor = field(repr=False)
+
+
+@dataclass(frozen=True)
+class RemoteServer:
+    """A remote server: its endpoint and the headers every request carries (a bearer
+    token, an API key: never shown in a repr)."""
+
+    label: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+ToolsChanged = Callable[[tuple[ToolDescription, ...]], None]
+
+
+class UpstreamSession:
+    """A live session with one server. `start` connects and lists its tools; `tools` is the
+    last list; `call_tool` calls one; `close` stops it (a local server's whole process
+    group, within a second). `on_tools_changed` is called, on the loop, with each list
+    fetched after the server said its tools changed."""
+
+    def __init__(
+        self, server: StdioServer | RemoteServer, on_tools_changed: ToolsChanged | None = None
+    ) -> None:
+        self.server = server
+        self.state = "new"  # starting, running, stopped, failed
+        self.failure: UpstreamError | None = None
+        self.tools: tuple[ToolDescription, ...] = ()
+        self.pid: int | None = None  # a local server's process (and process group)
+        self._on_tools_changed = on_tools_changed
+        self._answered = Answered()
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._stale = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._session.protocol_version if self._session is not None else None
+
+    async def start(self, timeout: float) -> tuple[ToolDescription, ...]:
+        """Connect, negotiate and list the tools, within `timeout` seconds; on failure the
+        server is stopped and the failure raised."""
+        self.state = "starting"
+        self._task = asyncio.get_running_loop().create_task(self._live())
+        try:
+            with anyio.fail_after(timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            await self.close()
+            self.state, self.failure = (
+                "failed",
+                UpstreamFailed(f"{self.server.label}: no answer in time"),
+            )
+        if self.failure is not None:
+            await self.close()
+            self.state = "failed"
+            raise self.failure
+        return self.tools
+
+    async def close(self) -> None:
+        """Stop the session (and a local server's process group); idempotent."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._task)
+        if self.state != "failed":
+            self.state = "stopped"
+
+    async def list_tools(self) -> tuple[ToolDescription, ...]:
+        """Fetch the server's tools again (every page)."""
+        session = self._live_session()
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_TOOL_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            try:
+                page = await session.list_tools(params=params)
+            except MCPError as error:
+                raise self._named(error, "tools/list failed") from None
+            tools.extend(page.tools)
+            if not page.next_cursor or page.next_cursor == cursor:
+                break
+            cursor = page.next_cursor
+        self.tools = describe_tools(tools)
+        return self.tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        deadline: float | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> dict[str, Any]:
+        """Call one tool: MCP's `CallToolResult` as plain JSON (`content`,
+        `structuredContent`, `isError`). `deadline` is a `time.monotonic()` instant;
+        setting `cancel` abandons the call. Either sends the server
+        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`."""
+        session = self._live_session()
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise CallTimedOut(f"{self.server.label}: the call's deadline had passed")
+        cancelled = False
+        result: Any = None
+        with anyio.move_on_after(remaining) as deadline_scope:
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    nonlocal cancelled
+                    assert cancel is not None
+                    await cancel.wait()
+                    cancelled = True
+                    group.cancel_scope.cancel()
+
+                if cancel is not None:
+                    group.start_soon(watch)
+                try:
+                    result = await session.call_tool(name, dict(arguments))
+                except MCPError as error:
+                    raise self._named(error, "the call failed") from None
+                except RuntimeError:  # an input-required result (2026-07-28) it cannot answer
+                    raise UpstreamFailed(f"{self.server.label}: the tool asked for input") from None
+                group.cancel_scope.cancel()
+        if cancelled:
+            raise CallCancelled(f"{self.server.label}: the call was cancelled")
+        if deadline_scope.cancelled_caught:
+            raise CallTimedOut(f"{self.server.label}: the call ran past its deadline")
+        if not isinstance(result, types.CallToolResult):
+            raise UpstreamFailed(f"{self.server.label}: the server's answer is not a tool result")
+        plain: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        plain.setdefault("isError", False)
+        return plain
+
+    def _live_session(self) -> ClientSession:
+        if self._session is None or self.state != "running":
+            raise UpstreamFailed(f"{self.server.label}: the server is not running")
+        return self._session
+
+    def _named(self, error: BaseException, what: str) -> UpstreamError:
+        """The error a failure is reported as: what the HTTP guard saw first (the SDK
+        reports a 401 or a refused redirect only as a generic error), never the server's
+        own message (it may echo a credential)."""
+        label = self.server.label
+        if self._answered.unauthorized:
+            return UpstreamUnauthorized(f"{label}: the server answered 401 (unauthorized)")
+        if self._answered.redirect_refused:
+            return UpstreamRefused(f"{label}: a redirect to another origin was refused")
+        if self._answered.oversized:
+            return UpstreamRefused(f"{label}: a response larger than its bound was refused")
+        if self._answered.unreachable:
+            return UpstreamFailed(f"{label}: the server could not be reached")
+        if isinstance(error, MCPError):
+            return UpstreamFailed(f"{label}: {what} (error {error.code})")
+        return UpstreamFailed(f"{label}: {what}")
+
+    async def _live(self) -> None:
+        """The session's one task: open the transport and the SDK session, negotiate,
+        list, follow changes until stopped, then leave both (stopping the process)."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await self._open_transport(stack)
+                session = ClientSession(
+                    read, write, message_handler=self._on_message, client_info=_CLIENT_INFO
+                )
+                await stack.enter_async_context(session)
+                try:
+                    await negotiate_auto(session)
+                except (MCPError, RuntimeError) as error:
+                    raise self._named(error, "the handshake failed") from None
+                self._session, self.state = session, "running"
+                await self.list_tools()
+                self._ready.set()
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._follow_changes)
+                    group.start_soon(self._listen_for_changes)
+                    await self._stop.wait()
+                    group.cancel_scope.cancel()
+        except UpstreamError as error:
+            self.failure = error
+        except Exception as error:  # a transport's own failure: named, never its text
+            self.failure = self._named(error, f"the session ended ({type(error).__name__})")
+        finally:
+            self._session = None
+            if self.failure is not None:
+                self.state = "failed"
+            elif self.state != "new":
+                self.state = "stopped"
+            self._ready.set()
+
+    async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        server = self.server
+        if isinstance(server, StdioServer):
+            process = await stack.enter_async_context(
+                open_stdio(server.launch, StderrSink(server.label, server.redact))
+            )
+            self.pid = process.process.pid
+            return process.read, process.write
+        client = await stack.enter_async_context(guarded_client(server.headers, self._answered))
+        streams = await stack.enter_async_context(
+            streamable_http_client(
+                server.url, http_client=client, max_sse_event_size=MAX_SSE_EVENT_BYTES
+            )
+        )
+        return streams
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's notification hook (on its read loop: no request may be awaited here)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self._stale.set()
+
+    async def _listen_for_changes(self) -> None:
+        """On 2026-07-28, list changes come on a `subscriptions/listen` stream instead."""
+        session = self._live_session()
+        try:
+            async with listen(session, tools_list_changed=True) as events:
+                async for _event in events:
+                    self._stale.set()
+        except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError):
+            return  # an older revision (notifications come to `_on_message`), or none
+
+    async def _follow_changes(self) -> None:
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                tools = await self.list_tools()
+            except UpstreamError as error:
+                logger.warning("%s", error.message)
+                continue
+            if self._on_tools_changed is not None:
+                self._on_tools_changed(tools)

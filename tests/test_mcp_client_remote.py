@@ -1,0 +1,118 @@
+"""The MCP client of imported servers (mcp_client/, issue 51) against a remote
+streamable-HTTP server of ours (tests/mcp_servers/bearer_server.py) that needs a bearer
+token: with it a call works; without it the failure is the distinct `UpstreamUnauthorized`
+(the caller marks the OAuth connection for reconnect); a redirect to another origin is
+refused before anything reaches that origin; a body over the bound is refused.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+
+from mcp_support import free_port, our_server, start_http_server
+from toolkit_vault.mcp_client import (
+    RemoteServer,
+    UpstreamFailed,
+    UpstreamHost,
+    UpstreamRefused,
+    UpstreamUnauthorized,
+)
+
+TOKEN = "tok-remote-9fKq2LwX7vRz"
+
+
+class _Elsewhere(http.server.BaseHTTPRequestHandler):
+    """Another origin: counts what reaches it (nothing should)."""
+
+    hits: ClassVar[list[str]] = []
+
+    def _any(self) -> None:
+        self.hits.append(f"{self.command} {self.path} {self.headers.get('authorization')}")
+        self.send_response(404)
+        self.end_headers()
+
+    do_GET = do_POST = do_DELETE = _any
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Elsewhere)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def remote(elsewhere: str) -> Iterator[str]:
+    port = free_port()
+    process = start_http_server(our_server("bearer_server.py", str(port), TOKEN, elsewhere), port)
+    yield f"http://127.0.0.1:{port}"
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture
+def host() -> Iterator[UpstreamHost]:
+    upstream = UpstreamHost()
+    yield upstream
+    upstream.close()
+
+
+def _server(url: str, token: str | None) -> RemoteServer:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return RemoteServer(label="remote", url=url, headers=headers)
+
+
+def test_with_the_token_tools_are_listed_and_called(host: UpstreamHost, remote: str) -> None:
+    handle = host.open(_server(f"{remote}/mcp", TOKEN), timeout=20)
+    assert [tool.name for tool in handle.tools] == ["add"]
+    result = handle.call_tool("add", {"a": 2, "b": 3}, deadline=time.monotonic() + 10)
+    assert result["isError"] is False
+    assert result["content"][0]["text"] == "5"
+    handle.close()
+    assert handle.state == "stopped"
+
+
+def test_without_the_token_the_failure_is_unauthorized(host: UpstreamHost, remote: str) -> None:
+    with pytest.raises(UpstreamUnauthorized) as failure:
+        host.open(_server(f"{remote}/mcp", None), timeout=20)
+    assert failure.value.reason == "unauthorized"
+
+
+def test_a_wrong_token_is_unauthorized_and_never_shown(host: UpstreamHost, remote: str) -> None:
+    with pytest.raises(UpstreamUnauthorized) as failure:
+        host.open(_server(f"{remote}/mcp", "tok-wrong-4d8s9f0g"), timeout=20)
+    assert "tok-wrong-4d8s9f0g" not in str(failure.value)
+    assert "tok-wrong-4d8s9f0g" not in repr(_server(f"{remote}/mcp", "tok-wrong-4d8s9f0g"))
+
+
+def test_a_redirect_to_another_origin_is_refused(
+    host: UpstreamHost, remote: str, elsewhere: str
+) -> None:
+    _Elsewhere.hits.clear()
+    with pytest.raises(UpstreamRefused) as failure:
+        host.open(_server(f"{remote}/elsewhere", TOKEN), timeout=20)
+    assert "another origin" in str(failure.value)
+    assert _Elsewhere.hits == []  # the token never went there
+
+
+def test_a_response_over_the_bound_is_refused(host: UpstreamHost, remote: str) -> None:
+    with pytest.raises(UpstreamRefused) as failure:
+        host.open(_server(f"{remote}/big", TOKEN), timeout=20)
+    assert "larger than its bound" in str(failure.value)
+
+
+def test_an_unreachable_server_fails_at_once(host: UpstreamHost) -> None:
+    started = time.monotonic()
+    with pytest.raises(UpstreamFailed):
+        host.open(_server(f"http://127.0.0.1:{free_port()}/mcp", TOKEN), timeout=20)
+    assert time.monotonic() - started < 10
