@@ -37,6 +37,11 @@ class EnvSettings(BaseSettings):
     key_provider: str | None = None
     audit_devices: str | None = None  # comma-separated specs; "none" for none
     audit_fail_closed: bool | None = None
+    # `serve`'s telemetry (issue 54): /metrics counted (on by default); also served, without a
+    # token, on a loopback HOST:PORT of its own; OpenTelemetry traces (the `otel` extra).
+    metrics: bool = True
+    metrics_listen: str | None = None
+    otel_traces: bool = False
 
 
 @dataclass(frozen=True)

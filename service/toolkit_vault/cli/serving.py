@@ -28,7 +28,7 @@ from toolkit_vault.logs import (
     hold_library_loggers,
     redact_every_record,
 )
-from toolkit_vault.settings import load_settings
+from toolkit_vault.settings import EnvSettings, load_settings
 from toolkit_vault.store.urls import shown_url
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
@@ -211,6 +211,7 @@ def serve(
     _copy_log("serve")
     redact_every_record()  # a plugin's own handlers never pass the handler's filter
     settings = load_settings()
+    telemetry = _start_telemetry()
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
     reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
     provider = open_provider(settings)
@@ -225,7 +226,8 @@ def serve(
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
         f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json, with a token).\n"
-        "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
+        "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent"
+        + "".join(f"\n  {line}" for line in telemetry),
         err=True,
     )
     run(
@@ -239,6 +241,26 @@ def serve(
         body_timeout=body_timeout,
         slow_connections_per_ip=slow_connections_per_ip,
     )
+
+
+def _start_telemetry() -> list[str]:
+    """Metrics on or off, their loopback listener, traces (`EnvSettings`); what to say."""
+    from toolkit_vault.telemetry import traces
+    from toolkit_vault.telemetry.metrics import METRICS
+    from toolkit_vault.transports.http_health import serve_metrics_on_loopback
+
+    env = EnvSettings()
+    METRICS.enabled = env.metrics
+    said = ["metrics: /metrics (operator or auditor token)" if env.metrics else "metrics: off"]
+    if env.metrics and env.metrics_listen:
+        host, port = serve_metrics_on_loopback(env.metrics_listen)
+        said.append(f"metrics: also http://{host}:{port}/metrics (loopback, no token)")
+    if env.otel_traces:
+        if traces.configure_tracing():
+            said.append("traces: OpenTelemetry, OTLP over HTTP (OTEL_EXPORTER_OTLP_*)")
+        else:
+            raise VaultError("TOOLKIT_VAULT_OTEL_TRACES needs the otel extra installed")
+    return said
 
 
 def _copy_log(command: str) -> None:

@@ -149,6 +149,9 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_VERIFY_ALLOW": "CIDRs a credential check may reach too",
     "TOOLKIT_VAULT_EXPIRY_REMINDER_DAYS": "days ahead a credential's end is reminded",
     "TOOLKIT_VAULT_LOG_COPY": "DIR: every log record copied to a file there",
+    "TOOLKIT_VAULT_METRICS": "off: no /metrics (on by default)",
+    "TOOLKIT_VAULT_METRICS_LISTEN": "loopback HOST:PORT: /metrics there, no token",
+    "TOOLKIT_VAULT_OTEL_TRACES": "on: OpenTelemetry traces (the otel extra)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -1,6 +1,6 @@
 """`toolkit-vault serve`: A2E over WebSocket and HTTP, and the admin API, as thin shells.
 
-Every route but `/healthz` needs a bearer token, the OpenAPI document included; the
+Every route but `/healthz` and `/readyz` needs a bearer token, the OpenAPI document included; the
 token's role decides what it reaches: `agent` speaks A2E on its own sessions, `operator`
 sees keys and runs the check, `auditor` (and operator) sees history and the audit chain.
 Tokens are checked through `PrincipalCache` on every request and every WebSocket message,
@@ -32,10 +32,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.health import ReadinessProbe, metric_readers
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.store.database import POOL_SIZE
+from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.over_http import A2E_POST_DOC, A2EPost
 from toolkit_vault.transports.a2e.over_websocket import A2ESocket
@@ -44,6 +46,7 @@ from toolkit_vault.transports.http_access import PrincipalCache, SessionBindings
 from toolkit_vault.transports.http_admin import Guards, admin_routes
 from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
+from toolkit_vault.transports.http_health import health_routes
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
 from toolkit_vault.transports.web import RememberOrigin, install_console
@@ -117,6 +120,9 @@ def create_app(
     app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
+    app.include_router(health_routes(ReadinessProbe(vault), workers.run, as_auditor))
+    for reader in metric_readers(vault):  # read at each scrape of /metrics
+        METRICS.readings.add(reader)
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import IO
 
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.connection import A2EConnection, connect, read_request
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.logs import redact_every_record
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, dump_message
+from toolkit_vault.telemetry import metrics, traces
+from toolkit_vault.transports.observed import kind, outcome
 
 __all__ = ["serve_stdio"]
 
@@ -55,7 +58,13 @@ def serve_stdio(
                 continue
             else:
                 line = line.rstrip(b"\r\n")  # framing: the size limit is the message's own
-            write(connection.handle_raw(line))
+            started = time.perf_counter()
+            request = read_request(line, MAX_MESSAGE_BYTES)
+            with traces.span("request", transport="stdio", message__type=kind(request)):
+                answer = connection.respond(request)
+            elapsed = time.perf_counter() - started
+            metrics.observe_request("stdio", kind(request), outcome(answer[0]), elapsed)
+            write(answer)
     finally:
         connection.close()
 
