@@ -13,13 +13,15 @@ import re
 import threading
 from collections.abc import Iterable
 
-__all__ = ["NAME_SHAPE", "OTHER", "PREFIX", "BoundedNames", "fixed"]
+__all__ = ["NAME_SHAPE", "OTHER", "PREFIX", "TYPE_SHAPE", "BoundedNames", "fixed"]
 
 PREFIX = "toolkit_vault"  # every metric's name starts so
 OTHER = "other"
 # A toolkit's or a tool's name as the registry and MCP's tool names allow it; anything else
 # (a path, a sentence, a value pasted where a name goes) is counted as OTHER.
 NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+# A message type (`toolkit/list/req`) or an MCP method (`tools/call`).
+TYPE_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./\-]{0,63}")
 
 
 def fixed(value: str, allowed: frozenset[str]) -> str:

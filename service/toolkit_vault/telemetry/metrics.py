@@ -19,7 +19,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from toolkit_vault.telemetry.labels import NAME_SHAPE, OTHER, PREFIX, BoundedNames, fixed
+from toolkit_vault.telemetry.labels import (
+    NAME_SHAPE,
+    OTHER,
+    PREFIX,
+    TYPE_SHAPE,
+    BoundedNames,
+    fixed,
+)
 from toolkit_vault.telemetry.readings import Readings
 
 __all__ = [
@@ -124,7 +131,7 @@ class VaultMetrics:
         r.register(self.readings)
         for state in MCP_STATES:
             self.mcp_processes.labels(state=state).set(0)
-        self._types = BoundedNames(MESSAGE_TYPES_CAP, (INVALID,))
+        self._types = BoundedNames(MESSAGE_TYPES_CAP, (INVALID,), shape=TYPE_SHAPE)
         self._toolkits = BoundedNames(TOOLKITS_CAP)
         self._tools = BoundedNames(TOOLS_CAP, shape=None)  # pairs of names checked apart
         self._children: dict[tuple[Any, ...], Any] = {}

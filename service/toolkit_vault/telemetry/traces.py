@@ -11,7 +11,7 @@ process that traces does not see our spans, and tests can configure a fresh one.
 
 No attribute carries a value: span names come from a fixed set (`SPANS`), attribute keys
 from another (`ATTRIBUTES`), and an attribute's value is kept only when it is a number, a
-boolean or a name-shaped string (`labels.NAME_SHAPE`: a toolkit, a tool, a message type,
+boolean or a name-shaped string (`labels.TYPE_SHAPE`: a toolkit, a tool, a message type,
 an outcome). A session id, a token, a URL or an argument never fits a key; anything that
 does not fit is dropped, silently.
 """
@@ -23,7 +23,7 @@ from collections.abc import Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from toolkit_vault.telemetry.labels import NAME_SHAPE
+from toolkit_vault.telemetry.labels import TYPE_SHAPE
 
 __all__ = [
     "ATTRIBUTES",
@@ -136,7 +136,7 @@ def _allowed(attributes: Mapping[str, object]) -> dict[str, Any]:
         if key not in ATTRIBUTES:
             continue
         if isinstance(value, bool | int | float) or (
-            isinstance(value, str) and NAME_SHAPE.fullmatch(value)
+            isinstance(value, str) and TYPE_SHAPE.fullmatch(value)
         ):
             kept[key] = value
     return kept
