@@ -1,8 +1,8 @@
 """Figures read when Prometheus scrapes, not counted as they happen: the audit chain's
 head, the witness's lag and age, the audit devices' counts and queues, the database pool.
 
-Reading them costs nothing between scrapes. The vault registers a reader per source
-(`Readings.add`) when it starts: a function returning `Reading`s. The families and their
+Reading them costs nothing between scrapes. The vault registers its readers
+(`Readings.put`) when it starts: functions returning `Reading`s. The families and their
 label names are declared here, once; a reading of another family or with other labels is
 dropped, so a reader cannot open a series nobody declared. A reader that fails is skipped
 for that scrape and counted (`toolkit_vault_reading_failures`), never raised into a scrape.
@@ -56,18 +56,14 @@ class Readings(Collector):
     """A `prometheus_client` collector over the registered readers."""
 
     def __init__(self) -> None:
-        self._readers: list[Reader] = []
+        self._readers: dict[str, list[Reader]] = {}
         self._lock = threading.Lock()
         self.failures = 0
 
-    def add(self, reader: Reader) -> None:
+    def put(self, source: str, readers: Iterable[Reader]) -> None:
+        """The readers of `source` (one vault a process: its app, made again, replaces them)."""
         with self._lock:
-            self._readers.append(reader)
-
-    def remove(self, reader: Reader) -> None:
-        with self._lock:
-            if reader in self._readers:
-                self._readers.remove(reader)
+            self._readers[source] = list(readers)
 
     def describe(self) -> Iterable[Metric]:
         return []  # families appear only once read: registering never calls a reader
@@ -75,7 +71,7 @@ class Readings(Collector):
     def collect(self) -> Iterator[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         with self._lock:
-            readers = list(self._readers)
+            readers = [reader for each in self._readers.values() for reader in each]
         for reader in readers:
             try:
                 readings = list(reader())

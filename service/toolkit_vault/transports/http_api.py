@@ -121,8 +121,7 @@ def create_app(
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
     app.include_router(health_routes(ReadinessProbe(vault), workers.run, as_auditor))
-    for reader in metric_readers(vault):  # read at each scrape of /metrics
-        METRICS.readings.add(reader)
+    METRICS.readings.put("vault", metric_readers(vault))  # read at each scrape of /metrics
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(app, vault, provider, intake_key=vault.intake_key, public_url=public_url)

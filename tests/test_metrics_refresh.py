@@ -1,0 +1,43 @@
+"""OAuth refreshes counted by outcome (issue 54), against the real authorization server of
+tests/oauth_server.py: a refresh that succeeds, one the server refuses (`invalid_grant`),
+and no issued token in any label. The process's own metrics (`METRICS`), scraped as
+`/metrics` renders them."""
+
+from __future__ import annotations
+
+import json
+
+from metrics_support import outside, scrape, value
+from test_oauth import Agent, Rig, connected, rig  # noqa: F401 (the fixture)
+from toolkit_vault.telemetry.metrics import METRICS
+
+REFRESHES = "toolkit_vault_oauth_refreshes_total"
+
+
+def test_refreshes_are_counted_by_outcome(rig: Rig) -> None:  # noqa: F811
+    principal, _ = connected(rig)
+    before = scrape(METRICS)
+    rig.clock.offset = 2 * 3600  # the token expired: the next initialization refreshes it
+    assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is True
+    refreshed = scrape(METRICS)
+    assert (
+        value(refreshed, REFRESHES, outcome="refreshed")
+        - value(before, REFRESHES, outcome="refreshed")
+        == 1
+    )
+    rig.auth.knobs.invalid_grant = True
+    rig.clock.offset = 4 * 3600
+    assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
+    after = scrape(METRICS)
+    assert (
+        value(after, REFRESHES, outcome="refused") - value(before, REFRESHES, outcome="refused")
+        == 1
+    )
+    assert value(after, REFRESHES, outcome="refreshed") == value(
+        refreshed, REFRESHES, outcome="refreshed"
+    )
+    assert rig.auth.refresh_calls == 2
+    assert not outside(after, ["calendar", "filesystem"])
+    text = json.dumps([(s.name, s.labels) for s in after])
+    for issued in rig.auth.issued():
+        assert issued not in text
