@@ -27,6 +27,7 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
+from toolkit_vault.transports.web.figures_page import console_figures_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
 from toolkit_vault.transports.web.oauth_pages import oauth_routes
 from toolkit_vault.transports.web.pages import STATIC, WebState
@@ -104,6 +105,7 @@ def create_console(
     app.include_router(console_routes(state))
     app.include_router(console_template_routes(state))
     app.include_router(console_check_routes(state))
+    app.include_router(console_figures_routes(state))  # operators and auditors
     app.include_router(intake_routes(state))
     vault.intake = intake
     connections = OAuthConnections(vault, intake, key)  # the connect flow
