@@ -9,6 +9,7 @@ from toolkit_vault.telemetry.metrics import INVALID
 __all__ = ["kind", "outcome"]
 
 _ERROR = '{"type":"error"'  # how `dump_message` begins an error message
+_ERROR_BYTES = _ERROR.encode()
 
 
 def kind(request: Message) -> str:
@@ -17,6 +18,9 @@ def kind(request: Message) -> str:
     return INVALID if isinstance(request, ErrorMessage) else request.type
 
 
-def outcome(line: str) -> str:
-    """`error` when the answer is an A2E error message, else `ok`."""
+def outcome(line: str | bytes) -> str:
+    """`error` when the answer (a line, or a response's body) is an A2E error message, else
+    `ok`."""
+    if isinstance(line, bytes):
+        return "error" if line.startswith(_ERROR_BYTES) else "ok"
     return "error" if line.startswith(_ERROR) else "ok"

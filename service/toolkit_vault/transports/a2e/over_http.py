@@ -78,7 +78,7 @@ class A2EPost:
         started, said = time.perf_counter(), [INVALID]
         try:
             response = await self.answer(request, said)
-            answered = outcome(bytes(response.body).decode("latin-1"))
+            answered = outcome(bytes(response.body))
         except Refused as exc:
             response, answered = await refused(request, exc), "refused"
         except ClientDisconnect as exc:  # gone, or its body too slow (`http_server`)
