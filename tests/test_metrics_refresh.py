@@ -1,7 +1,8 @@
-"""OAuth refreshes counted by outcome (issue 54), against the real authorization server of
-tests/oauth_server.py: a refresh that succeeds, one the server refuses (`invalid_grant`),
-and no issued token in any label. The process's own metrics (`METRICS`), scraped as
-`/metrics` renders them."""
+"""OAuth refreshes and credential checks counted by outcome (issue 54): against the real
+authorization server of tests/oauth_server.py, a refresh that succeeds and one the server
+refuses (`invalid_grant`); against tests/test_verification.py's upstream, a check that
+passes and one that fails (the configure then counted `refused`); no issued token or key
+in any label. The process's own metrics (`METRICS`), scraped as `/metrics` renders them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ import json
 
 from metrics_support import outside, scrape, value
 from test_oauth import Agent, Rig, connected, rig  # noqa: F401 (the fixture)
+from test_verification import (
+    BAD,
+    BEARER,
+    GOOD,
+    LOOPBACK,
+    configure,
+    declared,
+    registered,
+    upstream,  # noqa: F401 (the fixture)
+)
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.telemetry.metrics import METRICS
 
 REFRESHES = "toolkit_vault_oauth_refreshes_total"
@@ -41,3 +53,32 @@ def test_refreshes_are_counted_by_outcome(rig: Rig) -> None:  # noqa: F811
     text = json.dumps([(s.name, s.labels) for s in after])
     for issued in rig.auth.issued():
         assert issued not in text
+
+
+def test_credential_checks_are_counted_by_outcome(
+    vault: Vault,
+    upstream: str,  # noqa: F811
+) -> None:
+    checks, configures = "toolkit_vault_credential_checks_total", "toolkit_vault_configures_total"
+    vault.verify_policy = LOOPBACK
+    registered(vault, declared("bearer", BEARER))
+    before = scrape(METRICS)
+    assert (
+        configure(vault, "bearer", {"base": upstream, "path": "me", "api_key": GOOD})["status"]
+        == "ok"
+    )
+    assert (
+        configure(vault, "bearer", {"base": upstream, "path": "me", "api_key": BAD})["status"]
+        == "error"
+    )
+    after = scrape(METRICS)
+    for name, outcome in ((checks, "passed"), (checks, "rejected"), (configures, "ok")):
+        assert value(after, name, outcome=outcome) - value(before, name, outcome=outcome) == 1
+    assert (
+        value(after, configures, outcome="refused") - value(before, configures, outcome="refused")
+        == 1
+    )
+    assert value(after, configures, outcome="error") == value(before, configures, outcome="error")
+    assert not outside(after, ["bearer", "calendar", "filesystem"])
+    text = json.dumps([(s.name, s.labels) for s in after])
+    assert GOOD not in text and BAD not in text
