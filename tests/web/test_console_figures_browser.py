@@ -12,7 +12,15 @@ import httpx
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from web_support import WIDTHS, Server, agent, assert_nowhere, click_through, sideways
+from web_support import (
+    WIDTHS,
+    Server,
+    agent,
+    assert_nowhere,
+    click_through,
+    screenshot,
+    sideways,
+)
 
 CANARY = "tkv-canary-figures-3b7d"
 
@@ -43,6 +51,7 @@ def test_an_auditor_reads_the_figures_and_every_table_fits(
     assert "Chain head: event " in browser.find_element(By.ID, "chain").text
     assert browser.find_element(By.ID, "database").text.startswith("Pool: ")
     page = browser.page_source
+    screenshot(browser, tmp_path / "console-figures.png")
     assert_nowhere(CANARY, texts=[page])
     assert sideways(browser) == []
     for width in WIDTHS:
