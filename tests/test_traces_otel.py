@@ -109,6 +109,7 @@ def test_context_passed_on_and_a_failure_marked_by_its_type_only(
 ) -> None:
     with traces.span("request", transport="mcp", message__type="tools/call") as outer:
         carrier = traces.inject({})
+        assert traces.environment() == {"TRACEPARENT": carrier["traceparent"]}  # a child's
         outer.set(toolkit="github", tool=f"say {CANARY}", outcome="ok", session="s-1")
     (done,) = exporter.get_finished_spans()
     version, trace_id, span_id, _flags = carrier["traceparent"].split("-")
@@ -140,6 +141,6 @@ def test_nothing_is_traced_while_tracing_is_off() -> None:
     traces.stop_tracing()
     with traces.span("request", transport="http") as span:
         span.set(outcome="ok")
-        assert traces.inject({}) == {}
+        assert traces.inject({}) == {} and traces.environment() == {}
     assert not taken.get_finished_spans() and not traces.tracing()
     assert traces.span("not-a-span-name") is traces.span("request")  # the no-op, shared

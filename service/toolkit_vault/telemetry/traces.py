@@ -31,6 +31,7 @@ __all__ = [
     "annotate",
     "configure_tracing",
     "continued",
+    "environment",
     "inject",
     "span",
     "stop_tracing",
@@ -161,6 +162,13 @@ def inject(carrier: MutableMapping[str, str]) -> MutableMapping[str, str]:
 
         TraceContextTextMapPropagator().inject(carrier)
     return carrier
+
+
+def environment() -> dict[str, str]:
+    """The current trace context as a child process's environment (`TRACEPARENT`,
+    `TRACESTATE`: the names OpenTelemetry's environment carrier uses), for a local MCP
+    server launched within a span; empty while tracing is off."""
+    return {key.upper(): value for key, value in inject({}).items()}
 
 
 def continued(carrier: Mapping[str, str]) -> AbstractContextManager[None]:
