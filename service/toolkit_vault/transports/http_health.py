@@ -78,5 +78,9 @@ def serve_metrics_on_loopback(address: str) -> tuple[str, int]:
             "TOOLKIT_VAULT_METRICS_LISTEN takes a loopback HOST:PORT (127.0.0.1:9464); "
             "a scrape from elsewhere goes to /metrics with a token"
         )
-    server, _thread = start_http_server(port, host, registry=METRICS.registry)
+    try:
+        server, _thread = start_http_server(port, host, registry=METRICS.registry)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise VaultError(f"cannot serve metrics on {host}:{port}: {reason}") from None
     return host, int(server.server_address[1])
