@@ -7,7 +7,10 @@ them: each pair sees the same machine, and the median of the per-pair ratios is 
 Cases are those of the `http` scenario at 16 connections (`--connections`), on SQLite or
 PostgreSQL (`--database`; each build its own scratch database), and `soak`
 (`scripts/soak.py` against each build in turn). `--env NAME=VALUE` sets a variable for the
-candidate only, to compare a setting. The base must share the working tree's schema.
+candidate only, `--base-env` for the base only, to compare a setting: run it both ways
+round, as the two slots are not alike (an A/A run is not 1.0x on this VM), and the square
+root of the ratio of the two medians is the setting's effect. The base must share the
+working tree's schema.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__)
     parser.add_argument("--base", default="HEAD", help="git revision to compare with")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE, candidate only")
+    parser.add_argument("--base-env", action="append", default=[], help="NAME=VALUE, base only")
     names = [c.name for c in CASES] + [SOAK]
     parser.add_argument("--cases", default="WebSocket list,HTTP configure", help=",".join(names))
     parser.add_argument("--pairs", type=int, default=6)
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(chosen) - set(names):
         parser.error(f"unknown cases {sorted(unknown)}")
     env = dict(item.split("=", 1) for item in args.env)
+    base_env = dict(item.split("=", 1) for item in args.base_env)
     with tempfile.TemporaryDirectory(prefix="tkv-ab-") as tmp:
         work = Path(tmp)
         base_source = _export(args.base, work)
@@ -85,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             builds = {}
             if cases:
                 builds = {
-                    "base": stack.enter_context(_serving(ctx, args.database, "base", base_source)),
+                    "base": stack.enter_context(
+                        _serving(ctx, args.database, "base", base_source, base_env)
+                    ),
                     "this": stack.enter_context(_serving(ctx, args.database, "this", None, env)),
                 }
             for case in cases:
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         if SOAK in chosen:
             rates = []
             for n in range(args.pairs):
-                base = _soak(base_source, {}, args.seconds)
+                base = _soak(base_source, base_env, args.seconds)
                 this = _soak(None, env, args.seconds)
                 rates.append(this[0] / base[0])
                 print(

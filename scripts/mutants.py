@@ -2755,6 +2755,21 @@ MUTANTS = [
         "        if False:",
         (TOOL_PLUGINS + "test_a_plugins_answer_for_another_tool_or_of_another_shape_is_refused",),
     ),
+    # -- issue 50: the engine's records reach the store --
+    Mutant(
+        "tool call: the record names a toolkit the vault does not know (the agent's text)",
+        V + "core/tool_calls.py",
+        "        toolkit = msg.toolkit_name if known else None",
+        "        toolkit = msg.toolkit_name",
+        ("tests/test_tool_call_records.py",),
+    ),
+    Mutant(
+        "tool call: the engine's records go nowhere",
+        V + "core/vault.py",
+        "store.record_call(tool_called_draft(**record.fields()))",
+        "None",
+        ("tests/test_tool_call_records.py",),
+    ),
     # -- issue 54: console sign-in through an OpenID provider --
     Mutant(
         "oidc: an id_token's nonce is not compared with the sign-in's",
@@ -3111,6 +3126,92 @@ MUTANTS = [
         '            "description": self.description,\n',
         "",
         ("tests/test_mcp_client_tools.py::test_a_changed_description_is_named_by_the_pin",),
+    ),
+    # -- issue 54: metrics, traces and readiness --
+    Mutant(
+        "metrics: a label admits names past its cap",
+        V + "telemetry/labels.py",
+        "            if len(self._admitted) >= self.cap:",
+        "            if False:",
+        (
+            "tests/test_metrics.py::test_a_soak_of_made_up_names_leaves_the_series_count_bounded",
+            "tests/test_metrics.py::test_bounded_names_admit_up_to_the_cap",
+        ),
+    ),
+    Mutant(
+        "metrics: a label admits a value that is not name-shaped",
+        V + "telemetry/labels.py",
+        "        if self.shape is not None and not self.shape.fullmatch(name):",
+        "        if False:",
+        ("tests/test_metrics.py::test_an_unknown_outcome_and_a_name_that_is_not_one_are_other",),
+    ),
+    Mutant(
+        "metrics: an outcome or transport outside its fixed set is kept",
+        V + "telemetry/labels.py",
+        "    return value if value in allowed else OTHER",
+        "    return value",
+        ("tests/test_metrics.py::test_an_unknown_outcome_and_a_name_that_is_not_one_are_other",),
+    ),
+    Mutant(
+        "metrics: an agent's token may scrape /metrics",
+        V + "transports/http_api.py",
+        "health_routes(ReadinessProbe(vault), workers.run, as_auditor)",
+        "health_routes(ReadinessProbe(vault), workers.run, "
+        'gate.role("agent", "auditor", "operator"))',
+        (
+            "tests/test_metrics_http.py::test_a_scrape_after_each_kind_of_work_shows_each_counter_move",
+        ),
+    ),
+    Mutant(
+        "metrics: the separate listener may take a public address",
+        V + "transports/http_health.py",
+        "    if not loopback or not 0 <= port <= 65535:",
+        "    if not 0 <= port <= 65535:",
+        ("tests/test_metrics_http.py::test_metrics_turned_off_and_a_loopback_listener",),
+    ),
+    Mutant(
+        "traces: any attribute key is kept",
+        V + "telemetry/traces.py",
+        "        if key not in ATTRIBUTES:\n            continue",
+        "        pass",
+        (
+            "tests/test_traces_otel.py::test_context_passed_on_and_a_failure_marked_by_its_type_only",
+        ),
+    ),
+    Mutant(
+        "traces: an exception's message is recorded on its span",
+        V + "telemetry/traces.py",
+        "        record_exception=False,  # an exception's message may hold what we never log",
+        "        record_exception=True,",
+        (
+            "tests/test_traces_otel.py::test_context_passed_on_and_a_failure_marked_by_its_type_only",
+        ),
+    ),
+    Mutant(
+        "readiness: a database that does not answer is ready",
+        V + "core/health.py",
+        "        if unreachable is not None:\n            reasons",
+        "        if False:\n            reasons",
+        (
+            "tests/test_health.py::"
+            "test_not_ready_while_postgresql_is_stopped_and_ready_once_it_is_back",
+        ),
+        select="postgres",
+    ),
+    Mutant(
+        "readiness: a database behind its witness is ready",
+        V + "store/health.py",
+        "        failure = store.behind_witness() or store.state_failure() or "
+        "store.witness_damage()",
+        "        failure = None",
+        ("tests/test_health.py::test_not_ready_while_the_database_is_behind_its_witness",),
+    ),
+    Mutant(
+        "readiness: fail-closed devices that take nothing are ready",
+        V + "core/health.py",
+        "    if any(failure is None for _, failure in failures):",
+        "    if True:",
+        ("tests/test_health.py::test_not_ready_while_no_fail_closed_audit_device_takes_events",),
     ),
 ]
 

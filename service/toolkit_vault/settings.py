@@ -55,6 +55,11 @@ class EnvSettings(BaseSettings):
     oidc_client_secret_file: Path | None = None
     oidc_scopes: str | None = None  # space-separated; `openid` is always asked for
     oidc_session_minutes: float | None = None
+    # `serve`'s telemetry (issue 54): /metrics counted (on by default); also served, without a
+    # token, on a loopback HOST:PORT of its own; OpenTelemetry traces (the `otel` extra).
+    metrics: bool = True
+    metrics_listen: str | None = None
+    otel_traces: bool = False
 
 
 @dataclass(frozen=True)

@@ -127,12 +127,16 @@ class Device:
         self._closing = False
         self._missed_from: int | None = None  # the first seq it did not take, while failing
         self._missed = 0  # how many since
+        # The last send's failure (None: it took them), rolled back or not: what readiness
+        # asks of a fail-closed device (`core.health`), whose refused writes count nowhere.
+        self.last_failure: str | None = None
 
     def put(self, batch: Batch) -> None:
         """(The chain's lock held, so in `seq` order.) Queue a write's events for the
         thread, or drop them when the queue is full: never waits."""
         with self._cond:
             if self.queued + batch.count > self.capacity:
+                self.last_failure = QUEUE_FULL
                 batch.finish(QUEUE_FULL)
                 if not batch.waited:
                     self._settle(batch)
@@ -174,6 +178,7 @@ class Device:
                     self._cond.wait()
                 batch = self._queue.popleft()
             failure = self.send(batch.events, batch.lines)
+            self.last_failure = failure
             with self._cond:
                 self.queued -= batch.count
                 batch.finish(failure)

@@ -30,7 +30,7 @@ from toolkit_vault.logs import (
     redact_every_record,
     register_secrets,
 )
-from toolkit_vault.settings import load_settings, oidc_settings
+from toolkit_vault.settings import EnvSettings, load_settings, oidc_settings
 from toolkit_vault.store.urls import shown_url
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
@@ -232,6 +232,7 @@ def serve(
     oidc = oidc_settings(oidc_issuer, oidc_client_id, oidc_client_secret_file)
     if oidc is not None and oidc.client_secret is not None:  # never in a log line
         register_secrets([oidc.client_secret.reveal().decode()])
+    telemetry = _start_telemetry()
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
     reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
     provider = open_provider(settings)
@@ -246,7 +247,8 @@ def serve(
     click.echo(
         f"toolkit-vault: serving A2E on {scheme}://{host}:{port}/a2e (WebSocket and POST), "
         f"admin API on {scheme}://{host}:{port}/v1/ (OpenAPI at /openapi.json, with a token).\n"
-        "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent",
+        "  An agent needs a token: toolkit-vault tokens create --role agent --name my-agent"
+        + "".join(f"\n  {line}" for line in telemetry),
         err=True,
     )
     if oidc is not None:
@@ -266,6 +268,26 @@ def serve(
         body_timeout=body_timeout,
         slow_connections_per_ip=slow_connections_per_ip,
     )
+
+
+def _start_telemetry() -> list[str]:
+    """Metrics on or off, their loopback listener, traces (`EnvSettings`); what to say."""
+    from toolkit_vault.telemetry import traces
+    from toolkit_vault.telemetry.metrics import METRICS
+    from toolkit_vault.transports.http_health import serve_metrics_on_loopback
+
+    env = EnvSettings()
+    METRICS.enabled = env.metrics
+    said = ["metrics: /metrics (operator or auditor token)" if env.metrics else "metrics: off"]
+    if env.metrics and env.metrics_listen:
+        host, port = serve_metrics_on_loopback(env.metrics_listen)
+        said.append(f"metrics: also http://{host}:{port}/metrics (loopback, no token)")
+    if env.otel_traces:
+        if traces.configure_tracing():
+            said.append("traces: OpenTelemetry, OTLP over HTTP (OTEL_EXPORTER_OTLP_*)")
+        else:
+            raise VaultError("TOOLKIT_VAULT_OTEL_TRACES needs the otel extra installed")
+    return said
 
 
 def _copy_log(command: str) -> None:

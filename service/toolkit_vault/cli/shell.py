@@ -158,6 +158,9 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_CALL_RATE": "tool calls a second per agent (50; off)",
     "TOOLKIT_VAULT_CALL_BURST": "an agent's burst of calls (twice the rate)",
     "TOOLKIT_VAULT_CALL_CONCURRENCY": "calls at once per toolkit instance (8; off)",
+    "TOOLKIT_VAULT_METRICS": "off: no /metrics (on by default)",
+    "TOOLKIT_VAULT_METRICS_LISTEN": "loopback HOST:PORT: /metrics there, no token",
+    "TOOLKIT_VAULT_OTEL_TRACES": "on: OpenTelemetry traces (the otel extra)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -37,6 +37,7 @@ from toolkit_vault.schema import check_sealable, merge_secrets
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft, VersionDraft
 from toolkit_vault.store.scopes import principal_of, principal_scope
+from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
 
 __all__ = ["SESSION_ID_CHARS", "Configuring"]
@@ -59,7 +60,21 @@ class Configuring(Listing):
     ) -> ToolkitConfigureResponse:
         """Validate, split, seal, initialize, then store the version and audit it together;
         or, when the config leaves its secrets to a person, answer with an intake link.
-        `scope: "principal"` stores it for the principal (every session without its own)."""
+        `scope: "principal"` stores it for the principal (every session without its own).
+        Counted by outcome (`telemetry.metrics`): `refused` when nothing was stored for a
+        bad request or a rejected credential, `intake` when a person is asked."""
+        try:
+            response, outcome = self._configure(principal, session_id, msg)
+        except VaultError:
+            metrics.observe_configure("refused")
+            raise
+        metrics.observe_configure(outcome)
+        return response
+
+    def _configure(
+        self, principal: Principal, session_id: str, msg: ToolkitConfigureRequest
+    ) -> tuple[ToolkitConfigureResponse, str]:
+        """`configure`'s answer, and its outcome as `/metrics` counts it."""
         scope_id = session_id
         if msg.scope == "principal":
             scope_id = principal_scope(principal.principal_id)
@@ -72,9 +87,9 @@ class Configuring(Listing):
             if msg.intake:
                 if self.intake is None:
                     raise VaultError("intake links need the web console (toolkit-vault serve)")
-                return self.intake.request(principal, self._made(scope_id), toolkit, msg)
+                return self.intake.request(principal, self._made(scope_id), toolkit, msg), "intake"
             if self.intake and self.oauth.wants_connect(toolkit, msg.config):
-                return self.intake.request(principal, self._made(scope_id), toolkit, msg)
+                return self.intake.request(principal, self._made(scope_id), toolkit, msg), "intake"
             public, secrets = toolkit.schema.split(msg.config)  # validates first
             check_sealable(secrets)
             if toolkit.check is not None:
@@ -90,13 +105,14 @@ class Configuring(Listing):
                     details={"reason": "CredentialRejected", "check": exc.message},
                 )
             )
-            return ToolkitConfigureResponse(
+            refused = ToolkitConfigureResponse(
                 req_id=msg.id, toolkit_name=msg.toolkit_name, status="error", message=exc.message
             )
+            return refused, "refused"
         except (ToolkitNotFound, ConfigInvalid) as exc:
             intake = self.intake
             if isinstance(exc, ConfigInvalid) and intake and intake.covers(toolkit, msg, exc):
-                return intake.request(principal, self._made(scope_id), toolkit, msg)
+                return intake.request(principal, self._made(scope_id), toolkit, msg), "intake"
             known = isinstance(exc, ConfigInvalid)
             self.store.record_attempt(
                 AuditDraft(
@@ -121,12 +137,13 @@ class Configuring(Listing):
             source = self.instances.source(session_id, name)
             if source is not None and source[0] == session_id:
                 message += " for the principal; this session keeps its own config"
-        return ToolkitConfigureResponse(
+        response = ToolkitConfigureResponse(
             req_id=msg.id,
             toolkit_name=msg.toolkit_name,
             status=outcome.status,
             message=message,
         )
+        return response, outcome.status
 
     def check_credential(
         self, toolkit: RegisteredToolkit, config: Mapping[str, Any], secrets: Mapping[str, Any]
@@ -138,13 +155,16 @@ class Configuring(Listing):
         if not self.plugin_checks.verifies(toolkit) and toolkit.schema.verify is None:
             return jwt_expiry(secrets)  # no check: no slot taken
         try:
-            with self.check_slots.taken():  # beyond the cap: refused, no wait (not noted)
+            with self.check_slots.taken(), traces.span("credential_check", toolkit=name):
                 checked = verify_credential(toolkit, config, self.verify_policy, self.plugin_checks)
         except CredentialRejected as exc:
-            if exc.message == BUSY:
+            if exc.message == BUSY:  # beyond the cap: refused, no wait (not noted)
+                metrics.observe_credential_check("busy")
                 raise
+            metrics.observe_credential_check("rejected")
             self.checks.note(name, CheckResult(self.clock(), False, exc.message))
             raise
+        metrics.observe_credential_check("passed")
         passed = CheckResult(self.clock(), True, "the credential check passed", checked)
         self.checks.note(name, passed)
         return earliest([checked, jwt_expiry(secrets)])

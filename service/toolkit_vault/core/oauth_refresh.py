@@ -44,6 +44,7 @@ from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.records import AuditDraft, VersionDraft, VersionRecord
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
+from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 
 __all__ = [
@@ -157,8 +158,11 @@ class OAuthRefresher:
             if self._moved(record):  # appended between this read and the claim
                 return None
             try:
-                new, refused = self._ask(spec, tokens, client_secret)  # no transaction open
+                with traces.span("oauth.refresh", toolkit=name):
+                    new, refused = self._ask(spec, tokens, client_secret)  # no transaction open
+                metrics.observe_oauth_refresh("refused" if new.reconnect else "refreshed")
             except OAuthFailed as exc:  # unavailable: counted, spaced, then a person is asked
+                metrics.observe_oauth_refresh("unavailable")
                 failures = leases.failed(scope, name, holder, self.clock(), RETRY_SPACING)
                 log.warning(
                     "%s: the authorization server failed a refresh (%s), %d time(s) in a row",

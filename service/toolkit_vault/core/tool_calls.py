@@ -24,6 +24,8 @@ from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
 from toolkit_vault.plugin import ToolResult, answers_calls
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
+from toolkit_vault.telemetry.labels import OTHER
+from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.tools.call_audit import arguments_hmac
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.limits import CallAdmission
@@ -150,15 +152,22 @@ class ToolCalling(Configuring):
         if self._call_hmac_key is not None:
             with contextlib.suppress(ValueError, TypeError):  # arguments no JSON can carry
                 digest = arguments_hmac(self._call_hmac_key, msg.arguments)
+        # A name the vault does not know is the agent's own text: neither recorded nor a label.
+        known = msg.toolkit_name in self.registry
+        toolkit = msg.toolkit_name if known else None
+        listed = known and msg.tool_name in self.registry.get(msg.toolkit_name).definition.tools
+        tool = msg.tool_name if listed else None
+        elapsed = time.monotonic() - started
+        METRICS.observe_tool_call(toolkit or OTHER, tool or OTHER, outcome, elapsed)
         self.record_call(
             CallRecord(
                 actor=principal.principal_id,
                 session_id=session_id,
-                toolkit_name=msg.toolkit_name,
+                toolkit_name=toolkit,
                 version=version,
-                tool=msg.tool_name,
+                tool=tool,
                 outcome=outcome,
-                duration_ms=round((time.monotonic() - started) * 1000),
+                duration_ms=round(elapsed * 1000),
                 arguments_hmac=digest,
             )
         )

@@ -21,6 +21,7 @@ with warnings.catch_warnings():  # authlib 1.7+ suggests httpx2 on import; httpx
 
 from toolkit_vault.errors import VaultError
 from toolkit_vault.oauth.spec import OAuthSpec
+from toolkit_vault.telemetry import traces
 
 __all__ = ["OAuthClient", "OAuthFailed"]
 
@@ -121,7 +122,8 @@ class OAuthClient:
     @staticmethod
     def _call(call: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            answer = call(*args, **kwargs)
+            with traces.span("oauth.token_request"):
+                answer = call(*args, **kwargs)
         except OAuthError as exc:
             code = exc.error if isinstance(exc.error, str) and exc.error.isascii() else "error"
             code = code[:40]

@@ -35,6 +35,7 @@ from sqlalchemy.exc import (
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.models import SCHEMA_REVISION
+from toolkit_vault.telemetry import metrics
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -57,6 +58,7 @@ _POOL = {"pool_size": POOL_SIZE, "max_overflow": 4}
 _SQLITE_POOL = {**_POOL, "pool_use_lifo": True}
 IDLE_PING_S = 1.0
 _RETURNED = "toolkit_vault_returned_at"
+_STARTED = "toolkit_vault_statement_started"
 
 
 def open_engine(url: str) -> Engine:
@@ -81,16 +83,34 @@ def open_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "handle_error", _sqlite_on_error)
+        _time_statements(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
         engine = create_engine(parsed, **_POOL)
         _ping_when_idle(engine)
+        _time_statements(engine)
         return engine
     raise StoreError(
         f"unsupported database {parsed.get_backend_name()!r}; use sqlite or postgresql"
     )
+
+
+def _time_statements(engine: Engine) -> None:
+    """Each statement SQLAlchemy executes, timed for `/metrics` (the driver's own fast
+    path, `driver._OnDriver` and `Store.fetch`, time theirs)."""
+
+    def before(conn: Any, _cursor: Any, _sql: Any, _params: Any, _context: Any, _many: Any) -> None:
+        conn.info[_STARTED] = time.perf_counter()
+
+    def after(conn: Any, _cursor: Any, _sql: Any, _params: Any, _context: Any, _many: Any) -> None:
+        started = conn.info.pop(_STARTED, None)
+        if started is not None:
+            metrics.observe_statement(time.perf_counter() - started)
+
+    event.listen(engine, "before_cursor_execute", before)
+    event.listen(engine, "after_cursor_execute", after)
 
 
 def _ping_when_idle(engine: Engine) -> None:

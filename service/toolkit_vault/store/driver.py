@@ -10,6 +10,7 @@ SQLAlchemy names this module.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -18,6 +19,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from toolkit_vault.store.database import read_only
+from toolkit_vault.telemetry import metrics
 
 _SQL_LOG = logging.getLogger("sqlalchemy.engine.Engine")
 
@@ -71,11 +73,13 @@ class _OnDriver:
             _SQL_LOG.info("%s\n[on the driver] %r", sql, params)
         driver: Any = conn.connection.dbapi_connection
         cursor = driver.cursor()
+        started = time.perf_counter()
         try:
             if isinstance(params, list):
                 cursor.executemany(sql, [bound(p) for p in params])
             else:
                 cursor.execute(sql, bound(params))
+            metrics.observe_statement(time.perf_counter() - started)
         except dialect.loaded_dbapi.Error as exc:
             lost = read_only(exc) or dialect.is_disconnect(exc, driver, cursor)
             if lost:

@@ -11,6 +11,7 @@ update. A commit moves the witness and the ledger to the events it wrote.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,7 @@ from toolkit_vault.store.database import BUSY_TIMEOUT_MS, read_only
 from toolkit_vault.store.marks import CommitMarks
 from toolkit_vault.store.statements import _PG_GROUP_STATE
 from toolkit_vault.store.writer import Write, Writer
+from toolkit_vault.telemetry import metrics, traces
 
 # Takes a transaction's audit events (dicts of the chained fields, `mac`, `previous`), in
 # `seq` order, before it commits; raising rolls the transaction back (`audit.devices`).
@@ -59,7 +61,10 @@ class Transactions(CommitMarks):
         if not queue.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise StoreError("the database refused the write (busy)")
         try:
-            with self.engine.connect().execution_options(vault_write=True) as conn:
+            with (
+                traces.span("storage.write"),
+                self.engine.connect().execution_options(vault_write=True) as conn,
+            ):
                 try:
                     with conn.begin():
                         if conn.dialect.name == "postgresql":
@@ -103,7 +108,7 @@ class Transactions(CommitMarks):
     @contextmanager
     def read(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn, conn.begin():
+            with traces.span("storage.read"), self.engine.connect() as conn, conn.begin():
                 yield conn
         except OperationalError as exc:
             raise StoreError(f"the database refused the read ({type(exc.orig).__name__})") from None
@@ -122,8 +127,11 @@ class Transactions(CommitMarks):
             if alone:
                 driver.autocommit = True
             cursor = raw.cursor()
+            started = time.perf_counter()
             cursor.execute(sql, params)
-            return list(cursor.fetchall())
+            rows = list(cursor.fetchall())
+            metrics.observe_statement(time.perf_counter() - started)
+            return rows
         except self.engine.dialect.loaded_dbapi.Error as exc:
             alone = False
             raw.invalidate()  # whatever broke, the next read gets a fresh connection

@@ -263,9 +263,9 @@ class CallRecord:
 
     actor: str
     session_id: str
-    toolkit_name: str
+    toolkit_name: str | None  # None: a name the vault does not know (the agent's own text)
     version: int | None
-    tool: str
+    tool: str | None
     outcome: CallOutcome
     duration_ms: int
     arguments_hmac: str

@@ -18,6 +18,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkit_vault.logs import REQUEST_ID, log_request
+from toolkit_vault.telemetry import traces
 
 __all__ = ["RequestLog"]
 
@@ -50,7 +51,18 @@ class RequestLog:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            if traces.tracing():  # the caller's trace continued, if it sent a traceparent
+                carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                with (
+                    traces.continued(carrier),
+                    traces.span(
+                        "request", transport="http", http__request__method=scope["method"]
+                    ) as span,
+                ):
+                    await self.app(scope, receive, send_with_id)
+                    span.set(http__response__status_code=status)
+            else:
+                await self.app(scope, receive, send_with_id)
         finally:
             state: dict[str, Any] = scope.get("state") or {}
             log_request(

@@ -1,6 +1,6 @@
 """`toolkit-vault serve`: A2E over WebSocket and HTTP, and the admin API, as thin shells.
 
-Every route but `/healthz` needs a bearer token, the OpenAPI document included; the
+Every route but `/healthz` and `/readyz` needs a bearer token, the OpenAPI document included; the
 token's role decides what it reaches: `agent` speaks A2E on its own sessions, `operator`
 sees keys and runs the check, `auditor` (and operator) sees history and the audit chain.
 Tokens are checked through `PrincipalCache` on every request and every WebSocket message,
@@ -32,11 +32,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.health import ReadinessProbe, metric_readers
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.providers import KeyProvider
 from toolkit_vault.settings import OidcSettings
 from toolkit_vault.store.database import POOL_SIZE
+from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.over_http import A2E_POST_DOC, A2EPost
 from toolkit_vault.transports.a2e.over_websocket import A2ESocket
@@ -47,6 +49,7 @@ from toolkit_vault.transports.http_allowances import allowance_routes
 from toolkit_vault.transports.http_audit import audit_routes
 from toolkit_vault.transports.http_console_roles import console_role_routes
 from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
+from toolkit_vault.transports.http_health import health_routes
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
 from toolkit_vault.transports.web import RememberOrigin, install_console
@@ -124,6 +127,8 @@ def create_app(
     app.include_router(template_routes(guards))  # /v1/templates
     app.include_router(console_role_routes(guards))  # /v1/console-roles
     app.include_router(allowance_routes(guards))  # /v1/allowances
+    app.include_router(health_routes(ReadinessProbe(vault), workers.run, as_auditor))
+    METRICS.readings.put("vault", metric_readers(vault))  # read at each scrape of /metrics
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(

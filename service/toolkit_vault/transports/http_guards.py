@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect
 from toolkit_vault.access.principals import Principal, TokenExpired
 from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES
+from toolkit_vault.telemetry import metrics
 from toolkit_vault.transports.http_access import PrincipalCache
 from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import client_left
@@ -106,6 +107,7 @@ class Gate:
         if principal.role not in allowed:
             raise Refused(403, "UNAUTHORIZED", f"this route needs the {' or '.join(allowed)} role")
         if not self.rate.allow(principal.principal_id):
+            metrics.observe_rate_limited("http")
             raise Refused(429, "RUNTIME_ERROR", "rate limit exceeded; retry after a second")
         return principal
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import IO
 
 from toolkit_vault.access.principals import Principal
@@ -23,6 +24,8 @@ from toolkit_vault.core.connection import A2EConnection, connect, read_request
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.logs import redact_every_record
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, ToolCallRequest, dump_message
+from toolkit_vault.telemetry import metrics, traces
+from toolkit_vault.transports.observed import kind, outcome
 
 __all__ = ["serve_stdio"]
 
@@ -52,7 +55,12 @@ def serve_stdio(
     calls: list[threading.Thread] = []
 
     def answer(request: Message) -> None:
-        write(connection.respond(request))
+        started = time.perf_counter()
+        with traces.span("request", transport="stdio", message__type=kind(request)):
+            answered = connection.respond(request)
+        elapsed = time.perf_counter() - started
+        metrics.observe_request("stdio", kind(request), outcome(answered[0]), elapsed)
+        write(answered)
 
     try:
         while True:
@@ -65,7 +73,7 @@ def serve_stdio(
                 continue
             else:
                 line = line.rstrip(b"\r\n")  # framing: the size limit is the message's own
-            request = read_request(line)
+            request = read_request(line, MAX_MESSAGE_BYTES)
             if isinstance(request, ToolCallRequest):
                 calls[:] = [call for call in calls if call.is_alive()]
                 call = threading.Thread(target=answer, args=(request,), name="toolkit-vault-call")

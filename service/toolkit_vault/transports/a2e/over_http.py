@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -20,10 +21,13 @@ from toolkit_vault.core.connection import Reply, connect, read_request
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message, ToolCallRequest
+from toolkit_vault.telemetry import metrics, traces
+from toolkit_vault.telemetry.metrics import INVALID
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
+from toolkit_vault.transports.observed import kind, outcome
 from toolkit_vault.transports.refusals import Refused
 from toolkit_vault.transports.web import client_left
 
@@ -75,16 +79,19 @@ class A2EPost:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        started, said = time.perf_counter(), [INVALID]
         try:
-            response = await self.answer(request)
+            response = await self.answer(request, said)
+            answered = outcome(bytes(response.body))
         except Refused as exc:
-            response = await refused(request, exc)
+            response, answered = await refused(request, exc), "refused"
         except ClientDisconnect as exc:  # gone, or its body too slow (`http_server`)
-            response = await client_left(request, exc)
+            response, answered = await client_left(request, exc), "refused"
+        metrics.observe_request("http", said[0], answered, time.perf_counter() - started)
         await response(scope, receive, send)
 
-    async def answer(self, request: Request) -> Response:
-        """The request's answer, or `Refused`."""
+    async def answer(self, request: Request, said: list[str] | None = None) -> Response:
+        """The request's answer, or `Refused`; `said[0]` becomes the message's type."""
         principal = await self._gate.admit(request, ("agent",))
         limit = self._limits.message_bytes
         body = await read_bounded(request, limit)
@@ -92,6 +99,9 @@ class A2EPost:
         if session is not None:  # whitespace around a field value is not part of it (RFC 9110)
             session = session.strip(" \t")
         message = await self._lanes.read(body, limit)
+        if said is not None:
+            said[0] = kind(message)
+            traces.annotate(message__type=said[0])
         bound = self._bindings.bound(principal, session) if session else None
         answer = None
         if bound and isinstance(message, ANSWERED_WITHOUT_BLOCKING):

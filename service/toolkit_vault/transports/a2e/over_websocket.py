@@ -22,10 +22,12 @@ from toolkit_vault.access.principals import Principal, expiry_message
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark, Vault
 from toolkit_vault.protocol import ErrorMessage, Message, ToolCallRequest, dump_message
+from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
 from toolkit_vault.transports.http_access import SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, bearer_token
+from toolkit_vault.transports.observed import kind, outcome
 from toolkit_vault.transports.refusals import Refused, error_body
 
 __all__ = ["A2ESocket"]
@@ -115,11 +117,13 @@ class A2ESocket:
                     await outbox.refuse()
                     break
                 if not gate.rate.allow(principal.principal_id):
+                    metrics.observe_rate_limited("websocket")
                     error = ErrorMessage(
                         req_id="", code="RUNTIME_ERROR", message="rate limit exceeded; slow down"
                     )
                     await outbox.put(dump_message(error))
                     continue
+                started = time.perf_counter()
                 request = await lanes.read(raw, limit)
                 if isinstance(request, ToolCallRequest):
                     task = loop.create_task(answer_call(request))
@@ -127,13 +131,16 @@ class A2ESocket:
                     task.add_done_callback(calls.discard)
                     continue
                 answer = None
-                if isinstance(request, ANSWERED_WITHOUT_BLOCKING):
-                    answer = connection.answer_without_blocking(request, await marks.read())
-                if answer is None:
-                    reply = await lanes.route(request).run_settled(connection.start, request)
-                    lines = reply.lines()
-                else:
-                    lines = [answer]
+                with traces.span("request", transport="websocket", message__type=kind(request)):
+                    if isinstance(request, ANSWERED_WITHOUT_BLOCKING):
+                        answer = connection.answer_without_blocking(request, await marks.read())
+                    if answer is None:
+                        reply = await lanes.route(request).run_settled(connection.start, request)
+                        lines = reply.lines()
+                    else:
+                        lines = [answer]
+                elapsed = time.perf_counter() - started
+                metrics.observe_request("websocket", kind(request), outcome(lines[0]), elapsed)
                 for line in lines:
                     await outbox.put(line)
         finally:

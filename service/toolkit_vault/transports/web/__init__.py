@@ -30,6 +30,7 @@ from toolkit_vault.settings import OidcSettings
 from toolkit_vault.transports.web.allowance_pages import console_allowance_routes
 from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
+from toolkit_vault.transports.web.figures_page import console_figures_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
 from toolkit_vault.transports.web.oauth_pages import oauth_routes
 from toolkit_vault.transports.web.oidc_pages import oidc_routes
@@ -112,6 +113,7 @@ def create_console(
     app.include_router(console_template_routes(state))
     app.include_router(console_allowance_routes(state))
     app.include_router(console_check_routes(state))
+    app.include_router(console_figures_routes(state))  # operators and auditors
     app.include_router(intake_routes(state))
     vault.intake = intake
     connections = OAuthConnections(vault, intake, key)  # the connect flow
