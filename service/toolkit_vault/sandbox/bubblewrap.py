@@ -86,7 +86,7 @@ def system_view() -> list[str]:
     return [*view, "--proc", "/proc", "--dev", "/dev"]
 
 
-def bwrap_argv(policy: Confinement, home: Path, tmp: Path, unset: list[str]) -> list[str]:
+def bwrap_argv(policy: Confinement, home: Path, tmp: Path) -> list[str]:
     """The command line up to (and including) its `--`: confinement for `policy`, with the
     private `home` and `tmp` directories bound read-write at HOME_INSIDE and /tmp."""
     bwrap = find_tool("bwrap")
@@ -108,7 +108,7 @@ def bwrap_argv(policy: Confinement, home: Path, tmp: Path, unset: list[str]) -> 
         argv += ["--ro-bind", str(bind.source), str(bind.inside)]
     for bind in policy.read_write:
         argv += ["--bind", str(bind.source), str(bind.inside)]
-    argv += ["--chdir", HOME_INSIDE]
-    for name in unset:
-        argv += ["--unsetenv", name]
+    # The root and /dev are tmpfs made by bwrap: read-only, so a process cannot write
+    # anywhere but its private directories, nor fill memory through a tmpfs.
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", HOME_INSIDE]
     return [*argv, "--"]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from .errors import ConfinementRefused
 
-__all__ = ["BASE_PATH", "clean_environment", "names_to_unset"]
+__all__ = ["BASE_PATH", "clean_environment", "unset_inherited"]
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DEFAULTS = {"PATH": BASE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
@@ -36,9 +36,15 @@ def clean_environment(env: Mapping[str, str], *, home: str, tmp: str) -> dict[st
     return {**_DEFAULTS, **env, "HOME": home, "TMPDIR": tmp}
 
 
-def names_to_unset(kept: Mapping[str, str]) -> list[str]:
-    """The vault's own variable names that the process must not receive: a launcher may
-    merge the vault's environment into the one it is given (the MCP SDK's stdio client
-    adds HOME, PATH, USER, SHELL, TERM and LOGNAME), so the sandbox unsets every name of
-    the vault's that is not among `kept`. Names only: no value goes on a command line."""
-    return sorted(name for name in os.environ if name not in kept and _NAME.fullmatch(name))
+def unset_inherited(kept: Mapping[str, str], env_program: str) -> list[str]:
+    """A command prefix (`env -u NAME ...`) that drops every variable of the vault's that
+    is not among `kept`, before anything else runs: a launcher may merge the vault's
+    environment into the one it is given (the MCP SDK's stdio client adds HOME, PATH,
+    USER, SHELL, TERM and LOGNAME). It runs first, outside the sandbox, because a
+    process's starting environment stays readable in its `/proc/<pid>/environ` whatever it
+    unsets later, and bwrap's own process is PID 1 inside the sandbox. Names only: no value
+    goes on a command line."""
+    names = sorted(name for name in os.environ if name not in kept and _NAME.fullmatch(name))
+    if not names:
+        return []
+    return [env_program, *(arg for name in names for arg in ("-u", name))]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .bubblewrap import HOME_INSIDE, SANDBOX_UID, TMP_INSIDE, bwrap_argv, find_tool
-from .environment import clean_environment, names_to_unset
+from .environment import clean_environment, unset_inherited
 from .errors import ConfinementRefused, SandboxUnavailable
 from .policy import Confinement
 
@@ -82,7 +82,7 @@ def confine(argv: Sequence[str], env: Mapping[str, str], policy: Confinement) ->
         for path in (home, *(bind.source for bind in policy.binds)):
             _require_reachable(path)
     clean = clean_environment(env, home=HOME_INSIDE, tmp=TMP_INSIDE)
-    prefix = bwrap_argv(policy, home, tmp, names_to_unset(clean))
+    prefix = [*_unset(clean), *bwrap_argv(policy, home, tmp)]
     return Launch((*prefix, *_limits(policy), *argv), clean, home, confined=True)
 
 
@@ -93,7 +93,7 @@ def unconfined(argv: Sequence[str], env: Mapping[str, str], policy: Confinement)
     _check_command(argv)
     home, tmp = _private_dirs(policy, owner=None)
     clean = clean_environment(env, home=str(home), tmp=str(tmp))
-    return Launch((*_limits(policy), *argv), clean, home, confined=False)
+    return Launch((*_unset(clean), *_limits(policy), *argv), clean, home, confined=False)
 
 
 @functools.cache
@@ -101,7 +101,7 @@ def sandbox_available() -> bool:
     """True once a trial sandbox, built as a real launch is, ran `true` here: bwrap,
     prlimit (and setpriv for root) are installed and the kernel lets this user make the
     namespaces. Cached: the answer does not change while the vault runs."""
-    tools = ["bwrap", "prlimit", "true"] + (["setpriv"] if os.geteuid() == 0 else [])
+    tools = ["bwrap", "prlimit", "env", "true"] + (["setpriv"] if os.geteuid() == 0 else [])
     if any(find_tool(tool) is None for tool in tools):
         return False
     with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as scratch:
@@ -109,7 +109,7 @@ def sandbox_available() -> bool:
         policy = Confinement(private_dir=Path(scratch) / "probe", network=False)
         owner = SANDBOX_UID if os.geteuid() == 0 else None
         home, tmp = _private_dirs(policy, owner=owner)
-        argv = [*bwrap_argv(policy, home, tmp, []), *_limits(policy), "true"]
+        argv = [*bwrap_argv(policy, home, tmp), *_limits(policy), "true"]
         try:
             done = subprocess.run(
                 argv,
@@ -128,6 +128,13 @@ def sandbox_available() -> bool:
 def _check_command(argv: Sequence[str]) -> None:
     if not argv or any(not isinstance(arg, str) or "\0" in arg for arg in argv):
         raise ConfinementRefused("the command must be a non-empty list of text arguments")
+
+
+def _unset(kept: Mapping[str, str]) -> list[str]:
+    env_program = find_tool("env")
+    if env_program is None:
+        raise SandboxUnavailable("env (coreutils) is missing: the environment cannot be cleaned")
+    return unset_inherited(kept, env_program)
 
 
 def _limits(policy: Confinement) -> list[str]:
