@@ -134,6 +134,7 @@ def test_a_hostile_process_reaches_nothing_of_the_vaults(
     vault_home = place / "vault-home"
     attack = {
         "vault_canary": vault_canary,
+        "launcher_pid": "LAUNCHER_PID",
         "other_canary": other_secret,
         "port": listener,
         **limits,
@@ -180,6 +181,9 @@ def test_a_hostile_process_reaches_nothing_of_the_vaults(
         assert other_secret not in str(value), key
     assert report["sees_the_vault_environment"] is False
     assert report["sees_another_sandbox_environment"] is False
+    # its own PID namespace: only bwrap (PID 1) and itself, and no process of the machine
+    assert report["processes in view"] == [1, 2]
+    assert report["sees the launcher"] is False
     assert report[f"read {os.getcwd()}/pyproject.toml"].startswith("blocked")
     assert set(report["environment"]) <= ALLOWED_NAMES
     assert report["environment"]["API_KEY"] == "the-one-given-value"
@@ -202,6 +206,7 @@ def test_a_hostile_process_reaches_nothing_of_the_vaults(
     assert report["allocate small"].startswith("ok")
     assert report["allocate past the limit"].startswith("blocked: MemoryError")
     assert report["connect"].startswith("ok" if network else "blocked")
+    assert report["unshare user"].startswith("blocked")
 
 
 def test_the_sandbox_dies_with_the_process_that_launched_it(place: Path) -> None:
@@ -298,8 +303,10 @@ def test_bad_input_is_refused_without_its_value(place: Path) -> None:
 
 
 def test_a_launch_keeps_its_credentials_out_of_argv_and_repr(place: Path) -> None:
-    started = confine(["true"], {"API_KEY": "s3cret-value"}, policy(place, "server"))
+    given = {"API_KEY": "s3cret-value", "HOME": "/vault-home", "TMPDIR": "/vault-home"}
+    started = confine(["true"], given, policy(place, "server"))
     assert started.confined
+    assert started.env["HOME"] == "/home/sandbox" and started.env["TMPDIR"] == "/tmp"
     assert "s3cret-value" not in repr(started)
     assert all("s3cret-value" not in arg for arg in started.argv)
     assert started.env["API_KEY"] == "s3cret-value"

@@ -10,6 +10,7 @@ Standard library only: the sandbox shows /usr, not the vault's virtual environme
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import socket
@@ -81,6 +82,14 @@ def connect(port: int) -> str:
         return "connected"
 
 
+def unshare_user() -> str:
+    """A user namespace of its own: the way to the kernel's less-trodden code."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return "unshared"
+
+
 def attack(spec: dict) -> dict:  # type: ignore[type-arg]
     report: dict[str, object] = {
         "uid": os.getuid(),
@@ -88,6 +97,8 @@ def attack(spec: dict) -> dict:  # type: ignore[type-arg]
         "environment": dict(os.environ),
         "sees_the_vault_environment": spec["vault_canary"] in every_environ(),
         "sees_another_sandbox_environment": spec["other_canary"] in every_environ(),
+        "processes in view": sorted(int(name) for name in os.listdir("/proc") if name.isdigit()),
+        "sees the launcher": os.path.exists(f"/proc/{int(spec['launcher_pid'])}"),
     }
     for path in spec["read"]:
         report[f"read {path}"] = outcome(lambda path=path: read(path))
@@ -99,6 +110,7 @@ def attack(spec: dict) -> dict:  # type: ignore[type-arg]
     report["allocate small"] = outcome(lambda: allocate(16 * 1024 * 1024))
     report["allocate past the limit"] = outcome(lambda: allocate(2 * spec["memory_bytes"]))
     report["connect"] = outcome(lambda: connect(spec["port"]))
+    report["unshare user"] = outcome(unshare_user)
     return report
 
 
