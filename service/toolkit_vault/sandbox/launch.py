@@ -42,7 +42,7 @@ class Launch:
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(repr=False)
-    cwd: Path
+    cwd: str
     confined: bool
 
     def popen_kwargs(self) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def confine(argv: Sequence[str], env: Mapping[str, str], policy: Confinement) ->
             _require_reachable(path)
     clean = clean_environment(env, home=HOME_INSIDE, tmp=TMP_INSIDE)
     prefix = [*_unset(clean), *bwrap_argv(policy, home, tmp)]
-    return Launch((*prefix, *_limits(policy), *argv), clean, home, confined=True)
+    return Launch((*prefix, *_limits(policy), *argv), clean, str(home), confined=True)
 
 
 def unconfined(argv: Sequence[str], env: Mapping[str, str], policy: Confinement) -> Launch:
@@ -93,7 +93,7 @@ def unconfined(argv: Sequence[str], env: Mapping[str, str], policy: Confinement)
     _check_command(argv)
     home, tmp = _private_dirs(policy, owner=None)
     clean = clean_environment(env, home=str(home), tmp=str(tmp))
-    return Launch((*_unset(clean), *_limits(policy), *argv), clean, home, confined=False)
+    return Launch((*_unset(clean), *_limits(policy), *argv), clean, str(home), confined=False)
 
 
 @functools.cache
