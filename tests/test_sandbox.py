@@ -347,3 +347,22 @@ def test_turned_off_it_still_starts_clean_in_its_private_home(place: Path) -> No
     assert set(environment) <= ALLOWED_NAMES
     assert environment["HOME"] == cwd == str(place / "server" / "home")
     assert environment["TMPDIR"] == str(place / "server" / "tmp")
+
+
+def test_the_runtimes_servers_need_start_confined(place: Path) -> None:
+    """The limits and the small /etc must not break what servers run on: Node with
+    WebAssembly (its engine reserves guard regions of address space a limit on RLIMIT_AS
+    refuses; Node's own fetch parses HTTP in WebAssembly), Python with TLS roots, and
+    name resolution."""
+    wasm = "new WebAssembly.Memory({initial: 1}); console.log(process.version)"
+    node = confine(["node", "-e", wasm], {}, policy(place, "node"))
+    out = subprocess.run(node.argv, capture_output=True, timeout=60, **node.popen_kwargs())
+    assert out.returncode == 0 and out.stdout.startswith(b"v"), out.stderr
+    check = (
+        "import socket, ssl; "
+        "assert ssl.create_default_context().cert_store_stats()['x509_ca'] > 0; "
+        "print(socket.getaddrinfo('localhost', 80)[0][4][0])"
+    )
+    python = confine([PYTHON, "-c", check], {}, policy(place, "python", network=False))
+    out = subprocess.run(python.argv, capture_output=True, timeout=60, **python.popen_kwargs())
+    assert out.returncode == 0 and out.stdout.strip() in (b"127.0.0.1", b"::1"), out.stderr

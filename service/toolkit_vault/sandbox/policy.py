@@ -39,10 +39,10 @@ class Confinement:
     operator granted). `hidden` are the paths the caller never wants shown (the vault home,
     the database's directory): a bind that contains one, or lies inside one, is refused.
     Limits hold per process tree: `memory_bytes` caps each process's writable private
-    memory (RLIMIT_DATA, which JIT runtimes' address-space reservations do not count
-    against, unlike RLIMIT_AS), `processes` the tasks the tree may run at once,
-    `open_files` each process's descriptors, `cpu_seconds` (off by default: a server lives
-    for hours) each process's CPU time.
+    memory (RLIMIT_DATA; RLIMIT_AS would count the address space Node reserves for
+    WebAssembly, and Node's fetch parses HTTP in WebAssembly: it crashes), `processes`
+    the tasks the tree may run at once, `open_files` each process's descriptors,
+    `cpu_seconds` (off by default: a server lives for hours) each process's CPU time.
     """
 
     private_dir: Path
