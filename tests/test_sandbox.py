@@ -300,6 +300,9 @@ def test_bad_input_is_refused_without_its_value(place: Path) -> None:
         Confinement(private_dir=Path("relative"))
     with pytest.raises(ConfinementRefused):
         confine([], {}, policy(place, "server"))
+    with pytest.raises(ConfinementRefused):
+        launch(["true"], {"BAD NAME": "s3cret-value"}, policy(place, "server"), sandbox=False)
+    assert not (place / "server").exists()  # refused before anything was made
 
 
 def test_a_launch_keeps_its_credentials_out_of_argv_and_repr(place: Path) -> None:

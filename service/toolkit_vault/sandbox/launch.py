@@ -75,13 +75,13 @@ def confine(argv: Sequence[str], env: Mapping[str, str], policy: Confinement) ->
             "refused): local servers are refused; install bubblewrap, or turn the sandbox off"
         )
     _check_command(argv)
+    clean = clean_environment(env, home=HOME_INSIDE, tmp=TMP_INSIDE)
     policy.check_hidden()
     root = os.geteuid() == 0
     home, tmp = _private_dirs(policy, owner=SANDBOX_UID if root else None)
     if root:
         for path in (home, *(bind.source for bind in policy.binds)):
             _require_reachable(path)
-    clean = clean_environment(env, home=HOME_INSIDE, tmp=TMP_INSIDE)
     prefix = [*_unset(clean), *bwrap_argv(policy, home, tmp)]
     return Launch((*prefix, *_limits(policy), *argv), clean, str(home), confined=True)
 
@@ -91,8 +91,9 @@ def unconfined(argv: Sequence[str], env: Mapping[str, str], policy: Confinement)
     (binds and `hidden` mean nothing), but still starts with the clean environment, in its
     private home, under the limits (counted against the vault's user, not a sandbox)."""
     _check_command(argv)
-    home, tmp = _private_dirs(policy, owner=None)
+    home, tmp = policy.private_dir / "home", policy.private_dir / "tmp"
     clean = clean_environment(env, home=str(home), tmp=str(tmp))
+    _private_dirs(policy, owner=None)
     return Launch((*_unset(clean), *_limits(policy), *argv), clean, str(home), confined=False)
 
 
