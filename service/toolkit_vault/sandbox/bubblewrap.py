@@ -9,7 +9,8 @@ and root; seccomp-only tools do not hide files.
 
 Each choice below keeps something of the vault's out of reach:
 - an empty root: the vault home, the database files and the caller's working directory
-  exist only if bound (and `Confinement.hidden` refuses binds that would show them);
+  exist only if bound (and `Confinement.hidden` refuses binds that would show them); the
+  root and /dev are read-only, so only the private directories take writes;
 - a new PID namespace and a fresh /proc: the vault's processes, and other sandboxes', are
   not in /proc at all, so their `environ` (credentials) cannot be opened;
 - `--die-with-parent`: if the process that launched bwrap dies, the sandbox's PID 1 is
