@@ -2786,8 +2786,8 @@ MUTANTS = [
             (
                 "no sandbox on the machine: launched anyway",
                 "launch.py",
-                "    if not sandbox_available():\n        raise SandboxUnavailable(",
-                "    if False:\n        raise SandboxUnavailable(",
+                "    if (reason := why_no_sandbox()) is not None:",
+                "    if (reason := why_no_sandbox()) is None and False:",
                 "test_without_a_sandbox_local_launches_are_refused_unless_turned_off",
             ),
         )

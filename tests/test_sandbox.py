@@ -32,6 +32,7 @@ from toolkit_vault.sandbox import (
     confine,
     launch,
     sandbox_available,
+    why_no_sandbox,
 )
 
 HERE = Path(__file__).parent / "sandbox"
@@ -322,14 +323,16 @@ def test_without_a_sandbox_local_launches_are_refused_unless_turned_off(
     empty.mkdir()
     # a machine without bubblewrap: the system directories hold no bwrap
     monkeypatch.setattr(sandbox.bubblewrap, "_SYSTEM_PATH", str(empty))
-    sandbox_available.cache_clear()
+    why_no_sandbox.cache_clear()
     try:
         assert not sandbox_available()
-        with pytest.raises(SandboxUnavailable, match="install bubblewrap, or turn the sandbox off"):
+        with pytest.raises(SandboxUnavailable) as refused:
             launch(["true"], {}, policy(place, "server"))
+        assert "(bwrap, " in str(refused.value)  # what is missing, for the operator
+        assert str(refused.value).endswith("install bubblewrap, or turn the sandbox off")
     finally:
         monkeypatch.undo()
-        sandbox_available.cache_clear()
+        why_no_sandbox.cache_clear()
     assert sandbox_available()
 
 

@@ -15,7 +15,7 @@ confine a process); everything above may import it.
 
 from .bubblewrap import HOME_INSIDE
 from .errors import ConfinementRefused, SandboxError, SandboxUnavailable
-from .launch import Launch, confine, launch, sandbox_available, unconfined
+from .launch import Launch, confine, launch, sandbox_available, unconfined, why_no_sandbox
 from .policy import Bind, Confinement
 
 __all__ = [
@@ -30,4 +30,5 @@ __all__ = [
     "launch",
     "sandbox_available",
     "unconfined",
+    "why_no_sandbox",
 ]

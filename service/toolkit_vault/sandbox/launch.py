@@ -31,7 +31,7 @@ from .environment import clean_environment, unset_inherited
 from .errors import ConfinementRefused, SandboxUnavailable
 from .policy import Confinement
 
-__all__ = ["Launch", "confine", "launch", "sandbox_available", "unconfined"]
+__all__ = ["Launch", "confine", "launch", "sandbox_available", "unconfined", "why_no_sandbox"]
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,10 @@ def confine(argv: Sequence[str], env: Mapping[str, str], policy: Confinement) ->
     """`argv` run in the sandbox with `env` (plus the minimal variables) and nothing else
     of the vault's. Raises SandboxUnavailable when this machine cannot confine, and
     ConfinementRefused when `policy` would show a hidden path or a directory is unsafe."""
-    if not sandbox_available():
+    if (reason := why_no_sandbox()) is not None:
         raise SandboxUnavailable(
-            "no sandbox on this machine (bubblewrap is missing or user namespaces are "
-            "refused): local servers are refused; install bubblewrap, or turn the sandbox off"
+            f"no sandbox on this machine ({reason}): local servers are refused; "
+            "install bubblewrap, or turn the sandbox off"
         )
     _check_command(argv)
     clean = clean_environment(env, home=HOME_INSIDE, tmp=TMP_INSIDE)
@@ -97,14 +97,21 @@ def unconfined(argv: Sequence[str], env: Mapping[str, str], policy: Confinement)
     return Launch((*_unset(clean), *_limits(policy), *argv), clean, str(home), confined=False)
 
 
-@functools.cache
 def sandbox_available() -> bool:
     """True once a trial sandbox, built as a real launch is, ran `true` here: bwrap,
     prlimit (and setpriv for root) are installed and the kernel lets this user make the
     namespaces. Cached: the answer does not change while the vault runs."""
+    return why_no_sandbox() is None
+
+
+@functools.cache
+def why_no_sandbox() -> str | None:
+    """None when a trial sandbox ran; otherwise what stopped it, for the operator (a
+    missing program, or bwrap's own complaint, such as user namespaces being refused)."""
     tools = ["bwrap", "prlimit", "env", "true"] + (["setpriv"] if os.geteuid() == 0 else [])
-    if any(find_tool(tool) is None for tool in tools):
-        return False
+    missing = [tool for tool in tools if find_tool(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not found in the system directories"
     with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as scratch:
         os.chmod(scratch, 0o711)  # noqa: S103 (others may pass through, not list or read)
         policy = Confinement(private_dir=Path(scratch) / "probe", network=False)
@@ -117,13 +124,16 @@ def sandbox_available() -> bool:
                 env=clean_environment({}, home=HOME_INSIDE, tmp=TMP_INSIDE),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 timeout=10,
                 check=False,
             )
-        except (OSError, subprocess.SubprocessError):
-            return False
-    return done.returncode == 0
+        except (OSError, subprocess.SubprocessError) as error:
+            return f"a trial sandbox did not run ({type(error).__name__})"
+    if done.returncode != 0:
+        complaint = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"a trial sandbox failed: {complaint[-1][:200] if complaint else done.returncode}"
+    return None
 
 
 def _check_command(argv: Sequence[str]) -> None:
