@@ -7,6 +7,7 @@ No database. Without bubblewrap these fail (scripts/components/bubblewrap.sh ins
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -225,7 +226,12 @@ def test_the_sandbox_dies_with_the_process_that_launched_it(place: Path) -> None
     assert read_line(launcher.stdout, deadline) == "ready"
     launcher.kill()
     launcher.wait()
-    assert closes_within(launcher.stdout, 10), "a sandboxed process outlived its launcher"
+    try:
+        assert closes_within(launcher.stdout, 10), "a sandboxed process outlived its launcher"
+    finally:  # when it fails, leave no orphan behind
+        for pid in [pid for pid in all_pids() if str(place).encode() in cmdline(pid)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_sandbox_is_its_own_process_group_and_session(place: Path) -> None:
@@ -246,16 +252,19 @@ def test_a_sandbox_is_its_own_process_group_and_session(place: Path) -> None:
         proc.wait()
 
 
+def all_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(name))
+    for pid in all_pids():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(pid)
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
