@@ -62,6 +62,7 @@ OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
 CALL_AUDIT = "tests/test_call_audit.py::"
 TOOL_CALLS = "tests/test_tool_calls.py::"
+SANDBOX = "tests/test_sandbox.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
@@ -3212,6 +3213,124 @@ MUTANTS = [
         "    if any(failure is None for _, failure in failures):",
         "    if True:",
         ("tests/test_health.py::test_not_ready_while_no_fail_closed_audit_device_takes_events",),
+    ),
+    # -- issue 51: the sandbox of imported servers (tests/test_sandbox.py) --
+    *(
+        Mutant(f"sandbox: {name}", V + "sandbox/" + path, find, replace, (SANDBOX + test,))
+        for name, path, find, replace, test in (
+            (
+                "no PID namespace (the vault's /proc, another sandbox's environ)",
+                "bubblewrap.py",
+                '"--unshare-user", "--unshare-pid", "--unshare-ipc"',
+                '"--unshare-user", "--unshare-ipc"',
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "the network stays on when the operator turned it off",
+                "bubblewrap.py",
+                'argv += ["--unshare-net"]',
+                "argv += []",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "the host's root is bound (the vault home in view)",
+                "bubblewrap.py",
+                'view = ["--ro-bind", "/usr", "/usr"]',
+                'view = ["--ro-bind", "/", "/", "--ro-bind", "/usr", "/usr"]',
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "a root vault's sandbox keeps uid 0 (exempt from the process limit)",
+                "bubblewrap.py",
+                "    if os.geteuid() == 0:\n        setpriv",
+                "    if False:\n        setpriv",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "the root and /dev stay writable (tmpfs: memory without bound)",
+                "bubblewrap.py",
+                '"--remount-ro", "/dev", "--remount-ro", "/", "--chdir"',
+                '"--chdir"',
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "user namespaces stay allowed inside",
+                "bubblewrap.py",
+                '"--unshare-cgroup-try", "--disable-userns"]',
+                '"--unshare-cgroup-try"]',
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "does not die with its launcher",
+                "bubblewrap.py",
+                '["--die-with-parent", "--new-session",',
+                '["--new-session",',
+                "test_the_sandbox_dies_with_the_process_that_launched_it",
+            ),
+            (
+                "shares the launcher's session (its terminal)",
+                "bubblewrap.py",
+                '["--die-with-parent", "--new-session",',
+                '["--die-with-parent",',
+                "test_a_sandbox_is_its_own_process_group_and_session",
+            ),
+            (
+                "the vault's variables are inherited",
+                "environment.py",
+                "    if not names:\n        return []",
+                "    if True:\n        return []",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "a config sets HOME and TMPDIR",
+                "environment.py",
+                '{**_DEFAULTS, **env, "HOME": home, "TMPDIR": tmp}',
+                '{**_DEFAULTS, "HOME": home, "TMPDIR": tmp, **env}',
+                "test_a_launch_keeps_its_credentials_out_of_argv_and_repr",
+            ),
+            (
+                "no memory limit",
+                "launch.py",
+                'f"--data={policy.memory_bytes}",',
+                "",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "no process limit (fork bomb)",
+                "launch.py",
+                'f"--nproc={policy.processes}",',
+                "",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "no descriptor limit",
+                "launch.py",
+                'f"--nofile={policy.open_files}",',
+                "",
+                "test_a_hostile_process_reaches_nothing_of_the_vaults",
+            ),
+            (
+                "a bind that shows a hidden path is made",
+                "launch.py",
+                "    policy.check_hidden()",
+                "    pass",
+                "test_a_bind_that_would_show_a_hidden_path_is_refused",
+            ),
+            (
+                "a private directory that is a link is bound",
+                "launch.py",
+                "        _require_directory(path)",
+                "        pass",
+                "test_a_private_directory_that_is_a_link_is_refused",
+            ),
+            (
+                "no sandbox on the machine: launched anyway",
+                "launch.py",
+                "    if (reason := why_no_sandbox()) is not None:",
+                "    if (reason := why_no_sandbox()) is None and False:",
+                "test_without_a_sandbox_local_launches_are_refused_unless_turned_off",
+            ),
+        )
     ),
 ]
 
