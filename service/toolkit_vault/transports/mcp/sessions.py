@@ -1,0 +1,126 @@
+"""MCP sessions: each one is an A2E session of its token's principal, reached through an
+`A2EConnection` like any transport's (its handshake opens the session; principal-scope
+configs apply), plus what MCP adds: the names of the last list, the URL elicitations
+waiting for a person, and where to tell the client that its list changed.
+
+A person completing an intake form configures the toolkit in the session; the vault
+pushes the session's status event to its connection, on a thread of the store's; that
+event, hopped onto the event loop, becomes `notifications/elicitation/complete` (for the
+elicitation that asked) and `notifications/tools/list_changed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit_vault.access.principals import Principal
+from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.vault import Vault
+from toolkit_vault.errors import VaultError
+from toolkit_vault.protocol import HandshakeRequest, HandshakeResponse, Message, ToolkitStatusEvent
+
+__all__ = ["McpSession", "McpSessions", "Notify"]
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, dict[str, Any] | None], Awaitable[None]]  # method, params
+
+
+@dataclass
+class McpSession:
+    """One MCP session: its principal, its A2E connection, and MCP's own state."""
+
+    key: str
+    principal: Principal
+    connection: A2EConnection
+    client: str = ""  # name and version from `initialize`
+    last_call: float | None = None
+    shown: set[str] = field(default_factory=set)  # toolkits listed though past the limit
+    waiting: dict[str, str] = field(default_factory=dict)  # toolkit -> elicitation id
+    notify: Notify | None = None  # the client's standalone channel, once it has listed
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def session_id(self) -> str:
+        session_id = self.connection.session_id
+        if session_id is None:
+            raise VaultError("the MCP session has ended")
+        return session_id
+
+    def pushed(self, event: Message) -> None:
+        """A status event of the session (any thread): a toolkit someone waited for is
+        configured, so the client hears that its elicitation completed and its list changed."""
+        if not isinstance(event, ToolkitStatusEvent) or event.status not in ("ok", "partial"):
+            return
+        elicitation = self.waiting.pop(event.toolkit_name, None)
+        notify, loop = self.notify, self.loop
+        if notify is None or loop is None:
+            return
+
+        async def tell() -> None:
+            with contextlib.suppress(Exception):  # a client gone meanwhile
+                if elicitation is not None:
+                    await notify(
+                        "notifications/elicitation/complete", {"elicitationId": elicitation}
+                    )
+                await notify("notifications/tools/list_changed", None)
+
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            asyncio.run_coroutine_threadsafe(tell(), loop)
+
+
+class McpSessions:
+    """The MCP sessions of this process, by their MCP session id (HTTP) or one key
+    (stdio). Each opens its A2E session on first use, never for another principal."""
+
+    def __init__(self, vault: Vault) -> None:
+        self.vault = vault
+        self._sessions: dict[str, McpSession] = {}
+        self._lock = threading.Lock()
+
+    def session(self, key: str, principal: Principal) -> McpSession:
+        """The session `key` of `principal`, opened (in a worker thread) on first use;
+        `VaultError` for a key another principal opened."""
+        with self._lock:
+            found = self._sessions.get(key)
+        if found is not None:
+            if found.principal.principal_id != principal.principal_id:
+                raise VaultError("unknown session")
+            found.principal = principal
+            return found
+        holder: list[McpSession] = []
+        connection = connect(self.vault, principal, lambda event: holder[0].pushed(event))
+        made = McpSession(key, principal, connection)
+        holder.append(made)
+        answer = connection.handle(
+            HandshakeRequest(id=str(uuid.uuid4()), capabilities=["toolkits", "tools"])
+        )
+        if not isinstance(answer, HandshakeResponse):
+            connection.close()
+            raise VaultError("the session could not be opened")
+        with self._lock:
+            self._sessions.setdefault(key, made)
+            return self._sessions[key]
+
+    def end(self, key: str) -> bool:
+        """End an MCP session (the client left, an operator ended it): its calls cancelled."""
+        with self._lock:
+            found = self._sessions.pop(key, None)
+        if found is not None:
+            found.connection.close()
+        return found is not None
+
+    def of_principal(self, principal_id: str) -> list[McpSession]:
+        with self._lock:
+            return [s for s in self._sessions.values() if s.principal.principal_id == principal_id]
+
+    def called(self, session: McpSession) -> None:
+        session.last_call = time.time()
