@@ -3100,6 +3100,15 @@ MUTANTS = [
         (MCP_HTTP + "test_no_token_or_a_revoked_one_is_refused_on_its_next_message",),
     ),
     Mutant(
+        "mcp: a call the client cancels runs on in the vault",
+        V + "transports/mcp/server.py",
+        """    except anyio.get_cancelled_exc_class():
+        cancellation.cancel()""",
+        """    except anyio.get_cancelled_exc_class():
+        pass""",
+        (MCP_HTTP + "test_a_call_the_client_cancels_is_cancelled_in_the_vault",),
+    ),
+    Mutant(
         "mcp: a hashed name may land on a name already taken",
         V + "transports/mcp/names.py",
         """                if name not in taken:

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from test_http import CANARY, Server, running_server
 from test_stdio import CLI
-from test_tool_calls_transports import CALLING, tool_env  # noqa: F401 (a fixture)
+from test_tool_calls_transports import CALLING, _noted, tool_env  # noqa: F401 (a fixture)
 from toolkit_vault.access.principals import revoke
 from toolkit_vault.core.vault import Vault
 
@@ -148,25 +148,46 @@ def test_a_client_without_elicitation_gets_the_link_in_an_error_result(server: S
 
 def test_a_withheld_result_reaches_no_client(server: Server) -> None:
     token = server.token("agent", "mcp-leak")
-    session_id = server.post(token, {"type": "handshake/req", "capabilities": ["toolkits"]})
-    assert session_id.status_code == 200
+    _configure_calling(server, token)
 
     async def run() -> None:
         async with mcp_over_http(server.base, token) as session:
-            principal_wide = {
-                "type": "toolkit/configure/req",
-                "toolkit_name": "calling",
-                "config": CALLING,
-                "scope": "principal",
-            }
-            sid = session_id.json()["session_id"]
-            answer = await asyncio.to_thread(server.post, token, principal_wide, sid)
-            assert answer.json()["status"] == "ok", answer.text
             for form in ("plain", "base64", "hex", "percent", "structured"):
                 result = await session.call_tool("calling__leak", {"form": form})
                 shown = result.model_dump_json()
                 assert result.is_error and "withheld" in _text(result), shown
                 assert CANARY not in shown
+
+    asyncio.run(run())
+
+
+def _configure_calling(server: Server, token: str) -> None:
+    """`calling` configured for the principal (every session of it), over A2E."""
+    hello = server.post(token, {"type": "handshake/req", "capabilities": ["toolkits"]})
+    principal_wide = {
+        "type": "toolkit/configure/req",
+        "toolkit_name": "calling",
+        "config": CALLING,
+        "scope": "principal",
+    }
+    answer = server.post(token, principal_wide, hello.json()["session_id"])
+    assert answer.json()["status"] == "ok", answer.text
+
+
+def test_a_call_the_client_cancels_is_cancelled_in_the_vault(
+    server: Server, tmp_path: Path
+) -> None:
+    token = server.token("agent", "mcp-cancel")
+    _configure_calling(server, token)
+    note = tmp_path / "slow-note"
+
+    async def run() -> None:
+        async with mcp_over_http(server.base, token) as session:
+            slow = session.call_tool("calling__slow", {"seconds": 20, "note": str(note)})
+            with pytest.raises(TimeoutError):  # the SDK sends notifications/cancelled
+                await asyncio.wait_for(slow, 1.5)
+            assert await asyncio.to_thread(_noted, note) == "cancelled"  # the session open
+            assert (await session.list_tools()).tools  # and going on
 
     asyncio.run(run())
 
