@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -37,6 +38,7 @@ __all__ = ["MCP_PATH", "McpHttp"]
 MCP_PATH = "/mcp"
 _PRINCIPAL = "toolkit_vault.principal"  # where a request's principal waits in its scope
 _SESSION_HEADER = "mcp-session-id"
+_ONCE = "toolkit_vault.mcp_once"  # a session made for one request (2026-07-28 has none)
 
 
 class McpHttp:
@@ -62,7 +64,11 @@ class McpHttp:
             AccessToken(token="", client_id=principal.principal_id, scopes=[])
         )
         await self._start()
-        await self._manager.handle_request(scope, receive, send)
+        try:
+            await self._manager.handle_request(scope, receive, send)
+        finally:
+            if once := scope.get(_ONCE):
+                self.sessions.end(once)
         if scope["method"] == "DELETE" and (key := request.headers.get(_SESSION_HEADER)):
             with contextlib.suppress(VaultError):
                 self.sessions.end(key)
@@ -87,7 +93,9 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, str]:
     request = ctx.request
     if not isinstance(request, Request) or _PRINCIPAL not in request.scope:
         raise VaultError("no principal for this request")
-    key = request.headers.get(_SESSION_HEADER) or f"once-{id(request)}"
+    key = request.headers.get(_SESSION_HEADER)
+    if key is None:
+        key = request.scope.setdefault(_ONCE, f"once-{uuid.uuid4()}")
     return request.scope[_PRINCIPAL], key
 
 

@@ -85,7 +85,9 @@ def vault_mcp_server(
 
     async def session_of(ctx: ServerRequestContext[Any, Any]) -> McpSession:
         principal, key = caller(ctx)
-        session = await anyio.to_thread.run_sync(sessions.session, key, principal)
+        session = sessions.known(key, principal) or await anyio.to_thread.run_sync(
+            sessions.session, key, principal
+        )
         if session.notify is None:  # the client's own channel, for list changes later
             outbound = ctx.session
 

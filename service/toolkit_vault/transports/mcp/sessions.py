@@ -86,8 +86,8 @@ class McpSessions:
         self._sessions: dict[str, McpSession] = {}
         self._lock = threading.Lock()
 
-    def session(self, key: str, principal: Principal) -> McpSession:
-        """The session `key` of `principal`, opened (in a worker thread) on first use;
+    def known(self, key: str, principal: Principal) -> McpSession | None:
+        """The session `key` of `principal` if it is open (never waits: for the event loop);
         `VaultError` for a key another principal opened."""
         with self._lock:
             found = self._sessions.get(key)
@@ -95,6 +95,13 @@ class McpSessions:
             if found.principal.principal_id != principal.principal_id:
                 raise VaultError("unknown session")
             found.principal = principal
+        return found
+
+    def session(self, key: str, principal: Principal) -> McpSession:
+        """The session `key` of `principal`, opened (in a worker thread) on first use;
+        `VaultError` for a key another principal opened."""
+        found = self.known(key, principal)
+        if found is not None:
             return found
         holder: list[McpSession] = []
         connection = connect(self.vault, principal, lambda event: holder[0].pushed(event))
