@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -132,6 +132,32 @@ def test_an_sdk_client_lists_calls_and_is_asked_through_the_intake_page(
             assert not (root / "b.txt").exists()
 
     asyncio.run(run())
+
+
+def test_a_stateless_2026_client_is_asked_by_input_required_and_retries(
+    server: Server, root: Path
+) -> None:
+    """2026-07-28 has no sessions: the link configures the principal, the call is answered
+    with an `InputRequiredResult` carrying the url-mode request, the SDK's client asks
+    the person (here: the form filled over HTTP) and calls again."""
+    token = server.token("agent", "mcp-2026")
+    asked: list[str] = []
+
+    async def person(_ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.url)
+        await asyncio.to_thread(_fill_intake, server.base, params.url, root)
+        return types.ElicitResult(action="accept")
+
+    async def run() -> None:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        transport = streamable_http_client(server.base + "/mcp", http_client=http)
+        async with http, Client(transport, mode="2026-07-28", elicitation_callback=person) as c:
+            (root / "n.txt").write_text("stateless")
+            read = await c.call_tool("filesystem__read_file", {"path": "n.txt"})
+            assert (read.is_error, _text(read)) == (False, "stateless")
+
+    asyncio.run(run())
+    assert len(asked) == 1 and asked[0].startswith(server.base + "/console/intake?link=")
 
 
 def test_a_client_without_elicitation_gets_the_link_in_an_error_result(server: Server) -> None:

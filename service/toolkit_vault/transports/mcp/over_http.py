@@ -30,7 +30,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.transports.http_guards import Gate
 from toolkit_vault.transports.mcp.server import DEFAULT_TOOL_LIMIT, vault_mcp_server
-from toolkit_vault.transports.mcp.sessions import McpSessions
+from toolkit_vault.transports.mcp.sessions import ONCE, McpSessions
 from toolkit_vault.transports.refusals import Refused, error_body
 
 __all__ = ["MCP_PATH", "McpHttp"]
@@ -95,7 +95,7 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, str]:
         raise VaultError("no principal for this request")
     key = request.headers.get(_SESSION_HEADER)
     if key is None:
-        key = request.scope.setdefault(_ONCE, f"once-{uuid.uuid4()}")
+        key = request.scope.setdefault(_ONCE, f"{ONCE}{uuid.uuid4()}")
     return request.scope[_PRINCIPAL], key
 
 

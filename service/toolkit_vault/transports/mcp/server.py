@@ -85,9 +85,9 @@ def vault_mcp_server(
 
     async def session_of(ctx: ServerRequestContext[Any, Any]) -> McpSession:
         principal, key = caller(ctx)
-        session = sessions.known(key, principal) or await anyio.to_thread.run_sync(
-            sessions.session, key, principal
-        )
+        session = sessions.known(key, principal)
+        if session is None:
+            session = await anyio.to_thread.run_sync(sessions.session, key, principal)
         if session.notify is None:  # the client's own channel, for list changes later
             outbound = ctx.session
 
@@ -122,7 +122,7 @@ def vault_mcp_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         session = await session_of(ctx)
         sessions.called(session)
         _, configured, names, limited = await anyio.to_thread.run_sync(listing, session)
@@ -187,12 +187,17 @@ async def _run(session: McpSession, request: ToolCallRequest) -> Message:
 
 async def _ask_for_credential(
     ctx: ServerRequestContext[Any, Any], sessions: McpSessions, session: McpSession, toolkit: str
-) -> types.CallToolResult:
+) -> types.CallToolResult | types.InputRequiredResult:
     """An intake link for `toolkit` in this session, as URL-mode elicitation when the
-    client takes it (the call is answered -32042; the person's submission completes it),
-    else in an `isError` result a person can open."""
+    client takes it (up to 2025-11-25 the call is answered -32042 and the person's
+    submission completes it; from 2026-07-28 an `InputRequiredResult` the client retries
+    after), else in an `isError` result a person can open. A stateless request's session
+    ends with it, so its link configures the principal (every session of it)."""
     configure = ToolkitConfigureRequest(
-        id=str(uuid.uuid4()), toolkit_name=toolkit, intake=IntakeOptions()
+        id=str(uuid.uuid4()),
+        toolkit_name=toolkit,
+        intake=IntakeOptions(),
+        scope="principal" if session.for_one_request else "session",
     )
     answer = await anyio.to_thread.run_sync(session.connection.handle, configure)
     url = answer.intake_url if isinstance(answer, ToolkitConfigureResponse) else None
@@ -204,15 +209,17 @@ async def _ask_for_credential(
     takes_url = bool(
         capabilities and capabilities.elicitation and capabilities.elicitation.url is not None
     )
+    elicitation = str(uuid.uuid4())
+    asked = types.ElicitRequestURLParams(
+        mode="url", message=message, url=url, elicitation_id=elicitation
+    )
     if takes_url and ctx.session.protocol_version <= URL_ELICITATION_UNTIL:
-        elicitation = str(uuid.uuid4())
         session.waiting[toolkit] = elicitation
-        raise UrlElicitationRequiredError(
-            [
-                types.ElicitRequestURLParams(
-                    mode="url", message=message, url=url, elicitation_id=elicitation
-                )
-            ]
+        raise UrlElicitationRequiredError([asked])
+    if takes_url:  # 2026-07-28: the client asks the person, then calls again
+        return types.InputRequiredResult(
+            input_requests={elicitation: types.ElicitRequest(params=asked)},
+            request_state=toolkit,
         )
     session.waiting[toolkit] = ""
     return types.CallToolResult(
@@ -227,7 +234,7 @@ async def _enable(
     session: McpSession,
     toolkit: str,
     configured: set[str],
-) -> types.CallToolResult:
+) -> types.CallToolResult | types.InputRequiredResult:
     try:
         await anyio.to_thread.run_sync(sessions.vault.toolkit, toolkit)
     except VaultError:

@@ -27,10 +27,11 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import HandshakeRequest, HandshakeResponse, Message, ToolkitStatusEvent
 
-__all__ = ["McpSession", "McpSessions", "Notify"]
+__all__ = ["ONCE", "McpSession", "McpSessions", "Notify"]
 
 log = logging.getLogger(__name__)
 
+ONCE = "once-"  # the key prefix of a session made for one request (2026-07-28 has none)
 Notify = Callable[[str, dict[str, Any] | None], Awaitable[None]]  # method, params
 
 
@@ -47,6 +48,11 @@ class McpSession:
     waiting: dict[str, str] = field(default_factory=dict)  # toolkit -> elicitation id
     notify: Notify | None = None  # the client's standalone channel, once it has listed
     loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def for_one_request(self) -> bool:
+        """Made for one stateless request: what it configures must outlive it."""
+        return self.key.startswith(ONCE)
 
     @property
     def session_id(self) -> str:
