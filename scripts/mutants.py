@@ -3109,6 +3109,15 @@ MUTANTS = [
         (MCP_HTTP + "test_a_call_the_client_cancels_is_cancelled_in_the_vault",),
     ),
     Mutant(
+        "mcp: an MCP session an operator ended opens again on its next message",
+        V + "transports/mcp/sessions.py",
+        """            if key in self._ended:
+                raise VaultError""",
+        """            if False:
+                raise VaultError""",
+        (MCP_HTTP + "test_an_operator_sees_the_mcp_sessions_and_ends_one",),
+    ),
+    Mutant(
         "mcp: a hashed name may land on a name already taken",
         V + "transports/mcp/names.py",
         """                if name not in taken:

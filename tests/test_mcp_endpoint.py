@@ -218,6 +218,48 @@ def test_a_call_the_client_cancels_is_cancelled_in_the_vault(
     asyncio.run(run())
 
 
+def test_an_operator_sees_the_mcp_sessions_and_ends_one(server: Server) -> None:
+    """The console lists the open MCP session (principal, the client's own name), and an
+    operator's End refuses its next call."""
+    token = server.token("agent", "mcp-watched")
+    operator = server.token("operator", "ops")
+
+    def console(action: str = "") -> str:
+        with httpx.Client(base_url=server.base, timeout=30) as web:
+            page = web.get("/console/")
+            jar = {"tkv_csrf": page.cookies["tkv_csrf"]}  # `Secure`: httpx keeps them back
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+            assert csrf is not None
+            signed = web.post(
+                "/console/signin", data={"csrf": csrf[1], "token": operator}, cookies=jar
+            )
+            jar |= dict(signed.cookies) | dict(signed.history[0].cookies if signed.history else {})
+            listed = web.get("/console/mcp-sessions", cookies=jar)
+            assert listed.status_code == 200, listed.text
+            if not action:
+                return listed.text
+            key = re.search(r'name="key" value="([^"]+)"', listed.text)
+            csrf = re.search(r'name="csrf" value="([^"]+)"', listed.text)
+            assert key is not None and csrf is not None
+            jar |= dict(listed.cookies)
+            ended = web.post(
+                "/console/mcp-sessions/end", data={"csrf": csrf[1], "key": key[1]}, cookies=jar
+            )
+            assert ended.status_code in (200, 303), ended.text
+            return ended.text
+
+    async def run() -> None:
+        async with mcp_over_http(server.base, token) as session:
+            assert (await session.list_tools()).tools
+            shown = await asyncio.to_thread(console)
+            assert "mcp-watched" in shown and "mcp " in shown  # the SDK's client name
+            await asyncio.to_thread(console, "end")
+            with pytest.raises(MCPError):
+                await session.list_tools()
+
+    asyncio.run(run())
+
+
 def test_no_token_or_a_revoked_one_is_refused_on_its_next_message(server: Server) -> None:
     bare = httpx.post(server.base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert bare.status_code == 401 and bare.headers["www-authenticate"].startswith("Bearer")

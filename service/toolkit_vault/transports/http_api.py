@@ -118,7 +118,8 @@ def create_app(
 
     app.a2e_post = RequestLog(RememberOrigin(A2EPost(gate, bindings, marks, lanes, limits)))
     app.a2e_socket = RememberOrigin(A2ESocket(vault, gate, marks, lanes, limits))
-    app.mcp = RequestLog(RememberOrigin(McpHttp(vault, gate)))
+    mcp = McpHttp(vault, gate)
+    app.mcp = RequestLog(RememberOrigin(mcp))
 
     as_auditor, as_operator = gate.role("auditor", "operator"), gate.role("operator")
     app.include_router(_own_routes(vault, gate.role("agent", "auditor", "operator")))
@@ -132,7 +133,13 @@ def create_app(
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(
-        app, vault, provider, intake_key=vault.intake_key, public_url=public_url, oidc=oidc
+        app,
+        vault,
+        provider,
+        intake_key=vault.intake_key,
+        public_url=public_url,
+        oidc=oidc,
+        mcp=mcp.sessions,
     )
     return app
 

@@ -50,6 +50,15 @@ class McpSession:
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
+    def principal_id(self) -> str:
+        return self.principal.principal_id
+
+    @property
+    def a2e_session(self) -> str:
+        """Its A2E session's id, "" once ended."""
+        return self.connection.session_id or ""
+
+    @property
     def for_one_request(self) -> bool:
         """Made for one stateless request: what it configures must outlive it."""
         return self.key.startswith(ONCE)
@@ -90,6 +99,7 @@ class McpSessions:
     def __init__(self, vault: Vault) -> None:
         self.vault = vault
         self._sessions: dict[str, McpSession] = {}
+        self._ended: set[str] = set()  # ended by an operator: never opened again
         self._lock = threading.Lock()
 
     def known(self, key: str, principal: Principal) -> McpSession | None:
@@ -97,6 +107,8 @@ class McpSessions:
         `VaultError` for a key another principal opened."""
         with self._lock:
             found = self._sessions.get(key)
+            if key in self._ended:
+                raise VaultError("an operator ended this MCP session; start a new one")
         if found is not None:
             if found.principal.principal_id != principal.principal_id:
                 raise VaultError("unknown session")
@@ -123,17 +135,22 @@ class McpSessions:
             self._sessions.setdefault(key, made)
             return self._sessions[key]
 
-    def end(self, key: str) -> bool:
-        """End an MCP session (the client left, an operator ended it): its calls cancelled."""
+    def end(self, key: str, *, for_good: bool = False) -> bool:
+        """End an MCP session (the client left; `for_good`: an operator ended it, and its
+        next message is refused): its calls cancelled."""
         with self._lock:
             found = self._sessions.pop(key, None)
+            if for_good and found is not None:
+                self._ended.add(key)
         if found is not None:
             found.connection.close()
         return found is not None
 
-    def of_principal(self, principal_id: str) -> list[McpSession]:
+    def open_sessions(self) -> list[McpSession]:
+        """Every open MCP session of this process, by principal then client."""
         with self._lock:
-            return [s for s in self._sessions.values() if s.principal.principal_id == principal_id]
+            found = list(self._sessions.values())
+        return sorted(found, key=lambda s: (s.principal.principal_id, s.client, s.key))
 
     def called(self, session: McpSession) -> None:
         session.last_call = time.time()
