@@ -218,6 +218,12 @@ def test_a_call_the_client_cancels_is_cancelled_in_the_vault(
     asyncio.run(run())
 
 
+def _cookie(jar: dict[str, str]) -> dict[str, str]:
+    """The console's cookies are `Secure`: a browser sends them to a loopback origin, httpx
+    keeps them back, so they go as a header."""
+    return {"Cookie": "; ".join(f"{name}={value}" for name, value in jar.items())}
+
+
 def test_an_operator_sees_the_mcp_sessions_and_ends_one(server: Server) -> None:
     """The console lists the open MCP session (principal, the client's own name), and an
     operator's End refuses its next call."""
@@ -231,10 +237,12 @@ def test_an_operator_sees_the_mcp_sessions_and_ends_one(server: Server) -> None:
             csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
             assert csrf is not None
             signed = web.post(
-                "/console/signin", data={"csrf": csrf[1], "token": operator}, cookies=jar
+                "/console/signin",
+                data={"csrf": csrf[1], "token": operator},
+                headers=_cookie(jar),
             )
             jar |= dict(signed.cookies) | dict(signed.history[0].cookies if signed.history else {})
-            listed = web.get("/console/mcp-sessions", cookies=jar)
+            listed = web.get("/console/mcp-sessions", headers=_cookie(jar))
             assert listed.status_code == 200, listed.text
             if not action:
                 return listed.text
@@ -243,7 +251,9 @@ def test_an_operator_sees_the_mcp_sessions_and_ends_one(server: Server) -> None:
             assert key is not None and csrf is not None
             jar |= dict(listed.cookies)
             ended = web.post(
-                "/console/mcp-sessions/end", data={"csrf": csrf[1], "key": key[1]}, cookies=jar
+                "/console/mcp-sessions/end",
+                data={"csrf": csrf[1], "key": key[1]},
+                headers=_cookie(jar),
             )
             assert ended.status_code in (200, 303), ended.text
             return ended.text
