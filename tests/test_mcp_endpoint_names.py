@@ -133,3 +133,16 @@ def test_past_the_limit_configured_tools_and_discovery_only(
             assert "calling__echo" in listed
 
     asyncio.run(run())
+
+
+def test_sessions_the_sdk_dropped_are_ended_here_too(tool_vault: Vault) -> None:  # noqa: F811
+    """A client that leaves without a DELETE: the SDK drops its session after its idle
+    timeout, and `prune` ends the A2E connection behind it (its calls, its instances)."""
+    principal = _principal(tool_vault, "leaver")
+    sessions = McpSessions(tool_vault)
+    kept, left = sessions.session("kept", principal), sessions.session("left", principal)
+    left.last_seen -= 7200
+    assert sessions.prune(3600) == 1
+    assert sessions.open_sessions() == [kept] and left.connection.session_id is None
+    sessions.touch("kept")
+    assert sessions.prune(3600) == 0

@@ -20,7 +20,10 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    StreamableHTTPSessionManager,
+)
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -38,6 +41,8 @@ __all__ = ["MCP_PATH", "McpHttp"]
 MCP_PATH = "/mcp"
 _PRINCIPAL = "toolkit_vault.principal"  # where a request's principal waits in its scope
 _SESSION_HEADER = "mcp-session-id"
+# The SDK drops a session after this long without a request; ours go a while after it.
+IDLE_SECONDS = 2 * DEFAULT_SESSION_IDLE_TIMEOUT
 _ONCE = "toolkit_vault.mcp_once"  # a session made for one request (2026-07-28 has none)
 
 
@@ -64,6 +69,10 @@ class McpHttp:
             AccessToken(token="", client_id=principal.principal_id, scopes=[])
         )
         await self._start()
+        if key := request.headers.get(_SESSION_HEADER):
+            self.sessions.touch(key)
+        else:  # a new session: forget those the SDK has dropped since (idle, no DELETE)
+            self.sessions.prune(IDLE_SECONDS)
         try:
             await self._manager.handle_request(scope, receive, send)
         finally:

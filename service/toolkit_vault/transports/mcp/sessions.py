@@ -47,6 +47,7 @@ class McpSession:
     shown: set[str] = field(default_factory=set)  # toolkits listed though past the limit
     waiting: dict[str, str] = field(default_factory=dict)  # toolkit -> elicitation id
     notify: Notify | None = None  # the client's standalone channel, once it has listed
+    last_seen: float = field(default_factory=time.monotonic)  # its last HTTP request
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -145,6 +146,21 @@ class McpSessions:
         if found is not None:
             found.connection.close()
         return found is not None
+
+    def touch(self, key: str) -> None:
+        """The client of session `key` sent a request (any: a list, a call, its stream)."""
+        with self._lock:
+            found = self._sessions.get(key)
+        if found is not None:
+            found.last_seen = time.monotonic()
+
+    def prune(self, idle_seconds: float) -> int:
+        """End the sessions no request has named for `idle_seconds` (their client left
+        without a DELETE, and the SDK forgot them); how many."""
+        cutoff = time.monotonic() - idle_seconds
+        with self._lock:
+            idle = [key for key, s in self._sessions.items() if s.last_seen < cutoff]
+        return sum(self.end(key) for key in idle)
 
     def open_sessions(self) -> list[McpSession]:
         """Every open MCP session of this process, by principal then client."""
