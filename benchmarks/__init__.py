@@ -18,5 +18,6 @@ SCENARIOS = (
     "soak",
     "backup",
     "replicas",
+    "mcp",
 )
 ON_DEMAND = ("capacity",)  # run only when `--only` names them (they take minutes)

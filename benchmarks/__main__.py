@@ -33,6 +33,7 @@ MODULES = {
     "backup": "backup",
     "replicas": "replicas",
     "capacity": "capacity",
+    "mcp": "mcp",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]

@@ -68,6 +68,7 @@ ORIGIN = "tests/test_intake_origin.py::"
 LEAKS = ("tests/adversarial/test_leaks.py",)
 FILESYSTEM = ("tests/test_filesystem.py",)
 TOOL_PLUGINS = "tests/test_tool_plugins.py::"
+MCP_HTTP, MCP_NAMES = "tests/test_mcp_endpoint.py::", "tests/test_mcp_endpoint_names.py::"
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
@@ -3331,6 +3332,80 @@ MUTANTS = [
                 "test_without_a_sandbox_local_launches_are_refused_unless_turned_off",
             ),
         )
+    # -- issue 52: the vault as an MCP server (bearer check, names, allow-list) --
+    Mutant(
+        "mcp: /mcp checks the token only when a session opens",
+        V + "transports/mcp/over_http.py",
+        """        except Refused as exc:
+            await _refused(exc)(scope, receive, send)
+            return""",
+        """        except Refused as exc:
+            key = request.headers.get("mcp-session-id")
+            if key is None:
+                await _refused(exc)(scope, receive, send)
+                return
+            principal = self.sessions._sessions[key].principal""",
+        (MCP_HTTP + "test_no_token_or_a_revoked_one_is_refused_on_its_next_message",),
+    ),
+    Mutant(
+        "mcp: a refused token's 401 names no scheme (WWW-Authenticate)",
+        V + "transports/mcp/over_http.py",
+        """    headers = {"WWW-Authenticate": 'Bearer realm="toolkit-vault"'}""",
+        """    headers = {"X-Nothing": 'Bearer realm="toolkit-vault"'}""",
+        (MCP_HTTP + "test_no_token_or_a_revoked_one_is_refused_on_its_next_message",),
+    ),
+    Mutant(
+        "mcp: a call the client cancels runs on in the vault",
+        V + "transports/mcp/server.py",
+        """    except anyio.get_cancelled_exc_class():
+        cancellation.cancel()""",
+        """    except anyio.get_cancelled_exc_class():
+        pass""",
+        (MCP_HTTP + "test_a_call_the_client_cancels_is_cancelled_in_the_vault",),
+    ),
+    Mutant(
+        "mcp: an MCP session an operator ended opens again on its next message",
+        V + "transports/mcp/sessions.py",
+        """            if key in self._ended:
+                raise VaultError""",
+        """            if False:
+                raise VaultError""",
+        (MCP_HTTP + "test_an_operator_sees_the_mcp_sessions_and_ends_one",),
+    ),
+    Mutant(
+        "mcp: a hashed name may land on a name already taken",
+        V + "transports/mcp/names.py",
+        """                if name not in taken:
+                    self._place(pair, name, taken)""",
+        """                if True:
+                    self._place(pair, name, taken)""",
+        (
+            MCP_NAMES + "test_a_hashed_name_landing_on_one_as_written_takes_a_longer_hash",
+            MCP_NAMES + "test_reserved_names_go_to_no_tool",
+        ),
+    ),
+    Mutant(
+        "mcp: a name as written is kept though another took it",
+        V + "transports/mcp/names.py",
+        """            if name == f"{pair[0]}{SEPARATOR}{pair[1]}" and name not in taken:""",
+        """            if name == f"{pair[0]}{SEPARATOR}{pair[1]}":""",
+        (MCP_NAMES + "test_reserved_names_go_to_no_tool",),
+    ),
+    Mutant(
+        "mcp: names are not held to the clients' rule",
+        V + "transports/mcp/names.py",
+        """    return original if _FOLLOWS_RULE.fullmatch(original) else _hashed(original)""",
+        """    return original""",
+        (MCP_NAMES + "test_a_registry_name_is_mapped_to_the_rule_stably",),
+    ),
+    Mutant(
+        "mcp: tools/list ignores the principal's allowance",
+        V + "core/vault.py",
+        """            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
+            and tool not in""",
+        """            if True
+            and tool not in""",
+        (MCP_NAMES + "test_the_list_is_narrowed_by_the_principals_allowance",),
     ),
 ]
 

@@ -43,6 +43,12 @@ COMMANDS = {
     "stdio": CommandEntry(
         "toolkit_vault.cli.serving", "stdio", "A2E as JSON lines on stdin/stdout."
     ),
+    "clients": CommandEntry(
+        "toolkit_vault.cli.clients", "clients", "Configs that point MCP clients at the vault."
+    ),
+    "mcp": CommandEntry(
+        "toolkit_vault.cli.serving", "mcp", "MCP over stdio, for clients that launch servers."
+    ),
     "serve": CommandEntry(
         "toolkit_vault.cli.serving", "serve", "HTTP + WebSocket A2E and the admin API."
     ),

@@ -39,7 +39,7 @@ from toolkit_vault.transports.http_server import (
 )
 from toolkit_vault.transports.stdio import serve_stdio
 
-__all__ = ["init", "serve", "stdio"]
+__all__ = ["init", "mcp", "serve", "stdio"]
 
 _PUBLIC_URL = re.compile(
     r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?(/[\w.~%/-]*)?", re.A
@@ -116,6 +116,24 @@ def stdio() -> None:
             err=True,
         )
     serve_stdio(vault, LOCAL_PRINCIPAL)
+
+
+@click.command(
+    short_help="MCP over stdio, for clients that launch their servers.",
+    epilog=epilog(
+        "toolkit-vault mcp            # what Claude Desktop, VS Code or Cursor launch",
+        "toolkit-vault clients config --client claude-desktop   # the entry to paste",
+    ),
+)
+@guarded
+def mcp() -> None:
+    """Speak MCP over stdio as the local principal: every toolkit's tools, their
+    credentials kept in the vault. stdout carries protocol and nothing else."""
+    from toolkit_vault.transports.mcp.over_stdio import serve_mcp_stdio  # the SDK, only here
+
+    hold_library_loggers()
+    _copy_log("mcp")
+    serve_mcp_stdio(open_vault(load_settings()), LOCAL_PRINCIPAL)
 
 
 @click.command(

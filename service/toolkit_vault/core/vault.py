@@ -34,7 +34,7 @@ from toolkit_vault.audit.verify import AuditReport
 from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
-from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING
+from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING, _info
 from toolkit_vault.core.oauth_tokens import OAuthTokens
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import IntakeOffer, TokenSource
@@ -47,7 +47,7 @@ from toolkit_vault.core.upkeep import Upkeep
 from toolkit_vault.core.verification import CheckLog, CheckSlots, PluginChecks, VerifyPolicy
 from toolkit_vault.crypto import KeyRing, SealedConfig, SecretBytes, derive_key
 from toolkit_vault.errors import UnknownSession
-from toolkit_vault.protocol import Message, ToolkitStatusEvent
+from toolkit_vault.protocol import Message, ToolInfo, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
@@ -185,6 +185,23 @@ class Vault(ToolCalling):
         ):
             raise UnknownSession("unknown session")
         return session_id, list(self._sync(session_id, principal.principal_id, retry=True))
+
+    def tool_catalogue(
+        self, principal: Principal, session_id: str
+    ) -> tuple[list[ToolInfo], set[str]]:
+        """Every tool the principal may call, of toolkits configured in the session or not
+        (an MCP client lists them all: calling an unconfigured one asks a person for its
+        credential), and which toolkits are configured. The same allow-list as `tool/list`."""
+        configured = self._configured(principal, session_id)
+        allowance = self.allowance(principal.principal_id)
+        tools = [
+            _info(toolkit, tool)
+            for toolkit in self.registry.all()
+            for tool in toolkit.definition.tools
+            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
+            and tool not in self.instances.unavailable(session_id, toolkit.definition.name)
+        ]
+        return tools, configured
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth

@@ -52,6 +52,7 @@ from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
 from toolkit_vault.transports.http_health import health_routes
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
+from toolkit_vault.transports.mcp.over_http import MCP_PATH, McpHttp
 from toolkit_vault.transports.web import RememberOrigin, install_console
 from toolkit_vault.transports.workers import Workers
 
@@ -79,10 +80,13 @@ class _VaultApp(FastAPI):
 
     a2e_post: ASGIApp | None = None
     a2e_socket: ASGIApp | None = None
+    mcp: ASGIApp | None = None  # `/mcp`, MCP's streamable HTTP (`mcp.over_http`)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = None
-        if scope.get("path") == "/a2e":
+        if scope.get("path") == MCP_PATH and scope["type"] == "http":
+            route = self.mcp
+        elif scope.get("path") == "/a2e":
             if scope["type"] == "websocket":
                 route = self.a2e_socket
             elif scope["type"] == "http" and scope["method"] == "POST":
@@ -117,6 +121,8 @@ def create_app(
 
     app.a2e_post = RequestLog(RememberOrigin(A2EPost(gate, bindings, marks, lanes, limits)))
     app.a2e_socket = RememberOrigin(A2ESocket(vault, gate, marks, lanes, limits))
+    mcp = McpHttp(vault, gate)
+    app.mcp = RequestLog(RememberOrigin(mcp))
 
     as_auditor, as_operator = gate.role("auditor", "operator"), gate.role("operator")
     app.include_router(_own_routes(vault, gate.role("agent", "auditor", "operator")))
@@ -132,7 +138,13 @@ def create_app(
 
     # /console: intake forms and the admin console; links signed with the vault's intake key
     install_console(
-        app, vault, provider, intake_key=vault.intake_key, public_url=public_url, oidc=oidc
+        app,
+        vault,
+        provider,
+        intake_key=vault.intake_key,
+        public_url=public_url,
+        oidc=oidc,
+        mcp=mcp.sessions,
     )
     return app
 

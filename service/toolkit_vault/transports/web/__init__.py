@@ -32,9 +32,10 @@ from toolkit_vault.transports.web.check_pages import console_check_routes
 from toolkit_vault.transports.web.console import console_routes
 from toolkit_vault.transports.web.figures_page import console_figures_routes
 from toolkit_vault.transports.web.intake_pages import intake_routes
+from toolkit_vault.transports.web.mcp_pages import console_mcp_routes
 from toolkit_vault.transports.web.oauth_pages import oauth_routes
 from toolkit_vault.transports.web.oidc_pages import oidc_routes
-from toolkit_vault.transports.web.pages import STATIC, WebState
+from toolkit_vault.transports.web.pages import STATIC, McpSessionsShown, WebState
 from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
 from toolkit_vault.transports.web.template_pages import console_template_routes
 
@@ -88,6 +89,7 @@ def create_console(
     intake_ttl: float = DEFAULT_TTL,
     secure_cookies: bool = True,
     oidc: OidcSettings | None = None,
+    mcp: McpSessionsShown | None = None,
 ) -> FastAPI:
     """The console app (mount it at `MOUNT`); installs the vault's intake service. With
     `oidc`, people may also sign in through that identity provider (`oidc_pages`).
@@ -105,6 +107,7 @@ def create_console(
     intake = Intake(vault, key, url_for, ttl=intake_ttl)
     issuer = oidc.issuer if oidc else None
     state = WebState(vault, provider, intake, Csrf(os.urandom(32)), secure_cookies, issuer)
+    state.mcp = mcp
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(ClientDisconnect, client_left)
@@ -112,6 +115,7 @@ def create_console(
     app.include_router(console_routes(state))
     app.include_router(console_template_routes(state))
     app.include_router(console_allowance_routes(state))
+    app.include_router(console_mcp_routes(state))
     app.include_router(console_check_routes(state))
     app.include_router(console_figures_routes(state))  # operators and auditors
     app.include_router(intake_routes(state))

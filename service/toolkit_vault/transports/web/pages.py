@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.requests import Request
@@ -56,6 +57,27 @@ def environment() -> Environment:
     return env
 
 
+class McpSessionShown(Protocol):
+    """What the console shows of one MCP session (`transports.mcp.sessions.McpSession`;
+    the web side does not import the MCP transport, which imports the guards)."""
+
+    key: str
+    client: str
+    last_call: float | None
+
+    @property
+    def principal_id(self) -> str: ...
+
+    @property
+    def a2e_session(self) -> str: ...
+
+
+class McpSessionsShown(Protocol):
+    def open_sessions(self) -> Sequence[McpSessionShown]: ...
+
+    def end(self, key: str, *, for_good: bool = False) -> bool: ...
+
+
 @dataclass
 class WebState:
     vault: Vault
@@ -65,6 +87,7 @@ class WebState:
     secure_cookies: bool = True
     oidc: str | None = None  # the identity provider's issuer, when people sign in there
     sessions: ConsoleSessions = field(default_factory=ConsoleSessions)
+    mcp: McpSessionsShown | None = None  # the MCP sessions of `/mcp` (`mcp_pages`), if served
     env: Environment = field(default_factory=environment)
     _fields: dict[str, tuple[Field, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
