@@ -3332,6 +3332,7 @@ MUTANTS = [
                 "test_without_a_sandbox_local_launches_are_refused_unless_turned_off",
             ),
         )
+    ),
     # -- issue 52: the vault as an MCP server (bearer check, names, allow-list) --
     Mutant(
         "mcp: /mcp checks the token only when a session opens",
