@@ -93,7 +93,7 @@ def vault_server(
     extra: dict[str, str] | None = None,
 ) -> Iterator[Running]:
     """`toolkit-vault serve` on the vault home, with the bench toolkit's entry point
-    installed, the rate limit out of the way and JSON request logs (as deployed); the
+    installed, the rate limits out of the way and JSON request logs (as deployed); the
     service imported from `source` when given (another build), `extra` added to its
     environment."""
     paths = [str(source)] if source else []
@@ -102,6 +102,9 @@ def vault_server(
             "TOOLKIT_VAULT_HOME": str(home),
             "TOOLKIT_VAULT_DATABASE_URL": url,
             "PYTHONPATH": os.pathsep.join([*paths, str(plugins), str(ROOT)]),
+            # one agent makes every call: its call rate and an instance's concurrency too
+            "TOOLKIT_VAULT_CALL_RATE": "off",
+            "TOOLKIT_VAULT_CALL_CONCURRENCY": "off",
         }
         | (extra or {})
     )

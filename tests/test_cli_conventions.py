@@ -238,7 +238,10 @@ def _readable(fd: int) -> bool:
 
 
 # Variables read by one command only, which names them in its own help, never by `serve`.
-NOT_SERVED = {"TOOLKIT_VAULT_NO_DISCOVER": ("toolkits", "import")}
+NOT_SERVED = {
+    "TOOLKIT_VAULT_NO_DISCOVER": ("toolkits", "import"),
+    "TOOLKIT_VAULT_TOKEN": ("clients", "config"),  # read by an MCP client, not the vault
+}
 
 
 def variables_read() -> set[str]:

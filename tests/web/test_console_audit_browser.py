@@ -127,7 +127,7 @@ def test_operator_sees_who_revoked_whom(server: Server, browser: WebDriver, tmp_
     sign_in(browser, server, ops_token)
     browser.get(server.base + "/console/audit")
     nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav a")]
-    assert nav[-2:] == ["History", "Audit"]
+    assert nav[-3:] == ["History", "Audit", "Figures"]
     assert shown(browser, tmp_path / "console-audit-operator.png") == LABELS
     newest = rows(browser)[0]
     assert newest[2:] == ["token_revoked", "ops", "token revoked for to-be-revoked"]

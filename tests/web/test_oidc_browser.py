@@ -136,7 +136,7 @@ def test_the_role_comes_from_the_group_claim_and_no_mapped_group_is_refused(
     assert sign_in(browser, oidc_server) == "/console/history"
     assert who(browser) == "Grace Hopper auditor"
     nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav a")]
-    assert nav == ["Templates", "History", "Audit"]
+    assert nav == ["Templates", "Allowances", "History", "Audit", "Figures"]
     browser.get(oidc_server.base + "/console/tokens")
     assert "Not for your role" in browser.title
     click_through(browser, browser.find_element(By.XPATH, "//button[text()='Sign out']"))

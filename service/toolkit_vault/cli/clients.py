@@ -56,7 +56,8 @@ def clients() -> None:
 @guarded
 def config(client: str, url: str | None) -> None:
     """Print the entry for CLIENT's MCP config file (JSON on stdout; where it goes on
-    stderr). The agent token is never printed: the client asks for it, or reads it."""
+    stderr). The agent token is never printed: the client asks for it, or reads it from
+    TOOLKIT_VAULT_TOKEN in its own environment (Claude Code, Cursor)."""
     click.echo(json.dumps(client_entry(client, url), indent=2))
     click.echo(f"paste into {_WHERE[client]}", err=True)
 

@@ -158,6 +158,8 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_CALL_RATE": "tool calls a second per agent (50; off)",
     "TOOLKIT_VAULT_CALL_BURST": "an agent's burst of calls (twice the rate)",
     "TOOLKIT_VAULT_CALL_CONCURRENCY": "calls at once per toolkit instance (8; off)",
+    "TOOLKIT_VAULT_TOOL_DEADLINE": "seconds a tool call may take (default 30)",
+    "TOOLKIT_VAULT_TOOL_DEADLINES": "per toolkit: NAME=SECONDS,NAME=SECONDS",
     "TOOLKIT_VAULT_METRICS": "off: no /metrics (on by default)",
     "TOOLKIT_VAULT_METRICS_LISTEN": "loopback HOST:PORT: /metrics there, no token",
     "TOOLKIT_VAULT_OTEL_TRACES": "on: OpenTelemetry traces (the otel extra)",

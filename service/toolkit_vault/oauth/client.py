@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+import httpx2
 from authlib.integrations.base_client import OAuthError
 
-with warnings.catch_warnings():  # authlib 1.7+ suggests httpx2 on import; httpx is locked
+with warnings.catch_warnings():  # authlib suggests httpx2 where it is not installed
     warnings.simplefilter("ignore")
     from authlib.integrations.httpx_client import OAuth2Client
 
@@ -24,6 +25,11 @@ from toolkit_vault.oauth.spec import OAuthSpec
 from toolkit_vault.telemetry import traces
 
 __all__ = ["OAuthClient", "OAuthFailed"]
+
+# authlib's httpx client runs on httpx2 when it is installed (the MCP SDK brings it), on
+# httpx otherwise: a server that cannot be reached fails in either's types.
+HTTP_FAILURES: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
+UNAVAILABLE: tuple[type[Exception], ...] = (*HTTP_FAILURES, ValueError)  # or no JSON answer
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -129,9 +135,9 @@ class OAuthClient:
             code = code[:40]
             log.warning("authorization server refused (%s)", code)
             raise OAuthFailed(code, f"the authorization server refused ({code})") from None
-        except (httpx.HTTPError, ValueError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("authorization server unavailable (%s)", type(exc).__name__)
             raise OAuthFailed("unavailable", "the authorization server cannot be reached") from None
-        if isinstance(answer, httpx.Response) and answer.status_code >= 400:
+        if isinstance(answer, httpx.Response | httpx2.Response) and answer.status_code >= 400:
             raise OAuthFailed("unavailable", "the authorization server refused the revocation")
         return answer

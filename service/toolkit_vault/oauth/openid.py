@@ -30,19 +30,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from authlib.integrations.base_client import OAuthError
 from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 
-with warnings.catch_warnings():  # authlib 1.7+ suggests httpx2 on import; httpx is locked
+with warnings.catch_warnings():  # authlib suggests httpx2 where it is not installed
     warnings.simplefilter("ignore")
     from authlib.integrations.httpx_client import OAuth2Client
 
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
-from toolkit_vault.oauth.client import OAuthFailed
+from toolkit_vault.oauth.client import UNAVAILABLE, OAuthFailed
 from toolkit_vault.oauth.metadata import read_document
 from toolkit_vault.oauth.spec import secure_url
 
@@ -235,7 +234,7 @@ class RelyingParty:
             code_ = exc.error if isinstance(exc.error, str) and exc.error.isascii() else "error"
             log.warning("identity provider refused the code (%s)", code_[:40])
             raise OAuthFailed(code_[:40], "the identity provider refused the sign-in") from None
-        except (httpx.HTTPError, ValueError) as exc:
+        except UNAVAILABLE as exc:
             log.warning("identity provider unavailable (%s)", type(exc).__name__)
             raise OAuthFailed("unavailable", "the identity provider cannot be reached") from None
         id_token = answer.get("id_token") if isinstance(answer, Mapping) else None
