@@ -44,7 +44,7 @@ class Listing(InstanceSync):
     ) -> ToolkitListResponse:
         configured = self._configured(principal, session_id)
         ends = self.instances.ends(session_id, configured)
-        allowance = self.allowance(principal.principal_id)
+        allowance = self._listed_allowance(principal.principal_id)
         toolkits = [definition for definition, _ in self._listed(configured, msg, ends, allowance)]
         return ToolkitListResponse(req_id=msg.id, toolkits=toolkits)
 
@@ -93,6 +93,11 @@ class Listing(InstanceSync):
         listed = [json for _, json in self._listed(configured, msg, ends, allowance)]
         return dump_toolkit_list(msg.id, listed)
 
+    def _listed_allowance(self, principal_id: str) -> ToolAllowance | None:
+        """`allowance` as of the read `_configured` just made (or found still true): the
+        ledger that read followed, so a list reads the store once, not twice."""
+        return allowance_in(self.store.followed_state(), principal_id)
+
     def allowance(self, principal_id: str) -> ToolAllowance | None:
         """The toolkits and tools an operator narrowed the principal to, as the verified
         chain has them now (`access.allowances`); None: not narrowed."""
@@ -132,7 +137,7 @@ class Listing(InstanceSync):
         the ones a `partial` status named unavailable, and those the principal may not call
         (`allowance`), are left out."""
         configured = self._configured(principal, session_id)
-        allowance = self.allowance(principal.principal_id)
+        allowance = self._listed_allowance(principal.principal_id)
         return self._tools(session_id, configured, msg, allowance)
 
     def _tools(

@@ -59,6 +59,15 @@ class Following(Transactions):
                 self._follow(ledger, witness, conn, mark)
         return ledger.require()
 
+    def followed_state(self) -> ChainState:
+        """The chain's state as this process last followed it, read from nothing: for a
+        caller that has just read the store (a list's `_sync`), or knows by the commit mark
+        that nothing was committed since. Raises StateUnknown as `chain_state` does."""
+        ledger = self._ledger
+        if ledger is None:
+            raise StoreError("the audit key is not loaded")
+        return ledger.require()
+
     def chain_state_at_once(self) -> ChainState | None:
         """`chain_state`, followed only if that needs no wait (SQLite: one statement on the
         watching connection, which never waits for a lock), so it may run on an event loop;
