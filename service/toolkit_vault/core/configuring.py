@@ -16,6 +16,7 @@ from typing import Any
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.expiry import earliest, jwt_expiry, with_expiry
+from toolkit_vault.core.instances import stop_instance
 from toolkit_vault.core.listing import Listing
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.reserved import refuse_reserved
@@ -246,6 +247,7 @@ class Configuring(Listing):
             """Stored: live here, and said (on the store's writer thread if left to it)."""
             self._next_version[(scope_id, name)] = version + 1
             if principal_of(scope_id) is not None:
+                stop_instance(live[0])  # its sessions make their own from the store
                 if outcome.status != "error":  # else nothing changed: the previous one stays
                     self.publish(status_event(scope_id, name, True, outcome))
                 return
