@@ -15,7 +15,9 @@ The operator's settings, read from the environment when the vault opens (`use_se
 no sandbox; `serve` says so at start-up), `TOOLKIT_VAULT_SERVERS_DIR` holds their private
 directories (outside the vault home; traversable by others when the vault runs as root),
 `TOOLKIT_VAULT_SERVER_BINDS` lists the directories (`:`-separated) a server may read, such
-as the runtime its command needs.
+as the runtime its command needs, and `TOOLKIT_VAULT_RUN_SERVERS=off` runs none (an imported
+server's config is only stored, its toolkit answers no call: a vault that keeps configs
+for clients that run their servers themselves).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
 SANDBOX_ENV = "TOOLKIT_VAULT_SANDBOX"  # "off": servers run unconfined
 SERVERS_DIR_ENV = "TOOLKIT_VAULT_SERVERS_DIR"
 SERVER_BINDS_ENV = "TOOLKIT_VAULT_SERVER_BINDS"
+RUN_SERVERS_ENV = "TOOLKIT_VAULT_RUN_SERVERS"  # "off": imported servers' configs only stored
 START_TIMEOUT = 30.0  # launch to its tools listed
 REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ class ServerSettings:
     private_root: Path
     read_only: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    run: bool = True
 
     @classmethod
     def from_environment(
@@ -71,10 +75,11 @@ class ServerSettings:
         default_root = Path(tempfile.gettempdir()) / f"toolkit-vault-servers-{os.geteuid()}"
         binds = environ.get(SERVER_BINDS_ENV, "")
         return cls(
-            sandbox=environ.get(SANDBOX_ENV, "on").strip().lower() not in ("off", "0", "false"),
+            sandbox=_on(environ.get(SANDBOX_ENV, "on")),
             private_root=Path(environ.get(SERVERS_DIR_ENV) or default_root),
             read_only=tuple(Path(p) for p in binds.split(":") if p.strip()),
             hidden=tuple(hidden),
+            run=_on(environ.get(RUN_SERVERS_ENV, "on")),
         )
 
 
@@ -106,6 +111,8 @@ def use_servers(settings: ServerSettings) -> None:
 def sandbox_warning() -> str | None:
     """What `serve` states at start-up about the sandbox, when it is not running servers
     confined; None when it is."""
+    if not _servers.settings.run:
+        return None
     if not _servers.settings.sandbox:
         return "the sandbox is off (TOOLKIT_VAULT_SANDBOX=off): imported servers run unconfined"
     if (reason := why_no_sandbox()) is not None:
@@ -113,9 +120,16 @@ def sandbox_warning() -> str | None:
     return None
 
 
+def _on(setting: str) -> bool:
+    return setting.strip().lower() not in ("off", "0", "false", "no")
+
+
 def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
     """The stored command of an imported local server (`argv`, and each environment
-    variable's config field in `env`), or None when the import holds none."""
+    variable's config field in `env`), or None when the import holds none or this process
+    runs no servers (`TOOLKIT_VAULT_RUN_SERVERS=off`)."""
+    if not _servers.settings.run:
+        return None
     package = definition.config_schema.get("x-toolkit-package")
     found = package.get("launch") if isinstance(package, Mapping) else None
     if not isinstance(found, Mapping):
