@@ -58,6 +58,10 @@ REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
 
 
+def _on(setting: str) -> bool:
+    return setting.strip().lower() not in ("off", "0", "false", "no")
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """How this process runs imported servers (see the module)."""
@@ -118,10 +122,6 @@ def sandbox_warning() -> str | None:
     if (reason := why_no_sandbox()) is not None:
         return f"no sandbox on this machine ({reason}): imported local servers are refused"
     return None
-
-
-def _on(setting: str) -> bool:
-    return setting.strip().lower() not in ("off", "0", "false", "no")
 
 
 def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
