@@ -12,6 +12,7 @@ as nobody, who cannot reach an interpreter under /root.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -138,3 +139,13 @@ def test_a_purge_stops_the_process_within_a_second(served_vault: Vault) -> None:
     assert not alive(pid)
     answer = call(conn, "whoami")
     assert answer["type"] == "error", answer
+
+
+def test_serve_states_the_sandbox_being_off(served_vault: Vault) -> None:
+    settings = served._servers.settings
+    assert served.sandbox_warning() is None  # on, and available here
+    try:
+        served.use_servers(dataclasses.replace(settings, sandbox=False))
+        assert "the sandbox is off" in (served.sandbox_warning() or "")
+    finally:
+        served.use_servers(settings)
