@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from mcp_support import OUR_SERVERS, alive
+from mcp_support import OUR_SERVERS, PY_SERVERS, alive, published
 from spec_support import configure, hello, send
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
@@ -149,3 +149,36 @@ def test_serve_states_the_sandbox_being_off(served_vault: Vault) -> None:
         assert "the sandbox is off" in (served.sandbox_warning() or "")
     finally:
         served.use_servers(settings)
+
+
+def test_the_published_time_server_runs_through_the_vault(
+    home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyPI's mcp-server-time, from the cache scripts/components/mcp_servers.sh fills (a venv
+    of /usr/bin/python3, where the sandbox's user can read it), imported from a client
+    entry, configured over A2E and called confined."""
+    (command,) = published("mcp-server-time")
+    private = Path(tempfile.mkdtemp(prefix="tkv-servers-", dir="/tmp"))
+    os.chmod(private, 0o711)  # noqa: S103 (the sandbox user passes through, as root)
+    monkeypatch.setenv(served.SERVERS_DIR_ENV, str(private))
+    monkeypatch.setenv(served.SERVER_BINDS_ENV, str(PY_SERVERS.parent))
+    vault = open_vault(home)
+    try:
+        entry = {"command": command, "args": ["--local-timezone", "UTC"]}
+        config = json.dumps({"mcpServers": {"time": entry}}).encode()
+        import_package(vault.store, vault.registry, config, "local")
+        conn, _ = hello(vault, capabilities=BOTH)
+        assert configure(conn, "time", {})[0]["status"] == "ok"
+        (listed,) = send(conn, {"type": "tool/list/req"})
+        assert {"get_current_time", "convert_time"} <= {t["name"] for t in listed["tools"]}
+        message = {
+            "type": "tool/call/req",
+            "id": "time-1",
+            "toolkit_name": "time",
+            "tool_name": "get_current_time",
+            "arguments": {"timezone": "UTC"},
+        }
+        (answer,) = send(conn, message)
+        assert json.loads(text(answer))["timezone"] == "UTC"
+    finally:
+        vault.store.engine.dispose()
