@@ -33,6 +33,7 @@ from toolkit_vault.sandbox import sandbox_available
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits import served
 from toolkit_vault.toolkits.imports import import_package
+from toolkit_vault.tools.calls import CallRecord
 
 KEY = "sk-served-canary-Zq81Wm4TvR"
 NAME = "api-key-test"
@@ -59,6 +60,9 @@ def served_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv(served.SERVER_BINDS_ENV, f"{SITE}:{OUR_SERVERS}")
     monkeypatch.delenv(served.SANDBOX_ENV, raising=False)
     vault = open_vault(home)
+    records: list[CallRecord] = []
+    vault.record_call = records.append
+    vault.records = records  # type: ignore[attr-defined]
     import_package(vault.store, vault.registry, client_config(), "local")
     yield vault
     vault.store.engine.dispose()
@@ -104,6 +108,8 @@ def test_the_servers_own_tools_are_listed_and_a_call_works(served_vault: Vault) 
     assert {"whoami", "echo_key", "try_read", "sleep"} <= tools.keys()
     assert tools["sleep"]["input_schema"]["properties"]["seconds"]["type"] == "number"
     assert text(call(conn, "whoami")) == "authorized"  # the key reached its environment
+    records = [(r.toolkit_name, r.tool, r.outcome) for r in served_vault.records]  # type: ignore[attr-defined]
+    assert (NAME, "whoami", "ok") in records  # audited like any call, the server's tool named
     refused = call(conn, "sleep", seconds="long")
     assert refused["type"] == "error", refused  # checked against the server's own schema
 
@@ -139,6 +145,20 @@ def test_a_purge_stops_the_process_within_a_second(served_vault: Vault) -> None:
     assert not alive(pid)
     answer = call(conn, "whoami")
     assert answer["type"] == "error", answer
+
+
+def test_a_reconfigure_starts_a_new_server_and_stops_the_old(served_vault: Vault) -> None:
+    conn, session = configured(served_vault)
+    old = server_pid(served_vault, session)
+    answer = configure(conn, NAME, {"api_key": KEY + "-2", "pythonpath": str(SITE)})
+    assert answer[0]["status"] == "ok", answer
+    new = server_pid(served_vault, session)
+    assert new != old and alive(new)
+    ends = time.monotonic() + 1.0
+    while alive(old) and time.monotonic() < ends:
+        time.sleep(0.02)
+    assert not alive(old)
+    assert text(call(conn, "whoami")) == "authorized"
 
 
 def test_serve_states_the_sandbox_being_off(served_vault: Vault) -> None:

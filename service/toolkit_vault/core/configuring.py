@@ -260,14 +260,18 @@ class Configuring(Listing):
         imported = toolkit.source.name if toolkit.source.kind is SourceKind.PACKAGE else None
         version = (scope_id, name, build, AuditAction.CONFIGURE)
         principal = None if asking is None else asking.principal_id
-        if principal_of(scope_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(
-                *version, committed, imported=imported, waiting=waiting, principal=principal
-            )
-        else:  # `configure` resolves the asking session from it next
-            committed(
+        try:
+            if principal_of(scope_id) is None:  # may be left to commit: nothing reads it next
                 self.store.append_version(
-                    *version, imported=imported, waiting=waiting, principal=principal
+                    *version, committed, imported=imported, waiting=waiting, principal=principal
                 )
-            )
+            else:  # `configure` resolves the asking session from it next
+                committed(
+                    self.store.append_version(
+                        *version, imported=imported, waiting=waiting, principal=principal
+                    )
+                )
+        except BaseException:
+            stop_instance(live[0])  # nothing stored: what it runs stops
+            raise
         return outcome

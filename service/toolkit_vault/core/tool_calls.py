@@ -157,6 +157,9 @@ class ToolCalling(Configuring):
         known = msg.toolkit_name in self.registry
         toolkit = msg.toolkit_name if known else None
         listed = known and msg.tool_name in self.registry.get(msg.toolkit_name).definition.tools
+        if known and not listed:  # an imported server's own tool, while it runs
+            served = served_tools(self.instances.instance(session_id, msg.toolkit_name))
+            listed = served is not None and msg.tool_name in served
         tool = msg.tool_name if listed else None
         elapsed = time.monotonic() - started
         METRICS.observe_tool_call(toolkit or OTHER, tool or OTHER, outcome, elapsed)
