@@ -65,6 +65,7 @@ def served_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterat
     vault.records = records  # type: ignore[attr-defined]
     import_package(vault.store, vault.registry, client_config(), "local")
     yield vault
+    vault.instances.drop(lambda *_: True)  # every server this test started stops
     vault.store.engine.dispose()
 
 
@@ -201,4 +202,5 @@ def test_the_published_time_server_runs_through_the_vault(
         (answer,) = send(conn, message)
         assert json.loads(text(answer))["timezone"] == "UTC"
     finally:
+        vault.instances.drop(lambda *_: True)
         vault.store.engine.dispose()
