@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -133,6 +134,19 @@ def test_a_result_carrying_the_key_is_withheld(served_vault: Vault) -> None:
     answer = call(conn, "echo_key")
     assert answer["type"] == "error" and answer["details"][0]["reason"] == "withheld", answer
     assert KEY not in json.dumps(answer)
+
+
+def test_the_key_printed_to_stderr_leaves_no_trace_in_the_log(
+    served_vault: Vault, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolkit_vault.mcp_client")
+    conn, _ = configured(served_vault)
+    assert text(call(conn, "leak_to_stderr")) == "printed"
+    ends = time.monotonic() + 5
+    while "using API_KEY=" not in caplog.text and time.monotonic() < ends:
+        time.sleep(0.02)
+    assert "using API_KEY=[REDACTED]" in caplog.text
+    assert KEY not in caplog.text
 
 
 def test_a_purge_stops_the_process_within_a_second(served_vault: Vault) -> None:
