@@ -58,6 +58,7 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
 CALL_AUDIT = "tests/test_call_audit.py::"
@@ -2933,7 +2934,7 @@ MUTANTS = [
     Mutant(
         "allowances: tool/list shows tools the principal may not call",
         V + "core/listing.py",
-        "            and (allowance is None or allowance.permits(toolkit.definition.name, tool))\n",
+        "                and (allowance is None or allowance.permits(name, tool))\n",
         "",
         (ALLOWANCES + "test_a_narrowed_agent_sees_only_what_it_may_call_until_widened",),
     ),
@@ -3407,6 +3408,28 @@ MUTANTS = [
         """            if True
             and tool not in""",
         (MCP_NAMES + "test_the_list_is_narrowed_by_the_principals_allowance",),
+    ),
+    # -- issue 51: imported local servers run by the vault (tests/test_imported_servers.py) --
+    Mutant(
+        "served: a secret of the config reaches the server's command line",
+        V + "toolkits/served.py",
+        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
+        "started = launch([*self._argv, *env.values()], env, policy, sandbox=settings.sandbox)",
+        (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
+    ),
+    Mutant(
+        "served: the server runs outside the sandbox",
+        V + "toolkits/served.py",
+        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
+        "started = launch(self._argv, env, policy, sandbox=False)",
+        (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
+    ),
+    Mutant(
+        "served: a dropped instance's server keeps running",
+        V + "core/instances.py",
+        "            call.cancel()\n        stop_instance(self.instance)",
+        "            call.cancel()",
+        (SERVED + "test_a_purge_stops_the_process_within_a_second",),
     ),
 ]
 

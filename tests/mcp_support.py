@@ -24,9 +24,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 OUR_SERVERS = HERE / "mcp_servers"
-CACHE = Path(
-    os.environ.get("TKV_MCP_SERVERS", Path.home() / ".cache" / "toolkit-vault" / "mcp-servers")
+_CACHE_ROOT = (  # as scripts/components/mcp_servers.sh: root's where nobody can read
+    Path("/var/cache") if os.geteuid() == 0 else Path.home() / ".cache"
 )
+CACHE = Path(os.environ.get("TKV_MCP_SERVERS", _CACHE_ROOT / "toolkit-vault" / "mcp-servers"))
 PY_SERVERS = CACHE / "venv" / "bin"
 NODE_SERVERS = CACHE / "node" / "node_modules" / "@modelcontextprotocol"
 

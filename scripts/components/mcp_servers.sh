@@ -3,16 +3,23 @@
 # vault's), npm's server-everything and server-filesystem in a node_modules of their own.
 # Sourced by scripts/test. Cached in TKV_MCP_SERVERS (default ~/.cache/toolkit-vault/mcp-servers);
 # quick when both are there, installs them otherwise and fails loudly when it cannot. The
-# tests find the cache through the same variable (tests/mcp_servers.py).
-mcp_servers="${TKV_MCP_SERVERS:-$HOME/.cache/toolkit-vault/mcp-servers}"
+# tests find the cache through the same variable (tests/mcp_support.py). As root the cache
+# is /var/cache/toolkit-vault/mcp-servers: the sandbox then runs servers as nobody, who
+# cannot pass through /root; and the venv is made from /usr/bin/python3, an interpreter
+# nobody can run (not one under a home directory).
+if [ "$(id -u)" = 0 ]; then
+    mcp_servers="${TKV_MCP_SERVERS:-/var/cache/toolkit-vault/mcp-servers}"
+else
+    mcp_servers="${TKV_MCP_SERVERS:-$HOME/.cache/toolkit-vault/mcp-servers}"
+fi
 export TKV_MCP_SERVERS="$mcp_servers"
 mcp_python_servers=(mcp-server-time mcp-server-git)
 mcp_node_servers=(@modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem)
 if ! [ -x "$mcp_servers/venv/bin/mcp-server-time" ] || ! [ -x "$mcp_servers/venv/bin/mcp-server-git" ]; then
     echo "installing ${mcp_python_servers[*]} into $mcp_servers/venv..." >&2
-    mkdir -p "$mcp_servers"
-    python3 -m venv "$mcp_servers/venv" >&2 \
-        || { echo "mcp_servers.sh: python3 -m venv failed" >&2; return 1; }
+    mkdir -p -m 755 "$mcp_servers"
+    /usr/bin/python3 -m venv "$mcp_servers/venv" >&2 \
+        || { echo "mcp_servers.sh: /usr/bin/python3 -m venv failed" >&2; return 1; }
     "$mcp_servers/venv/bin/pip" install -q "${mcp_python_servers[@]}" >&2 \
         || { echo "mcp_servers.sh: pip install ${mcp_python_servers[*]} failed" >&2; return 1; }
 fi

@@ -220,7 +220,18 @@ def _client_entry(
         transport="stdio" if command is not None else _REMOTE_TYPES[kind],
         inputs=one_field_per_name(inputs),
         location=scope,
+        command=_command_line(command, args, inputs),
     )
+
+
+def _command_line(
+    command: str | None, args: list[str], inputs: list[ConfigInput]
+) -> tuple[str, ...]:
+    """The entry's command line, kept to run it, unless an argument carries an input (a
+    placeholder or a credential written in place: argv is readable by every local user)."""
+    if command is None or any(item.in_argv for item in inputs):
+        return ()
+    return (command, *args)
 
 
 def parse_client_config(doc: dict[str, Any], max_servers: int) -> Collector:

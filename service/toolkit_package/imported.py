@@ -116,6 +116,10 @@ class ImportedServer:
     tool_details: tuple[DeclaredTool, ...] = ()  # the tools of `tools` that say more
     roles: tuple[str, ...] = ("service",)
     location: str = ""
+    # A local client entry's command line (command, then args), the one value kept: the
+    # vault runs it (`toolkits.served`). Kept only when no argument carries an input, so it
+    # holds a program and its fixed arguments, never a credential; empty otherwise.
+    command: tuple[str, ...] = ()
 
     @property
     def configurable(self) -> tuple[ConfigInput, ...]:

@@ -168,6 +168,9 @@ def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
             "format": fmt,
         },
     }
+    if server.command:  # what `toolkits.served` runs: the command, each variable's field
+        env = {i.name: n for n, i in zip(names, inputs, strict=True) if i.kind == "env"}
+        schema["x-toolkit-package"]["launch"] = {"argv": list(server.command), "env": env}
     tags = list(dict.fromkeys(t for t in (fmt, server.transport, server.registry) if t))
     definition = {
         "name": server.name,

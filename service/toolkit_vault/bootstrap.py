@@ -33,6 +33,7 @@ from toolkit_vault.store.storage import Store
 from toolkit_vault.store.witness import WITNESS_NAME, Witness
 from toolkit_vault.toolkits.imports import stored_toolkits
 from toolkit_vault.toolkits.registry import ToolkitRegistry
+from toolkit_vault.toolkits.served import ServerSettings, use_servers
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -176,6 +177,7 @@ def open_vault(
             "this vault was made before the key hierarchy and its upgrade has not finished: "
             "run `toolkit-vault init`"
         )
+    use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
     keys = VaultKeys(store, open_provider(settings))
     ring, internal = keys.open()
     loaded_at = None
@@ -197,6 +199,14 @@ def open_vault(
         registry_loaded_at=loaded_at,
     )
     return vault
+
+
+def _hidden_from_servers(settings: VaultSettings) -> list[Path]:
+    """What no imported server's bind may show: the vault home and a SQLite file's directory."""
+    hidden = [settings.home]
+    if settings.database_url.startswith("sqlite:///"):
+        hidden.append(Path(settings.database_url.removeprefix("sqlite:///")).parent)
+    return hidden
 
 
 def _registry_changes(store: Store) -> int | None:

@@ -62,6 +62,15 @@ async def sleep(seconds: float) -> str:
     return "slept"
 
 
+@server.tool(description="Tries to read a file; says whether it could (never its content).")
+def try_read(path: str) -> str:
+    try:
+        Path(path).read_bytes()
+    except OSError as error:
+        return f"refused ({type(error).__name__})"
+    return "read"
+
+
 @server.tool(description="Starts a child process that sleeps, and returns its pid.")
 def spawn_child() -> str:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -21,12 +21,14 @@ from sqlalchemy import select
 
 from test_vault import configure, handshake
 from toolkit_package.selection import Selection
+from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.models import Base
 from toolkit_vault.toolkits.imports import PackageRefused, import_package
 from toolkit_vault.toolkits.registry import SourceKind
+from toolkit_vault.toolkits.served import RUN_SERVERS_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adversarial"))
 from adversarial_support import files_under, scan
@@ -88,6 +90,16 @@ def database_dump(vault: Vault) -> bytes:
                     data = value if isinstance(value, bytes | memoryview) else str(value).encode()
                     out += bytes(data) + b"\n"
     return bytes(out)
+
+
+@pytest.fixture
+def vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
+    """A vault that stores the corpus servers' configs and runs none of them (they are not
+    installed here: each configure would be an error that the server did not start)."""
+    monkeypatch.setenv(RUN_SERVERS_ENV, "off")
+    opened = open_vault(home)
+    yield opened
+    opened.store.engine.dispose()
 
 
 def test_no_canary_of_an_imported_secret_field_is_stored_or_shown(

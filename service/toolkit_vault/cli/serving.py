@@ -32,6 +32,7 @@ from toolkit_vault.logs import (
 )
 from toolkit_vault.settings import EnvSettings, load_settings, oidc_settings
 from toolkit_vault.store.urls import shown_url
+from toolkit_vault.toolkits.served import sandbox_warning
 from toolkit_vault.transports.http_server import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
@@ -253,6 +254,8 @@ def serve(
     telemetry = _start_telemetry()
     vault = open_vault(settings, audit_stream=sys.stdout.buffer)  # `stdout` device: stdout
     reopen_on_sighup(vault.store)  # logrotate: audit files open again on SIGHUP
+    if (sandbox := sandbox_warning()) is not None:  # the operator hears it before any launch
+        click.echo(f"toolkit-vault: WARNING: {sandbox}", err=True)
     provider = open_provider(settings)
     if vault.store.on_postgres:
         from toolkit_vault.transports.relay import PgEventRelay

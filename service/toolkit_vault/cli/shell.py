@@ -163,6 +163,10 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_METRICS": "off: no /metrics (on by default)",
     "TOOLKIT_VAULT_METRICS_LISTEN": "loopback HOST:PORT: /metrics there, no token",
     "TOOLKIT_VAULT_OTEL_TRACES": "on: OpenTelemetry traces (the otel extra)",
+    "TOOLKIT_VAULT_SANDBOX": "off: imported servers run unconfined (warned)",
+    "TOOLKIT_VAULT_SERVERS_DIR": "imported servers' private directories",
+    "TOOLKIT_VAULT_SERVER_BINDS": "DIR:DIR: what imported servers may read",
+    "TOOLKIT_VAULT_RUN_SERVERS": "off: imported servers' configs only stored",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -16,6 +16,7 @@ from typing import Any
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.expiry import earliest, jwt_expiry, with_expiry
+from toolkit_vault.core.instances import stop_instance
 from toolkit_vault.core.listing import Listing
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.reserved import refuse_reserved
@@ -246,6 +247,7 @@ class Configuring(Listing):
             """Stored: live here, and said (on the store's writer thread if left to it)."""
             self._next_version[(scope_id, name)] = version + 1
             if principal_of(scope_id) is not None:
+                stop_instance(live[0])  # its sessions make their own from the store
                 if outcome.status != "error":  # else nothing changed: the previous one stays
                     self.publish(status_event(scope_id, name, True, outcome))
                 return
@@ -258,14 +260,18 @@ class Configuring(Listing):
         imported = toolkit.source.name if toolkit.source.kind is SourceKind.PACKAGE else None
         version = (scope_id, name, build, AuditAction.CONFIGURE)
         principal = None if asking is None else asking.principal_id
-        if principal_of(scope_id) is None:  # may be left to commit: nothing reads it next
-            self.store.append_version(
-                *version, committed, imported=imported, waiting=waiting, principal=principal
-            )
-        else:  # `configure` resolves the asking session from it next
-            committed(
+        try:
+            if principal_of(scope_id) is None:  # may be left to commit: nothing reads it next
                 self.store.append_version(
-                    *version, imported=imported, waiting=waiting, principal=principal
+                    *version, committed, imported=imported, waiting=waiting, principal=principal
                 )
-            )
+            else:  # `configure` resolves the asking session from it next
+                committed(
+                    self.store.append_version(
+                        *version, imported=imported, waiting=waiting, principal=principal
+                    )
+                )
+        except BaseException:
+            stop_instance(live[0])  # nothing stored: what it runs stops
+            raise
         return outcome

@@ -19,7 +19,7 @@ from typing import Any
 
 from toolkit_vault.core.events import EventGate
 from toolkit_vault.core.expiry import expired_message, expiry_of, without_expiry
-from toolkit_vault.core.instances import LiveInstances
+from toolkit_vault.core.instances import LiveInstances, stop_instance
 from toolkit_vault.core.oauth_tokens import OAuthTokens
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import IntakeOffer
@@ -126,6 +126,7 @@ class InstanceSync:
             (instance, secrets), outcome = opened[0], opened[1]
             source = (record.session_id, opened[2])
             if not self._install(session_id, name, had, outcome, instance, source, secrets):
+                stop_instance(instance)  # another thread's is live: this one runs nothing
                 continue
             configured = instance is not None
             if not quiet or not configured or outcome.status == "partial":
@@ -201,6 +202,7 @@ class InstanceSync:
         session_id, name = key
         held = self.instances.source(session_id, name)
         if held is not None and held[0] == session_id and held[1] > version:
+            stop_instance(live[0])
             return
         instance, secrets = live
         self._install(session_id, name, None, outcome, instance, (session_id, version), secrets)

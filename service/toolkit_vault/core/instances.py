@@ -20,6 +20,7 @@ that acts.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,8 +30,9 @@ from toolkit_vault.toolkits.registry import Toolkit
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.tools.scope_secrets import ScopeSecrets
 
-__all__ = ["Claim", "LiveInstances", "Mark"]
+__all__ = ["Claim", "LiveInstances", "Mark", "stop_instance"]
 
+log = logging.getLogger(__name__)
 Mark = tuple[int, int]  # `Vault.mark`: the store's commit mark, this process's drops
 
 
@@ -44,9 +46,22 @@ class _Entry:
     calls: set[Cancellation] = field(default_factory=set)  # calls in flight on it
 
     def end_calls(self) -> None:
-        """Cancel every call in flight on this entry's instance (it is no longer live)."""
+        """Cancel every call in flight on this entry's instance (it is no longer live), and
+        stop what it runs (an imported server's process)."""
         for call in self.calls:
             call.cancel()
+        stop_instance(self.instance)
+
+
+def stop_instance(instance: object) -> None:
+    """Stop what an instance runs, if it runs anything (`toolkits.served`: a server's
+    process): one no longer live, or never installed. Never blocks, never raises."""
+    stop = getattr(instance, "stop", None)
+    if callable(stop):
+        try:
+            stop()
+        except Exception as exc:
+            log.warning("a toolkit instance failed to stop (%s)", type(exc).__name__)
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,12 @@ class LiveInstances:
         with self._lock:
             entry = self._table.get(session_id, {}).get(name)
             return entry is not None and entry.instance is instance
+
+    def instance(self, session_id: str, name: str) -> Toolkit | None:
+        """The live instance of (session, toolkit), if any."""
+        with self._lock:
+            entry = self._table.get(session_id, {}).get(name)
+            return None if entry is None else entry.instance
 
     def unavailable(self, session_id: str, name: str) -> frozenset[str]:
         with self._lock:

@@ -147,14 +147,19 @@ class Listing(InstanceSync):
         msg: ToolListRequest,
         allowance: ToolAllowance | None,
     ) -> ToolListResponse:
-        tools = [
-            _info(toolkit, tool)
-            for toolkit in self.registry.all()
-            if toolkit.definition.name in configured
-            for tool in toolkit.definition.tools
-            if tool not in self.instances.unavailable(session_id, toolkit.definition.name)
-            and (allowance is None or allowance.permits(toolkit.definition.name, tool))
-        ]
+        tools = []
+        for toolkit in self.registry.all():
+            name = toolkit.definition.name
+            if name not in configured:
+                continue
+            served = served_tools(self.instances.instance(session_id, name))
+            listed = toolkit.definition.tools if served is None else list(served)
+            tools += [
+                _info(toolkit, tool, served)
+                for tool in listed
+                if tool not in self.instances.unavailable(session_id, name)
+                and (allowance is None or allowance.permits(name, tool))
+            ]
         return ToolListResponse(req_id=msg.id, tools=tools)
 
     def _configured(self, principal: Principal, session_id: str) -> set[str]:
@@ -182,10 +187,19 @@ class Listing(InstanceSync):
         return None if store_mark is None else (store_mark, dropped)
 
 
-def _info(toolkit: RegisteredToolkit, name: str) -> ToolInfo:
+def served_tools(instance: object) -> Mapping[str, Tool] | None:
+    """The tools a live instance serves itself (an imported server's own `tools/list`,
+    `toolkits.served`), by name; None for a toolkit whose definition lists them."""
+    served = getattr(instance, "served_tools", None)
+    return served() if callable(served) else None
+
+
+def _info(
+    toolkit: RegisteredToolkit, name: str, served: Mapping[str, Tool] | None = None
+) -> ToolInfo:
     """A tool as `tool/list` shows it: with the input schema its calls are checked
     against, and its output schema and annotations where it declares them."""
-    tool = toolkit.tool(name) or Tool(name)
+    tool = (toolkit.tool(name) if served is None else served.get(name)) or Tool(name)
     return ToolInfo(
         name=name,
         toolkit=toolkit.definition.name,

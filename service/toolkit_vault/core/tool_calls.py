@@ -20,12 +20,15 @@ from typing import NoReturn
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
+from toolkit_vault.core.listing import served_tools
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
 from toolkit_vault.plugin import ToolResult, answers_calls
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
+from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.telemetry.labels import OTHER
 from toolkit_vault.telemetry.metrics import METRICS
+from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
 from toolkit_vault.tools.call_audit import arguments_hmac
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.limits import CallAdmission
@@ -110,21 +113,19 @@ class ToolCalling(Configuring):
             toolkit = self.toolkit(name)
         except ToolkitNotFound:
             raise CallRefused("unknown_toolkit", "no such toolkit") from None
-        if toolkit.tool(tool_name) is None:
+        imported = toolkit.source.kind is SourceKind.PACKAGE  # its server may list its own
+        if toolkit.tool(tool_name) is None and not imported:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
         if name not in self._configured(principal, session_id):
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
-        try:
-            schema = toolkit.input_schema(tool_name)
-        except SchemaRefused:
-            raise CallRefused("unavailable", "the tool's input schema is refused") from None
-        checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
         claim = self.instances.claim(session_id, name, cancellation)
         if claim is None:  # purged or replaced since the read just made
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         try:
+            schema = _input_schema(toolkit, claim.instance, tool_name)
+            checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
             if tool_name in claim.unavailable:
                 raise CallRefused("unknown_tool", "the tool is unavailable in this session")
             instance = claim.instance
@@ -156,6 +157,9 @@ class ToolCalling(Configuring):
         known = msg.toolkit_name in self.registry
         toolkit = msg.toolkit_name if known else None
         listed = known and msg.tool_name in self.registry.get(msg.toolkit_name).definition.tools
+        if known and not listed:  # an imported server's own tool, while it runs
+            served = served_tools(self.instances.instance(session_id, msg.toolkit_name))
+            listed = served is not None and msg.tool_name in served
         tool = msg.tool_name if listed else None
         elapsed = time.monotonic() - started
         METRICS.observe_tool_call(toolkit or OTHER, tool or OTHER, outcome, elapsed)
@@ -171,3 +175,17 @@ class ToolCalling(Configuring):
                 arguments_hmac=digest,
             )
         )
+
+
+def _input_schema(toolkit: RegisteredToolkit, instance: object, tool_name: str) -> CompiledSchema:
+    """The schema a call's arguments are checked against: the live server's own for an
+    imported server (`toolkits.served`), else the one its toolkit declares."""
+    served = served_tools(instance)
+    if (toolkit.tool(tool_name) if served is None else served.get(tool_name)) is None:
+        raise CallRefused("unknown_tool", "the toolkit has no such tool")
+    try:
+        if served is not None:
+            return instance.input_schema(tool_name)  # type: ignore[attr-defined,no-any-return]
+        return toolkit.input_schema(tool_name)
+    except SchemaRefused:
+        raise CallRefused("unavailable", "the tool's input schema is refused") from None

@@ -73,6 +73,7 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
+from toolkit_vault.toolkits.served import ServedToolkit, launch_of
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
@@ -397,9 +398,13 @@ def stored_toolkits(
         if definition.name != name or not isinstance(tools, list):
             log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
-        found.append(
-            (partial(PackageToolkit, definition, tools), ToolkitSource(SourceKind.PACKAGE, digest))
+        command = launch_of(definition)
+        factory: ToolkitFactory = (
+            partial(PackageToolkit, definition, tools)
+            if command is None
+            else partial(ServedToolkit, definition, tools, command)
         )
+        found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found
 
 
