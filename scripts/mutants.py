@@ -2758,6 +2758,13 @@ MUTANTS = [
         "        if False:",
         (TOOL_PLUGINS + "test_a_plugins_answer_for_another_tool_or_of_another_shape_is_refused",),
     ),
+    Mutant(
+        "tool call: a cancel read before its call's thread runs finds nothing",
+        V + "core/connection.py",
+        "self._calls.get(request.call_id) or self._expected.get(request.call_id)",
+        "self._calls.get(request.call_id)",
+        (TOOL_CALLS + "test_a_cancel_read_before_its_calls_thread_runs_still_cancels_it",),
+    ),
     # -- issue 50: the engine's records reach the store --
     Mutant(
         "tool call: the record names a toolkit the vault does not know (the agent's text)",

@@ -22,6 +22,7 @@ from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core import connection as connection_module
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.protocol import ToolCallRequest, parse_message
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.tools.calls import CallEngine, CallLimits, CallRecord
 
@@ -378,3 +379,23 @@ except CallRefused as exc:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
     )
     assert done.stdout.strip() == "timeout"
+
+
+def test_a_cancel_read_before_its_calls_thread_runs_still_cancels_it(tool_vault: Vault) -> None:
+    """A transport registers a call as it reads it (`expect_call`), so a `tool/cancel/req`
+    read next finds it even when the call's own thread has not started yet (a busy machine):
+    the call then ends `cancelled` at once and its tool never runs."""
+    conn, _ = configured(tool_vault)
+    request = parse_message(json.dumps(
+        {"type": "tool/call/req", "id": "s1", "toolkit_name": "calling", "tool_name": "slow",
+         "arguments": {"seconds": 30}}
+    ))  # fmt: skip
+    assert isinstance(request, ToolCallRequest)
+    cancellation = conn.expect_call(request)
+    (cancelled,) = send(conn, {"type": "tool/cancel/req", "id": "x1", "call_id": "s1"})
+    assert cancelled["cancelled"] is True
+    started = time.monotonic()
+    (answer,) = conn.call(request, cancellation).lines()
+    assert reason(json.loads(answer)) == "cancelled"
+    assert time.monotonic() - started < 5
+    assert calling().invoked == []

@@ -63,6 +63,7 @@ class A2EConnection:
         self.plugin: VaultToolkitPlugin | None = None
         self._granted: tuple[str, ...] | None = None  # None: bound without a handshake (`bind`)
         self._calls: dict[str, Cancellation] = {}  # tool calls in flight, by request id
+        self._expected: dict[str, Cancellation] = {}  # calls read, their thread not yet run
         self._calls_lock = threading.Lock()
 
     @property
@@ -162,11 +163,20 @@ class A2EConnection:
         except Exception as exc:
             return _failed(request, exc)
 
+    def expect_call(self, request: ToolCallRequest) -> Cancellation:
+        """The cancel switch of a call, registered as its message is read (a transport's
+        reader, before the call's thread starts), so that a `tool/cancel/req` read after it
+        finds the call however late that thread runs; `call` it with this switch."""
+        with self._calls_lock:
+            return self._expected.setdefault(request.id, Cancellation())
+
     def _call(
         self, session_id: str, request: ToolCallRequest, cancellation: Cancellation
     ) -> Message:
         """Run a tool call, cancellable by its id while it runs."""
         with self._calls_lock:
+            if self._expected.get(request.id) is cancellation:
+                del self._expected[request.id]
             if request.id in self._calls:
                 return _error(request.id, "INVALID_MESSAGE", "a call with this id is in flight")
             busy = len(self._calls) >= CALLS_IN_FLIGHT
@@ -185,7 +195,7 @@ class A2EConnection:
 
     def _cancel(self, request: ToolCancelRequest) -> Message:
         with self._calls_lock:
-            call = self._calls.get(request.call_id)
+            call = self._calls.get(request.call_id) or self._expected.get(request.call_id)
         if call is not None:
             call.cancel()
         return ToolCancelResponse(
@@ -195,7 +205,7 @@ class A2EConnection:
     def cancel_calls(self) -> None:
         """Cancel every call in flight on this connection (it is closing)."""
         with self._calls_lock:
-            calls = list(self._calls.values())
+            calls = [*self._calls.values(), *self._expected.values()]
         for call in calls:
             call.cancel()
 

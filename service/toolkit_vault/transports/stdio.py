@@ -25,6 +25,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.logs import redact_every_record
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES, Message, ToolCallRequest, dump_message
 from toolkit_vault.telemetry import metrics, traces
+from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.observed import kind, outcome
 
 __all__ = ["serve_stdio"]
@@ -54,10 +55,13 @@ def serve_stdio(
     connection: A2EConnection = connect(vault, principal, push)
     calls: list[threading.Thread] = []
 
-    def answer(request: Message) -> None:
+    def answer(request: Message, cancellation: Cancellation | None = None) -> None:
         started = time.perf_counter()
         with traces.span("request", transport="stdio", message__type=kind(request)):
-            answered = connection.respond(request)
+            if isinstance(request, ToolCallRequest) and cancellation is not None:
+                answered = connection.call(request, cancellation).lines()
+            else:
+                answered = connection.respond(request)
         elapsed = time.perf_counter() - started
         metrics.observe_request("stdio", kind(request), outcome(answered[0]), elapsed)
         write(answered)
@@ -76,7 +80,10 @@ def serve_stdio(
             request = read_request(line, MAX_MESSAGE_BYTES)
             if isinstance(request, ToolCallRequest):
                 calls[:] = [call for call in calls if call.is_alive()]
-                call = threading.Thread(target=answer, args=(request,), name="toolkit-vault-call")
+                cancellation = connection.expect_call(request)  # before a cancel is read
+                call = threading.Thread(
+                    target=answer, args=(request, cancellation), name="toolkit-vault-call"
+                )
                 call.start()
                 calls.append(call)
                 continue

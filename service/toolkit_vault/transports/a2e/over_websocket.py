@@ -23,6 +23,7 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark, Vault
 from toolkit_vault.protocol import ErrorMessage, Message, ToolCallRequest, dump_message
 from toolkit_vault.telemetry import metrics, traces
+from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
 from toolkit_vault.transports.http_access import SharedMarks
@@ -98,8 +99,8 @@ class A2ESocket:
         connection = connect(self._vault, principal, push)
         calls: set[asyncio.Task[None]] = set()
 
-        async def answer_call(request: ToolCallRequest) -> None:
-            reply = await lanes.calling.run_settled(connection.start, request)
+        async def answer_call(request: ToolCallRequest, cancellation: Cancellation) -> None:
+            reply = await lanes.calling.run_settled(connection.call, request, cancellation)
             if not await still_valid():
                 await outbox.refuse()
                 return
@@ -126,7 +127,8 @@ class A2ESocket:
                 started = time.perf_counter()
                 request = await lanes.read(raw, limit)
                 if isinstance(request, ToolCallRequest):
-                    task = loop.create_task(answer_call(request))
+                    cancellation = connection.expect_call(request)  # before a cancel is read
+                    task = loop.create_task(answer_call(request, cancellation))
                     calls.add(task)
                     task.add_done_callback(calls.discard)
                     continue
