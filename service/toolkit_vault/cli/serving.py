@@ -120,7 +120,7 @@ def stdio() -> None:
 
 
 @click.command(
-    short_help="MCP over stdio, for clients that launch their servers.",
+    short_help="MCP over stdio, for clients that launch servers.",
     epilog=epilog(
         "toolkit-vault mcp            # what Claude Desktop, VS Code or Cursor launch",
         "toolkit-vault clients config --client claude-desktop   # the entry to paste",
