@@ -2765,6 +2765,13 @@ MUTANTS = [
         "self._calls.get(request.call_id)",
         (TOOL_CALLS + "test_a_cancel_read_before_its_calls_thread_runs_still_cancels_it",),
     ),
+    Mutant(
+        "tool call: a job counted against an idle thread that is taking another one",
+        V + "tools/calls.py",
+        "            if self._waiting <= self._idle or self._started >= self._size:",
+        "            if self._idle or self._started >= self._size:",
+        (TOOL_CALLS + "test_a_call_never_waits_behind_a_running_one_while_threads_are_left",),
+    ),
     # -- issue 50: the engine's records reach the store --
     Mutant(
         "tool call: the record names a toolkit the vault does not know (the agent's text)",

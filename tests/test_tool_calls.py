@@ -399,3 +399,36 @@ def test_a_cancel_read_before_its_calls_thread_runs_still_cancels_it(tool_vault:
     assert reason(json.loads(answer)) == "cancelled"
     assert time.monotonic() - started < 5
     assert calling().invoked == []
+
+
+def test_a_call_never_waits_behind_a_running_one_while_threads_are_left() -> None:
+    """A job submitted while an idle thread is taking another gets a thread of its own: it
+    waited out the first one's tool when the idle thread was counted for both (a quick call
+    stuck behind a slow one on a busy machine). The window is widened here: a thread pauses
+    between taking a job and saying so."""
+    from toolkit_vault.tools.calls import _ToolThreads
+
+    class Slowly:
+        def __init__(self, jobs: Any) -> None:
+            self.jobs = jobs
+
+        def put(self, item: Any) -> None:
+            self.jobs.put(item)
+
+        def get(self) -> Any:
+            item = self.jobs.get()
+            time.sleep(0.2)  # taken, not yet counted as taken
+            return item
+
+    threads = _ToolThreads(64, "test-tool")
+    threads._jobs = Slowly(threads._jobs)  # type: ignore[assignment]
+    threads.submit(lambda: None).result(timeout=5)  # one thread started, now idle
+    time.sleep(0.3)
+    release = threading.Event()
+    slow = threads.submit(release.wait, 10)
+    quick = threads.submit(lambda: "quick")  # while the idle thread is taking `slow`
+    try:
+        assert quick.result(timeout=5) == "quick"
+    finally:
+        release.set()
+        slow.result(timeout=5)

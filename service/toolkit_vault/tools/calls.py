@@ -155,14 +155,19 @@ class _ToolThreads:
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]
         self._jobs = queue.SimpleQueue()
         self._size, self._name = size, name
-        self._started = self._idle = 0
+        # threads started, threads waiting for a job, jobs not yet taken: a thread counts
+        # as idle until it has taken its job, so a job is in line behind a running one
+        # only when every thread runs one (a job counted against a thread that was just
+        # taking another waited out that one's tool)
+        self._started = self._idle = self._waiting = 0
         self._lock = threading.Lock()
 
     def submit(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
         self._jobs.put((future, work, args))
         with self._lock:
-            if self._idle or self._started >= self._size:
+            self._waiting += 1
+            if self._waiting <= self._idle or self._started >= self._size:
                 return future
             self._started += 1
             name = f"{self._name}_{self._started}"
@@ -176,6 +181,7 @@ class _ToolThreads:
             future, work, args = self._jobs.get()
             with self._lock:
                 self._idle -= 1
+                self._waiting -= 1
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(work(*args))
