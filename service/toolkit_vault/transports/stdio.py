@@ -14,6 +14,7 @@ calls in flight to answer; the process ending ends them.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -59,7 +60,11 @@ def serve_stdio(
         started = time.perf_counter()
         with traces.span("request", transport="stdio", message__type=kind(request)):
             if isinstance(request, ToolCallRequest) and cancellation is not None:
-                answered = connection.call(request, cancellation).lines()
+                reply = connection.call(request, cancellation)
+                for record in reply.writes:  # answered once its audit record is committed
+                    with contextlib.suppress(Exception):  # `lines` answers a failed one
+                        record.wait()
+                answered = reply.lines()
             else:
                 answered = connection.respond(request)
         elapsed = time.perf_counter() - started
