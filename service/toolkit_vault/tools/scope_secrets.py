@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolkit_vault.errors import ConfigInvalid, SchemaRefused
 from toolkit_vault.schema import CompiledSchema
-from toolkit_vault.tools.withhold import Withholder
+from toolkit_vault.tools.withhold import Withholder, secret_values
 
 __all__ = ["ScopeSecrets"]
 
@@ -58,12 +58,12 @@ class ScopeSecrets:
         gives every string in it: fail closed."""
         config = self._config or {}
         try:
-            values = list(_strings(self._schema().split(config)[1]))
+            values = list(secret_values(self._schema().split(config)[1]))
         except (ConfigInvalid, SchemaRefused):
-            values = list(_strings(config))
+            values = list(secret_values(config))
         if isinstance(self._token_set, str):
             with contextlib.suppress(ValueError, AttributeError):
-                values.extend(_strings(json.loads(self._token_set).get("refresh_token")))
+                values.extend(secret_values(json.loads(self._token_set).get("refresh_token")))
         return values
 
     def __repr__(self) -> str:
@@ -71,17 +71,3 @@ class ScopeSecrets:
 
     def __reduce__(self) -> Any:
         raise TypeError("scope secrets cannot be pickled")
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string (or number, as its text) in a JSON value, however nested."""
-    if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, str):
-        yield value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        yield str(value)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-__all__ = ["MIN_SECRET_CHARS", "Withholder"]
+__all__ = ["MIN_SECRET_CHARS", "Withholder", "secret_values"]
 
 MIN_SECRET_CHARS = 6
 
@@ -61,11 +61,6 @@ class Withholder:
         ordered = sorted(needles, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
-    @classmethod
-    def of_config(cls, secrets: Mapping[str, Any]) -> Withholder:
-        """From a config's secret fields: every string (or number) leaf, however nested."""
-        return cls(_leaves(secrets))
-
     def withholds(self, result: Any) -> bool:
         """Whether `result` (a result's content and structured content, as JSON values)
         carries one of the secrets."""
@@ -78,13 +73,15 @@ class Withholder:
         return "Withholder(<secrets>)"
 
 
-def _leaves(value: Any) -> Iterator[str]:
+def secret_values(value: Any) -> Iterator[str]:
+    """Every string (or number, as its text) in a config's secret fields, however nested:
+    what a `Withholder` searches for."""
     if isinstance(value, Mapping):
         for item in value.values():
-            yield from _leaves(item)
+            yield from secret_values(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _leaves(item)
+            yield from secret_values(item)
     elif isinstance(value, str):
         yield value
     elif isinstance(value, int | float) and not isinstance(value, bool):
