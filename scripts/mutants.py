@@ -10,17 +10,20 @@ update the list). Exit status 1 unless every mutant is killed.
     scripts/mutants                 every mutant
     scripts/mutants -k relay        those whose name contains "relay"
     scripts/mutants --list          names only
+    scripts/mutants -j 2            two at a time, each in its own scratch copy
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -3483,6 +3486,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-k", default="", help="only mutants whose name contains this")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="mutants run at once, each in a scratch copy"
+    )
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if args.k.lower() in m.name.lower()]
     if args.list:
@@ -3491,13 +3497,26 @@ def main() -> int:
         return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="tkv-mutants-") as where:
-        scratch = Path(where)
-        shutil.copytree(ROOT / "service", scratch / "service")
-        shutil.copytree(ROOT / "migrations", scratch / "migrations")
-        for mutant in chosen:
-            verdict, took = run(mutant, scratch)
-            results.append((mutant.name, verdict))
-            print(f"{verdict:>10}  {took:6.1f}s  {mutant.name}", flush=True)
+        scratches: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        for n in range(max(1, args.jobs)):
+            scratch = Path(where) / str(n)
+            shutil.copytree(ROOT / "service", scratch / "service")
+            shutil.copytree(ROOT / "migrations", scratch / "migrations")
+            scratches.put(scratch)
+
+        def in_a_scratch(mutant: Mutant) -> tuple[str, float]:
+            scratch = scratches.get()
+            try:
+                return run(mutant, scratch)
+            finally:
+                scratches.put(scratch)
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            running = {pool.submit(in_a_scratch, mutant): mutant for mutant in chosen}
+            for done in as_completed(running):
+                verdict, took = done.result()
+                results.append((running[done].name, verdict))
+                print(f"{verdict:>10}  {took:6.1f}s  {running[done].name}", flush=True)
     killed = sum(verdict == "killed" for _, verdict in results)
     print(f"\n{killed}/{len(results)} mutants killed")
     return 0 if killed == len(results) else 1
