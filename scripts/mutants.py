@@ -3448,6 +3448,15 @@ MUTANTS = [
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
     ),
+    # -- issue 53: backups without leftovers
+    Mutant(
+        "restore: a dry run creates the missing SQLite database it looks at",
+        V + "store/snapshots.py",
+        "        if _missing_sqlite_file(self._url):\n"
+        "            return TargetState(None, {}, True)\n",
+        "",
+        ("tests/test_backup.py::test_a_dry_run_into_a_new_home_creates_nothing",),
+    ),
 ]
 
 

@@ -78,6 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "key_providers(*names): run the home fixture's vault with each key provider"
     )
+    config.addinivalue_line(
+        "markers",
+        "one_database: the module tests what sits above the store (a client, a protocol, a "
+        "page), so its vaults run on SQLite only; storage and adversarial tests keep both",
+    )
     if not hasattr(config, "workerinput"):  # the controller (or the one process, -n 0)
         os.environ[LOG_COPY] = tempfile.mkdtemp(prefix="tkv-log-copy-")
 
@@ -196,7 +201,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = kept
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest parametrizes the fixture with both databases
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "one_database"
+    ):
+        # A parametrize mark, not metafunc.parametrize: pytest lets a test's own mark
+        # override a parametrized fixture's params.
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+        )
     if "key_provider" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("key_providers")

@@ -529,3 +529,24 @@ def test_restore_into_a_home_without_a_witness_says_so(
     done = run_cli(("restore", str(file), "--yes", "--key-provider", "file"), env)
     assert done.returncode == 0, done.stderr
     assert "None" not in done.stdout and "had no witness" in done.stdout, done.stdout
+
+
+def test_a_dry_run_into_a_new_home_creates_nothing(
+    vault: Vault, home: VaultSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run only looks: a target SQLite database that is not there yet stays not there
+    (opening its URL used to create the empty file), and the home gains no file."""
+    conn, _ = session(vault)
+    assert configure(conn, 1) == "ok"
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    url = _home_with_key(home, tmp_path / "new", monkeypatch)
+    before = sorted(p.name for p in (tmp_path / "new").iterdir())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    env.update(TOOLKIT_VAULT_HOME=str(tmp_path / "new"), TOOLKIT_VAULT_DATABASE_URL=url)
+    dry = run_cli(("restore", str(file), "--dry-run", "--json", "--key-provider", "file"), env)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["restored"] is False and plan["database_empty"] is True, plan
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == before
+    assert not Path(url.removeprefix("sqlite:///")).exists()

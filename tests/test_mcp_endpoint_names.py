@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from test_allowance_calls import tool_vault  # noqa: F401 (a fixture)
@@ -22,6 +23,8 @@ from toolkit_vault.protocol import ToolkitConfigureRequest
 from toolkit_vault.transports.mcp.names import ToolNames, mcp_name
 from toolkit_vault.transports.mcp.server import ENABLE, FIND, vault_mcp_server
 from toolkit_vault.transports.mcp.sessions import McpSessions
+
+pytestmark = pytest.mark.one_database
 
 RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

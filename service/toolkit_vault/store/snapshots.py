@@ -17,7 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, func, insert, inspect, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    LargeBinary,
+    func,
+    insert,
+    inspect,
+    make_url,
+    select,
+    text,
+)
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from toolkit_vault.errors import StoreError, VaultError
@@ -167,12 +177,24 @@ class RestoreTarget:
     """The database a restore writes into, by URL (its engine is this object's alone)."""
 
     def __init__(self, url: str) -> None:
-        self._engine = open_engine(url)
+        self._url = url
+        self._opened: Engine | None = None
+
+    @property
+    def _engine(self) -> Engine:
+        """Opened at the first statement: opening a SQLite URL creates its file, and a dry
+        run that only looks must leave a missing database missing."""
+        if self._opened is None:
+            self._opened = open_engine(self._url)
+        return self._opened
 
     def close(self) -> None:
-        self._engine.dispose()
+        if self._opened is not None:
+            self._opened.dispose()
 
     def state(self, backup_seq: int) -> TargetState:
+        if _missing_sqlite_file(self._url):
+            return TargetState(None, {}, True)
         try:
             present = set(inspect(self._engine).get_table_names())
         except Exception:
@@ -208,6 +230,17 @@ class RestoreTarget:
             _insert(conn, rows)
             unchanged()
             _advance_sequences(conn)
+
+
+def _missing_sqlite_file(url: str) -> bool:
+    parsed = make_url(url)
+    name = parsed.database
+    return (
+        parsed.get_backend_name() == "sqlite"
+        and bool(name)
+        and name != ":memory:"
+        and not Path(str(name)).exists()
+    )
 
 
 def _advance_sequences(conn: Connection) -> None:
