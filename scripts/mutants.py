@@ -3457,6 +3457,13 @@ MUTANTS = [
         "",
         ("tests/test_backup.py::test_a_dry_run_into_a_new_home_creates_nothing",),
     ),
+    Mutant(
+        "files: written under a temporary name (a kill after the last byte leaves it whole)",
+        V + "files.py",
+        "        fd = os.open(path.parent, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, mode)\n",
+        "        fd = -1\n",
+        ("tests/test_files.py::test_a_process_killed_after_its_last_byte_leaves_no_file",),
+    ),
 ]
 
 

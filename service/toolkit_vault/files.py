@@ -9,6 +9,7 @@ must never be one that someone else can swap or read.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import stat
@@ -59,11 +60,42 @@ def open_private(path: Path, flags: int) -> int:
 
 @contextmanager
 def atomic_writer(path: Path, mode: int = 0o600) -> Iterator[BinaryIO]:
-    """A handle to write `path`'s new bytes into, streamed: a fresh temporary file beside it
-    (random name, `mode` before any byte is written); on a clean exit it is flushed and
-    fsynced, renamed over `path`, and the directory fsynced so the rename itself is durable.
-    Raises `OSError`; a failed write leaves `path` as it was and no temporary file behind
-    (a killed process leaves only the temporary, a dot file)."""
+    """A handle to write `path`'s new bytes into, streamed: a fresh file with no name yet
+    (`O_TMPFILE`, `mode` before any byte is written); on a clean exit it is flushed, fsynced
+    and given its name (`_give_name`), and the directory fsynced so the name is durable.
+    Raises `OSError`; a failed write leaves `path` as it was and nothing behind. A process
+    killed before the name is given leaves no file at all: not even a complete one under a
+    temporary name, which a person could take for the real thing (a backup that verifies).
+    Where the kernel cannot name an unnamed file, the bytes go through a random dot file
+    beside `path`, renamed over it, as before."""
+    try:
+        fd = os.open(path.parent, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR):  # a filesystem without it
+            raise
+        fd = -1
+    if fd < 0:
+        with _through_a_dot_file(path, mode) as handle:
+            yield handle
+    else:
+        try:
+            with os.fdopen(fd, "w+b", closefd=False) as handle:
+                os.fchmod(fd, mode)
+                yield handle
+                handle.flush()
+                os.fsync(fd)
+            _give_name(fd, path, mode)
+        finally:
+            os.close(fd)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+@contextmanager
+def _through_a_dot_file(path: Path, mode: int) -> Iterator[BinaryIO]:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
     temp = Path(name)
     try:
@@ -76,11 +108,40 @@ def atomic_writer(path: Path, mode: int = 0o600) -> Iterator[BinaryIO]:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    directory = os.open(path.parent, os.O_RDONLY)
+
+
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _give_name(fd: int, path: Path, mode: int) -> None:
+    """linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH): the unnamed file becomes `path`, or,
+    over an existing `path`, a random name beside it renamed over `path` at once (linkat
+    never replaces). Linux lets a process name a file it opened since 6.10 (before, only
+    with CAP_DAC_READ_SEARCH); refused, the bytes are copied into a dot file and renamed."""
+    temp = path.parent / f".{path.name}.{os.urandom(6).hex()}"
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        try:
+            _link(fd, path)
+            return
+        except FileExistsError:
+            _link(fd, temp)
+    except PermissionError:
+        with open(temp, "xb", opener=lambda p, f: os.open(p, f, mode)) as copy:
+            os.fchmod(copy.fileno(), mode)
+            os.copy_file_range(fd, copy.fileno(), os.fstat(fd).st_size, 0)
+            os.fsync(copy.fileno())
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _link(fd: int, name: Path) -> None:
+    if _libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(name), _AT_EMPTY_PATH) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(name))
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:

@@ -7,9 +7,9 @@ READ, READ ONLY transaction does the same. The audit head is read in that snapsh
 the chain in the file ends exactly where its head says, and every configure accepted before
 the snapshot is in it once.
 
-The file is written beside its final name under a random temporary name (0600 from its
-creation), fsynced, and only then renamed into place: a process killed midway leaves at
-most a temporary file without a trailer, which verifies as nothing.
+The file is written as a file with no name yet (`files.atomic_writer`: 0600 from its
+creation), fsynced, and only then named: a process killed at any point before leaves no
+file at all, neither a half one nor a whole one under a temporary name.
 """
 
 from __future__ import annotations
