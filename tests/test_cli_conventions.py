@@ -28,6 +28,8 @@ from toolkit_vault.protocol import PROTOCOL_VERSION
 from toolkit_vault.settings import EnvSettings
 from toolkit_vault.store.models import SCHEMA_REVISION
 
+pytestmark = pytest.mark.one_database
+
 ROOT = Path(__file__).parents[1]
 # Their help is the key-hierarchy engineer's to write (issue 17 gives them `keys` and `check`).
 KEY_COMMANDS: set[tuple[str, ...]] = set()  # every command follows the conventions

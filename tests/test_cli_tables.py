@@ -24,6 +24,8 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import VaultSettings, load_settings
 
+pytestmark = pytest.mark.one_database
+
 LONG = "io.github.an-example-organisation/a-rather-long-mcp-server-name"
 SERVER = {
     "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",

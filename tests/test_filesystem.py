@@ -31,6 +31,8 @@ from toolkit_vault.toolkits.filesystem import (
 
 from tkv_test_plugins import SecretiveToolkit
 
+pytestmark = pytest.mark.one_database
+
 
 class TestFilesystemConformance(ToolkitConformance):
     factory = FilesystemToolkit

@@ -24,6 +24,8 @@ from toolkit_vault.settings import VaultSettings
 from toolkit_vault.transports.a2e.outbox import Outbox
 from toolkit_vault.transports.http_api import Limits, create_app
 
+pytestmark = pytest.mark.one_database
+
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
 LIST = {"type": "toolkit/list/req"}
 

@@ -42,6 +42,8 @@ from toolkit_vault.toolkits.imports import (
     stored_toolkits,
 )
 
+pytestmark = pytest.mark.one_database
+
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "mcp"
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 NAME = "io.github.getcyphrex/cyphrex-mcp"

@@ -1,4 +1,4 @@
-"""Imported local MCP servers run by the vault (issue 51), on SQLite and PostgreSQL: our
+"""Imported local MCP servers run by the vault (issue 51), on SQLite (above the store): our
 API_KEY test server (tests/mcp_servers/api_key_server.py) imported from a client-config
 entry, configured over A2E with its key as a secret field, runs in the sandbox with the key
 in its environment only; its own tools are the toolkit's tools, a call goes through the
@@ -41,7 +41,10 @@ NAME = "api-key-test"
 SITE = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p, "mcp").is_dir())
 BOTH = ("toolkits", "tools")
 
-pytestmark = pytest.mark.skipif(not sandbox_available(), reason="no sandbox on this machine")
+pytestmark = [
+    pytest.mark.skipif(not sandbox_available(), reason="no sandbox on this machine"),
+    pytest.mark.one_database,
+]
 
 
 def client_config() -> bytes:

@@ -32,6 +32,8 @@ from test_tool_calls_transports import CALLING, _noted, tool_env  # noqa: F401 (
 from toolkit_vault.access.principals import revoke
 from toolkit_vault.core.vault import Vault
 
+pytestmark = pytest.mark.one_database
+
 
 @pytest.fixture
 def server(vault: Vault, tool_env: dict[str, str], tmp_path: Path) -> Iterator[Server]:  # noqa: F811

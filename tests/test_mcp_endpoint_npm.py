@@ -19,6 +19,8 @@ from test_http import Server, running_server
 from test_stdio import CLI
 from toolkit_vault.core.vault import Vault
 
+pytestmark = pytest.mark.one_database
+
 CLIENTS = Path(os.environ.get("TKV_MCP_CLIENTS", Path.home() / ".cache/toolkit-vault/mcp-clients"))
 SDK = CLIENTS / "node_modules/@modelcontextprotocol/sdk/dist/esm"
 INSPECTOR = CLIENTS / "node_modules/.bin/mcp-inspector"

@@ -22,6 +22,8 @@ from test_audit_devices import dead_port
 from test_http import CANARY, HELLO, Server, running_server
 from toolkit_vault.core.vault import Vault
 
+pytestmark = pytest.mark.one_database
+
 REQUESTS = "toolkit_vault_requests_total"
 CONFIGURES = "toolkit_vault_configures_total"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from metrics_support import outside, scrape, value
 from test_oauth import Agent, Rig, connected, rig  # noqa: F401 (the fixture)
 from test_verification import (
@@ -23,6 +25,8 @@ from test_verification import (
 )
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.telemetry.metrics import METRICS
+
+pytestmark = pytest.mark.one_database
 
 REFRESHES = "toolkit_vault_oauth_refreshes_total"
 

@@ -39,6 +39,8 @@ from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitRegistry, ToolkitSource
 from toolkit_vault.transports.http_api import create_app
 
+pytestmark = pytest.mark.one_database
+
 VAULT = "http://testserver"  # the origin of the app in process (TestClient's)
 CALLBACK = VAULT + "/console/oauth/callback"
 PUBLIC = {"calendar": "work"}

@@ -48,6 +48,8 @@ from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.transports.http_api import create_app
 from toolkit_vault.transports.web.security import ConsoleSessions
 
+pytestmark = pytest.mark.one_database
+
 NOW = 1_800_000_000.0
 GOOD = {
     "iss": "https://id.example.test",

@@ -24,6 +24,8 @@ from toolkit_vault.toolkits.registry import (
     ToolkitSource,
 )
 
+pytestmark = pytest.mark.one_database
+
 tkv = spec_module()
 SuitePlugin, PushingToolkit = tkv.SuitePlugin, tkv.PushingToolkit
 

@@ -40,7 +40,8 @@ from toolkit_vault.store.storage import Store
 from toolkit_vault.store.writer import Write, deferring
 from toolkit_vault.toolkits.imports import import_package
 
-pytestmark = pytest.mark.key_providers("file", "aws-kms", "pkcs11")  # conftest.py
+# One key provider (conftest.py picks it): the store sees wrapped keys only, so each
+# provider would run the same statements; tests/test_key_hierarchy.py runs every one.
 
 
 def draft(status: str = "ok") -> VersionDraft:

@@ -58,6 +58,8 @@ from toolkit_vault.toolkits.registry import (
 )
 from toolkit_vault.toolkits.tool_declarations import ToolsRefused
 
+pytestmark = pytest.mark.one_database
+
 CANARY = "tkv-canary-tools-7c1f"
 SOURCE = ToolkitSource(SourceKind.ENTRY_POINT, "tool-tests")
 BUNDLE = Path(__file__).parent / "fixtures" / "mcp" / "bundles" / "mcpb" / "hello-world-node.json"

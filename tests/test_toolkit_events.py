@@ -19,6 +19,8 @@ from toolkit_vault.core.events import EventGate, EventLimits
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import Message, ToolkitListResponse, ToolkitStatusEvent
 
+pytestmark = pytest.mark.one_database
+
 tkv = spec_module()
 SuitePlugin, PushingToolkit = tkv.SuitePlugin, tkv.PushingToolkit
 NEIGHBOUR_TOKEN = "tkv-canary-neighbour-2c7d"

@@ -23,6 +23,8 @@ from toolkit_vault.settings import VaultSettings
 from toolkit_vault.telemetry import traces
 from toolkit_vault.transports.stdio import serve_stdio
 
+pytestmark = pytest.mark.one_database
+
 CANARY = "tkv-canary-trace-5e1b"
 HELLO = {"type": "handshake/req", "capabilities": ["toolkits"]}
 CONFIGURE = {

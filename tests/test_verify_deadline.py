@@ -3,7 +3,7 @@ stalls other agents. Headers dripped a byte at a time kept each read under its t
 (the deadline was per read): a configure was held for as long as the drip lasted, and on
 SQLite, where A2E messages share two worker threads, two such checks stalled every other
 agent's handshake. Now the deadline bounds the whole check, checks run on threads of their
-own, and a check beyond the cap in flight is refused at once. On SQLite and PostgreSQL."""
+own, and a check beyond the cap in flight is refused at once. On SQLite, where it bit."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.core.verification import CheckSlots, VerifyPolicy
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
+
+pytestmark = pytest.mark.one_database
 
 __all__ = ["check_env"]  # a fixture, used below by name
 

@@ -37,6 +37,8 @@ from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
 from toolkit_vault.transports.http_api import create_app
 
+pytestmark = pytest.mark.one_database
+
 HERE = Path(__file__).parent
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CHECK_PLUGINS = HERE / "check_plugins"  # not on this process's path: no other test sees it

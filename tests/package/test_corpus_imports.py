@@ -1,6 +1,7 @@
 """The real corpus (tests/fixtures/mcp) through the vault: every client config imports (a
 `filesystem` entry skipped, or renamed by the user), the registry listing imports in bulk,
-and an input over 1 MiB imports while the 16 MiB bound holds. SQLite and PostgreSQL."""
+and an input over 1 MiB imports while the 16 MiB bound holds. On SQLite: what it tests is the
+import, above the store (tests/test_import.py stores imports on both databases)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from test_import import CORPUS, events, imported_rows, one_error_line, run, vaul
 from toolkit_package.selection import Selection
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.toolkits.imports import MAX_IMPORT_BYTES, PackageRefused, import_package
+
+pytestmark = pytest.mark.one_database
 
 
 @pytest.mark.parametrize("path", sorted((CORPUS / "clients").rglob("*.json")), ids=lambda p: p.name)
