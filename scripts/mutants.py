@@ -3464,6 +3464,13 @@ MUTANTS = [
         "        fd = -1\n",
         ("tests/test_files.py::test_a_process_killed_after_its_last_byte_leaves_no_file",),
     ),
+    Mutant(
+        "actors: the person at the shell is whoever $USER says",
+        V + "actors.py",
+        "        return pwd.getpwuid(os.getuid()).pw_name\n",
+        '        return os.environ.get("USER", "")\n',
+        ("tests/test_actors.py",),
+    ),
 ]
 
 

@@ -32,6 +32,7 @@ from sqlalchemy import func, select, update
 
 from cli_support import CLI, run_cli
 from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.audit.devices import AuditDevices, Batch, Device, reopen_on_sighup
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
@@ -301,14 +302,14 @@ def test_a_soak_reaches_a_file_and_syslog_receivers_in_order_with_no_gap(
     records = file_records(trail)
     by_seq = sorted(records, key=lambda r: int(r["seq"]))  # several processes interleave
     assert_linked(by_seq, vault, start)  # every event once, each linked to the one before
-    mine = [r["seq"] for r in records if r["actor"] != "operator"]
+    mine = [r["seq"] for r in records if r["actor"] != shell_actor()]
     assert mine == sorted(mine)  # each process's own lines in seq order
     assert tcp.errors == udp.errors == []
     assert sorted(tcp.seqs()) == [seq for seq, _ in stored(vault)][start - 1 :]  # each once
     for seqs in tcp.by_connection.values():  # each sender's own stream in order
         assert seqs == sorted(seqs)
     assert len(tcp.by_connection) >= 4  # this process and each command's
-    assert udp.seqs() == [r["seq"] for r in records if r["actor"] != "operator"]
+    assert udp.seqs() == [r["seq"] for r in records if r["actor"] != shell_actor()]
     assert [r for r in tcp.records if r["seq"] == 5] == [r for r in records if r["seq"] == 5]
     everything = trail.read_text() + json.dumps(tcp.records) + json.dumps(udp.records)
     assert CANARY not in everything

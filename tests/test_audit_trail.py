@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 from cli_support import CLI, run_cli
 from toolkit_vault.access.principals import create_token, revoke
+from toolkit_vault.actors import shell_actor, shell_actor_name
 from toolkit_vault.audit.trail import (
     MAX_LIMIT,
     BadFilter,
@@ -40,6 +41,7 @@ from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.transports.http_api import Limits, create_app
 
 pytestmark = pytest.mark.key_providers("file")  # `keys retire` of a master key: file holds it
+AT_THE_SHELL = shell_actor_name(shell_actor())  # the CLI commands the tests run act as
 
 CORPUS = Path(__file__).parent / "fixtures" / "mcp" / "clients" / "claude"
 IMPORTED = CORPUS / "AccelByte__ags-extend-sdk-mcp-server.json"
@@ -192,7 +194,7 @@ def test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor(
     session, ids = made["session"], made["ids"]
     assert one(AuditAction.VAULT_INITIALIZED)["actor_name"] == "init"
     created = one(AuditAction.TOKEN_CREATED, principal_name="alice")
-    assert created["actor_name"] == "operator" and created["summary"] == (
+    assert created["actor_name"] == AT_THE_SHELL and created["summary"] == (
         "token created for alice (agent)"
     )
     revoked = one(AuditAction.TOKEN_REVOKED, principal_name="audrey")
@@ -224,14 +226,14 @@ def test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor(
         "removed imported toolkit accelbyte-jssdk-mcp"
     )
     narrowed = one(AuditAction.ALLOWANCE_SET, principal_name="alice")
-    assert narrowed["actor_name"] == "operator" and narrowed["summary"] == (
+    assert narrowed["actor_name"] == AT_THE_SHELL and narrowed["summary"] == (
         "principal alice narrowed to secretive/call_api"
     )
     assert one(AuditAction.ALLOWANCE_REMOVED, principal_name="alice")["summary"] == (
         "principal alice no longer narrowed: it may call every tool configured for it"
     )
     purged = one(AuditAction.PURGE)
-    assert purged["actor_name"] == "operator" and purged["principal_name"] == "alice"
+    assert purged["actor_name"] == AT_THE_SHELL and purged["principal_name"] == "alice"
     assert purged["summary"].startswith(f"purged session {session}: 4 versions shredded")
     assert one(AuditAction.MASTER_KEY_RETIRED)["summary"] == "master key kek-1 retired"
     assert one(AuditAction.VAULT_KEY_RETIRED)["summary"] == "vault key vk-1 retired"

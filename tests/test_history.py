@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from test_cli import run
 from test_vault import CANARY, configure, handshake, listed, secret_config
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import connect
@@ -193,7 +194,7 @@ def test_purge_shreds_a_session(vault: Vault, home: VaultSettings, cli_env: dict
     assert {v["status"] for v in _history(cli_env, "--session", session)} == {"purged"}
     with vault.store.engine.connect() as db:
         event = db.execute(select(AuditEvent).where(AuditEvent.action == "purge")).one()
-    assert (event.actor, event.session_id, event.toolkit_name) == ("operator", session, None)
+    assert (event.actor, event.session_id, event.toolkit_name) == (shell_actor(), session, None)
     assert json.loads(event.details)["versions"] == 4
     verified = run(cli_env, "audit", "verify", "--json")
     assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True

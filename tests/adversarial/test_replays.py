@@ -35,6 +35,7 @@ from test_authenticated_state import (
 
 from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
 from toolkit_vault.access.principals import authenticate, create_token, revoke
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.core.vault import Vault
@@ -287,7 +288,7 @@ def test_a_whole_database_put_back_needs_the_operator(
         (event,) = db.execute(
             select(AuditEvent).where(AuditEvent.action == "restore_accepted")
         ).all()
-    assert event.actor == "operator"
+    assert event.actor == shell_actor()  # the person at the shell that ran it
 
 
 def newest(home: VaultSettings, vault: Vault | None = None) -> tuple[int, bytes, bytes]:

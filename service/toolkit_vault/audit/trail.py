@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from toolkit_vault.actors import shell_actor_name
 from toolkit_vault.audit.event import TrailEvent
 from toolkit_vault.audit.history import parse_time
 from toolkit_vault.audit.wording import describe
@@ -251,7 +252,7 @@ def _event(row: TrailRow, names: Mapping[str, str]) -> TrailEvent:
         ts=row.ts,
         action=row.action,
         actor=row.actor,
-        actor_name=names.get(row.actor, row.actor),
+        actor_name=names.get(row.actor) or shell_actor_name(row.actor) or row.actor,
         session_id=row.session_id,
         principal_id=subject,
         principal_name=None if subject is None else names.get(subject, subject),

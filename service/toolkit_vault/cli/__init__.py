@@ -16,12 +16,14 @@ compiler.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from toolkit_vault.actors import ACTOR_ENV
 from toolkit_vault.cli.about import print_version
 from toolkit_vault.cli.lazy import CommandEntry, LazyCommands
 from toolkit_vault.cli.shell import ENVIRONMENT, EXIT_STATUS
@@ -180,6 +182,13 @@ class VaultGroup(click.Group):
             raise UsageLine(error) from None
 
 
+def assert_actor(_ctx: click.Context, _param: click.Parameter, name: str | None) -> None:
+    """`--actor NAME` reaches every command the way TOOLKIT_VAULT_ACTOR does
+    (`actors.shell_actor` reads it), so no command passes it along by hand."""
+    if name:
+        os.environ[ACTOR_ENV] = name
+
+
 _WIDTH = max(len(name) for name in ENVIRONMENT)
 EPILOG = "\n\n".join(
     [
@@ -214,6 +223,14 @@ EPILOG = "\n\n".join(
     is_eager=True,
     callback=print_version,
     help="Print the package, schema revision and protocol versions, and exit.",
+)
+@click.option(
+    "--actor",
+    metavar="NAME",
+    expose_value=False,
+    callback=assert_actor,
+    help="Your name, recorded beside your OS user in the audit events this command writes "
+    "(asserted, not proven; or TOOLKIT_VAULT_ACTOR).",
 )
 def main() -> None:
     """Credential vault for A2E agent toolkits.

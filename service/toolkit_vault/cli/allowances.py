@@ -14,9 +14,9 @@ import click
 
 from toolkit_vault.access.allowances import parse_tool
 from toolkit_vault.access.principals import list_principals
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli.ids import resolve_principal
-from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import emit, epilog, guarded, open_for_operators
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.core.allowances import (
@@ -80,7 +80,7 @@ def allowances_set(
     vault = open_vault(load_settings())
     pairs = [parse_tool(tool) for tool in tools]
     target = _principal_id(vault.store, principal)
-    narrowed = set_allowance(vault.store, OPERATOR, vault.toolkit, target, toolkits, pairs)
+    narrowed = set_allowance(vault.store, shell_actor(), vault.toolkit, target, toolkits, pairs)
     if as_json:
         emit(narrowed.as_json())
     else:
@@ -135,7 +135,7 @@ def allowances_remove(principal: str, as_json: bool) -> None:
     """Widen PRINCIPAL again: it may call every tool configured for it. Removing twice is
     harmless. Audited as allowance_removed."""
     store = open_for_operators(load_settings()).store
-    narrowed, changed = remove_allowance(store, OPERATOR, _principal_id(store, principal))
+    narrowed, changed = remove_allowance(store, shell_actor(), _principal_id(store, principal))
     if as_json:
         emit({**narrowed.as_json(), "removed_now": changed})
     elif changed:

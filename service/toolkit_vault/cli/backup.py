@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.cli.keyflags import key_options, provider_flags
 from toolkit_vault.cli.recovery import prompt_shares
 from toolkit_vault.cli.shell import emit, epilog, guarded
@@ -152,7 +153,12 @@ def restore(
         if not click.confirm(f"Restore {file} into {settings.database_url}?", err=True):
             raise VaultError("cancelled; nothing was changed")
     report = restore_backup(
-        file, settings, dry_run=dry_run, over_newer_witness=over_newer_witness, shares=shares
+        file,
+        settings,
+        dry_run=dry_run,
+        over_newer_witness=over_newer_witness,
+        shares=shares,
+        actor=shell_actor(),
     )
     payload = report.as_json()
     if as_json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from toolkit_vault.cli.operators import OPERATOR
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.cli.shell import KEY_ENV, emit, epilog, guarded, open_for_operators
 from toolkit_vault.core.console_roles import (
     CONSOLE_ROLES,
@@ -71,7 +71,7 @@ def roles_set(pair: str, role: str, as_json: bool) -> None:
     sign in as ROLE; replaces any mapping of that CLAIM=VALUE. Audited as
     console_role_mapped."""
     claim, value = _claim_value(pair)
-    made = set_mapping(open_for_operators(load_settings()).store, OPERATOR, claim, value, role)
+    made = set_mapping(open_for_operators(load_settings()).store, shell_actor(), claim, value, role)
     if as_json:
         emit(made.as_json())
     else:
@@ -90,7 +90,7 @@ def roles_remove(pair: str, as_json: bool) -> None:
     """Remove the mapping of CLAIM=VALUE: a person it let in loses that role at their next
     request. Audited as console_role_unmapped."""
     claim, value = _claim_value(pair)
-    gone = remove_mapping(open_for_operators(load_settings()).store, OPERATOR, claim, value)
+    gone = remove_mapping(open_for_operators(load_settings()).store, shell_actor(), claim, value)
     if as_json:
         emit({**gone.as_json(), "removed": True})
     else:

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.cli.recovery import named, recovery
 from toolkit_vault.cli.shell import (
@@ -140,7 +141,7 @@ def keys_rotate(vault_key: bool, dry_run: bool, batch_size: int, as_json: bool) 
             _print_plan(plan)
         return
     if not vault_key:
-        done = rotate_master_key(vault.store, provider)
+        done = rotate_master_key(vault.store, provider, actor=shell_actor())
         if as_json:
             emit(done.as_json())
         else:
@@ -152,7 +153,12 @@ def keys_rotate(vault_key: bool, dry_run: bool, batch_size: int, as_json: bool) 
         return
     with progress("rewrapping", not as_json) as start:
         report = rotate_vault_key(
-            vault.store, provider, vault.ring, batch_size=batch_size, start=start
+            vault.store,
+            provider,
+            vault.ring,
+            batch_size=batch_size,
+            start=start,
+            actor=shell_actor(),
         )
     if as_json:
         emit(report.as_json())
@@ -206,7 +212,7 @@ def keys_retire(key_id: str, as_json: bool) -> None:
     settings = load_settings()
     vault = open_for_operators(settings)
     provider = open_provider(settings)
-    result = retire_key(vault.store, provider, key_id)
+    result = retire_key(vault.store, provider, key_id, actor=shell_actor())
     if as_json:
         emit(result)
     elif result["kind"] == "master":

@@ -11,6 +11,7 @@ import sys
 import click
 
 from toolkit_vault.access.principals import list_principals
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.audit.export import json_line
 from toolkit_vault.audit.history import history, parse_time
 from toolkit_vault.bootstrap import open_store
@@ -33,9 +34,7 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
 from toolkit_vault.toolkits.import_report import printable
 
-__all__ = ["OPERATOR", "audit", "check", "history_command", "purge_command"]
-
-OPERATOR = "operator"  # the actor recorded for operator actions taken on the command line
+__all__ = ["audit", "check", "history_command", "purge_command"]
 
 
 # -- check (operators) ------------------------------------------------------------
@@ -226,7 +225,7 @@ def audit_accept_restore(yes: bool, as_json: bool) -> None:
             raise VaultError("confirm the restore with --yes (stdin is not a tty)")
         if not click.confirm("Accept the database's older audit head as current?", err=True):
             raise VaultError("cancelled; nothing was changed")
-    result = open_for_operators(load_settings()).accept_restore(OPERATOR)
+    result = open_for_operators(load_settings()).accept_restore(shell_actor())
     if as_json:
         emit(result)
     else:
@@ -318,9 +317,9 @@ def purge_command(
         if not click.confirm(f"Destroy every stored secret of {what}?", err=True):
             raise VaultError("purge cancelled; nothing was changed")
     if principal is not None:
-        report = vault.purge_principal(OPERATOR, principal, toolkit)
+        report = vault.purge_principal(shell_actor(), principal, toolkit)
     else:
-        report = vault.purge(OPERATOR, str(session_id), toolkit)
+        report = vault.purge(shell_actor(), str(session_id), toolkit)
     if as_json:
         emit(report.as_json())
     else:

@@ -139,8 +139,9 @@ ENVIRONMENT = {
     "TOOLKIT_VAULT_DATABASE_URL": "the database (default SQLite in the home)",
     "TOOLKIT_VAULT_KEY_PROVIDER": "keyring, file or env (default: init's choice)",
     "TOOLKIT_VAULT_MASTER_KEYS": "the key document, for the env key provider",
+    "TOOLKIT_VAULT_ACTOR": "your name in the audit events a command writes (asserted)",
 }
-# The further variables a running `serve` reads, listed in its help after the four above
+# The further variables a running `serve` reads, listed in its help after the ones above
 SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_PKCS11_PIN": "the token's PIN, for the pkcs11 key provider",
     "TOOLKIT_VAULT_AUDIT_DEVICES": 'audit devices, comma-separated, or "none"',

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import emit, epilog, guarded
 from toolkit_vault.core.templates import (
     get_template,
@@ -81,7 +81,7 @@ def templates_set(
     vault = open_vault(load_settings())
     try:
         values = set_template(
-            vault.store, OPERATOR, vault.toolkit(toolkit), name, _values(fields, values_json)
+            vault.store, shell_actor(), vault.toolkit(toolkit), name, _values(fields, values_json)
         )
     except ConfigInvalid as exc:
         raise click.ClickException(_refused(exc)) from None
@@ -141,7 +141,7 @@ def templates_list(toolkit: str | None, as_json: bool) -> None:
 def templates_remove(toolkit: str, name: str, as_json: bool) -> None:
     """Remove a template; a configure naming it is refused from now on. Audited as
     template_removed."""
-    remove_template(open_vault(load_settings()).store, OPERATOR, toolkit, name)
+    remove_template(open_vault(load_settings()).store, shell_actor(), toolkit, name)
     if as_json:
         emit({"toolkit": toolkit, "name": name, "removed": True})
     else:

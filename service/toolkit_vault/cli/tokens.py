@@ -20,9 +20,9 @@ from toolkit_vault.access.principals import (
     parse_ttl,
     revoke,
 )
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_store
 from toolkit_vault.cli.ids import resolve_principal
-from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import (
     STORE_ENV,
     emit,
@@ -76,7 +76,7 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> flo
 def tokens_create(role: str, name: str, ttl: float | None, as_json: bool) -> None:
     """Create a principal and print its token: shown this once, stored only hashed."""
     vault = open_for_operators(load_settings())
-    principal_id, token = create_token(vault.store, role, name, actor=OPERATOR, ttl=ttl)
+    principal_id, token = create_token(vault.store, role, name, actor=shell_actor(), ttl=ttl)
     made = next(p for p in list_principals(vault.store) if p.principal_id == principal_id)
     if as_json:
         created: dict[str, Any] = {"principal_id": principal_id, "name": name, "role": role}
@@ -132,7 +132,7 @@ def tokens_revoke(name_or_id: str, as_json: bool) -> None:
     revoking twice is harmless."""
     vault = open_for_operators(load_settings())
     chosen = resolve_principal(list_principals(vault.store), name_or_id)
-    principal, changed = revoke(vault.store, chosen.principal_id, actor=OPERATOR)
+    principal, changed = revoke(vault.store, chosen.principal_id, actor=shell_actor())
     if as_json:
         emit({**principal.as_json(), "revoked_now": changed})
     elif changed:

@@ -14,9 +14,9 @@ import click
 
 from toolkit_package.selection import Selection
 from toolkit_package.skeletons import FORMATS
-from toolkit_vault.bootstrap import LOCAL_PRINCIPAL, open_store, open_vault
+from toolkit_vault.actors import shell_actor
+from toolkit_vault.bootstrap import open_store, open_vault
 from toolkit_vault.cli.ids import resolve_session
-from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.core.templates import skeleton_of
@@ -296,7 +296,7 @@ def toolkits_import(
             vault.store,
             vault.registry,
             data,
-            LOCAL_PRINCIPAL.principal_id,
+            shell_actor(),
             selection,
             strict=strict,
             discovery=DiscoveryOptions(
@@ -327,7 +327,7 @@ def toolkits_import(
 def toolkits_remove(name: str, as_json: bool) -> None:
     """Remove an imported toolkit; sessions that had it configured no longer do."""
     vault = open_vault(load_settings())
-    removed = remove_toolkit(vault.store, vault.registry, name, LOCAL_PRINCIPAL.principal_id)
+    removed = remove_toolkit(vault.store, vault.registry, name, shell_actor())
     if as_json:
         emit(
             {
@@ -376,9 +376,9 @@ def toolkits_disconnect(
         if not click.confirm(f"Revoke and destroy the connection of {what}?", err=True):
             raise VaultError("disconnect cancelled; nothing was changed")
     if principal is not None:
-        report = vault.purge_principal(OPERATOR, principal, name)
+        report = vault.purge_principal(shell_actor(), principal, name)
     else:
-        report = vault.purge(OPERATOR, str(session_id), name)
+        report = vault.purge(shell_actor(), str(session_id), name)
     if as_json:
         emit(report.as_json())
     else:

@@ -100,11 +100,13 @@ def key_status(store: Store, provider: KeyProvider) -> dict[str, Any]:
     }
 
 
-def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, Any]:
+def retire_key(
+    store: Store, provider: KeyProvider, key_id: str, *, actor: str = "operator"
+) -> dict[str, Any]:
     """Retire a vault key (`vk-N`) or a master key (the provider's id) nothing uses."""
     records = {r.key_id: r for r in verified_vault_keys(store)}
     if key_id in records:
-        return _retire_vault_key(store, records[key_id])
+        return _retire_vault_key(store, records[key_id], actor)
     if key_id == provider.status().current:
         provider.retire(key_id)  # every provider refuses its current key, saying why
         raise VaultError(f"{key_id} is the current master key; rotate the master key first")
@@ -122,11 +124,11 @@ def retire_key(store: Store, provider: KeyProvider, key_id: str) -> dict[str, An
         )
     provider.retire(key_id)  # refuses the current key, and keys it does not hold
     details = {"master_key": key_id}
-    record_key_event(store, AuditDraft("operator", AuditAction.MASTER_KEY_RETIRED, details=details))
+    record_key_event(store, AuditDraft(actor, AuditAction.MASTER_KEY_RETIRED, details=details))
     return {"kek_id": key_id, "kind": "master", "retired": True, "removed_from_provider": True}
 
 
-def _retire_vault_key(store: Store, record: VaultKeyRecord) -> dict[str, Any]:
+def _retire_vault_key(store: Store, record: VaultKeyRecord, actor: str) -> dict[str, Any]:
     result = {"kek_id": record.key_id, "kind": "vault", "retired": True}
     if record.retired_at is not None:
         return {**result, "removed_from_provider": False}
@@ -141,7 +143,7 @@ def _retire_vault_key(store: Store, record: VaultKeyRecord) -> dict[str, Any]:
             f"{record.key_id} still protects {_count(in_use, 'wrapped key')}: run "
             "`toolkit-vault keys rotate --vault-key`"
         )
-    retire_vault_key(store, record)
+    retire_vault_key(store, record, actor)
     return {**result, "removed_from_provider": False}
 
 

@@ -93,7 +93,9 @@ class MasterRotationReport:
         }
 
 
-def rotate_master_key(store: Store, provider: KeyProvider) -> MasterRotationReport:
+def rotate_master_key(
+    store: Store, provider: KeyProvider, *, actor: str = "operator"
+) -> MasterRotationReport:
     """Rotate the master key and rewrap every live vault key under the new one."""
     live = [r for r in verified_vault_keys(store) if r.live]
     current = provider.status().current
@@ -115,7 +117,7 @@ def rotate_master_key(store: Store, provider: KeyProvider) -> MasterRotationRepo
         moves.append((record.key_id, record.wrapped_key, provider.wrap(key, context)))
     previous = sorted({str(r.master_key) for r in live} - {str(current)})
     details = {"master_key": current, "previous": previous, "vault_keys": len(moves)}
-    event = AuditDraft("operator", AuditAction.MASTER_KEY_ROTATED, details=details)
+    event = AuditDraft(actor, AuditAction.MASTER_KEY_ROTATED, details=details)
     rewrap_vault_keys(store, moves, event)
     return MasterRotationReport(str(current), previous, rotated, [m[0] for m in moves])
 
@@ -153,6 +155,7 @@ def rotate_vault_key(
     *,
     batch_size: int = 500,
     start: Callable[[int], Progress] | None = None,
+    actor: str = "operator",
 ) -> RotationReport:
     """Make a new vault key active and rewrap every wrapped key under it; rerun to resume.
 
@@ -173,7 +176,7 @@ def rotate_vault_key(
         moves = _internal_moves(store, ring)
         add_vault_key(  # the vault-wide keys move with the new key
             store,
-            NewVaultKey(new_id, wrapped, blob_header(wrapped)[1], actor="operator"),
+            NewVaultKey(new_id, wrapped, blob_header(wrapped)[1], actor=actor),
             internal=moves,
             cover=cover_vault_key(ring, new_id, key),  # the recovery shares cover it too
         )
@@ -189,7 +192,7 @@ def rotate_vault_key(
     _rewrap_versions(store, ring, batch_size, report, advance)
     details = {"active": active, "rewrapped": report.rewrapped, "failed": len(report.failed)}
     vault_keys.record_key_event(
-        store, AuditDraft("operator", AuditAction.VAULT_KEY_ROTATED, details=details)
+        store, AuditDraft(actor, AuditAction.VAULT_KEY_ROTATED, details=details)
     )
     return report
 

@@ -193,7 +193,7 @@ def rewrap_vault_keys(store: Store, moves: Sequence[VaultKeyMove], event: AuditD
     store.transact(work)
 
 
-def retire_vault_key(store: Store, record: StoredVaultKey) -> None:
+def retire_vault_key(store: Store, record: StoredVaultKey, actor: str = "operator") -> None:
     """Mark a vault key retired and destroy its wrapped key (and its recovery wrap, if the
     recovery shares cover it), with its audit event."""
 
@@ -201,7 +201,7 @@ def retire_vault_key(store: Store, record: StoredVaultKey) -> None:
         _update(store, conn, record.columns(), retired_at=time.time(), wrapped_key=None)
         conn.execute(delete(RecoveryKey).where(RecoveryKey.key_id == record.key_id))
         details = {"key_id": record.key_id}
-        store.audit(conn, AuditDraft("operator", AuditAction.VAULT_KEY_RETIRED, details=details))
+        store.audit(conn, AuditDraft(actor, AuditAction.VAULT_KEY_RETIRED, details=details))
 
     store.transact(work)
 
