@@ -148,7 +148,7 @@ def test_the_sessions_of_a_principals_config_share_one_process(life: Vault) -> N
 
 
 @SQLITE
-def test_a_reconfigure_lets_the_old_versions_call_finish_and_new_calls_reach_the_new(
+def test_a_reconfigure_lets_the_old_versions_call_finish(
     life: Vault,
 ) -> None:
     conn = configured(life)
@@ -172,6 +172,24 @@ def test_a_reconfigure_lets_the_old_versions_call_finish_and_new_calls_reach_the
     assert text(answers[0]) == "slept"  # the old version's call finished there
     assert until(lambda: not alive(old_pid), 1.5)  # then its process stopped
     assert alive(new_pid)
+
+
+@SQLITE
+def test_a_purge_during_a_call_stops_the_process_within_a_second(life: Vault) -> None:
+    conn = configured(life, scope="principal")
+    second = session_with(life)
+    assert text(call(second, "whoami")) == "authorized"  # two sessions hold one process
+    pid = instance(life, conn).pid
+    assert pid is not None
+    answers: list[dict[str, Any]] = []
+    slow = threading.Thread(target=lambda: answers.append(call(conn, "sleep", seconds=5)))
+    slow.start()
+    assert until(lambda: life.servers.processes()[0].shown()["calls"] == 1, 5)
+    life.purge_principal("operator", AGENT.principal_id, NAME)
+    assert until(lambda: not alive(pid), 1.0)  # at once: the call does not hold it
+    slow.join(5)
+    assert answers[0]["type"] == "error" and answers[0]["details"][0]["reason"] == "cancelled"
+    assert call(second, "whoami")["type"] == "error"  # no call reaches it after
 
 
 @SQLITE
