@@ -193,6 +193,25 @@ def test_a_purge_during_a_call_stops_the_process_within_a_second(life: Vault) ->
 
 
 @SQLITE
+def test_a_purge_after_a_reconfigure_stops_the_draining_version_too(life: Vault) -> None:
+    conn = configured(life)
+    assert text(call(conn, "whoami")) == "authorized"
+    old_pid = instance(life, conn).pid
+    slow = threading.Thread(target=lambda: call(conn, "sleep", seconds=5))
+    slow.start()
+    assert until(lambda: life.servers.processes()[0].shown()["calls"] == 1, 5)
+    other = connect(life, AGENT)
+    other.bind(conn.session_id or "")
+    assert configure_as(other, KEY + "-2")["status"] == "ok"
+    assert text(call(other, "whoami")) == "authorized"
+    new_pid = instance(life, other).pid
+    assert old_pid is not None and new_pid is not None and alive(old_pid)  # draining
+    life.purge("operator", conn.session_id or "", NAME)
+    assert until(lambda: not alive(old_pid) and not alive(new_pid), 1.0)
+    slow.join(5)
+
+
+@SQLITE
 def test_an_idle_server_stops_and_starts_again_on_demand(
     home: VaultSettings, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:

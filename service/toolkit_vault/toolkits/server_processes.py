@@ -395,18 +395,13 @@ class ServerProcesses:
             last = process.release(holder, at_once=at_once)
             if last and self._table.get(process.key) is process:
                 del self._table[process.key]
-            others = []
-            if at_once and last:
-                scope, toolkit, _ = process.key
-                others = [p for k, p in list(self._table.items()) if k[:2] == (scope, toolkit)]
-            draining = [p for p in _every if p._table is self and p._draining]
-        for other in others:
-            other.stop_unheld()
-        if at_once and last:
-            scope, toolkit, _ = process.key
-            for other in draining:
-                if other.key[:2] == (scope, toolkit):
-                    other.stop_unheld()
+            ended: list[ServerProcess] = []
+            if at_once and last:  # its scope's toolkit is gone: an older version draining too
+                same = process.key[:2]
+                ended = [p for p in _every if p._table is self and p.key[:2] == same]
+        for other in ended:
+            if other is not process:
+                other.stop_unheld()
 
     def launched(self, key: ServerKey, *, confined: bool) -> None:
         """A launch began; one with the sandbox off is audited."""
