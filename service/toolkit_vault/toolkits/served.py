@@ -170,6 +170,7 @@ class ServedToolkit:
         self._table: ServerProcesses | None = None
         self._adopted: Started | None = None
         self._notify: Notify | None = None
+        self._ended = False  # let go of (stopped, retired): it never starts a server again
         self._listed: tuple[ToolDescription, ...] | None = None  # what `_served` was made of
         self._schemas: dict[str, CompiledSchema] = {}
         self._served: dict[str, Tool] = {}
@@ -192,7 +193,7 @@ class ServedToolkit:
         previous = self._process, self._table
         self._process = servers.hold(key, self, self._launch, self._notify)
         self._table = servers
-        if previous[0] is not None and previous[1] is not None:
+        if previous[0] is not None and previous[1] is not None and previous[0] is not self._process:
             previous[1].release(previous[0], self, at_once=True)
         adopted, self._adopted = self._adopted, None
         if adopted is not None and not self._process.adopt(adopted):
@@ -231,12 +232,15 @@ class ServedToolkit:
     def served_tools(self) -> Mapping[str, Tool]:
         """The server's own tools (its last `tools/list`), by name. The first need starts it;
         one that stopped (idle) is not started again for a list: its tools are remembered."""
-        process = self._held()
-        if process.tools is None and process.state == "stopped":
-            try:
+        try:
+            process = self._held()
+            if process.tools is None and process.state == "stopped":
                 process.ensure()
-            except ServerRefused as refused:
-                log.warning("%s", refused.message)
+        except ServerRefused as refused:
+            log.warning("%s", refused.message)
+            if self._process is None:
+                return {}
+            process = self._process
         listed = process.tools
         if listed is not None and listed is not self._listed:
             self._schemas, self._served, self._listed = {}, {}, listed
@@ -280,7 +284,10 @@ class ServedToolkit:
 
     def _held(self) -> ServerProcess:
         """This instance's process; one of its own when no sync named one (a plugin's
-        conformance harness initializes and calls an instance directly)."""
+        conformance harness initializes and calls an instance directly); none once it let
+        go of its server (a purged instance never launches its credentials again)."""
+        if self._ended:
+            raise ServerRefused("unavailable", f"{self.label}: the server was stopped")
         if self._process is None:
             self.serve_from(_UNBOUND, (f"unbound:{uuid.uuid4().hex}", 0))
         assert self._process is not None
@@ -288,7 +295,7 @@ class ServedToolkit:
 
     def _release(self, *, at_once: bool) -> None:
         process, table = self._process, self._table
-        self._process = self._table = None
+        self._process, self._table, self._ended = None, None, True
         if process is not None and table is not None:
             table.release(process, self, at_once=at_once)
         adopted, self._adopted = self._adopted, None
