@@ -1,14 +1,18 @@
 """An imported local MCP server run by the vault: the toolkit instance of an import whose
-package is a command (a client config's `command` and `args`). Initializing it launches
-the server through the sandbox with its config's variables in its environment (secrets in
-the environment only: the command line is the publisher's, stored at import, and holds no
-input), opens an MCP session with it (`mcp_client`), and takes the server's own
-`tools/list` as the toolkit's tools; a call goes to that session; `stop` ends the process
-group when the live-instance table lets the instance go (a purge, a reconfigure, an
-expiry, a removal).
+package is a command (a client config's `command` and `args`). Initializing it takes its
+config's variables for the server's environment (secrets in the environment only: the
+command line is the publisher's, stored at import, and holds no input); the server itself
+is launched through the sandbox at its first need (a call, or the first list that needs
+its tools), an MCP session opened with it (`mcp_client`), and the server's own
+`tools/list` taken as the toolkit's tools; a call goes to that session.
 
-One process per instance: the instance is what a scope's configured version makes live,
-and the table drops it the moment that version stops being current.
+One process per (scope, toolkit, version), not per instance: the live-instance sync names
+each instance's process in the vault's table (`serve_from`, `server_processes`), so every
+session resolving to one config shares it. `stop` lets go of it at once (a purge, a
+revocation, an expiry, a removal), `retire` after its calls in flight (a reconfigure);
+the table stops it when no instance holds it, and looks after idle stops, crash restarts
+and the cap. A configure's check may start a server first (`start_server`) and hand it
+over (`adopt`), so the first call does not launch another.
 
 The operator's settings, read from the environment when the vault opens (`use_servers`):
 `TOOLKIT_VAULT_SANDBOX=off` runs servers unconfined (refused otherwise when the machine has
