@@ -39,6 +39,7 @@ from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.cli import main
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.errors import VaultError
 from toolkit_vault.sandbox import sandbox_available
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
@@ -46,7 +47,7 @@ from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits import served
 from toolkit_vault.toolkits.imports import import_package
-from toolkit_vault.toolkits.server_limits import IDLE_ENV, MAX_SERVERS_ENV
+from toolkit_vault.toolkits.server_limits import IDLE_ENV, MAX_SERVERS_ENV, ServerLimits
 from toolkit_vault.transports.http_api import Limits, create_app
 
 BOTH = ("toolkits", "tools")
@@ -339,3 +340,12 @@ def test_serve_states_at_start_up_that_the_sandbox_is_off(
     warning = [line for line in seen if "sandbox is off" in line]
     assert warning and warning[0].startswith("toolkit-vault: WARNING:"), seen
     assert seen.index(warning[0]) < len(seen) - 1  # before it serves
+
+
+def test_the_servers_bounds_are_read_from_the_environment_and_bad_ones_refused() -> None:
+    assert ServerLimits.from_environment({}) == ServerLimits(600.0, 32)
+    given = {IDLE_ENV: "30", MAX_SERVERS_ENV: "4"}
+    assert ServerLimits.from_environment(given) == ServerLimits(30.0, 4)
+    for bad in ({IDLE_ENV: "soon"}, {MAX_SERVERS_ENV: "0"}, {IDLE_ENV: "-1"}):
+        with pytest.raises(VaultError, match="TOOLKIT_VAULT_"):
+            ServerLimits.from_environment(bad)
