@@ -138,6 +138,22 @@ def test_a_server_starts_at_its_first_need_not_at_configure(life: Vault) -> None
 
 
 @SQLITE
+def test_a_server_a_configure_check_started_is_adopted_not_launched_again(life: Vault) -> None:
+    made = life.registry.get(NAME).factory()
+    assert isinstance(made, served.ServedToolkit)
+    made.initialize({"api_key": KEY, "pythonpath": str(SITE)})
+    started = made.start_server()  # as a configure's check would
+    made.adopt(started)
+    made.serve_from(life.servers, ("a-scope", 1))
+    pid = started[0].pid
+    assert pid is not None and made.pid == pid  # the table runs the one it was handed
+    made.ready()
+    assert made.pid == pid and "whoami" in made.served_tools()
+    made.stop()
+    assert until(lambda: not alive(pid), 1.0)
+
+
+@SQLITE
 def test_the_sessions_of_a_principals_config_share_one_process(life: Vault) -> None:
     first = configured(life, scope="principal")
     second = session_with(life)
