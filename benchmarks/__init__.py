@@ -19,5 +19,6 @@ SCENARIOS = (
     "backup",
     "replicas",
     "mcp",
+    "stdio",
 )
 ON_DEMAND = ("capacity",)  # run only when `--only` names them (they take minutes)

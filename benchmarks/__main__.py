@@ -34,6 +34,7 @@ MODULES = {
     "replicas": "replicas",
     "capacity": "capacity",
     "mcp": "mcp",
+    "stdio": "stdio_servers",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]

@@ -61,6 +61,7 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+LIFE = "tests/test_server_lifecycle.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3054,7 +3055,7 @@ MUTANTS = [
     Mutant(
         "tool call: a purge, reconfigure or expiry leaves the calls on the replaced entry",
         V + "core/instances.py",
-        "                held.end_calls()",
+        "                held.end_calls(replaced=newer)",
         "                pass",
         (
             TOOL_CALLS + "test_a_purge_during_a_slow_call_cancels_it",
@@ -3430,15 +3431,15 @@ MUTANTS = [
     Mutant(
         "served: a secret of the config reaches the server's command line",
         V + "toolkits/served.py",
-        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch([*self._argv, *env.values()], env, policy, sandbox=settings.sandbox)",
+        "started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)",
+        "started = launch([*toolkit._argv, *env.values()], env, policy, sandbox=settings.sandbox)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
         "served: the server runs outside the sandbox",
         V + "toolkits/served.py",
-        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch(self._argv, env, policy, sandbox=False)",
+        "started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)",
+        "started = launch(toolkit._argv, env, policy, sandbox=False)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
@@ -3470,6 +3471,59 @@ MUTANTS = [
         "        return pwd.getpwuid(os.getuid()).pw_name\n",
         '        return os.environ.get("USER", "")\n',
         ("tests/test_actors.py",),
+    ),
+    # -- issue 51, helper H2: a local server's life (tests/test_server_lifecycle.py) --------
+    Mutant(
+        "server life: the last holder lets go and the process runs on",
+        V + "toolkits/server_processes.py",
+        '                return True\n        self._stop("stopped")\n        return True',
+        "                return True\n        return True",
+        (
+            SERVED + "test_a_purge_stops_the_process_within_a_second",
+            LIFE + "test_a_purge_during_a_call_stops_the_process_within_a_second",
+        ),
+    ),
+    Mutant(
+        "server life: a purge leaves an older version's process finishing its calls",
+        V + "toolkits/server_processes.py",
+        "            if at_once and last:  # its scope's toolkit is gone",
+        "            if False:  # its scope's toolkit is gone",
+        (LIFE + "test_a_purge_after_a_reconfigure_stops_the_draining_version_too",),
+    ),
+    Mutant(
+        "server life: no cap on the servers running at once",
+        V + "toolkits/server_limits.py",
+        "if process not in self.slots and len(self.slots) >= self.limits.max_servers:",
+        "if False:",
+        (LIFE + "test_a_server_beyond_the_cap_is_refused_busy",),
+    ),
+    Mutant(
+        "server life: an idle server runs on",
+        V + "toolkits/server_processes.py",
+        '        elif idle and state == "running":',
+        "        elif False:",
+        (LIFE + "test_an_idle_server_stops_and_starts_again_on_demand",),
+    ),
+    Mutant(
+        "server life: a crashed server is not restarted",
+        V + "toolkits/server_processes.py",
+        "        elif due:\n",
+        "        elif False:\n",
+        (LIFE + "test_a_crashed_server_is_restarted_and_its_session_hears_of_it",),
+    ),
+    Mutant(
+        "server life: a reconfigure cancels the old version's calls",
+        V + "core/instances.py",
+        "                held.end_calls(replaced=newer)",
+        "                held.end_calls()",
+        (LIFE + "test_a_reconfigure_lets_the_old_versions_call_finish",),
+    ),
+    Mutant(
+        "server life: an unconfined launch is not audited",
+        V + "toolkits/server_processes.py",
+        "        if self.on_unconfined is not None:",
+        "        if False:",
+        (LIFE + "test_an_unconfined_launch_is_audited",),
     ),
 ]
 

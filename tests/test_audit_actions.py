@@ -42,6 +42,7 @@ STORED = {
     "template_set",
     "template_removed",
     "tool_called",
+    "server_unconfined",
     "allowance_set",
     "allowance_removed",
     "vault_initialized",

@@ -50,6 +50,7 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
         "duration_ms": 12.5,
         "arguments_hmac": "3f2a9c1e07b4" + "0" * 52,
     },
+    AuditAction.SERVER_UNCONFINED: {"sandbox": "off"},
     AuditAction.ALLOWANCE_SET: {
         "principal_id": "p-1",
         "allowed_toolkits": ["weather"],
@@ -170,3 +171,7 @@ def test_a_call_says_its_tool_outcome_and_hash_prefix_only() -> None:
     assert said == f"called an unknown toolkit in session {SESSION}: refused (not_allowed) in 0 ms"
     timed_out = {**WRITTEN[AuditAction.TOOL_CALLED], "outcome": "tool_error"}
     assert ": tool error in 12 ms" in describe(event(AuditAction.TOOL_CALLED, timed_out))
+    unconfined = event(AuditAction.SERVER_UNCONFINED, {"sandbox": "off"}, version=2)
+    assert describe(unconfined) == (
+        f"imported server weather v2 in session {SESSION} launched unconfined: the sandbox is off"
+    )

@@ -100,8 +100,10 @@ def text(answer: dict[str, Any]) -> str:
 
 
 def server_pid(vault: Vault, session: str) -> int:
+    """The pid of the session's server, started first if it is not yet (lazily)."""
     instance = vault.instances.instance(session, NAME)
     assert isinstance(instance, served.ServedToolkit)
+    instance.ready()
     assert instance.pid is not None
     return instance.pid
 

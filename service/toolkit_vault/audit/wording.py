@@ -368,6 +368,10 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
         f"template {w.d('name')} of toolkit {w.toolkit} removed"
     ),
     AuditAction.TOOL_CALLED: _tool_called,
+    AuditAction.SERVER_UNCONFINED: lambda w: (
+        f"imported server {w.toolkit} v{w.event.version} {w.where} launched unconfined: "
+        "the sandbox is off"
+    ).replace("  ", " "),
     AuditAction.ALLOWANCE_SET: _allowance_set,
     AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
     AuditAction.VAULT_INITIALIZED: _initialized,

@@ -168,6 +168,8 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_SERVERS_DIR": "imported servers' private directories",
     "TOOLKIT_VAULT_SERVER_BINDS": "DIR:DIR: what imported servers may read",
     "TOOLKIT_VAULT_RUN_SERVERS": "off: imported servers' configs only stored",
+    "TOOLKIT_VAULT_SERVER_IDLE": "seconds an unused local server runs on (600)",
+    "TOOLKIT_VAULT_MAX_SERVERS": "local servers running at once (32); more: busy",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")

@@ -38,6 +38,8 @@ from toolkit_vault.toolkits.imports import (
 from toolkit_vault.toolkits.package_sources import read_package
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
 from toolkit_vault.toolkits.remote_oauth import DEFAULT_PUBLIC_URL
+from toolkit_vault.toolkits.server_processes import server_states
+from toolkit_vault.toolkits.server_status import server_line
 
 NO_DISCOVER_VARIABLE = "TOOLKIT_VAULT_NO_DISCOVER"  # an air-gapped host, a test suite
 
@@ -141,9 +143,11 @@ def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
 @guarded
 def toolkits_show(name: str, as_json: bool) -> None:
-    """One toolkit: its definition, and each field's secret mark and the reason for it."""
+    """One toolkit: its definition, each field's secret mark and the reason for it, and
+    the state of each of its local servers this machine's vault processes run."""
     vault = open_vault(load_settings())
     shown = describe_toolkit(vault.registry.get(name))
+    shown["servers"] = server_states(name)  # its local servers, on this machine
     if as_json:
         emit(shown)
         return
@@ -175,6 +179,8 @@ def toolkits_show(name: str, as_json: bool) -> None:
     echo_table(columns, rows)
     if shown["other_fields_secret"]:
         click.echo("  any field the schema does not declare is secret")
+    for server in shown["servers"]:
+        click.echo(f"  server: {printable(server_line(server))}")
 
 
 def _renames(values: tuple[str, ...]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from toolkit_vault.store.records import VersionRecord
 from toolkit_vault.store.scopes import principal_scope
 from toolkit_vault.store.storage import Source, Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.toolkits.server_processes import ServerProcesses
 from toolkit_vault.tools.scope_secrets import ScopeSecrets
 
 __all__ = ["INTEGRITY_FAILED", "NONE_LIVE", "InstanceSync", "Live"]
@@ -65,6 +66,7 @@ class InstanceSync:
     push: PushRouter
     registry_follower: RegistryFollower
     oauth: OAuthTokens
+    servers: ServerProcesses  # the local servers of imported toolkits, by (scope, toolkit, version)
 
     @property
     def registry(self) -> ToolkitRegistry:
@@ -221,8 +223,12 @@ class InstanceSync:
         from and its live instance (with the secrets its results are searched for), only
         if the entry is still what `had` says (`LiveInstances.install`). The instance gets
         its push callback: bound to that session and toolkit, silent once another instance
-        replaces it."""
+        replaces it. An imported server's instance first holds the process of its (scope,
+        toolkit, version) in `servers` (`toolkits.server_processes`)."""
         unavailable, ends = outcome.unavailable, outcome.expires_at
+        serve_from = getattr(instance, "serve_from", None)  # an imported server's process
+        if source is not None and callable(serve_from):
+            serve_from(self.servers, source)  # before the old one lets go: a same key is kept
         if not self.instances.install(
             session_id, name, had, source, instance, unavailable, ends, secrets
         ):

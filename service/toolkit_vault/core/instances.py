@@ -12,7 +12,9 @@ drops made here), so a list may be answered from memory (`Vault.answer_without_b
 Each live entry holds the calls in flight on its instance (`claim`), and the secrets its
 results are searched for (`tools.scope_secrets`): an entry replaced (a reconfigure, an
 expiry) or dropped (a purge, a removal, a principal's config changed) cancels its calls
-at once, and a call can claim only the entry live now.
+at once, and a call can claim only the entry live now. One exception: an imported
+server's instance replaced by a newer version's lets its calls in flight finish on the old
+version's process, which then stops (`retire`).
 
 May import: store (its `Source` type), plugin types, the tool engine's types; nothing
 that acts.
@@ -45,9 +47,18 @@ class _Entry:
     secrets: ScopeSecrets | None = None  # what its results are searched for
     calls: set[Cancellation] = field(default_factory=set)  # calls in flight on it
 
-    def end_calls(self) -> None:
+    def end_calls(self, *, replaced: bool = False) -> None:
         """Cancel every call in flight on this entry's instance (it is no longer live), and
-        stop what it runs (an imported server's process)."""
+        stop what it runs (an imported server's process). `replaced` by a newer version's
+        instance: one that can `retire` (an imported server) finishes its calls in flight
+        first, the new version's process taking the new ones."""
+        retire = getattr(self.instance, "retire", None) if replaced else None
+        if callable(retire):
+            try:
+                retire()
+            except Exception as exc:
+                log.warning("a toolkit instance failed to retire (%s)", type(exc).__name__)
+            return
         for call in self.calls:
             call.cancel()
         stop_instance(self.instance)
@@ -245,7 +256,8 @@ class LiveInstances:
             if had is not None and (None if held is None else held.source) != had.get(name):
                 return False
             if held is not None and (source is None or held.instance is not instance):
-                held.end_calls()
+                newer = source is not None and instance is not None and source != held.source
+                held.end_calls(replaced=newer)
             if source is None:
                 entries.pop(name, None)
                 return True

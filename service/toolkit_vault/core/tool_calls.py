@@ -29,6 +29,7 @@ from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.telemetry.labels import OTHER
 from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
+from toolkit_vault.toolkits.server_processes import ServerRefused
 from toolkit_vault.tools.call_audit import arguments_hmac
 from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
 from toolkit_vault.tools.limits import CallAdmission
@@ -124,6 +125,7 @@ class ToolCalling(Configuring):
         if claim is None:  # purged or replaced since the read just made
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         try:
+            _ready(claim.instance)
             schema = _input_schema(toolkit, claim.instance, tool_name)
             checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
             if tool_name in claim.unavailable:
@@ -175,6 +177,17 @@ class ToolCalling(Configuring):
                 arguments_hmac=digest,
             )
         )
+
+
+def _ready(instance: object) -> None:
+    """An imported server's process running (started at its first need), or the call
+    refused with the reason it cannot take one (`busy`: the cap of servers)."""
+    ready = getattr(instance, "ready", None)
+    if callable(ready):
+        try:
+            ready()
+        except ServerRefused as refused:
+            raise CallRefused(refused.reason, refused.message) from None
 
 
 def _input_schema(toolkit: RegisteredToolkit, instance: object, tool_name: str) -> CompiledSchema:

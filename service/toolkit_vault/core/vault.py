@@ -42,6 +42,7 @@ from toolkit_vault.core.purge import PurgeReport
 from toolkit_vault.core.push import PushRouter, SessionListener
 from toolkit_vault.core.registry_follow import RegistryFollower
 from toolkit_vault.core.sealing import Sealing
+from toolkit_vault.core.server_audit import unconfined_launch_audit
 from toolkit_vault.core.tool_calls import ToolCalling
 from toolkit_vault.core.upkeep import Upkeep
 from toolkit_vault.core.verification import CheckLog, CheckSlots, PluginChecks, VerifyPolicy
@@ -51,6 +52,7 @@ from toolkit_vault.protocol import Message, ToolInfo, ToolkitStatusEvent
 from toolkit_vault.store.scopes import principal_of
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.registry import RegisteredToolkit, Toolkit, ToolkitRegistry
+from toolkit_vault.toolkits.server_processes import ServerProcesses
 from toolkit_vault.tools.call_audit import CALL_HMAC_LABEL, tool_called_draft
 from toolkit_vault.tools.calls import CallEngine, CallLimits
 from toolkit_vault.tools.limits import CallAdmission
@@ -92,6 +94,9 @@ class Vault(ToolCalling):
         self.intake: IntakeOffer | None = None  # intake links, set by the web console when mounted
         self.sealing = Sealing(ring, fingerprint_key, reload_keys)
         self.instances = LiveInstances()
+        # Imported local servers: one process per (scope, toolkit, version), an unconfined
+        # launch audited (`toolkits.server_processes`).
+        self.servers = ServerProcesses(on_unconfined=unconfined_launch_audit(store))
         self.push = PushRouter(on_principal_scope=self._scope_changed)
         self.registry_follower = RegistryFollower(
             store, registry, self.instances, self.push, registry_loaded_at

@@ -63,6 +63,8 @@ class AuditAction(StrEnum):
     # A call of a toolkit's tool, refused ones too (`tools.call_audit`): never a value of
     # its arguments or result, only their HMAC under an audit subkey.
     TOOL_CALLED = "tool_called"
+    # An imported local server launched with the sandbox turned off (`core.server_audit`).
+    SERVER_UNCONFINED = "server_unconfined"
     # Allowances: an operator narrowed a principal to some toolkits and tools (or widened it
     # again), kept as these events alone (the verified chain's `ChainState.allowances`).
     ALLOWANCE_SET = "allowance_set"

@@ -1,14 +1,18 @@
 """An imported local MCP server run by the vault: the toolkit instance of an import whose
-package is a command (a client config's `command` and `args`). Initializing it launches
-the server through the sandbox with its config's variables in its environment (secrets in
-the environment only: the command line is the publisher's, stored at import, and holds no
-input), opens an MCP session with it (`mcp_client`), and takes the server's own
-`tools/list` as the toolkit's tools; a call goes to that session; `stop` ends the process
-group when the live-instance table lets the instance go (a purge, a reconfigure, an
-expiry, a removal).
+package is a command (a client config's `command` and `args`). Initializing it takes its
+config's variables for the server's environment (secrets in the environment only: the
+command line is the publisher's, stored at import, and holds no input); the server itself
+is launched through the sandbox at its first need (a call, or the first list that needs
+its tools), an MCP session opened with it (`mcp_client`), and the server's own
+`tools/list` taken as the toolkit's tools; a call goes to that session.
 
-One process per instance: the instance is what a scope's configured version makes live,
-and the table drops it the moment that version stops being current.
+One process per (scope, toolkit, version), not per instance: the live-instance sync names
+each instance's process in the vault's table (`serve_from`, `server_processes`), so every
+session resolving to one config shares it. `stop` lets go of it at once (a purge, a
+revocation, an expiry, a removal), `retire` after its calls in flight (a reconfigure);
+the table stops it when no instance holds it, and looks after idle stops, crash restarts
+and the cap. A configure's check may start a server first (`start_server`) and hand it
+over (`adopt`), so the first call does not launch another.
 
 The operator's settings, read from the environment when the vault opens (`use_servers`):
 `TOOLKIT_VAULT_SANDBOX=off` runs servers unconfined (refused otherwise when the machine has
@@ -34,11 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHandle, UpstreamHost
+from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHost
 from toolkit_vault.plugin import CallContext, Tool
-from toolkit_vault.protocol import ToolkitDefinition
+from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.server_processes import (
+    Notify,
+    ServerLimits,
+    ServerProcess,
+    ServerProcesses,
+    ServerRefused,
+    Started,
+    Status,
+    use_limits,
+)
 
 __all__ = [
     "SANDBOX_ENV",
@@ -106,10 +120,12 @@ class _Servers:
 _servers = _Servers(ServerSettings.from_environment(()))
 
 
-def use_servers(settings: ServerSettings) -> None:
+def use_servers(settings: ServerSettings, limits: ServerLimits | None = None) -> None:
     """Set how this process runs imported servers (`open_vault`: the vault home and the
-    database's directory are kept hidden)."""
+    database's directory are kept hidden) and its bounds on them (idle time, cap: from
+    the environment when not given)."""
     _servers.settings = settings
+    use_limits(limits or ServerLimits.from_environment(), settings.private_root)
 
 
 def sandbox_warning() -> str | None:
@@ -152,41 +168,87 @@ class ServedToolkit:
         self.tools = tuple(tools)  # what the package declared; the server's own replace them
         self._argv: list[str] = list(command["argv"])
         self._env_fields: dict[str, str] = dict(command["env"])
-        self._handle: UpstreamHandle | None = None
-        self._private: Path | None = None
+        self._env: dict[str, str] | None = None  # the server's variables, once initialized
+        self._secret: set[str] = set()
+        self._process: ServerProcess | None = None
+        self._table: ServerProcesses | None = None
+        self._adopted: Started | None = None
+        self._notify: Notify | None = None
+        self._ended = False  # let go of (stopped, retired): it never starts a server again
+        self._listed: tuple[ToolDescription, ...] | None = None  # what `_served` was made of
         self._schemas: dict[str, CompiledSchema] = {}
         self._served: dict[str, Tool] = {}
 
     def initialize(self, config: dict[str, Any]) -> None:
-        """Launch the server with the config's variables in its environment and list its
-        tools; raises (nothing left running) when it cannot start."""
+        """Take the config's variables for the server's environment. Nothing starts yet:
+        the server of this instance's (scope, toolkit, version) starts at its first need
+        (`serve_from` names that process)."""
         env = {var: _text(config[f]) for var, f in self._env_fields.items() if f in config}
-        secret = {v for var, v in env.items() if _is_secret(self.definition, self._env_fields[var])}
-        settings = _servers.settings
-        self._private = settings.private_root / uuid.uuid4().hex
-        settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
-        policy = Confinement(
-            private_dir=self._private,
-            read_only=tuple(Bind(path) for path in settings.read_only),
-            hidden=settings.hidden,
-        )
-        try:
-            started = launch(self._argv, env, policy, sandbox=settings.sandbox)
-            if not started.confined:
-                log.warning("imported server %s runs unconfined (the sandbox is off)", self.label)
-            server = StdioServer(self.label, started, partial_redact(secret))
-            self._handle = _servers.host.open(server, timeout=START_TIMEOUT)
-        except BaseException:
-            self._remove_private()
-            raise
-        self._take_tools(self._handle.tools)
+        self._secret = {
+            v for var, v in env.items() if _is_secret(self.definition, self._env_fields[var])
+        }
+        self._env = env
+
+    def serve_from(self, servers: ServerProcesses, source: tuple[str, int]) -> None:
+        """Hold the process of (scope, this toolkit, version) in `servers` (shared with every
+        instance made from the same version); a server this instance was handed (`adopt`)
+        becomes it when none runs yet. Called by the live-instance sync before install."""
+        key = (source[0], self.definition.name, source[1])
+        previous = self._process, self._table
+        self._process = servers.hold(key, self, self._launch, self._notify)
+        self._table = servers
+        if previous[0] is not None and previous[1] is not None and previous[0] is not self._process:
+            previous[1].release(previous[0], self, at_once=True)
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None and not self._process.adopt(adopted):
+            _stop_started(adopted)
+
+    def adopt(self, started: Started) -> None:
+        """Take a server already started with this instance's config (a configure's check
+        ran it: `start_server`), so its first call does not launch another."""
+        if self._adopted is not None:
+            _stop_started(self._adopted)
+        self._adopted = started
+
+    def start_server(self, timeout: float = START_TIMEOUT) -> Started:
+        """Launch the server with this instance's config and list its tools (for a check of
+        the config before it is stored); raises, nothing left running, when it cannot."""
+        return _start(self, None, timeout)
+
+    def set_push_callback(self, notify: Callable[[object], None]) -> None:
+        """Where this instance's session hears its server crash and come back."""
+
+        def tell(status: Status, message: str) -> None:
+            notify(ToolkitStatusEvent(configured=True, status=status, message=message))
+
+        self._notify = tell
+        if self._process is not None:
+            self._process.listen(self, tell)
 
     @property
     def label(self) -> str:
         return self.definition.name[:80]
 
+    def ready(self) -> None:
+        """The server running, started when it is not (`ServerRefused` when it cannot)."""
+        self._held().ensure()
+
     def served_tools(self) -> Mapping[str, Tool]:
-        """The server's own tools (as its `tools/list` said at launch), by name."""
+        """The server's own tools (its last `tools/list`), by name. The first need starts it;
+        one that stopped (idle) is not started again for a list: its tools are remembered."""
+        try:
+            process = self._held()
+            if process.tools is None and process.state == "stopped":
+                process.ensure()
+        except ServerRefused as refused:
+            log.warning("%s", refused.message)
+            if self._process is None:
+                return {}
+            process = self._process
+        listed = process.tools
+        if listed is not None and listed is not self._listed:
+            self._schemas, self._served, self._listed = {}, {}, listed
+            self._take_tools(listed)
         return self._served
 
     def input_schema(self, name: str) -> CompiledSchema:
@@ -194,29 +256,58 @@ class ServedToolkit:
         return self._schemas[name]
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
-        if self._handle is None:
-            raise VaultError("the server is not running")
-        return self._handle.call_tool(
-            name, arguments, deadline=context.deadline, cancel=context.cancelled
-        )
+        process = self._held()
+        handle = process.enter()
+        try:
+            return handle.call_tool(
+                name, arguments, deadline=context.deadline, cancel=context.cancelled
+            )
+        finally:
+            process.leave()
 
     def stop(self) -> None:
-        """End the server's process group (within a second), off the caller's thread: the
-        live-instance table calls this under its lock."""
-        handle, self._handle = self._handle, None
-        if handle is None:
-            return
+        """Let go of the server at once (a purge, a revocation, an expiry, a removal): when
+        no other instance holds it, its process group ends within a second, off the
+        caller's thread (the live-instance table calls this under its lock)."""
+        self._release(at_once=True)
 
-        def close() -> None:
-            handle.close()
-            self._remove_private()
-
-        threading.Thread(target=close, name="mcp-server-stop", daemon=True).start()
+    def retire(self) -> None:
+        """Let go of the server once its calls in flight end (a reconfigure replaced this
+        instance: the new version's server takes new calls)."""
+        self._release(at_once=False)
 
     @property
     def pid(self) -> int | None:
         """The server's process (group) id, while it runs."""
-        return None if self._handle is None else self._handle.pid
+        return None if self._process is None else self._process.pid
+
+    @property
+    def state(self) -> Mapping[str, Any] | None:
+        """The state of this instance's server (`ServerProcess.shown`)."""
+        return None if self._process is None else self._process.shown()
+
+    def _held(self) -> ServerProcess:
+        """This instance's process; one of its own when no sync named one (a plugin's
+        conformance harness initializes and calls an instance directly); none once it let
+        go of its server (a purged instance never launches its credentials again)."""
+        if self._ended:
+            raise ServerRefused("unavailable", f"{self.label}: the server was stopped")
+        if self._process is None:
+            self.serve_from(_UNBOUND, (f"unbound:{uuid.uuid4().hex}", 0))
+        assert self._process is not None
+        return self._process
+
+    def _release(self, *, at_once: bool) -> None:
+        process, table = self._process, self._table
+        self._process, self._table, self._ended = None, None, True
+        if process is not None and table is not None:
+            table.release(process, self, at_once=at_once)
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None:
+            _stop_started(adopted)
+
+    def _launch(self, process: ServerProcess) -> Started:
+        return _start(self, process, START_TIMEOUT)
 
     def _take_tools(self, described: Sequence[ToolDescription]) -> None:
         for tool in described:
@@ -227,9 +318,53 @@ class ServedToolkit:
                 continue
             self._served[tool.name] = Tool(tool.name, tool.description, tool.input_schema)
 
-    def _remove_private(self) -> None:
-        if self._private is not None:
-            shutil.rmtree(self._private, ignore_errors=True)
+
+_UNBOUND = ServerProcesses()  # instances no sync named a process for: each its own
+
+
+def _start(toolkit: ServedToolkit, process: ServerProcess | None, timeout: float) -> Started:
+    """Launch `toolkit`'s server through the sandbox with its config's variables in its
+    environment, open the MCP session and list its tools within `timeout` seconds; the
+    session and what removes its private directory. Raises, nothing left running."""
+    env = toolkit._env
+    if env is None:
+        raise VaultError(f"{toolkit.label}: the toolkit is not initialized")
+    settings = _servers.settings
+    private = settings.private_root / uuid.uuid4().hex
+    settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    policy = Confinement(
+        private_dir=private,
+        read_only=tuple(Bind(path) for path in settings.read_only),
+        hidden=settings.hidden,
+    )
+
+    def cleanup() -> None:
+        shutil.rmtree(private, ignore_errors=True)
+
+    try:
+        started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)
+        if process is not None:
+            process.launched(confined=started.confined)
+        elif not started.confined:
+            log.warning("imported server %s runs unconfined (the sandbox is off)", toolkit.label)
+        server = StdioServer(toolkit.label, started, partial_redact(toolkit._secret))
+        handle = _servers.host.open(server, timeout=timeout)
+    except BaseException:
+        cleanup()
+        raise
+    return handle, cleanup
+
+
+def _stop_started(started: Started) -> None:
+    handle, cleanup = started
+
+    def close() -> None:
+        try:
+            handle.close()
+        finally:
+            cleanup()
+
+    threading.Thread(target=close, name="mcp-server-stop", daemon=True).start()
 
 
 def _text(value: Any) -> str:

@@ -32,6 +32,7 @@ from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.plugin import CallContext, PluginAnswerRefused, ToolResult, as_tool_result
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES
 from toolkit_vault.schema import CompiledSchema
+from toolkit_vault.toolkits.server_processes import ServerRefused
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused
 from toolkit_vault.tools.withhold import Withholder
 
@@ -252,6 +253,8 @@ def _answer(tool: Callable[[CallContext], Any], context: CallContext) -> ToolRes
     `VaultError`'s message (searched like any result) or the exception's type."""
     try:
         return as_tool_result(tool(context))
+    except ServerRefused as refused:  # an imported server that cannot take it: a refusal
+        raise CallRefused(refused.reason, refused.message) from None
     except PluginAnswerRefused:
         return ToolResult.text(NOT_A_RESULT, is_error=True)
     except VaultError as exc:

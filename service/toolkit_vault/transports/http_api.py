@@ -52,6 +52,7 @@ from toolkit_vault.transports.http_guards import Gate, Limits, install_refusals
 from toolkit_vault.transports.http_health import health_routes
 from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
+from toolkit_vault.transports.http_toolkits import toolkit_routes
 from toolkit_vault.transports.mcp.over_http import MCP_PATH, McpHttp
 from toolkit_vault.transports.web import RememberOrigin, install_console
 from toolkit_vault.transports.workers import Workers
@@ -131,6 +132,7 @@ def create_app(
     app.include_router(audit_routes(guards))  # GET /v1/audit/events
     app.include_router(operator_routes(guards))
     app.include_router(template_routes(guards))  # /v1/templates
+    app.include_router(toolkit_routes(guards))  # /v1/toolkits/{name}
     app.include_router(console_role_routes(guards))  # /v1/console-roles
     app.include_router(allowance_routes(guards))  # /v1/allowances
     app.include_router(health_routes(ReadinessProbe(vault), workers.run, as_auditor))

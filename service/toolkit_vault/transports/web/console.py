@@ -37,6 +37,8 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.toolkits.registry import RegisteredToolkit
+from toolkit_vault.toolkits.server_processes import server_states
+from toolkit_vault.toolkits.server_status import server_line
 from toolkit_vault.tools.call_audit import BadArguments, parse_arguments
 from toolkit_vault.transports.web.forms import leaves
 from toolkit_vault.transports.web.pages import WebState
@@ -157,8 +159,17 @@ class Console:
         everything = self.state.vault.registry.all()
         found = [t for t in everything if _matches(t, query)]
         listed = [(t, self._secret_pointers(t)) for t in found]
+        servers: dict[str, list[str]] = {}
+        for state in await run_in_threadpool(server_states):  # imported servers running here
+            servers.setdefault(str(state["toolkit"]), []).append(server_line(state))
         return self.state.render(
-            request, "toolkits.html", user=user, toolkits=listed, q=query, total=len(everything)
+            request,
+            "toolkits.html",
+            user=user,
+            toolkits=listed,
+            q=query,
+            total=len(everything),
+            servers=servers,
         )
 
     async def sessions(self, request: Request) -> Response:
