@@ -19,6 +19,7 @@ from toolkit_vault.cli.ids import resolve_session
 from toolkit_vault.cli.operators import OPERATOR
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.cli.toolkit_tools import tools
 from toolkit_vault.core.templates import skeleton_of
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -47,7 +48,10 @@ __all__ = ["toolkits"]
 @click.group(short_help="Registered toolkits: list, show, import, remove.")
 def toolkits() -> None:
     """Registered toolkits: list them, show one's fields and secret marks, import MCP
-    servers as toolkits, remove an import."""
+    servers as toolkits, remove an import, accept an imported server's changed tools."""
+
+
+toolkits.add_command(tools)
 
 
 @toolkits.command(

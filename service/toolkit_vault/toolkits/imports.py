@@ -75,6 +75,7 @@ from toolkit_vault.toolkits.remote_oauth import (
 )
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
+from toolkit_vault.toolkits.tool_pins import ToolPins, package_of
 
 __all__ = [
     "MAX_IMPORT_BYTES",
@@ -399,10 +400,11 @@ def stored_toolkits(
             log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
         command = launch_of(definition)
+        pins = ToolPins(store, name, package_of(definition))  # its server's tools, pinned
         factory: ToolkitFactory = (
             partial(PackageToolkit, definition, tools)
             if command is None
-            else partial(ServedToolkit, definition, tools, command)
+            else partial(ServedToolkit, definition, tools, command, pins)
         )
         found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found

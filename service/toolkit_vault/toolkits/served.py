@@ -34,11 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHandle, UpstreamHost
+from toolkit_vault.mcp_client import (
+    StdioServer,
+    ToolDescription,
+    UpstreamHandle,
+    UpstreamHost,
+    pin_tools,
+)
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.tool_pins import ToolPins
 
 __all__ = [
     "SANDBOX_ENV",
@@ -142,11 +149,26 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
     return found
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """One `tools/list` of the server, taken whole: its tools, each one's pin digest and
+    compiled input schema (swapped as one, so a reader never pairs one list's tools with
+    another's digests)."""
+
+    tools: Mapping[str, Tool]
+    digests: Mapping[str, str]
+    schemas: Mapping[str, CompiledSchema]
+
+
 class ServedToolkit:
     """The instance of an imported local server (see the module)."""
 
     def __init__(
-        self, definition: ToolkitDefinition, tools: Sequence[object], command: Mapping[str, Any]
+        self,
+        definition: ToolkitDefinition,
+        tools: Sequence[object],
+        command: Mapping[str, Any],
+        pins: ToolPins | None = None,
     ) -> None:
         self.definition = definition
         self.tools = tuple(tools)  # what the package declared; the server's own replace them
@@ -154,8 +176,9 @@ class ServedToolkit:
         self._env_fields: dict[str, str] = dict(command["env"])
         self._handle: UpstreamHandle | None = None
         self._private: Path | None = None
-        self._schemas: dict[str, CompiledSchema] = {}
-        self._served: dict[str, Tool] = {}
+        self._listed = _Listed({}, {}, {})
+        self._pins = pins  # None: nothing pins its tools (a listing without the store)
+        self._relisting = threading.Lock()
 
     def initialize(self, config: dict[str, Any]) -> None:
         """Launch the server with the config's variables in its environment and list its
@@ -175,23 +198,38 @@ class ServedToolkit:
             if not started.confined:
                 log.warning("imported server %s runs unconfined (the sandbox is off)", self.label)
             server = StdioServer(self.label, started, partial_redact(secret))
-            self._handle = _servers.host.open(server, timeout=START_TIMEOUT)
+            self._handle = _servers.host.open(
+                server, timeout=START_TIMEOUT, on_tools_changed=self._tools_changed
+            )
         except BaseException:
             self._remove_private()
             raise
-        self._take_tools(self._handle.tools)
+        with self._relisting:
+            self._take_tools(self._handle.tools)
 
     @property
     def label(self) -> str:
         return self.definition.name[:80]
 
     def served_tools(self) -> Mapping[str, Tool]:
-        """The server's own tools (as its `tools/list` said at launch), by name."""
-        return self._served
+        """The server's own tools (as its last `tools/list` said), by name, but those its
+        pin withholds (`tool_pins`: changed or added since, not accepted)."""
+        listed = self._listed  # one list: its tools and their digests together
+        withheld = self._withheld(listed)
+        if not withheld:
+            return listed.tools
+        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
+
+    def withheld_tools(self) -> frozenset[str]:
+        """The tools the server lists that its pin withholds until an operator accepts them."""
+        return self._withheld(self._listed)
+
+    def _withheld(self, listed: _Listed) -> frozenset[str]:
+        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
 
     def input_schema(self, name: str) -> CompiledSchema:
         """A served tool's compiled input schema (KeyError for another name)."""
-        return self._schemas[name]
+        return self._listed.schemas[name]
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
         if self._handle is None:
@@ -219,13 +257,34 @@ class ServedToolkit:
         return None if self._handle is None else self._handle.pid
 
     def _take_tools(self, described: Sequence[ToolDescription]) -> None:
+        """(Under `_relisting`.) A `tools/list` of the server becomes its served tools,
+        swapped in whole (a tool it no longer lists goes); the list is shown to its pin
+        first (`ToolPins.see`: pinned at first sight, a change audited)."""
+        schemas: dict[str, CompiledSchema] = {}
+        kept: list[ToolDescription] = []
         for tool in described:
             try:
-                self._schemas[tool.name] = compile_schema(tool.input_schema)
+                schemas[tool.name] = compile_schema(tool.input_schema)
             except SchemaRefused as exc:
                 log.warning("a tool of %s is left out: %s", self.label, exc.message)
                 continue
-            self._served[tool.name] = Tool(tool.name, tool.description, tool.input_schema)
+            kept.append(tool)
+        digests = pin_tools(kept)
+        if self._pins is not None:
+            self._pins.see(digests)
+        served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
+        self._listed = _Listed(served, digests, schemas)
+
+    def _tools_changed(self, described: tuple[ToolDescription, ...]) -> None:
+        """The server said its tools changed and the session listed them again (on the
+        upstream loop, which must not wait for the store): taken on a thread of its own."""
+
+        def take() -> None:
+            with self._relisting:
+                if self._handle is not None:
+                    self._take_tools(described)
+
+        threading.Thread(target=take, name="mcp-tools-changed", daemon=True).start()
 
     def _remove_private(self) -> None:
         if self._private is not None:
