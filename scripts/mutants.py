@@ -58,6 +58,7 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+PINS = "tests/test_tool_pins.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3444,6 +3445,36 @@ MUTANTS = [
         "            call.cancel()\n        stop_instance(self.instance)",
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
+    ),
+    # -- issue 51: pinned tools of imported servers, imports by the hundred (helper H3b) --
+    Mutant(
+        "tool pins: a later list is not compared with the pin",
+        V + "toolkits/tool_pins.py",
+        "        changes = compare_pins(pinned, current)\n"
+        "        return frozenset((*changes.added, *changes.changed))",
+        "        return frozenset()",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+    ),
+    Mutant(
+        "tool pins: a withheld tool is listed and called all the same",
+        V + "toolkits/served.py",
+        "        if not withheld:\n            return listed.tools",
+        "        if True:\n            return listed.tools",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+        also=(
+            (
+                V + "core/tool_calls.py",
+                "if served is not None and tool_name in withheld_tools(instance):",
+                "if False:",
+            ),
+        ),
+    ),
+    Mutant(
+        "tool pins: accept takes a tool with no change waiting",
+        V + "core/tool_pins.py",
+        "    if unknown:\n        raise VaultError(",
+        "    if False:\n        raise VaultError(",
+        (PINS + "test_an_added_tool_is_withheld_and_a_removed_one_simply_goes",),
     ),
 ]
 
