@@ -59,6 +59,7 @@ EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 PINS = "tests/test_tool_pins.py::"
+NAMES = "tests/test_import_names.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3475,6 +3476,27 @@ MUTANTS = [
         "    if unknown:\n        raise VaultError(",
         "    if False:\n        raise VaultError(",
         (PINS + "test_an_added_tool_is_withheld_and_a_removed_one_simply_goes",),
+    ),
+    Mutant(
+        "import names: a name differing in case only is not a collision",
+        V + "toolkits/import_names.py",
+        "earlier = taken.get(name.casefold())",
+        "earlier = taken.get(name)",
+        (NAMES + "test_a_name_differing_in_case_only_is_refused_with_the_rename_hint",),
+    ),
+    Mutant(
+        "import names: another source's toolkit is replaced without --replace",
+        V + "toolkits/import_names.py",
+        "    if not replace:\n        raise Skip(",
+        "    if False:\n        raise Skip(",
+        (NAMES + "test_another_source_under_an_imported_name_needs_replace",),
+    ),
+    Mutant(
+        "import names: --dry-run stores what it reports",
+        V + "toolkits/imports.py",
+        "    if dry_run:\n        outcomes = _would_be(store, plans)",
+        "    if False:\n        outcomes = _would_be(store, plans)",
+        (NAMES + "test_dry_run_prints_the_report_and_stores_nothing",),
     ),
 ]
 

@@ -10,10 +10,12 @@ schema where one is written) is stored beside the definition (`x-tools`, MCP's t
 after the same checks as a plugin's declarations; the toolkit lists those tools and answers
 no call.
 
-An input imports server by server: a server whose name is taken by a built-in or entry-point
-toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
-the rest go in; with `strict` any such server refuses the whole input. Re-importing an
-identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
+An input imports server by server: a server whose name is taken (`import_names`: by a
+built-in or entry-point toolkit, by any toolkit in another case, by another source's import
+unless replacing), is too long, repeats another's, or does not compile is skipped with its
+reason and the rest go in; with `strict` any such server refuses the whole input.
+Re-importing an identical definition writes nothing; one of the same source changed
+replaces the stored one; a dry run writes nothing at all. `remove` deletes
 one and ends every session's current config of it. The statements on `imported_toolkits`
 live in `store.imports` (and `Store.append_version`'s check that a configure's import is
 still there), each write sharing one transaction with its audit event (`toolkit_imported`,
