@@ -184,20 +184,20 @@ def test_list_changed_is_followed_into_tool_list_and_withheld(pinned_vault: Vaul
     assert listed(conn)["noop"]["description"] == "Does nothing, now with new instructions."
 
 
+@pytest.mark.slow  # two commands, each opening the vault with its key provider
 def test_accept_on_the_command_line_reaches_the_running_vault(
     pinned_vault: Vault, cli_env: dict[str, str]
 ) -> None:
     conn = configured(pinned_vault, "first")
     configured(pinned_vault, "second", conn)
     assert "noop" not in listed(conn)
-    shown = run_cli(("toolkits", "tools", "show", NAME, "--json"), cli_env, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    states = {t["name"]: t["state"] for t in json.loads(shown.stdout)["tools"]}
-    assert states["noop"] == "changed" and states["whoami"] == "pinned"
+    with pytest.raises(VaultError, match="only an imported server"):
+        show_tools(pinned_vault.store, pinned_vault.toolkit("filesystem"))
     text = run_cli(("toolkits", "tools", "show", NAME), cli_env, timeout=60)
+    assert text.returncode == 0, text.stderr
+    rows = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()[1:-1]}
+    assert rows["noop"] == "changed" and rows["whoami"] == "pinned"
     assert "withheld until accepted: noop" in text.stdout
-    wrong = run_cli(("toolkits", "tools", "accept", "filesystem"), cli_env, timeout=60)
-    assert wrong.returncode != 0 and "only an imported server" in wrong.stderr
     accepted = run_cli(("toolkits", "tools", "accept", NAME, "--tool", "noop"), cli_env, timeout=60)
     assert accepted.returncode == 0, accepted.stderr
     assert "noop" in listed(conn)  # the serving vault follows the chain: no restart
