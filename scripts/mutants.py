@@ -3471,6 +3471,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "tool pins: a later first pin (another process's) replaces the first",
+        V + "store/ledger.py",
+        'self.tool_pins.setdefault(key, digests_of(details.get("pins")))',
+        'self.tool_pins[key] = digests_of(details.get("pins"))',
+        (PINS + "test_the_chain_keeps_the_first_pin_and_moves_it_only_on_accept",),
+    ),
+    Mutant(
         "tool pins: accept takes a tool with no change waiting",
         V + "core/tool_pins.py",
         "    if unknown:\n        raise VaultError(",

@@ -32,6 +32,7 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.sandbox import sandbox_available
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.toolkits import served
 from toolkit_vault.toolkits.imports import import_package
@@ -108,6 +109,34 @@ def pin_events(vault: Vault) -> list[tuple[str, dict[str, Any]]]:
             .order_by(AuditEvent.seq)
         ).all()
     return [(str(a), d if isinstance(d, dict) else json.loads(d)) for a, d in rows]
+
+
+def _event(action: AuditAction, details: dict[str, Any], toolkit: str = NAME) -> dict[str, Any]:
+    return {
+        "action": action.value,
+        "session_id": None,
+        "toolkit_name": toolkit,
+        "version": None,
+        "details": json.dumps(details),
+    }
+
+
+def test_the_chain_keeps_the_first_pin_and_moves_it_only_on_accept() -> None:
+    """Two processes that list a server first at once both record a pin: the first in the
+    chain wins. A change waits; an acceptance moves the pin; a malformed entry only
+    withholds (it is left out)."""
+    state, key = ChainState(), (NAME, "sha256:p")
+    state.apply(_event(AuditAction.TOOLS_PINNED, {"package": "sha256:p", "pins": {"a": "1"}}))
+    state.apply(_event(AuditAction.TOOLS_PINNED, {"package": "sha256:p", "pins": {"a": "2"}}))
+    assert state.tool_pins[key] == {"a": "1"}
+    seen = {"package": "sha256:p", "seen": {"a": "2", "b": "3", "c": 4}}
+    state.apply(_event(AuditAction.TOOLS_CHANGED, seen))
+    assert state.tool_changes[key] == {"a": "2", "b": "3"} and state.tool_pins[key] == {"a": "1"}
+    accepted = {"package": "sha256:p", "accepted": {"b": "3", "d": None}}
+    state.apply(_event(AuditAction.TOOLS_ACCEPTED, accepted))
+    assert state.tool_pins[key] == {"a": "1", "b": "3"} and state.tool_changes[key] == {"a": "2"}
+    state.apply(_event(AuditAction.TOOLS_PINNED, {"pins": {"x": "1"}}))  # no package: ignored
+    assert set(state.tool_pins) == {key}
 
 
 def test_the_first_list_is_pinned_and_a_restart_with_the_same_tools_is_not_withheld(
