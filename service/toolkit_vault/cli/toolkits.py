@@ -227,8 +227,8 @@ def toolkits_template(name: str, fmt: str) -> None:
         "toolkit-vault toolkits import https://registry.example/v0/servers",
         "toolkit-vault toolkits import server.json --oauth-client-id my-client-id",
         "toolkit-vault toolkits import server.json --no-discover   # no network",
-        "toolkit-vault toolkits import mcp.json --dry-run   # the report; nothing stored",
-        "toolkit-vault toolkits import mcp.json --replace   # over another source's toolkit",
+        "toolkit-vault toolkits import mcp.json --dry-run   # report; store nothing",
+        "toolkit-vault toolkits import mcp.json --replace   # over another source's",
     ),
 )
 @click.argument("source")
