@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit_vault.errors import StoreError
 from toolkit_vault.mcp_client import compare_pins, pin_digest
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.store.actions import AuditAction
@@ -102,7 +103,7 @@ class ToolPins:
         cannot be believed. Reads nothing: a list and a call ask it for every tool."""
         try:
             pinned = self._store.followed_state().tool_pins.get(self.key)
-        except StateUnknown:
+        except (StateUnknown, StoreError):  # a chain not believed, or not followed at all
             return frozenset(current)
         if pinned is None:
             return frozenset(current)
