@@ -62,6 +62,8 @@ EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 LIFE = "tests/test_server_lifecycle.py::"
+PINS = "tests/test_tool_pins.py::"
+NAMES = "tests/test_import_names.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3421,10 +3423,10 @@ MUTANTS = [
     Mutant(
         "mcp: tools/list ignores the principal's allowance",
         V + "core/vault.py",
-        """            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
-            and tool not in""",
-        """            if True
-            and tool not in""",
+        """                if (allowance is None or allowance.permits(name, tool))
+                and tool not in""",
+        """                if True
+                and tool not in""",
         (MCP_NAMES + "test_the_list_is_narrowed_by_the_principals_allowance",),
     ),
     # -- issue 51: imported local servers run by the vault (tests/test_imported_servers.py) --
@@ -3524,6 +3526,64 @@ MUTANTS = [
         "        if self.on_unconfined is not None:",
         "        if False:",
         (LIFE + "test_an_unconfined_launch_is_audited",),
+    ),
+    # -- issue 51: pinned tools of imported servers, imports by the hundred (helper H3b) --
+    Mutant(
+        "tool pins: a later list is not compared with the pin",
+        V + "toolkits/tool_pins.py",
+        "        changes = compare_pins(pinned, current)\n"
+        "        return frozenset((*changes.added, *changes.changed))",
+        "        return frozenset()",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+    ),
+    Mutant(
+        "tool pins: a withheld tool is listed and called all the same",
+        V + "toolkits/served.py",
+        "        if not withheld:\n            return listed.tools",
+        "        if True:\n            return listed.tools",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+        also=(
+            (
+                V + "core/tool_calls.py",
+                "if served is not None and tool_name in withheld_tools(instance):",
+                "if False:",
+            ),
+        ),
+    ),
+    Mutant(
+        "tool pins: a later first pin (another process's) replaces the first",
+        V + "store/ledger.py",
+        'self.tool_pins.setdefault(key, digests_of(details.get("pins")))',
+        'self.tool_pins[key] = digests_of(details.get("pins"))',
+        (PINS + "test_the_chain_keeps_the_first_pin_and_moves_it_only_on_accept",),
+    ),
+    Mutant(
+        "tool pins: accept takes a tool with no change waiting",
+        V + "core/tool_pins.py",
+        "    if unknown:\n        raise VaultError(",
+        "    if False:\n        raise VaultError(",
+        (PINS + "test_an_added_tool_is_withheld_and_a_removed_one_simply_goes",),
+    ),
+    Mutant(
+        "import names: a name differing in case only is not a collision",
+        V + "toolkits/import_names.py",
+        "earlier = taken.get(name.casefold())",
+        "earlier = taken.get(name)",
+        (NAMES + "test_a_name_differing_in_case_only_is_refused_with_the_rename_hint",),
+    ),
+    Mutant(
+        "import names: another source's toolkit is replaced without --replace",
+        V + "toolkits/import_names.py",
+        "    if not replace:\n        raise Skip(",
+        "    if False:\n        raise Skip(",
+        (NAMES + "test_another_source_under_an_imported_name_needs_replace",),
+    ),
+    Mutant(
+        "import names: --dry-run stores what it reports",
+        V + "toolkits/imports.py",
+        "    if dry_run:\n        outcomes = _would_be(store, plans)",
+        "    if False:\n        outcomes = _would_be(store, plans)",
+        (NAMES + "test_dry_run_prints_the_report_and_stores_nothing",),
     ),
 ]
 

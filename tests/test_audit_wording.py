@@ -57,6 +57,19 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
         "allowed_tools": [["filesystem", "read_file"]],
     },
     AuditAction.ALLOWANCE_REMOVED: {"principal_id": "p-1"},
+    AuditAction.TOOLS_PINNED: {
+        "package": "sha256:ab",
+        "pins": {"forecast": "0" * 64},
+        "digest": "3f2a9c1e07b4" + "0" * 52,
+    },
+    AuditAction.TOOLS_CHANGED: {
+        "package": "sha256:ab",
+        "seen": {"forecast": "1" * 64},
+        "changed": ["forecast"],
+        "added": [],
+        "removed": ["alerts"],
+    },
+    AuditAction.TOOLS_ACCEPTED: {"package": "sha256:ab", "accepted": {"forecast": "1" * 64}},
     AuditAction.VAULT_INITIALIZED: {"key_id": "vk-1", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ADDED: {"key_id": "vk-2", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ROTATED: {"active": "vk-2", "rewrapped": 1},
@@ -145,6 +158,16 @@ def test_allowance_events_name_the_principal_and_what_it_may_call() -> None:
     assert describe(event(AuditAction.ALLOWANCE_REMOVED, {"principal_id": "p-1"})) == (
         "principal alice no longer narrowed: it may call every tool configured for it"
     )
+
+
+def test_tool_pin_events_name_the_toolkit_and_its_tools() -> None:
+    said = describe(event(AuditAction.TOOLS_CHANGED, WRITTEN[AuditAction.TOOLS_CHANGED]))
+    assert said == (
+        "tools of weather differ from their pin, withheld until accepted "
+        "(changed: forecast; removed: alerts)"
+    )
+    accepted = describe(event(AuditAction.TOOLS_ACCEPTED, WRITTEN[AuditAction.TOOLS_ACCEPTED]))
+    assert accepted == "tools of weather accepted as they are now: forecast"
 
 
 def test_counts_of_one_are_singular() -> None:

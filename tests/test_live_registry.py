@@ -135,12 +135,12 @@ def elsewhere(opened: list[Vault], home: VaultSettings) -> Vault:
 
 
 def import_there(vault: Vault, *public: str, package: str = ENV, as_name: bool = False) -> None:
-    """`toolkits import` (`--public FIELD`, `--rename` to NAME) through `vault`."""
+    """`toolkits import` (`--public FIELD`, `--rename` to NAME with `--replace`: another
+    server under the toolkit's name) through `vault`."""
     rename = {CASES[package][0]: NAME} if as_name else {}
     data = (VECTORS / package).read_bytes()
-    import_package(
-        vault.store, vault.registry, data, "local", Selection(rename=rename, public=public)
-    )
+    choice = Selection(rename=rename, public=public)
+    import_package(vault.store, vault.registry, data, "local", choice, replace_source=as_name)
 
 
 def remove_there(vault: Vault) -> None:

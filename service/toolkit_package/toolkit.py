@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit_package.imported import ConfigInput, DeclaredTool, ImportedServer, ImportResult
+from toolkit_package.labels import readable
 
 __all__ = [
     "DEFINITION_FIELDS",
@@ -85,10 +86,12 @@ _SCHEMA_FORMATS = frozenset(
 
 
 def _property(item: ConfigInput, order: int) -> dict[str, Any]:
-    """One form field: the publisher's title (else the input's name), description, choices
+    """One form field: the publisher's title (else the input's name made readable: `SSL_MODE`
+    is "SSL mode"; an HTTP header keeps its own), description, choices
     (``enum``), default, bounds and format, and ``x-order``, its place in the source (a stored
     schema's key order is not kept by every database)."""
-    prop: dict[str, Any] = {"type": item.value_type, "title": item.title or item.name}
+    label = item.name if item.kind == "header" else readable(item.name)  # a header's own name
+    prop: dict[str, Any] = {"type": item.value_type, "title": item.title or label}
     if item.value_type == "array":
         prop["items"] = {"type": "string"}
     if item.description:

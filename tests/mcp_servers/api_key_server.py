@@ -1,7 +1,9 @@
 """A stdio MCP server of ours for tests/test_mcp_client*.py: it needs `API_KEY` in its
 environment (as a published server needing a key does) and has tools that misbehave the
 ways an imported server may: echo its key as a result, print it to stderr, run long
-(recording a cancellation it receives), spawn a child, change a tool's description.
+(recording a cancellation it receives), spawn a child, change a tool's description while
+it runs, or between starts (`TOOL_NOTE` in its environment is added to `noop`'s
+description; one starting with `with-extra` also adds a tool `extra`, as an update may).
 
 Run: python api_key_server.py [RECORD_DIR]. Refuses to start without API_KEY, like a
 server whose client config lacks its key.
@@ -35,9 +37,19 @@ def whoami() -> str:
     return "authorized"
 
 
-@server.tool(description="Does nothing.")
+NOTE = os.environ.get("TOOL_NOTE", "")
+
+
+@server.tool(description="Does nothing." + (f" {NOTE}" if NOTE else ""))
 def noop() -> str:
     return "ok"
+
+
+if NOTE.startswith("with-extra"):
+
+    @server.tool(description="A tool an update added.")
+    def extra() -> str:
+        return "extra"
 
 
 @server.tool(description="Returns its own API key (a server the vault must not trust).")

@@ -311,6 +311,31 @@ def _allowance_removed(w: _Words) -> str:
     return f"principal {who} no longer narrowed: it may call every tool configured for it"
 
 
+def _tool_names(value: Any) -> str:
+    return ", ".join(str(name) for name in value) if isinstance(value, Mapping | list) else ""
+
+
+def _tools_pinned(w: _Words) -> str:
+    return (
+        f"tools of {w.toolkit} pinned at first sight: {_tool_names(w.d('pins')) or 'none'} "
+        f"(pin {str(w.d('digest'))[:12]})"
+    )
+
+
+def _tools_changed(w: _Words) -> str:
+    said = [
+        f"{word}: {_tool_names(w.d(word))}"
+        for word in ("changed", "added", "removed")
+        if _tool_names(w.d(word))
+    ]
+    said_all = "; ".join(said)
+    return f"tools of {w.toolkit} differ from their pin, withheld until accepted ({said_all})"
+
+
+def _tools_accepted(w: _Words) -> str:
+    return f"tools of {w.toolkit} accepted as they are now: {_tool_names(w.d('accepted'))}"
+
+
 def _backup_restored(w: _Words) -> str:
     seq = w.d("backup_seq")
     ends = f"its chain ends at event {seq}" if seq is not None else "its chain is empty"
@@ -374,6 +399,9 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     ).replace("  ", " "),
     AuditAction.ALLOWANCE_SET: _allowance_set,
     AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
+    AuditAction.TOOLS_PINNED: _tools_pinned,
+    AuditAction.TOOLS_CHANGED: _tools_changed,
+    AuditAction.TOOLS_ACCEPTED: _tools_accepted,
     AuditAction.VAULT_INITIALIZED: _initialized,
     AuditAction.VAULT_KEY_ADDED: _key_added,
     AuditAction.VAULT_KEY_ROTATED: _rotated,

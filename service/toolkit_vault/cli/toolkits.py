@@ -19,6 +19,7 @@ from toolkit_vault.bootstrap import open_store, open_vault
 from toolkit_vault.cli.ids import resolve_session
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
+from toolkit_vault.cli.toolkit_tools import tools
 from toolkit_vault.core.templates import skeleton_of
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -49,7 +50,10 @@ __all__ = ["toolkits"]
 @click.group(short_help="Registered toolkits: list, show, import, remove.")
 def toolkits() -> None:
     """Registered toolkits: list them, show one's fields and secret marks, import MCP
-    servers as toolkits, remove an import."""
+    servers as toolkits, remove an import, accept an imported server's changed tools."""
+
+
+toolkits.add_command(tools)
 
 
 @toolkits.command(
@@ -229,6 +233,8 @@ def toolkits_template(name: str, fmt: str) -> None:
         "toolkit-vault toolkits import https://registry.example/v0/servers",
         "toolkit-vault toolkits import server.json --oauth-client-id my-client-id",
         "toolkit-vault toolkits import server.json --no-discover   # no network",
+        "toolkit-vault toolkits import mcp.json --dry-run   # report; store nothing",
+        "toolkit-vault toolkits import mcp.json --replace   # over another source's",
     ),
 )
 @click.argument("source")
@@ -238,6 +244,13 @@ def toolkits_template(name: str, fmt: str) -> None:
 @click.option("--secret", multiple=True, metavar="[SERVER:]FIELD", help="Mark a field secret.")
 @click.option("--public", multiple=True, metavar="[SERVER:]FIELD", help="Mark a field public.")
 @click.option("--strict", is_flag=True, help="All or nothing: any unusable server refuses all.")
+@click.option(
+    "--replace",
+    "replace_source",
+    is_flag=True,
+    help="Replace a toolkit imported under the same name from another source (audited).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the report; store nothing.")
 @click.option(
     "--no-discover",
     is_flag=True,
@@ -274,6 +287,8 @@ def toolkits_import(
     secret: tuple[str, ...],
     public: tuple[str, ...],
     strict: bool,
+    replace_source: bool,
+    dry_run: bool,
     no_discover: bool,
     oauth_client_id: str | None,
     allow_private: bool,
@@ -285,7 +300,9 @@ def toolkits_import(
     Reads a server.json, a registry listing or a JSON list of server.json, a bundle
     manifest.json, a Claude Desktop or VS Code config (JSONC) or a VS Code settings.json,
     at most 16 MiB. Each server becomes one toolkit; one that cannot be imported is skipped
-    with its reason (exit 0 when any was imported). A remote server whose protected resource
+    with its reason (exit 0 when any was imported): a name taken by a built-in or plugin
+    toolkit, or differing from a registered one's in case only, or imported from another
+    source (unless --replace). A remote server whose protected resource
     metadata (RFC 9728) names an authorization server gets `x-oauth` (docs/oauth.md).
     """
     selection = Selection(
@@ -308,6 +325,8 @@ def toolkits_import(
             discovery=DiscoveryOptions(
                 not no_discover, oauth_client_id, public_url, allow_private=allow_private
             ),
+            replace_source=replace_source,
+            dry_run=dry_run,
         )
     except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
         if as_json and exc.report is not None:
@@ -316,6 +335,13 @@ def toolkits_import(
     click.echo(
         json.dumps(report.as_json(), indent=2) if as_json else "\n".join(report_lines(report))
     )
+    for entry in report.toolkits:
+        if entry.replaced_digest is not None:
+            click.echo(
+                f"toolkit-vault: note: {printable(entry.name)} replaced the toolkit imported "
+                f"from another source ({entry.replaced_digest})",
+                err=True,
+            )
     for warning in report.warnings:
         click.echo(f"toolkit-vault: WARNING: {warning.message}", err=True)
     for message in oauth_warnings(report):

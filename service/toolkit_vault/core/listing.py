@@ -194,6 +194,13 @@ def served_tools(instance: object) -> Mapping[str, Tool] | None:
     return served() if callable(served) else None
 
 
+def withheld_tools(instance: object) -> frozenset[str]:
+    """The tools a live imported server lists that its pin withholds (`toolkits.tool_pins`:
+    changed or added since it was pinned, not accepted by an operator)."""
+    withheld = getattr(instance, "withheld_tools", None)
+    return withheld() if callable(withheld) else frozenset()
+
+
 def _info(
     toolkit: RegisteredToolkit, name: str, served: Mapping[str, Tool] | None = None
 ) -> ToolInfo:

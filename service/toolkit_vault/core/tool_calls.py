@@ -20,7 +20,7 @@ from typing import NoReturn
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
-from toolkit_vault.core.listing import served_tools
+from toolkit_vault.core.listing import served_tools, withheld_tools
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
 from toolkit_vault.plugin import ToolResult, answers_calls
@@ -194,6 +194,10 @@ def _input_schema(toolkit: RegisteredToolkit, instance: object, tool_name: str) 
     """The schema a call's arguments are checked against: the live server's own for an
     imported server (`toolkits.served`), else the one its toolkit declares."""
     served = served_tools(instance)
+    if served is not None and tool_name in withheld_tools(instance):
+        raise CallRefused(
+            "not_accepted", "the server changed this tool since it was pinned: not accepted yet"
+        )
     if (toolkit.tool(tool_name) if served is None else served.get(tool_name)) is None:
         raise CallRefused("unknown_tool", "the toolkit has no such tool")
     try:

@@ -34,7 +34,7 @@ from toolkit_vault.audit.verify import AuditReport
 from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
-from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING, _info
+from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING, _info, served_tools
 from toolkit_vault.core.oauth_tokens import OAuthTokens
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import IntakeOffer, TokenSource
@@ -199,13 +199,18 @@ class Vault(ToolCalling):
         credential), and which toolkits are configured. The same allow-list as `tool/list`."""
         configured = self._configured(principal, session_id)
         allowance = self.allowance(principal.principal_id)
-        tools = [
-            _info(toolkit, tool)
-            for toolkit in self.registry.all()
-            for tool in toolkit.definition.tools
-            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
-            and tool not in self.instances.unavailable(session_id, toolkit.definition.name)
-        ]
+        tools = []
+        for toolkit in self.registry.all():
+            name = toolkit.definition.name
+            # a configured imported server lists its own tools, less those its pin withholds
+            served = served_tools(self.instances.instance(session_id, name))
+            listed = toolkit.definition.tools if served is None else list(served)
+            tools += [
+                _info(toolkit, tool, served)
+                for tool in listed
+                if (allowance is None or allowance.permits(name, tool))
+                and tool not in self.instances.unavailable(session_id, name)
+            ]
         return tools, configured
 
     def live_scopes(self) -> set[tuple[str, str]]:

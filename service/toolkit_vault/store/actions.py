@@ -69,6 +69,12 @@ class AuditAction(StrEnum):
     # again), kept as these events alone (the verified chain's `ChainState.allowances`).
     ALLOWANCE_SET = "allowance_set"
     ALLOWANCE_REMOVED = "allowance_removed"
+    # An imported server's tools: the first list pinned (per toolkit and definition), a
+    # later list's changed or added tools seen (withheld), and an operator's acceptance of
+    # them, kept as these events alone (the verified chain's `ChainState.tool_pins`).
+    TOOLS_PINNED = "tools_pinned"
+    TOOLS_CHANGED = "tools_changed"
+    TOOLS_ACCEPTED = "tools_accepted"
 
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"

@@ -68,6 +68,20 @@ def allowed_of(details: Mapping[str, Any]) -> Allowed:
     )
 
 
+_TOOL_PIN_ACTIONS = (
+    AuditAction.TOOLS_PINNED,
+    AuditAction.TOOLS_CHANGED,
+    AuditAction.TOOLS_ACCEPTED,
+)
+
+
+def digests_of(value: Any) -> dict[str, str]:
+    """A pin as an event holds it (tool name -> hex digest); anything else left out."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {n: d for n, d in value.items() if isinstance(n, str) and isinstance(d, str)}
+
+
 def details_of(details: Any) -> dict[str, Any]:
     """An event's details as stored (JSON text) or given (a dict); {} for anything else."""
     if isinstance(details, Mapping):
@@ -101,6 +115,11 @@ class ChainState:
         # principal id -> what it may call, for a principal an operator narrowed (absent:
         # not narrowed, it may call every tool configured for it; `access.allowances`)
         self.allowances: dict[str, Allowed] = {}
+        # (toolkit, package digest) -> tool -> the digest trusted: the first list of an
+        # imported server, then what an operator accepted (`toolkits.tool_pins`)
+        self.tool_pins: dict[tuple[str, str], dict[str, str]] = {}
+        # (toolkit, package digest) -> tool -> a digest a later list showed, not accepted yet
+        self.tool_changes: dict[tuple[str, str], dict[str, str]] = {}
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -152,6 +171,8 @@ class ChainState:
             self.allowances[details["principal_id"]] = allowed_of(details)
         elif action == AuditAction.ALLOWANCE_REMOVED:
             self.allowances.pop(str(details.get("principal_id")), None)
+        elif action in _TOOL_PIN_ACTIONS and toolkit and isinstance(details.get("package"), str):
+            self._apply_pins(action, (toolkit, details["package"]), details)
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):
@@ -165,6 +186,21 @@ class ChainState:
                         was and was.name, was and was.role, True, was and was.expires_at
                     )
                 self.principals[principal_id] = made
+
+    def _apply_pins(self, action: str, key: tuple[str, str], details: Mapping[str, Any]) -> None:
+        """The first pin of a server wins (two processes may both see it first); a change
+        seen waits for an operator; an acceptance moves the pin. Fails closed: an entry
+        that is not (name, digest) is left out, so a malformed event can only withhold."""
+        if action == AuditAction.TOOLS_PINNED:
+            self.tool_pins.setdefault(key, digests_of(details.get("pins")))
+        elif action == AuditAction.TOOLS_CHANGED:
+            self.tool_changes.setdefault(key, {}).update(digests_of(details.get("seen")))
+        else:
+            accepted = digests_of(details.get("accepted"))
+            self.tool_pins.setdefault(key, {}).update(accepted)
+            waiting = self.tool_changes.get(key, {})
+            for name in accepted:
+                waiting.pop(name, None)
 
     def pointer(self, scope: str, toolkit: str) -> int | None:
         """The version the chain makes current for (scope, toolkit); None: none is."""

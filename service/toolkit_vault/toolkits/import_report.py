@@ -61,6 +61,8 @@ class ImportedEntry:
     marks: tuple[FieldMark, ...] = ()
     source_name: str = ""  # its name in the input, when --rename changed it
     oauth: dict[str, Any] | None = None  # a remote server's OAuth discovery (remote_oauth)
+    # the digest of another source's toolkit this one replaced (`--replace`), else None
+    replaced_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class ImportReport:
     diagnostics: tuple[ImportDiagnostic, ...]
     warnings: tuple[ArgvWarning, ...]
     skipped: tuple[SkippedServer, ...] = ()
+    dry_run: bool = False  # `--dry-run`: what an import would do; nothing was stored
 
     def as_json(self) -> dict[str, Any]:
         """The stable `toolkits import --json` shape (docs/imports.md): names and digests only."""
@@ -107,9 +110,11 @@ class ImportReport:
                     "classification": [m.as_json() for m in t.marks],
                     "renamed_from": t.source_name if t.source_name != t.name else None,
                     "oauth": t.oauth,
+                    "replaced_digest": t.replaced_digest,
                 }
                 for t in self.toolkits
             ],
+            "dry_run": self.dry_run,
             "skipped_servers": self.skipped_servers,
             "skipped": [
                 {"name": s.name, "code": s.code, "scope": s.scope, "message": s.message}
@@ -161,7 +166,12 @@ def report_lines(report: ImportReport) -> list[str]:
     lines = []
     for t in report.toolkits:
         renamed = f" (from {printable(t.source_name)})" if t.source_name != t.name else ""
-        lines.append(f"{t.outcome} {printable(t.name)}{renamed} ({t.strategy}, {t.digest})")
+        outcome = f"would be {t.outcome}:" if report.dry_run else t.outcome
+        lines.append(f"{outcome} {printable(t.name)}{renamed} ({t.strategy}, {t.digest})")
+        if t.replaced_digest is not None:
+            lines.append(
+                f"  replaces the toolkit imported from another source ({t.replaced_digest})"
+            )
         for m in t.marks:
             mark = "secret" if m.secret else "public"
             lines.append(f"  {mark} {m.field}: {printable(m.reason)}")
@@ -177,6 +187,8 @@ def report_lines(report: ImportReport) -> list[str]:
     notes = [d for d in report.diagnostics if d.code not in {s.code for s in report.skipped}]
     for d in notes:
         lines.append(f"  note: {d.code} at {printable(d.scope)}: {printable(d.message)}")
+    if report.dry_run:
+        lines.append("dry run: nothing was stored")
     return lines
 
 

@@ -10,10 +10,12 @@ schema where one is written) is stored beside the definition (`x-tools`, MCP's t
 after the same checks as a plugin's declarations; the toolkit lists those tools and answers
 no call.
 
-An input imports server by server: a server whose name is taken by a built-in or entry-point
-toolkit, is too long, repeats another's, or does not compile is skipped with its reason and
-the rest go in; with `strict` any such server refuses the whole input. Re-importing an
-identical definition writes nothing; a changed one replaces the stored one. `remove` deletes
+An input imports server by server: a server whose name is taken (`import_names`: by a
+built-in or entry-point toolkit, by any toolkit in another case, by another source's import
+unless replacing), is too long, repeats another's, or does not compile is skipped with its
+reason and the rest go in; with `strict` any such server refuses the whole input.
+Re-importing an identical definition writes nothing; one of the same source changed
+replaces the stored one; a dry run writes nothing at all. `remove` deletes
 one and ends every session's current config of it. The statements on `imported_toolkits`
 live in `store.imports` (and `Store.append_version`'s check that a configure's import is
 still there), each write sharing one transaction with its audit event (`toolkit_imported`,
@@ -50,6 +52,8 @@ from toolkit_vault.store.integrity import IMPORTED
 from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.reconcile import imported_as_audited
 from toolkit_vault.store.storage import Store
+from toolkit_vault.toolkits.import_names import Skip as _Skip
+from toolkit_vault.toolkits.import_names import check_name
 from toolkit_vault.toolkits.import_report import (
     ArgvWarning,
     FieldMark,
@@ -58,6 +62,7 @@ from toolkit_vault.toolkits.import_report import (
     ImportReport,
 )
 from toolkit_vault.toolkits.registry import (
+    RegisteredToolkit,
     SourceKind,
     ToolkitFactory,
     ToolkitRegistry,
@@ -75,6 +80,7 @@ from toolkit_vault.toolkits.remote_oauth import (
 )
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
+from toolkit_vault.toolkits.tool_pins import ToolPins, package_of
 
 __all__ = [
     "MAX_IMPORT_BYTES",
@@ -132,12 +138,6 @@ class Removed:
     unconfigured_sessions: tuple[str, ...]
 
 
-class _Skip(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
 def _refuse(message: str, report: ImportReport | None = None) -> PackageRefused:
     return PackageRefused(f"package refused: {message}", report)
 
@@ -151,9 +151,15 @@ def _why_none(skipped: Sequence[SkippedServer]) -> str:
 
 
 def _plan(
-    chosen: Selected, fmt: str, registry: ToolkitRegistry, found: Discovery | None = None
+    chosen: Selected,
+    fmt: str,
+    taken: Mapping[str, RegisteredToolkit],
+    found: Discovery | None = None,
+    *,
+    replace_source: bool = False,
 ) -> _Plan:
-    """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve."""
+    """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve.
+    `taken`: the registered toolkits by case-folded name."""
     server = chosen.server
     if found is not None and found.status == "refused":
         raise _Skip("oauth_refused", f"OAuth discovery: {found.reason}")
@@ -162,13 +168,8 @@ def _plan(
     name = str(definition_fields["name"])
     if len(name) > MAX_NAME_CHARS:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
-    if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
-        source = registry.get(name).source
-        raise _Skip(
-            "name_taken",
-            f"the name is taken by the {source} toolkit: rename it with "
-            f"--rename {name[:80]}=NEW-NAME",
-        )
+    digest = str(definition_fields["schema"]["x-toolkit-package"]["digest"])
+    replaced = check_name(name, digest, chosen, fmt, taken, replace_source)
     try:
         definition = coerce_definition(definition_fields)
         schema = compile_schema(definition.config_schema)
@@ -202,6 +203,7 @@ def _plan(
         marks=marks,
         source_name=chosen.source_name,
         oauth=found.as_json() if found is not None else None,
+        replaced_digest=replaced,
     )
     overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
     return _Plan(entry, canonical_json(definition_fields).decode(), fmt, overrides)
@@ -225,6 +227,8 @@ def _definition(plan: _Plan) -> ImportedDefinition:
         "renamed_from": entry.source_name if entry.source_name != entry.name else None,
         "oauth": entry.oauth if entry.oauth and entry.oauth.get("issuer") else None,
     }
+    if entry.replaced_digest is not None:  # `--replace`: another source's toolkit replaced
+        details["replaced_source"] = entry.replaced_digest
     return ImportedDefinition(
         entry.name, plan.text, entry.digest, entry.strategy, plan.format, details
     )
@@ -267,15 +271,20 @@ def _planned(
     registry: ToolkitRegistry,
     strict: bool,
     discovered: list[Discovery | None],
+    replace_source: bool = False,
 ) -> tuple[list[_Plan], list[SkippedServer]]:
     plans: list[_Plan] = []
     skipped: list[SkippedServer] = []
     names: set[str] = set()
+    taken = {t.definition.name.casefold(): t for t in registry.all()}
     for item, found in zip(chosen, discovered, strict=True):
         try:
-            if item.server.name in names:
-                raise _Skip("duplicate_name", "another server of this input has the same name")
-            plan = _plan(item, fmt, registry, found)
+            if item.server.name.casefold() in names:
+                raise _Skip(
+                    "duplicate_name",
+                    "another server of this input has the same name (ignoring case)",
+                )
+            plan = _plan(item, fmt, taken, found, replace_source=replace_source)
         except _Skip as exc:
             if strict:
                 raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
@@ -283,7 +292,7 @@ def _planned(
                 SkippedServer(item.server.name, exc.code, item.server.location, exc.message)
             )
             continue
-        names.add(plan.entry.name)
+        names.add(plan.entry.name.casefold())
         plans.append(plan)
     return plans, skipped
 
@@ -297,8 +306,15 @@ def import_package(
     *,
     strict: bool = False,
     discovery: DiscoveryOptions | None = None,
+    replace_source: bool = False,
+    dry_run: bool = False,
 ) -> ImportReport:
     """Import the servers of `data` the user selected; refresh `registry` after.
+
+    A name already imported from another source is skipped (`name_imported`) unless
+    `replace_source`, which replaces it and says so (`replaced_digest`, audited as
+    `replaced_source`). `dry_run` plans and reports as an import would, and writes nothing
+    (OAuth discovery still asks the servers, with `discovery`).
 
     With `discovery`, each remote server's OAuth metadata is read first (`remote_oauth`):
     its toolkit may gain `x-oauth`, be imported with a warning, or be skipped with its
@@ -329,7 +345,7 @@ def import_package(
     discovered: list[Discovery | None] = (
         _discovered(chosen, data, registry, discovery) if discovery else [None] * len(chosen)
     )
-    plans, unusable = _planned(chosen, result.format, registry, strict, discovered)
+    plans, unusable = _planned(chosen, result.format, registry, strict, discovered, replace_source)
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
         refused = ImportReport(
@@ -342,8 +358,11 @@ def import_package(
             skipped=skipped,
         )
         raise _refuse(f"no_servers: no server could be imported: {_why_none(skipped)}", refused)
-    outcomes: list[ImportOutcome] = write_imported(store, [_definition(p) for p in plans], actor)
-    registry.load_imported(stored_toolkits(store))
+    if dry_run:
+        outcomes = _would_be(store, plans)
+    else:
+        outcomes = write_imported(store, [_definition(p) for p in plans], actor)
+        registry.load_imported(stored_toolkits(store))
     return ImportReport(
         format=result.format,
         input_sha256=result.input_sha256,
@@ -355,7 +374,22 @@ def import_package(
         diagnostics=result.diagnostics,
         warnings=tuple(w for item in chosen for w in _warnings(item.server)),
         skipped=skipped,
+        dry_run=dry_run,
     )
+
+
+def _would_be(store: Store, plans: Sequence[_Plan]) -> list[ImportOutcome]:
+    """What `write_imported` would make of each plan, read and nothing written."""
+    rows, _ = imported_rows(store, with_state=False)
+    stored = {row["name"]: row["definition"] for row in rows}
+    return [
+        "imported"
+        if plan.entry.name not in stored
+        else "unchanged"
+        if stored[plan.entry.name] == plan.text
+        else "replaced"
+        for plan in plans
+    ]
 
 
 def remove_toolkit(store: Store, registry: ToolkitRegistry, name: str, actor: str) -> Removed:
@@ -399,10 +433,11 @@ def stored_toolkits(
             log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
         command = launch_of(definition)
+        pins = ToolPins(store, name, package_of(definition))  # its server's tools, pinned
         factory: ToolkitFactory = (
             partial(PackageToolkit, definition, tools)
             if command is None
-            else partial(ServedToolkit, definition, tools, command)
+            else partial(ServedToolkit, definition, tools, command, pins)
         )
         found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found

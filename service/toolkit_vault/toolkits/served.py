@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHost
+from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHost, pin_tools
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
@@ -53,6 +53,7 @@ from toolkit_vault.toolkits.server_processes import (
     Status,
     use_limits,
 )
+from toolkit_vault.toolkits.tool_pins import ToolPins
 
 __all__ = [
     "SANDBOX_ENV",
@@ -158,11 +159,27 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
     return found
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """One `tools/list` of the server, taken whole: its tools, each one's pin digest and
+    compiled input schema (swapped as one, so a reader never pairs one list's tools with
+    another's digests), and the list they were made of."""
+
+    tools: Mapping[str, Tool]
+    digests: Mapping[str, str]
+    schemas: Mapping[str, CompiledSchema]
+    source: tuple[ToolDescription, ...] | None = None
+
+
 class ServedToolkit:
     """The instance of an imported local server (see the module)."""
 
     def __init__(
-        self, definition: ToolkitDefinition, tools: Sequence[object], command: Mapping[str, Any]
+        self,
+        definition: ToolkitDefinition,
+        tools: Sequence[object],
+        command: Mapping[str, Any],
+        pins: ToolPins | None = None,
     ) -> None:
         self.definition = definition
         self.tools = tuple(tools)  # what the package declared; the server's own replace them
@@ -175,9 +192,9 @@ class ServedToolkit:
         self._adopted: Started | None = None
         self._notify: Notify | None = None
         self._ended = False  # let go of (stopped, retired): it never starts a server again
-        self._listed: tuple[ToolDescription, ...] | None = None  # what `_served` was made of
-        self._schemas: dict[str, CompiledSchema] = {}
-        self._served: dict[str, Tool] = {}
+        self._listed = _Listed({}, {}, {})
+        self._pins = pins  # None: nothing pins its tools (a listing without the store)
+        self._relisting = threading.Lock()
 
     def initialize(self, config: dict[str, Any]) -> None:
         """Take the config's variables for the server's environment. Nothing starts yet:
@@ -234,8 +251,26 @@ class ServedToolkit:
         self._held().ensure()
 
     def served_tools(self) -> Mapping[str, Tool]:
-        """The server's own tools (its last `tools/list`), by name. The first need starts it;
-        one that stopped (idle) is not started again for a list: its tools are remembered."""
+        """The server's own tools (its last `tools/list`, following its list changes), by
+        name, but those its pin withholds (`tool_pins`: changed or added since, not
+        accepted). The first need starts it; one that stopped (idle) is not started again
+        for a list: its tools are remembered."""
+        listed = self._current()
+        withheld = self._withheld(listed)
+        if not withheld:
+            return listed.tools
+        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
+
+    def withheld_tools(self) -> frozenset[str]:
+        """The tools the server lists that its pin withholds until an operator accepts them."""
+        return self._withheld(self._current())
+
+    def _withheld(self, listed: _Listed) -> frozenset[str]:
+        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
+
+    def _current(self) -> _Listed:
+        """The served tools of the process's last list, taken (and shown to the pin) when
+        the list changed since."""
         try:
             process = self._held()
             if process.tools is None and process.state == "stopped":
@@ -243,17 +278,18 @@ class ServedToolkit:
         except ServerRefused as refused:
             log.warning("%s", refused.message)
             if self._process is None:
-                return {}
+                return self._listed
             process = self._process
-        listed = process.tools
-        if listed is not None and listed is not self._listed:
-            self._schemas, self._served, self._listed = {}, {}, listed
-            self._take_tools(listed)
-        return self._served
+        described = process.tools
+        if described is not None and described is not self._listed.source:
+            with self._relisting:
+                if described is not self._listed.source:
+                    self._take_tools(described)
+        return self._listed
 
     def input_schema(self, name: str) -> CompiledSchema:
         """A served tool's compiled input schema (KeyError for another name)."""
-        return self._schemas[name]
+        return self._listed.schemas[name]
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
         process = self._held()
@@ -309,14 +345,24 @@ class ServedToolkit:
     def _launch(self, process: ServerProcess) -> Started:
         return _start(self, process, START_TIMEOUT)
 
-    def _take_tools(self, described: Sequence[ToolDescription]) -> None:
+    def _take_tools(self, described: tuple[ToolDescription, ...]) -> None:
+        """(Under `_relisting`.) A `tools/list` of the server becomes its served tools,
+        swapped in whole (a tool it no longer lists goes); the list is shown to its pin
+        first (`ToolPins.see`: pinned at first sight, a change audited)."""
+        schemas: dict[str, CompiledSchema] = {}
+        kept: list[ToolDescription] = []
         for tool in described:
             try:
-                self._schemas[tool.name] = compile_schema(tool.input_schema)
+                schemas[tool.name] = compile_schema(tool.input_schema)
             except SchemaRefused as exc:
                 log.warning("a tool of %s is left out: %s", self.label, exc.message)
                 continue
-            self._served[tool.name] = Tool(tool.name, tool.description, tool.input_schema)
+            kept.append(tool)
+        digests = pin_tools(kept)
+        if self._pins is not None:
+            self._pins.see(digests)
+        served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
+        self._listed = _Listed(served, digests, schemas, described)
 
 
 _UNBOUND = ServerProcesses()  # instances no sync named a process for: each its own

@@ -15,6 +15,7 @@ RefusalReason = Literal[
     "not_configured",  # no current config for the session or its principal
     "unknown_tool",  # the toolkit has no such tool, or its status named it unavailable
     "not_allowed",  # an operator narrowed this principal to other toolkits or tools
+    "not_accepted",  # an imported server changed (or added) this tool since it was pinned
     "invalid_arguments",  # the arguments do not match the tool's input schema
     "too_large",  # arguments or result over their limits
     "busy",  # the principal's call rate, or the instance's concurrency, is spent

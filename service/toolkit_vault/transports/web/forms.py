@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from toolkit_package.labels import readable
 from toolkit_vault.schema.values import pointer, pointer_tokens
 
 __all__ = ["Field", "build_fields", "leaves", "readable"]
@@ -33,31 +33,6 @@ _SCALARS: dict[str, Kind] = {
 }
 _COMBINERS = ("anyOf", "oneOf", "allOf", "not", "if", "patternProperties", "$dynamicRef")
 _INPUT_TYPES = {"email": "email", "uri": "url", "iri": "url", "date": "date"}
-
-
-_ACRONYMS = {
-    "api", "aws", "cpu", "db", "dns", "gcp", "gpu", "http", "https", "id", "ip", "json",
-    "jwt", "llm", "mcp", "oauth", "sql", "ssh", "ssl", "tls", "ttl", "ui", "uri", "url",
-    "uuid", "smtp", "imap", "s3", "sso", "pat",
-}  # fmt: skip
-_SPELLED = {"oauth": "OAuth"}
-_WORD = re.compile(r"[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+")
-
-
-def readable(name: str) -> str:
-    """A property name made readable: `--host` -> "Host", `SSL_MODE` -> "SSL mode",
-    `apiKey` -> "API key"; a name with no letters stays as it is."""
-    words = _WORD.findall(name)
-    if not words:
-        return name
-    shown = []
-    for index, word in enumerate(words):
-        low = word.lower()
-        if low in _ACRONYMS:
-            shown.append(_SPELLED.get(low, low.upper()))
-        else:
-            shown.append(low.capitalize() if index == 0 else low)
-    return " ".join(shown)
 
 
 def _order(properties: Mapping[str, Any]) -> list[str]:
@@ -200,7 +175,7 @@ def _group(
             Field(
                 pointer=pointer(here),
                 path=here,
-                label=str(child.get("title") or readable(name)),
+                label=_label(name, child),
                 kind=kind,
                 required=name in required,
                 secret=secret and kind != "group",
@@ -216,6 +191,20 @@ def _group(
             )
         )
     return tuple(sorted(fields, key=lambda field: field.secret))  # secret fields together, last
+
+
+def _label(name: str, prop: Mapping[str, Any]) -> str:
+    """The field's `title`, else its name made readable; a title that is only the raw input
+    name an older import copied there (`SSL_MODE`, `--host`; an HTTP header's name is its
+    own label) is made readable too."""
+    title = prop.get("title")
+    declared = prop.get("x-toolkit-input")
+    raw = None
+    if isinstance(declared, Mapping) and declared.get("kind") != "header":
+        raw = declared.get("name")
+    if isinstance(title, str) and title and title != raw:
+        return title
+    return readable(title if isinstance(title, str) and title else name)
 
 
 def leaves(fields: Sequence[Field]) -> Iterator[Field]:
