@@ -186,6 +186,7 @@ def test_a_description_changed_between_starts_is_withheld_until_accepted(
 
 def test_an_added_tool_is_withheld_and_a_removed_one_simply_goes(pinned_vault: Vault) -> None:
     conn = configured(pinned_vault, "first")
+    assert "noop" in listed(conn)  # the server starts at its first need: first sight
     configured(pinned_vault, "with-extra", conn)
     tools = listed(conn)
     assert "extra" not in tools and "noop" not in tools  # added; changed (its note)
@@ -218,6 +219,7 @@ def test_accept_on_the_command_line_reaches_the_running_vault(
     pinned_vault: Vault, cli_env: dict[str, str]
 ) -> None:
     conn = configured(pinned_vault, "first")
+    assert "noop" in listed(conn)  # the server starts at its first need: first sight
     configured(pinned_vault, "second", conn)
     assert "noop" not in listed(conn)
     with pytest.raises(VaultError, match="only an imported server"):
