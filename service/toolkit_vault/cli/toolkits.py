@@ -252,6 +252,12 @@ def toolkits_template(name: str, fmt: str) -> None:
     "NAT64-mapped addresses (refused by default: a package names them, not you).",
 )
 @click.option(
+    "--allow-secret-argv",
+    is_flag=True,
+    help="Run packages whose published command line carries a secret field (refused by "
+    "default: argv is visible to every local user); audited.",
+)
+@click.option(
     "--public-url",
     metavar="URL",
     default=DEFAULT_PUBLIC_URL,
@@ -271,6 +277,7 @@ def toolkits_import(
     no_discover: bool,
     oauth_client_id: str | None,
     allow_private: bool,
+    allow_secret_argv: bool,
     public_url: str,
     as_json: bool,
 ) -> None:
@@ -302,6 +309,7 @@ def toolkits_import(
             discovery=DiscoveryOptions(
                 not no_discover, oauth_client_id, public_url, allow_private=allow_private
             ),
+            allow_secret_argv=allow_secret_argv,
         )
     except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
         if as_json and exc.report is not None:

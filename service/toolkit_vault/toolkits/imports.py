@@ -3,8 +3,9 @@
 `toolkits import` turns every server an input holds into one toolkit whose schema marks each
 secret input `writeOnly` (classified fail-closed, with its reason), so `toolkit/configure`
 encrypts it like any other secret. The definitions live in the database (`imported_toolkits`),
-so every process and replica registers them at `open_vault`. Nothing here runs anything: the
-vault does not launch MCP servers, so an imported toolkit's initializer accepts its config.
+so every process and replica registers them at `open_vault`. Nothing here runs anything: a
+local server whose launch was kept (a client config's command, a registry package's recipe)
+is run by `served` once configured; any other imported toolkit's initializer accepts its config.
 What a package says of its tools beyond their names (an MCPB bundle's descriptions, an input
 schema where one is written) is stored beside the definition (`x-tools`, MCP's tool shape)
 after the same checks as a plugin's declarations; the toolkit lists those tools and answers
@@ -73,6 +74,8 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
+from toolkit_vault.toolkits.launches import allow_secret_argv as allow_argv
+from toolkit_vault.toolkits.launches import secret_argv_fields
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
@@ -106,7 +109,7 @@ TOOLS_KEY = "x-tools"  # the stored definition's declared tools; the spec's fiel
 
 
 class PackageToolkit:
-    """An imported toolkit's plugin. The vault keeps the config and launches nothing."""
+    """An imported toolkit the vault does not run: it keeps the config and launches nothing."""
 
     def __init__(self, definition: ToolkitDefinition, tools: Sequence[object] = ()) -> None:
         self.definition = definition
@@ -123,6 +126,7 @@ class _Plan:
     text: str  # canonical JSON of the definition, as stored
     format: str
     overrides: tuple[dict[str, Any], ...]
+    secret_argv: tuple[str, ...] = ()  # secret fields on its command line, allowed (audited)
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,11 @@ def _why_none(skipped: Sequence[SkippedServer]) -> str:
 
 
 def _plan(
-    chosen: Selected, fmt: str, registry: ToolkitRegistry, found: Discovery | None = None
+    chosen: Selected,
+    fmt: str,
+    registry: ToolkitRegistry,
+    found: Discovery | None = None,
+    allow_secret_argv: bool = False,
 ) -> _Plan:
     """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve."""
     server = chosen.server
@@ -160,6 +168,9 @@ def _plan(
     imported = to_toolkit_definition(server, fmt)
     definition_fields = with_oauth(imported.definition, found) if found else imported.definition
     name = str(definition_fields["name"])
+    secret_argv = secret_argv_fields(definition_fields["schema"])
+    if (refused := allow_argv(definition_fields, allow_secret_argv)) is not None:
+        raise _Skip("secret_in_argv", refused)
     if len(name) > MAX_NAME_CHARS:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
     if name in registry and registry.get(name).source.kind is not SourceKind.PACKAGE:
@@ -204,7 +215,8 @@ def _plan(
         oauth=found.as_json() if found is not None else None,
     )
     overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
-    return _Plan(entry, canonical_json(definition_fields).decode(), fmt, overrides)
+    text = canonical_json(definition_fields).decode()
+    return _Plan(entry, text, fmt, overrides, tuple(secret_argv))
 
 
 def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
@@ -225,6 +237,8 @@ def _definition(plan: _Plan) -> ImportedDefinition:
         "renamed_from": entry.source_name if entry.source_name != entry.name else None,
         "oauth": entry.oauth if entry.oauth and entry.oauth.get("issuer") else None,
     }
+    if plan.secret_argv:  # the operator allowed secrets on its command line
+        details["secret_argv_allowed"] = list(plan.secret_argv)
     return ImportedDefinition(
         entry.name, plan.text, entry.digest, entry.strategy, plan.format, details
     )
@@ -267,6 +281,7 @@ def _planned(
     registry: ToolkitRegistry,
     strict: bool,
     discovered: list[Discovery | None],
+    allow_secret_argv: bool = False,
 ) -> tuple[list[_Plan], list[SkippedServer]]:
     plans: list[_Plan] = []
     skipped: list[SkippedServer] = []
@@ -275,7 +290,7 @@ def _planned(
         try:
             if item.server.name in names:
                 raise _Skip("duplicate_name", "another server of this input has the same name")
-            plan = _plan(item, fmt, registry, found)
+            plan = _plan(item, fmt, registry, found, allow_secret_argv)
         except _Skip as exc:
             if strict:
                 raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
@@ -297,12 +312,16 @@ def import_package(
     *,
     strict: bool = False,
     discovery: DiscoveryOptions | None = None,
+    allow_secret_argv: bool = False,
 ) -> ImportReport:
     """Import the servers of `data` the user selected; refresh `registry` after.
 
     With `discovery`, each remote server's OAuth metadata is read first (`remote_oauth`):
     its toolkit may gain `x-oauth`, be imported with a warning, or be skipped with its
     reason. Without it, nothing goes over the network.
+
+    A package the vault would run with a secret field on its command line is skipped
+    (`secret_in_argv`) unless `allow_secret_argv` (audited in its `toolkit_imported`).
 
     Raises PackageRefused (a VaultError) naming the reason when nothing could be imported,
     when a choice names nothing in the input, or (with `strict`) when any server fails;
@@ -329,7 +348,9 @@ def import_package(
     discovered: list[Discovery | None] = (
         _discovered(chosen, data, registry, discovery) if discovery else [None] * len(chosen)
     )
-    plans, unusable = _planned(chosen, result.format, registry, strict, discovered)
+    plans, unusable = _planned(
+        chosen, result.format, registry, strict, discovered, allow_secret_argv
+    )
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
         refused = ImportReport(

@@ -34,11 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHandle, UpstreamHost
+from toolkit_vault.mcp_client import (
+    StdioServer,
+    ToolDescription,
+    UpstreamError,
+    UpstreamFailed,
+    UpstreamHandle,
+    UpstreamHost,
+)
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.launches import PACKAGES_ENV, ServerCheckFailed, build, is_launch
 
 __all__ = [
     "SANDBOX_ENV",
@@ -54,6 +62,7 @@ SERVERS_DIR_ENV = "TOOLKIT_VAULT_SERVERS_DIR"
 SERVER_BINDS_ENV = "TOOLKIT_VAULT_SERVER_BINDS"
 RUN_SERVERS_ENV = "TOOLKIT_VAULT_RUN_SERVERS"  # "off": imported servers' configs only stored
 START_TIMEOUT = 30.0  # launch to its tools listed
+VERIFY_TIMEOUT = 3.0  # a configure's check: within the credential checks' deadline (5 s)
 REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
 
@@ -71,6 +80,7 @@ class ServerSettings:
     read_only: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     run: bool = True
+    packages: tuple[Path, ...] = ()  # installed packages a server.json launch runs from
 
     @classmethod
     def from_environment(
@@ -84,6 +94,7 @@ class ServerSettings:
             read_only=tuple(Path(p) for p in binds.split(":") if p.strip()),
             hidden=tuple(hidden),
             run=_on(environ.get(RUN_SERVERS_ENV, "on")),
+            packages=tuple(Path(p) for p in environ.get(PACKAGES_ENV, "").split(":") if p.strip()),
         )
 
 
@@ -132,14 +143,7 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
         return None
     package = definition.config_schema.get("x-toolkit-package")
     found = package.get("launch") if isinstance(package, Mapping) else None
-    if not isinstance(found, Mapping):
-        return None
-    argv, env = found.get("argv"), found.get("env")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        return None
-    if not isinstance(env, Mapping) or not all(isinstance(f, str) for f in env.values()):
-        return None
-    return found
+    return found if is_launch(found) else None
 
 
 class ServedToolkit:
@@ -150,8 +154,7 @@ class ServedToolkit:
     ) -> None:
         self.definition = definition
         self.tools = tuple(tools)  # what the package declared; the server's own replace them
-        self._argv: list[str] = list(command["argv"])
-        self._env_fields: dict[str, str] = dict(command["env"])
+        self._command = command  # a client config's command, or a package's recipe
         self._handle: UpstreamHandle | None = None
         self._private: Path | None = None
         self._schemas: dict[str, CompiledSchema] = {}
@@ -160,26 +163,54 @@ class ServedToolkit:
     def initialize(self, config: dict[str, Any]) -> None:
         """Launch the server with the config's variables in its environment and list its
         tools; raises (nothing left running) when it cannot start."""
-        env = {var: _text(config[f]) for var, f in self._env_fields.items() if f in config}
-        secret = {v for var, v in env.items() if _is_secret(self.definition, self._env_fields[var])}
+        self._handle, self._private = self._start(config, START_TIMEOUT)
+        self._take_tools(self._handle.tools)
+
+    def verify(self, config: dict[str, Any]) -> None:
+        """The credential check of a configure (`core.verification`): start the server with
+        the candidate config and list its tools, then stop it. A server that does not
+        start, exits or breaks the protocol fails the check (nothing is stored); one still
+        starting near the check's deadline passes, and is reported in the log: a slow
+        start is not a wrong credential."""
+        try:
+            handle, private = self._start(config, VERIFY_TIMEOUT)
+        except (UpstreamFailed, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) or "no answer in time" in exc.message:
+                log.warning("imported server %s is slow to start: not checked", self.label)
+                return None
+            raise ServerCheckFailed(f"the server did not start or exited ({exc.reason})") from None
+        except UpstreamError as exc:
+            raise ServerCheckFailed(f"the server could not be used ({exc.reason})") from None
+        except VaultError as exc:  # refused before it started: launches, sandbox (no value)
+            raise ServerCheckFailed(f"the server cannot be started: {exc.message}") from None
+
+        def close() -> None:  # off the check's clock: the answer does not wait for it
+            handle.close()
+            shutil.rmtree(private, ignore_errors=True)
+
+        threading.Thread(target=close, name="mcp-server-checked", daemon=True).start()
+        return None
+
+    def _start(self, config: Mapping[str, Any], timeout: float) -> tuple[UpstreamHandle, Path]:
+        """Launch the server in a private directory of its own and open its session."""
         settings = _servers.settings
-        self._private = settings.private_root / uuid.uuid4().hex
+        built = build(self._command, self.definition, config, settings.packages)
+        private = settings.private_root / uuid.uuid4().hex
         settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
         policy = Confinement(
-            private_dir=self._private,
-            read_only=tuple(Bind(path) for path in settings.read_only),
+            private_dir=private,
+            read_only=tuple(Bind(path) for path in (*settings.read_only, *built.read_only)),
             hidden=settings.hidden,
         )
         try:
-            started = launch(self._argv, env, policy, sandbox=settings.sandbox)
+            started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)
             if not started.confined:
                 log.warning("imported server %s runs unconfined (the sandbox is off)", self.label)
-            server = StdioServer(self.label, started, partial_redact(secret))
-            self._handle = _servers.host.open(server, timeout=START_TIMEOUT)
+            server = StdioServer(self.label, started, partial_redact(set(built.secrets)))
+            return _servers.host.open(server, timeout=timeout), private
         except BaseException:
-            self._remove_private()
+            shutil.rmtree(private, ignore_errors=True)
             raise
-        self._take_tools(self._handle.tools)
 
     @property
     def label(self) -> str:
@@ -230,17 +261,6 @@ class ServedToolkit:
     def _remove_private(self) -> None:
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(value)
-
-
-def _is_secret(definition: ToolkitDefinition, field: str) -> bool:
-    properties = definition.config_schema.get("properties", {})
-    return bool(properties.get(field, {}).get("writeOnly"))
 
 
 def partial_redact(secrets: set[str]) -> Callable[[str], str]:

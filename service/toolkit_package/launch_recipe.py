@@ -1,0 +1,149 @@
+"""How to start a registry server.json package, as its publisher declared it: the package
+(registry, identifier, pinned version, runtime hint) and a recipe for its command line and
+environment in which every value a user fills is a reference to its input, never a value.
+
+A recipe part is one of:
+
+- ``{"text": "stdio"}``: a literal the publisher fixed (public metadata for all to read);
+- ``{"input": "NAME"}``: the value of the input NAME (``default`` when it has one);
+- ``{"template": "--token={token}", "inputs": ["token"]}``: a value with placeholders.
+
+An argument is a group of parts (``--port`` then its value) left out whole when an input it
+needs has no value and it is not required. A fixed value that classifies as a credential
+(a URL with a password in a published argument) makes no recipe: the vault would store a
+credential in clear, so such a package is only stored, never launched.
+
+The vault (`toolkits.launches`) turns the recipe into argv and environment with the
+stored config, after mapping each input name to its config field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from toolkit_package import placeholders
+from toolkit_package.argv import url_credential
+from toolkit_package.imported import ConfigInput
+
+__all__ = ["RUNNABLE_REGISTRIES", "package_recipe"]
+
+RUNNABLE_REGISTRIES = frozenset({"npm", "pypi"})
+
+
+class _NoRecipe(Exception):
+    """The package cannot be launched from its declaration (it is still imported)."""
+
+
+def _text(obj: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _value_part(
+    obj: dict[str, Any], value: str, name: str, fixed_secret: set[str]
+) -> dict[str, Any]:
+    """A published value: a literal, or a template whose fixed variables are filled now
+    (their values are public metadata) and whose other placeholders name inputs."""
+    if name in fixed_secret or url_credential(name) or url_credential(value):
+        raise _NoRecipe(name)
+    found = placeholders.names(value)
+    if not found:
+        return {"text": value}
+    variables = obj.get("variables") if isinstance(obj.get("variables"), dict) else {}
+    fixed: dict[str, str] = {}
+    for var in found:
+        declared = (variables or {}).get(var)
+        given = declared.get("value") if isinstance(declared, dict) else None
+        if isinstance(given, str):
+            if var in fixed_secret or url_credential(given):
+                raise _NoRecipe(var)
+            fixed[var] = given
+    return {"template": value, "inputs": [v for v in found if v not in fixed], "fixed": fixed}
+
+
+def _argument(arg: Any, index: int, fixed_secret: set[str]) -> dict[str, Any] | None:
+    if not isinstance(arg, dict):
+        raise _NoRecipe("argument")
+    kind = arg.get("type")
+    value = _text(arg, "value")
+    default = arg.get("default")
+    required = bool(arg.get("isRequired", arg.get("is_required", False)))
+    if kind == "named":
+        name = _text(arg, "name")
+        if not name:
+            raise _NoRecipe("argument")
+        head: list[dict[str, Any]] = [{"text": name}]
+    elif kind == "positional":
+        name = _text(arg, "valueHint", "value_hint") or f"argument-{index}"
+        head = []
+    else:
+        raise _NoRecipe("argument")
+    if value is not None:
+        return {"parts": [*head, _value_part(arg, value, name, fixed_secret)], "required": True}
+    part: dict[str, Any] = {"input": name}
+    if isinstance(default, str | int | float) and not isinstance(default, bool):
+        part["default"] = str(default)
+    return {"parts": [*head, part], "required": required}
+
+
+def _environment(entries: Any, fixed_secret: set[str]) -> dict[str, dict[str, Any]]:
+    env: dict[str, dict[str, Any]] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _NoRecipe("environment")
+        name = entry["name"]
+        value = _text(entry, "value")
+        if value is not None:
+            env[name] = _value_part(entry, value, name, fixed_secret)
+        else:
+            part: dict[str, Any] = {"input": name}
+            default = entry.get("default")
+            if isinstance(default, str | int | float) and not isinstance(default, bool):
+                part["default"] = str(default)
+            env[name] = part
+    return env
+
+
+def package_recipe(pkg: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
+    """The canonical JSON of a package's launch recipe, or "" when the vault cannot run it
+    (another registry than npm or PyPI, no pinned version, a transport other than stdio, a
+    credential fixed by the publisher)."""
+    registry = _text(pkg, "registryType", "registry_type", "registry_name") or ""
+    identifier = _text(pkg, "identifier", "name") or ""
+    version = _text(pkg, "version") or ""
+    transport = pkg.get("transport") if isinstance(pkg.get("transport"), dict) else {}
+    if registry not in RUNNABLE_REGISTRIES or not identifier or not version:
+        return ""
+    if (transport or {}).get("type", "stdio") != "stdio":
+        return ""
+    fixed_secret = {i.name for i in inputs if i.has_fixed_value and i.secret}
+    try:
+        runtime = [
+            _argument(a, i, fixed_secret)
+            for i, a in enumerate(pkg.get("runtimeArguments", pkg.get("runtime_arguments")) or [])
+        ]
+        package = [
+            _argument(a, i, fixed_secret)
+            for i, a in enumerate(pkg.get("packageArguments", pkg.get("package_arguments")) or [])
+        ]
+        env = _environment(
+            pkg.get("environmentVariables", pkg.get("environment_variables")), fixed_secret
+        )
+    except _NoRecipe:
+        return ""
+    recipe = {
+        "package": {
+            "registry": registry,
+            "identifier": identifier,
+            "version": version,
+            "runtime_hint": _text(pkg, "runtimeHint", "runtime_hint") or "",
+        },
+        "runtime_args": runtime,
+        "package_args": package,
+        "environment": env,
+    }
+    return json.dumps(recipe, sort_keys=True, separators=(",", ":"))
