@@ -58,6 +58,8 @@ from toolkit_vault.toolkits.import_report import (
     ImportOutcome,
     ImportReport,
 )
+from toolkit_vault.toolkits.launches import allow_secret_argv as allow_argv
+from toolkit_vault.toolkits.launches import secret_argv_fields
 from toolkit_vault.toolkits.registry import (
     SourceKind,
     ToolkitFactory,
@@ -74,8 +76,6 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
-from toolkit_vault.toolkits.launches import allow_secret_argv as allow_argv
-from toolkit_vault.toolkits.launches import secret_argv_fields
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
