@@ -65,7 +65,7 @@ def _value_part(
     return {"template": value, "inputs": [v for v in found if v not in fixed], "fixed": fixed}
 
 
-def _argument(arg: Any, index: int, fixed_secret: set[str]) -> dict[str, Any] | None:
+def _argument(arg: Any, index: int, fixed_secret: set[str], secret: set[str]) -> dict[str, Any]:
     if not isinstance(arg, dict):
         raise _NoRecipe("argument")
     kind = arg.get("type")
@@ -84,13 +84,22 @@ def _argument(arg: Any, index: int, fixed_secret: set[str]) -> dict[str, Any] | 
         raise _NoRecipe("argument")
     if value is not None:
         return {"parts": [*head, _value_part(arg, value, name, fixed_secret)], "required": True}
+    return {"parts": [*head, _input(name, default, secret)], "required": required}
+
+
+def _input(name: str, default: Any, secret: set[str]) -> dict[str, Any]:
+    """An input's part; its published default kept only when it is public (a secret input
+    keeps none, as its form field does not)."""
     part: dict[str, Any] = {"input": name}
-    if isinstance(default, str | int | float) and not isinstance(default, bool):
+    public = name not in secret and not isinstance(default, bool)
+    if public and isinstance(default, str | int | float):
         part["default"] = str(default)
-    return {"parts": [*head, part], "required": required}
+    return part
 
 
-def _environment(entries: Any, fixed_secret: set[str]) -> dict[str, dict[str, Any]]:
+def _environment(
+    entries: Any, fixed_secret: set[str], secret: set[str]
+) -> dict[str, dict[str, Any]]:
     env: dict[str, dict[str, Any]] = {}
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -100,11 +109,7 @@ def _environment(entries: Any, fixed_secret: set[str]) -> dict[str, dict[str, An
         if value is not None:
             env[name] = _value_part(entry, value, name, fixed_secret)
         else:
-            part: dict[str, Any] = {"input": name}
-            default = entry.get("default")
-            if isinstance(default, str | int | float) and not isinstance(default, bool):
-                part["default"] = str(default)
-            env[name] = part
+            env[name] = _input(name, entry.get("default"), secret)
     return env
 
 
@@ -121,17 +126,18 @@ def package_recipe(pkg: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
     if (transport or {}).get("type", "stdio") != "stdio":
         return ""
     fixed_secret = {i.name for i in inputs if i.has_fixed_value and i.secret}
+    secret = {i.name for i in inputs if i.secret}
     try:
         runtime = [
-            _argument(a, i, fixed_secret)
+            _argument(a, i, fixed_secret, secret)
             for i, a in enumerate(pkg.get("runtimeArguments", pkg.get("runtime_arguments")) or [])
         ]
         package = [
-            _argument(a, i, fixed_secret)
+            _argument(a, i, fixed_secret, secret)
             for i, a in enumerate(pkg.get("packageArguments", pkg.get("package_arguments")) or [])
         ]
         env = _environment(
-            pkg.get("environmentVariables", pkg.get("environment_variables")), fixed_secret
+            pkg.get("environmentVariables", pkg.get("environment_variables")), fixed_secret, secret
         )
     except _NoRecipe:
         return ""

@@ -76,7 +76,7 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
-from toolkit_vault.toolkits.served import ServedToolkit, launch_of
+from toolkit_vault.toolkits.served import ServedToolkit, launch_of, runs_servers
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
@@ -169,7 +169,7 @@ def _plan(
     definition_fields = with_oauth(imported.definition, found) if found else imported.definition
     name = str(definition_fields["name"])
     secret_argv = secret_argv_fields(definition_fields["schema"])
-    if (refused := allow_argv(definition_fields, allow_secret_argv)) is not None:
+    if (refused := allow_argv(definition_fields, allow_secret_argv, runs_servers())) is not None:
         raise _Skip("secret_in_argv", refused)
     if len(name) > MAX_NAME_CHARS:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")

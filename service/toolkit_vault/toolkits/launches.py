@@ -7,9 +7,11 @@ recipe (`toolkit_package.launch_recipe`: the package, pinned, and its arguments 
 variables with each value a user fills named by its input). A package runs from an
 install the operator made (`TOOLKIT_VAULT_PACKAGES`, `:`-separated: Python virtual
 environments and npm prefixes), found by name and exact version, bound read-only into the
-sandbox, so a launch needs no network and runs what was pinned; when none holds it, the
-publisher's runner (`npx --yes pkg@version`, `uvx pkg==version`) is used if this machine
-has it, else the launch is refused and says what to install.
+sandbox, so a launch needs no network and runs what was pinned. When none holds it, the
+launch is refused and says what to install, unless the operator lets the publisher's runner
+fetch it at launch (`TOOLKIT_VAULT_PACKAGE_RUNNERS=on`: `npx --yes pkg@version`, `uvx
+pkg==version`, from the registry, each start): off by default, as code fetched at launch is
+whatever the registry serves that day, and a configure should not wait on a download.
 
 Secrets go in the environment only. A recipe that puts a secret field on the command line
 (where every local user can read it) is refused at import unless the operator allowed it
@@ -33,6 +35,7 @@ from toolkit_vault.protocol import ToolkitDefinition
 
 __all__ = [
     "PACKAGES_ENV",
+    "RUNNERS_ENV",
     "SECRET_ARGV_ALLOWED",
     "Built",
     "LaunchRefused",
@@ -45,6 +48,7 @@ __all__ = [
 ]
 
 PACKAGES_ENV = "TOOLKIT_VAULT_PACKAGES"
+RUNNERS_ENV = "TOOLKIT_VAULT_PACKAGE_RUNNERS"  # "on": npx/uvx may fetch a package at launch
 SECRET_ARGV_ALLOWED = "secret_argv_allowed"  # noqa: S105 (a key, no value); the operator allowed it at import (audited)
 
 
@@ -116,13 +120,15 @@ def secret_argv_fields(schema: Mapping[str, Any]) -> list[str]:
     return sorted(f for f in named if properties.get(f, {}).get("writeOnly"))
 
 
-def allow_secret_argv(definition: dict[str, Any], allowed: bool) -> str | None:
+def allow_secret_argv(definition: dict[str, Any], allowed: bool, runs: bool = True) -> str | None:
     """At import: why a package whose recipe puts a secret field on the command line is
     refused (None when it does not, or the operator allowed it: the stored launch then
-    records the permission, in `definition`, and the import's audit event says so)."""
+    records the permission, in `definition`, and the import's audit event says so). A
+    vault that runs no server (`runs` False) only stores the config, as before: the
+    import's argv warning is then the client's concern."""
     schema = definition.get("schema", {})
     fields = secret_argv_fields(schema)
-    if not fields:
+    if not fields or not runs:
         return None
     if not allowed:
         return (
@@ -138,8 +144,10 @@ def build(
     definition: ToolkitDefinition,
     config: Mapping[str, Any],
     packages: Sequence[Path] = (),
+    runners: bool = False,
 ) -> Built:
-    """The argv and environment of one launch (raises LaunchRefused)."""
+    """The argv and environment of one launch (raises LaunchRefused). `packages`: the
+    operator's installs; `runners`: whether npx/uvx may fetch a package not installed."""
     secret = _secret_fields(definition)
     if "recipe" not in launch:  # a client config's command, as written
         env_fields: Mapping[str, str] = launch["env"]
@@ -160,7 +168,7 @@ def build(
             env[var] = value[0] if len(value) == 1 else " ".join(value)
     runtime = [t for g in recipe.get("runtime_args", ()) for t in values.group(g)]
     arguments = [t for g in recipe.get("package_args", ()) for t in values.group(g)]
-    head, binds = _runner(recipe["package"], packages, bool(runtime))
+    head, binds = _runner(recipe["package"], packages, bool(runtime), runners)
     argv = (*head[:1], *runtime, *head[1:], *arguments) if runtime else (*head, *arguments)
     return Built(tuple(argv), env, frozenset(values.secrets), binds)
 
@@ -287,7 +295,7 @@ def _console_scripts(path: Path) -> list[str]:
 
 
 def _runner(
-    package: Mapping[str, Any], packages: Sequence[Path], runtime_args: bool
+    package: Mapping[str, Any], packages: Sequence[Path], runtime_args: bool, runners: bool
 ) -> tuple[list[str], tuple[Path, ...]]:
     registry, identifier = str(package["registry"]), str(package["identifier"])
     version = str(package["version"])
@@ -299,10 +307,11 @@ def _runner(
         program, tail = "npx", ["--yes", f"{identifier}@{version}"]
     else:
         program, tail = "uvx", [f"{identifier}=={version}"]
-    path = shutil.which(program)
+    path = shutil.which(program) if runners else None
     if path is None:
+        why = "may not fetch it" if not runners else "is not on this machine"
         raise LaunchRefused(
             f"{registry} package {identifier[:120]} {version[:40]} is not installed in "
-            f"{PACKAGES_ENV} and {program} is not on this machine"
+            f"{PACKAGES_ENV}, and {program} {why} ({RUNNERS_ENV})"
         )
     return [path, *tail], ()

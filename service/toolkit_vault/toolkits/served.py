@@ -46,7 +46,13 @@ from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
-from toolkit_vault.toolkits.launches import PACKAGES_ENV, ServerCheckFailed, build, is_launch
+from toolkit_vault.toolkits.launches import (
+    PACKAGES_ENV,
+    RUNNERS_ENV,
+    ServerCheckFailed,
+    build,
+    is_launch,
+)
 
 __all__ = [
     "SANDBOX_ENV",
@@ -81,6 +87,7 @@ class ServerSettings:
     hidden: tuple[Path, ...] = ()
     run: bool = True
     packages: tuple[Path, ...] = ()  # installed packages a server.json launch runs from
+    runners: bool = False  # npx/uvx may fetch a package not installed, at each launch
 
     @classmethod
     def from_environment(
@@ -95,6 +102,7 @@ class ServerSettings:
             hidden=tuple(hidden),
             run=_on(environ.get(RUN_SERVERS_ENV, "on")),
             packages=tuple(Path(p) for p in environ.get(PACKAGES_ENV, "").split(":") if p.strip()),
+            runners=environ.get(RUNNERS_ENV, "off").strip().lower() in ("on", "1", "true", "yes"),
         )
 
 
@@ -121,6 +129,11 @@ def use_servers(settings: ServerSettings) -> None:
     """Set how this process runs imported servers (`open_vault`: the vault home and the
     database's directory are kept hidden)."""
     _servers.settings = settings
+
+
+def runs_servers() -> bool:
+    """Whether this process runs imported servers (`TOOLKIT_VAULT_RUN_SERVERS`)."""
+    return _servers.settings.run
 
 
 def sandbox_warning() -> str | None:
@@ -194,7 +207,7 @@ class ServedToolkit:
     def _start(self, config: Mapping[str, Any], timeout: float) -> tuple[UpstreamHandle, Path]:
         """Launch the server in a private directory of its own and open its session."""
         settings = _servers.settings
-        built = build(self._command, self.definition, config, settings.packages)
+        built = build(self._command, self.definition, config, settings.packages, settings.runners)
         private = settings.private_root / uuid.uuid4().hex
         settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
         policy = Confinement(
