@@ -58,6 +58,7 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+PUBLISHED = "tests/test_published_packages.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3427,15 +3428,15 @@ MUTANTS = [
     Mutant(
         "served: a secret of the config reaches the server's command line",
         V + "toolkits/served.py",
-        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch([*self._argv, *env.values()], env, policy, sandbox=settings.sandbox)",
+        "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
+        "started = launch([*built.argv, *built.env.values()], built.env, policy, sandbox=True)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
         "served: the server runs outside the sandbox",
         V + "toolkits/served.py",
-        "started = launch(self._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch(self._argv, env, policy, sandbox=False)",
+        "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
+        "started = launch(built.argv, built.env, policy, sandbox=False)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
@@ -3444,6 +3445,46 @@ MUTANTS = [
         "            call.cancel()\n        stop_instance(self.instance)",
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
+    ),
+    # -- issue 51: registry packages launched as declared, a configure checked by its server
+    # (tests/test_published_packages.py, tests/package/test_importers.py) --
+    Mutant(
+        "launches: a secret on the command line is imported without the operator's leave",
+        V + "toolkits/launches.py",
+        "    if not fields or not runs:\n        return None",
+        "    if True:\n        return None",
+        (PUBLISHED + "test_a_secret_on_the_command_line_is_refused_unless_allowed",),
+    ),
+    Mutant(
+        "launches: a stored recipe with a secret on argv launches without the mark",
+        V + "toolkits/launches.py",
+        "if secret_argv_fields(definition.config_schema) and not launch.get(SECRET_ARGV_ALLOWED):",
+        "if False:",
+        (
+            PUBLISHED
+            + "test_a_stored_recipe_with_a_secret_on_argv_is_not_launched_without_the_mark",
+        ),
+    ),
+    Mutant(
+        "served: an imported server's configure is stored unchecked (no verify)",
+        V + "toolkits/served.py",
+        "    def verify(self, config: dict[str, Any]) -> None:",
+        "    def _unchecked(self, config: dict[str, Any]) -> None:",
+        (PUBLISHED + "test_a_server_that_exits_makes_the_configure_an_error_and_stores_nothing",),
+    ),
+    Mutant(
+        "served: a server that exits passes its configure's check",
+        V + "toolkits/served.py",
+        'raise ServerCheckFailed(f"the server did not start or exited ({exc.reason})") from None',
+        "return None",
+        (PUBLISHED + "test_a_server_that_exits_makes_the_configure_an_error_and_stores_nothing",),
+    ),
+    Mutant(
+        "launch_recipe: a secret input's published default is kept in the recipe",
+        "toolkit_package/launch_recipe.py",
+        "    public = name not in secret and not isinstance(default, bool)",
+        "    public = not isinstance(default, bool)",
+        ("tests/package/test_importers.py::test_import_result_holds_no_value",),
     ),
 ]
 

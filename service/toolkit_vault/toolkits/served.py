@@ -68,7 +68,7 @@ SERVERS_DIR_ENV = "TOOLKIT_VAULT_SERVERS_DIR"
 SERVER_BINDS_ENV = "TOOLKIT_VAULT_SERVER_BINDS"
 RUN_SERVERS_ENV = "TOOLKIT_VAULT_RUN_SERVERS"  # "off": imported servers' configs only stored
 START_TIMEOUT = 30.0  # launch to its tools listed
-VERIFY_TIMEOUT = 3.0  # a configure's check: within the credential checks' deadline (5 s)
+VERIFY_TIMEOUT = 3.5  # a configure's check: its stop too within the checks' deadline (5 s)
 REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
 
