@@ -488,12 +488,13 @@ def spec_cli_env(cli_env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def stored_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A vault that runs no imported server (`TOOLKIT_VAULT_RUN_SERVERS=off`): its
-    imported toolkits' configs are only stored, for tests of storing, whose packages
-    (made up, or not installed here) could not start."""
+def stored_only(monkeypatch: pytest.MonkeyPatch, cli_env: dict[str, str]) -> None:
+    """A vault that runs no imported server (`TOOLKIT_VAULT_RUN_SERVERS=off`), in this
+    process and in those `cli_env` starts: its imported toolkits' configs are only stored,
+    for tests of storing, whose packages (made up, or not installed here) could not start."""
     from toolkit_vault.toolkits import served
 
     monkeypatch.setenv(served.RUN_SERVERS_ENV, "off")
+    cli_env[served.RUN_SERVERS_ENV] = "off"
     off = dataclasses.replace(served._servers.settings, run=False)
     monkeypatch.setattr(served._servers, "settings", off)
