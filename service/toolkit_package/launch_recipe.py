@@ -26,9 +26,10 @@ from toolkit_package import placeholders
 from toolkit_package.argv import url_credential
 from toolkit_package.imported import ConfigInput
 
-__all__ = ["RUNNABLE_REGISTRIES", "package_recipe"]
+__all__ = ["REMOTE_TRANSPORTS", "RUNNABLE_REGISTRIES", "package_recipe", "remote_recipe"]
 
 RUNNABLE_REGISTRIES = frozenset({"npm", "pypi"})
+REMOTE_TRANSPORTS = frozenset({"streamable-http", "sse"})
 
 
 class _NoRecipe(Exception):
@@ -152,4 +153,23 @@ def package_recipe(pkg: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
         "package_args": package,
         "environment": env,
     }
+    return json.dumps(recipe, sort_keys=True, separators=(",", ":"))
+
+
+def remote_recipe(remote: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
+    """The canonical JSON of a server.json remote's connection recipe (its transport, its
+    URL as a template whose placeholders name inputs, its headers as parts), or "" when
+    the vault cannot reach it (another transport, a credential fixed by the publisher)."""
+    transport = _text(remote, "type", "transport_type") or ""
+    url = _text(remote, "url") or ""
+    if transport not in REMOTE_TRANSPORTS or not url:
+        return ""
+    fixed_secret = {i.name for i in inputs if i.has_fixed_value and i.secret}
+    secret = {i.name for i in inputs if i.secret}
+    try:
+        address = _value_part(remote, url, "url", fixed_secret)
+        headers = _environment(remote.get("headers"), fixed_secret, secret)
+    except _NoRecipe:
+        return ""
+    recipe = {"remote": {"transport": transport, "url": address}, "headers": headers}
     return json.dumps(recipe, sort_keys=True, separators=(",", ":"))

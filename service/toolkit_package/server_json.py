@@ -31,7 +31,7 @@ from toolkit_package.imported import (
     public_default,
     string_choices,
 )
-from toolkit_package.launch_recipe import package_recipe
+from toolkit_package.launch_recipe import package_recipe, remote_recipe
 from toolkit_package.model import StrategyKind
 
 __all__ = ["parse_server_json"]
@@ -291,7 +291,7 @@ def parse_server_json(doc: dict[str, Any], max_servers: int, base: str = "") -> 
                 version=version or "",
                 registry=registry,
                 location=scope,
-                launch=package_recipe(entry, tuple(fields)) if local else "",
+                launch=(package_recipe if local else remote_recipe)(entry, tuple(fields)),
             )
         )
     return out

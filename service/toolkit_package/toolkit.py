@@ -172,12 +172,11 @@ def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
     if server.command:  # what `toolkits.served` runs: the command, each variable's field
         env = {i.name: n for n, i in zip(names, inputs, strict=True) if i.kind == "env"}
         schema["x-toolkit-package"]["launch"] = {"argv": list(server.command), "env": env}
-    elif server.launch:  # a registry package: its recipe, and each input's field
+    elif server.launch:  # a registry package or remote: its recipe, and each input's field
+        recipe = json.loads(server.launch)
+        key = "connect" if "remote" in recipe else "launch"
         fields = {i.name: n for n, i in zip(names, inputs, strict=True)}
-        schema["x-toolkit-package"]["launch"] = {
-            "recipe": json.loads(server.launch),
-            "fields": fields,
-        }
+        schema["x-toolkit-package"][key] = {"recipe": recipe, "fields": fields}
     tags = list(dict.fromkeys(t for t in (fmt, server.transport, server.registry) if t))
     definition = {
         "name": server.name,

@@ -1,6 +1,8 @@
 """A remote (streamable HTTP) MCP server of ours for tests/test_mcp_client*.py: every
 request needs `Authorization: Bearer <TOKEN>` (401 otherwise), `/elsewhere` redirects to
 another origin (`REDIRECT_TO`), and `/big` answers a body larger than the client's bound.
+Its `revoke` tool makes it refuse the token from then on (401), as a provider that revoked
+a token does.
 
 Run: python bearer_server.py PORT TOKEN REDIRECT_TO
 """
@@ -17,11 +19,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 PORT, TOKEN, REDIRECT_TO = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 server = MCPServer("bearer-test")
+REVOKED: list[bool] = []
 
 
 @server.tool(description="Adds two numbers.")
 def add(a: int, b: int) -> int:
     return a + b
+
+
+@server.tool(description="Refuses the token from the next request on.")
+def revoke() -> str:
+    REVOKED.append(True)
+    return "revoked"
 
 
 class Gate:
@@ -36,7 +45,7 @@ class Gate:
             return
         request = Request(scope)
         response: Response | None = None
-        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+        if REVOKED or request.headers.get("authorization") != f"Bearer {TOKEN}":
             response = JSONResponse({"error": "unauthorized"}, status_code=401)
         elif request.url.path == "/elsewhere":
             response = RedirectResponse(f"{REDIRECT_TO}/mcp", status_code=307)

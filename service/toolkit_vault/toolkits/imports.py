@@ -76,6 +76,7 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
+from toolkit_vault.toolkits.remote_served import RemoteServedToolkit, connect_of
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of, runs_servers
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
@@ -419,12 +420,12 @@ def stored_toolkits(
         if definition.name != name or not isinstance(tools, list):
             log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
-        command = launch_of(definition)
-        factory: ToolkitFactory = (
-            partial(PackageToolkit, definition, tools)
-            if command is None
-            else partial(ServedToolkit, definition, tools, command)
-        )
+        command, connect = launch_of(definition), connect_of(definition)
+        factory: ToolkitFactory = partial(PackageToolkit, definition, tools)
+        if command is not None:
+            factory = partial(ServedToolkit, definition, tools, command)
+        elif connect is not None and runs_servers():
+            factory = partial(RemoteServedToolkit, definition, tools, connect)
         found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found
 

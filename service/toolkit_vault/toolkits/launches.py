@@ -160,7 +160,7 @@ def build(
             f"{definition.name[:80]}: its command line carries a secret field, which the "
             "operator did not allow at import (--allow-secret-argv)"
         )
-    values = _Values(config, fields, secret)
+    values = Values(config, fields, secret)
     env = {}
     for var, part in recipe.get("environment", {}).items():
         value = values.part(part)
@@ -173,7 +173,7 @@ def build(
     return Built(tuple(argv), env, frozenset(values.secrets), binds)
 
 
-class _Values:
+class Values:
     """A recipe's parts filled from the config (a missing optional input drops its group)."""
 
     def __init__(

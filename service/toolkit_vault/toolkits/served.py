@@ -131,6 +131,11 @@ def use_servers(settings: ServerSettings) -> None:
     _servers.settings = settings
 
 
+def upstream_host() -> UpstreamHost:
+    """The process's one upstream host (its loop thread), made at the first need."""
+    return _servers.host
+
+
 def runs_servers() -> bool:
     """Whether this process runs imported servers (`TOOLKIT_VAULT_RUN_SERVERS`)."""
     return _servers.settings.run
