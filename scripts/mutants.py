@@ -59,6 +59,7 @@ EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 PUBLISHED = "tests/test_published_packages.py::"
+REMOTE = "tests/test_remote_servers.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3485,6 +3486,27 @@ MUTANTS = [
         "    public = name not in secret and not isinstance(default, bool)",
         "    public = not isinstance(default, bool)",
         ("tests/package/test_importers.py::test_import_result_holds_no_value",),
+    ),
+    Mutant(
+        "tool_calls: a remote server's 401 leaves the OAuth connection as it was",
+        V + "core/tool_calls.py",
+        'if getattr(claim.instance, "unauthorized", False):',
+        "if False:",
+        (REMOTE + "test_an_oauth_token_is_sent_and_a_401_marks_the_connection_for_reconnecting",),
+    ),
+    Mutant(
+        "remote_served: a 401 during a call does not mark the instance",
+        V + "toolkits/remote_served.py",
+        "            self.unauthorized = True\n",
+        "",
+        (REMOTE + "test_a_token_refused_during_a_call_marks_the_instance",),
+    ),
+    Mutant(
+        "remote_served: a configure with a token the server refuses is stored",
+        V + "toolkits/remote_served.py",
+        'raise ServerCheckFailed("the server answered 401 (unauthorized)") from None',
+        "return None",
+        (REMOTE + "test_a_wrong_token_is_a_configure_error_that_says_401_and_stores_nothing",),
     ),
 ]
 

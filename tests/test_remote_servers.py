@@ -3,7 +3,10 @@ PostgreSQL: a server.json whose remote is our streamable-HTTP server that needs 
 token (tests/mcp_servers/bearer_server.py), its `Authorization` header a template the
 token fills. Configured over A2E, its tools are the server's own and a call reaches it; a
 wrong token is a configure `error` that says 401 and stores nothing; a token the server
-stops accepting during a call marks the instance, and the call says 401.
+stops accepting during a call marks the instance, and the call says 401. With OAuth (the
+server's RFC 9728 metadata names the authlib server of tests/oauth_server.py, which issues
+the token the server accepts), the token the vault holds is sent as the bearer, and a 401
+marks the connection for reconnecting as a refused refresh does.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import Any
 import pytest
 
 from mcp_support import free_port, our_server, start_http_server
+from oauth_server import CLIENT_ID, AuthServer
 from spec_support import configure, hello, send
+from test_oauth import CALLBACK, Clock, Rig, consent
+from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
-from toolkit_vault.core.connection import A2EConnection
+from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
-from toolkit_vault.toolkits.imports import import_package
+from toolkit_vault.toolkits.imports import DiscoveryOptions, import_package
 from toolkit_vault.toolkits.remote_served import RemoteServedToolkit
 
 TOKEN = "tok-remote-vault-5RkW8qZp3N"
@@ -109,3 +115,46 @@ def test_a_token_refused_during_a_call_marks_the_instance(vault: Vault) -> None:
     instance = vault.instances.instance(session, NAME)
     assert isinstance(instance, RemoteServedToolkit) and instance.unauthorized
     assert TOKEN not in json.dumps(refused)
+
+
+def test_an_oauth_token_is_sent_and_a_401_marks_the_connection_for_reconnecting(
+    home: VaultSettings, auth: AuthServer
+) -> None:
+    auth.knobs.access_token = TOKEN  # what this resource server accepts
+    port = free_port()
+    argv = our_server("bearer_server.py", str(port), TOKEN, "http://x", auth.issuer)
+    process = start_http_server(argv, port)
+    rig = Rig(auth, Clock())
+    side = rig.open(open_vault(home))
+    vault = side.vault
+    try:
+        remote = {"type": "streamable-http", "url": f"http://127.0.0.1:{port}/mcp"}
+        data = json.dumps({"name": NAME, "version": "1.0.0", "remotes": [remote]}).encode()
+        public_url = CALLBACK.removesuffix("/console/oauth/callback")
+        options = DiscoveryOptions(client_id=CLIENT_ID, public_url=public_url, allow_private=True)
+        import_package(vault.store, vault.registry, data, "local", discovery=options)
+        assert "x-oauth" in vault.registry.get(NAME).schema.schema
+        principal = Principal(create_token(vault.store, "agent", "remote")[0], "agent")
+        conn = connect(vault, principal)
+        (hi,) = send(conn, {"type": "handshake/req", "capabilities": list(BOTH)})
+        session = hi["session_id"]
+        (answer,) = send(
+            conn, {"type": "toolkit/configure/req", "toolkit_name": NAME, "config": {}}
+        )
+        assert answer["status"] == "partial" and answer["intake_url"], answer
+        consent(side, answer["intake_url"])
+        assert text(call(conn, "add", a=20, b=22)) == "42"  # the held token as the bearer
+        assert text(call(conn, "revoke")) == "revoked"
+        refused = call(conn, "add", a=1, b=1)
+        assert "401" in text(refused)
+        failed = [e for e in vault.export_audit(0) if e["action"] == "oauth_refresh_failed"]
+        assert [e["details"]["error"] for e in failed] == ["unauthorized"]
+        (listed,) = send(conn, {"type": "toolkit/list/req"})
+        mine = {t["name"]: t["configured"] for t in listed["toolkits"]}
+        assert mine[NAME] is False  # a person must connect again
+        assert session and TOKEN not in json.dumps(refused)
+    finally:
+        vault.instances.drop(lambda *_: True)
+        vault.store.engine.dispose()
+        process.kill()
+        process.wait()

@@ -4,7 +4,8 @@ another origin (`REDIRECT_TO`), and `/big` answers a body larger than the client
 Its `revoke` tool makes it refuse the token from then on (401), as a provider that revoked
 a token does.
 
-Run: python bearer_server.py PORT TOKEN REDIRECT_TO
+Run: python bearer_server.py PORT TOKEN REDIRECT_TO [ISSUER]: with ISSUER, it publishes
+RFC 9728 protected resource metadata naming that authorization server (unauthenticated).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 PORT, TOKEN, REDIRECT_TO = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ISSUER = sys.argv[4] if len(sys.argv) > 4 else None
 server = MCPServer("bearer-test")
 REVOKED: list[bool] = []
 
@@ -45,7 +47,12 @@ class Gate:
             return
         request = Request(scope)
         response: Response | None = None
-        if REVOKED or request.headers.get("authorization") != f"Bearer {TOKEN}":
+        if ISSUER and request.url.path == "/.well-known/oauth-protected-resource/mcp":
+            resource = f"http://127.0.0.1:{PORT}/mcp"
+            scopes = ["mcp.read"]
+            document = {"resource": resource, "authorization_servers": [ISSUER]}
+            response = JSONResponse({**document, "scopes_supported": scopes})
+        elif REVOKED or request.headers.get("authorization") != f"Bearer {TOKEN}":
             response = JSONResponse({"error": "unauthorized"}, status_code=401)
         elif request.url.path == "/elsewhere":
             response = RedirectResponse(f"{REDIRECT_TO}/mcp", status_code=307)
