@@ -13,6 +13,7 @@ exits makes it an `error` and stores nothing; one slow to start is stored).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -228,3 +229,49 @@ def test_a_server_slow_to_start_is_stored_and_reported(
     assert answer[0]["status"] == "ok", answer
     assert "slow to start" in caplog.text
     assert [v.toolkit_name for v in vault.store.current_versions(session)] == ["api-key-test"]
+
+
+def test_an_mcpb_bundle_runs_its_entry_point_with_its_user_config(
+    vault: Vault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle unpacked where the operator keeps packages (its manifest.json pins its
+    name and version): `${__dirname}` is that directory, `${user_config.api_key}` the
+    secret field, in the environment only."""
+    bundles = Path(tempfile.mkdtemp(prefix="tkv-bundles-", dir="/tmp"))
+    os.chmod(bundles, 0o755)  # noqa: S103 (the sandbox user reads it, as root)
+    unpacked = bundles / "api-key-bundle"
+    unpacked.mkdir(mode=0o755)
+    (unpacked / "server.py").write_text((OUR_SERVERS / "api_key_server.py").read_text())
+    manifest = {
+        "manifest_version": "0.3",
+        "name": "api-key-bundle",
+        "version": "1.2.0",
+        "description": "Our API_KEY server as a bundle",
+        "author": {"name": "tests"},
+        "server": {
+            "type": "python",
+            "entry_point": "server.py",
+            "mcp_config": {
+                "command": "/usr/bin/python3",
+                "args": ["${__dirname}/server.py"],
+                "env": {"API_KEY": "${user_config.api_key}", "PYTHONPATH": str(SITE)},
+            },
+        },
+        "user_config": {
+            "api_key": {"type": "string", "title": "API key", "sensitive": True, "required": True}
+        },
+    }
+    data = json.dumps(manifest).encode()
+    (unpacked / "manifest.json").write_bytes(data)
+    settings = served._servers.settings
+    monkeypatch.setattr(
+        served._servers, "settings", dataclasses.replace(settings, packages=(bundles,))
+    )
+    import_package(vault.store, vault.registry, data, "local")
+    conn, session = hello(vault, capabilities=BOTH)
+    key = "sk-bundle-canary-7Hq2Lp9x"
+    assert configure(conn, "api-key-bundle", {"api_key": key})[0]["status"] == "ok"
+    assert text(call(conn, "api-key-bundle", "whoami")) == "authorized"
+    instance = vault.instances.instance(session, "api-key-bundle")
+    assert isinstance(instance, served.ServedToolkit) and instance.pid is not None
+    assert key.encode() not in Path(f"/proc/{instance.pid}/cmdline").read_bytes()

@@ -20,16 +20,26 @@ stored config, after mapping each input name to its config field.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from toolkit_package import placeholders
 from toolkit_package.argv import url_credential
 from toolkit_package.imported import ConfigInput
 
-__all__ = ["REMOTE_TRANSPORTS", "RUNNABLE_REGISTRIES", "package_recipe", "remote_recipe"]
+__all__ = [
+    "DIRNAME",
+    "REMOTE_TRANSPORTS",
+    "RUNNABLE_REGISTRIES",
+    "bundle_recipe",
+    "package_recipe",
+    "remote_recipe",
+]
 
 RUNNABLE_REGISTRIES = frozenset({"npm", "pypi"})
 REMOTE_TRANSPORTS = frozenset({"streamable-http", "sse"})
+DIRNAME = "__dirname"  # an MCPB bundle's own directory, where the vault finds it installed
+_BUNDLE_REF = re.compile(r"\$\{(?:user_config\.([A-Za-z0-9_.-]{1,128})|(__dirname))\}")
 
 
 class _NoRecipe(Exception):
@@ -172,4 +182,49 @@ def remote_recipe(remote: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> st
     except _NoRecipe:
         return ""
     recipe = {"remote": {"transport": transport, "url": address}, "headers": headers}
+    return json.dumps(recipe, sort_keys=True, separators=(",", ":"))
+
+
+def _bundle_part(text: str, secret: set[str]) -> dict[str, Any]:
+    """A manifest's value: `${user_config.KEY}` names the input KEY, `${__dirname}` the
+    bundle's directory; anything else is the publisher's literal."""
+    inputs: list[str] = []
+
+    def named(match: re.Match[str]) -> str:
+        if match.group(2):
+            return "{" + DIRNAME + "}"
+        inputs.append(match.group(1))
+        return "{" + match.group(1) + "}"
+
+    template = _BUNDLE_REF.sub(named, text)
+    if template == text and not inputs:
+        return {"text": text}
+    del secret
+    return {"template": template, "inputs": list(dict.fromkeys(inputs)), "fixed": {}}
+
+
+def bundle_recipe(doc: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
+    """The canonical JSON of an MCPB bundle's launch recipe (its `server.mcp_config`
+    command, args and env, each reference to `user_config` naming its input), or "" when
+    it has none (a `uv` or `python` bundle the host runs itself, a value the recipe cannot
+    hold). The bundle's name and version pin the installed copy the vault runs."""
+    server = doc.get("server") if isinstance(doc.get("server"), dict) else {}
+    config = (server or {}).get("mcp_config")
+    name, version = doc.get("name"), doc.get("version")
+    if not isinstance(config, dict) or not isinstance(name, str) or not isinstance(version, str):
+        return ""
+    command, args, env = config.get("command"), config.get("args") or [], config.get("env") or {}
+    if not isinstance(command, str) or not isinstance(args, list) or not isinstance(env, dict):
+        return ""
+    if not all(isinstance(a, str) for a in args) or not all(
+        isinstance(v, str) for v in env.values()
+    ):
+        return ""
+    secret = {i.name for i in inputs if i.secret}
+    recipe = {
+        "bundle": {"name": name, "version": version},
+        "command": _bundle_part(command, secret),
+        "package_args": [{"parts": [_bundle_part(a, secret)], "required": True} for a in args],
+        "environment": {k: _bundle_part(v, secret) for k, v in env.items()},
+    }
     return json.dumps(recipe, sort_keys=True, separators=(",", ":"))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit_package.launch_recipe import DIRNAME
 from toolkit_package.placeholders import fill
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ToolkitDefinition
@@ -82,7 +83,7 @@ def is_launch(found: Any) -> bool:
     recipe, fields = found.get("recipe"), found.get("fields")
     return (
         isinstance(recipe, Mapping)
-        and isinstance(recipe.get("package"), Mapping)
+        and isinstance(recipe.get("package", recipe.get("bundle")), Mapping)
         and isinstance(fields, Mapping)
     )
 
@@ -160,7 +161,12 @@ def build(
             f"{definition.name[:80]}: its command line carries a secret field, which the "
             "operator did not allow at import (--allow-secret-argv)"
         )
-    values = Values(config, fields, secret)
+    bundle = recipe.get("bundle")
+    given: dict[str, str] = {}
+    if isinstance(bundle, Mapping):
+        where = installed_bundle(str(bundle["name"]), str(bundle["version"]), packages)
+        given[DIRNAME] = str(where)
+    values = Values(config, fields, secret, given)
     env = {}
     for var, part in recipe.get("environment", {}).items():
         value = values.part(part)
@@ -168,6 +174,11 @@ def build(
             env[var] = value[0] if len(value) == 1 else " ".join(value)
     runtime = [t for g in recipe.get("runtime_args", ()) for t in values.group(g)]
     arguments = [t for g in recipe.get("package_args", ()) for t in values.group(g)]
+    if isinstance(bundle, Mapping):
+        command = values.part(recipe["command"])
+        if not command:
+            raise LaunchRefused("the bundle's command has no value")
+        return Built((*command, *arguments), env, frozenset(values.secrets), (where,))
     head, binds = _runner(recipe["package"], packages, bool(runtime), runners)
     argv = (*head[:1], *runtime, *head[1:], *arguments) if runtime else (*head, *arguments)
     return Built(tuple(argv), env, frozenset(values.secrets), binds)
@@ -177,9 +188,14 @@ class Values:
     """A recipe's parts filled from the config (a missing optional input drops its group)."""
 
     def __init__(
-        self, config: Mapping[str, Any], fields: Mapping[str, str], secret: set[str]
+        self,
+        config: Mapping[str, Any],
+        fields: Mapping[str, str],
+        secret: set[str],
+        given: Mapping[str, str] | None = None,
     ) -> None:
         self._config, self._fields, self._secret = config, fields, secret
+        self._given = dict(given or {})  # values the launch supplies (a bundle's directory)
         self.secrets: set[str] = set()
 
     def _input(self, name: str, default: str | None = None) -> list[str] | None:
@@ -197,7 +213,7 @@ class Values:
             return [str(part["text"])]
         if "input" in part:
             return self._input(part["input"], part.get("default"))
-        found: dict[str, str] = dict(part.get("fixed", {}))
+        found: dict[str, str] = {**self._given, **part.get("fixed", {})}
         for name in part.get("inputs", ()):
             value = self._input(name)
             if value is None:
@@ -236,6 +252,34 @@ def installed_package(
         if found is not None:
             return found, root
     return None
+
+
+def installed_bundle(name: str, version: str, packages: Sequence[Path]) -> Path:
+    """The directory of an unpacked MCPB bundle of this name and version: one of the
+    operator's `TOOLKIT_VAULT_PACKAGES`, or a directory in one, whose manifest.json says
+    so (raises LaunchRefused when none does)."""
+    for root in packages:
+        for where in (root, *_children(root)):
+            try:
+                manifest = json.loads((where / "manifest.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(manifest, dict) and (manifest.get("name"), manifest.get("version")) == (
+                name,
+                version,
+            ):
+                return where
+    raise LaunchRefused(
+        f"bundle {name[:120]} {version[:40]} is not unpacked in {PACKAGES_ENV} "
+        "(a directory holding its manifest.json)"
+    )
+
+
+def _children(root: Path) -> list[Path]:
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir())[:1000]
+    except OSError:
+        return []
 
 
 def _npm(root: Path, identifier: str, version: str) -> list[str] | None:
