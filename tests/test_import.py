@@ -339,6 +339,7 @@ def test_a_bundle_without_mcp_config_and_a_server_json_without_package_say_why(
     )
 
 
+@pytest.mark.usefixtures("stored_only")  # the bundle is not unpacked here
 def test_a_bundles_tools_are_listed_once_it_is_configured(vault: Vault) -> None:
     path = CORPUS / "bundles" / "mcpb" / "hello-world-node.json"
     declared = [t["name"] for t in json.loads(path.read_text())["tools"]]

@@ -24,7 +24,8 @@ import re
 from typing import Any
 
 from toolkit_package import placeholders
-from toolkit_package.argv import url_credential
+from toolkit_package.argv import argv_credential, url_credential
+from toolkit_package.classify import TOKEN_SHAPE, credential_word
 from toolkit_package.imported import ConfigInput
 
 __all__ = [
@@ -220,6 +221,13 @@ def bundle_recipe(doc: dict[str, Any], inputs: tuple[ConfigInput, ...]) -> str:
         isinstance(v, str) for v in env.values()
     ):
         return ""
+    literal = [a if not _BUNDLE_REF.search(a) else "" for a in args]
+    if any(argv_credential(literal, i) for i in range(len(args)) if literal[i]):
+        return ""  # a credential the manifest writes itself: never kept
+    for key, value in env.items():
+        written = not _BUNDLE_REF.search(value) and value.strip()
+        if written and (credential_word(key) is not None or TOKEN_SHAPE.match(value)):
+            return ""
     secret = {i.name for i in inputs if i.secret}
     recipe = {
         "bundle": {"name": name, "version": version},
