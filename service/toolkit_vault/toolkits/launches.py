@@ -2,16 +2,18 @@
 its publisher declared and the stored config.
 
 Two shapes are stored at import (`x-toolkit-package.launch`): a client config's command as
-written (`argv`, and each environment variable's field in `env`), or a registry package's
-recipe (`toolkit_package.launch_recipe`: the package, pinned, and its arguments and
-variables with each value a user fills named by its input). A package runs from an
-install the operator made (`TOOLKIT_VAULT_PACKAGES`, `:`-separated: Python virtual
-environments and npm prefixes), found by name and exact version, bound read-only into the
-sandbox, so a launch needs no network and runs what was pinned. When none holds it, the
-launch is refused and says what to install, unless the operator lets the publisher's runner
-fetch it at launch (`TOOLKIT_VAULT_PACKAGE_RUNNERS=on`: `npx --yes pkg@version`, `uvx
-pkg==version`, from the registry, each start): off by default, as code fetched at launch is
-whatever the registry serves that day, and a configure should not wait on a download.
+written (`argv`, and each environment variable's field in `env`), or a recipe
+(`toolkit_package.launch_recipe`): a registry package, pinned, or an MCPB bundle's
+`mcp_config` (its `${__dirname}` the unpacked bundle whose manifest.json has the pinned name
+and version), with its arguments and variables, each value a user fills named by its input.
+A package runs from an install the operator made (`TOOLKIT_VAULT_PACKAGES`, `:`-separated:
+Python virtual environments and npm prefixes), found by name and exact version, bound read-
+only into the sandbox, so a launch needs no network and runs what was pinned. When none
+holds it, the launch is refused and says what to install, unless the operator lets the
+publisher's runner fetch it at launch (`TOOLKIT_VAULT_PACKAGE_RUNNERS=on`: `npx --yes
+pkg@version`, `uvx pkg==version`, from the registry, each start): off by default, as code
+fetched at launch is whatever the registry serves that day, and a configure should not wait
+on a download.
 
 Secrets go in the environment only. A recipe that puts a secret field on the command line
 (where every local user can read it) is refused at import unless the operator allowed it
