@@ -3509,13 +3509,21 @@ MUTANTS = [
         (REMOTE + "test_a_wrong_token_is_a_configure_error_that_says_401_and_stores_nothing",),
     ),
     Mutant(
-        "launch_recipe: a credential a bundle writes on its own command line is kept",
+        "launch_recipe: a credential a bundle writes itself (argv and env) is kept",
         "toolkit_package/launch_recipe.py",
         '        return ""  # a credential the manifest writes itself: never kept',
         "        pass",
         (
             "tests/package/test_argv_credentials.py::"
             "test_a_credential_a_bundle_manifest_writes_itself_is_reported_never_echoed",
+        ),
+        also=(
+            (
+                "toolkit_package/launch_recipe.py",
+                "        if written and (credential_word(key) is not None or "
+                'TOKEN_SHAPE.match(value)):\n            return ""',
+                "        if False:\n            pass",
+            ),
         ),
     ),
 ]
