@@ -27,6 +27,7 @@ import pytest
 
 from mcp_support import CACHE, NODE_SERVERS, OUR_SERVERS
 from spec_support import configure, hello, send
+from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
 from toolkit_vault.core.vault import Vault
@@ -173,6 +174,9 @@ def test_a_secret_on_the_command_line_is_refused_unless_allowed(vault: Vault) ->
     assert schema["x-toolkit-package"]["launch"][launches.SECRET_ARGV_ALLOWED] is True
     events = [e for e in vault.export_audit(0) if e["action"] == AuditAction.TOOLKIT_IMPORTED]
     assert events[-1]["details"]["secret_argv_allowed"] == ["api_key"]
+    page = list_events(vault.store, EventFilter(toolkit="io.example/secret-on-argv"), limit=50)
+    (said,) = [e.summary for e in page.events if e.action == AuditAction.TOOLKIT_IMPORTED]
+    assert said.endswith("; allowed on its command line: api_key"), said
 
 
 def test_a_stored_recipe_with_a_secret_on_argv_is_not_launched_without_the_mark(
