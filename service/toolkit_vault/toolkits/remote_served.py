@@ -1,6 +1,7 @@
 """An imported remote MCP server reached through the vault: the toolkit instance of a
-server.json `remotes` entry (streamable HTTP; SSE endpoints are answered over the same
-client, which the SDK's streamable client speaks to servers that offer both).
+server.json `remotes` entry, over streamable HTTP. An `sse` remote is tried with the same
+client: a server that speaks only the old HTTP+SSE transport fails its configure's check
+(an SSE client is not built yet).
 
 Initializing it connects to the publisher's URL (its placeholders filled from the config,
 each value percent-encoded, so a value cannot add a host, path or query) with the headers
