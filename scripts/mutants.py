@@ -64,6 +64,8 @@ SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
 LIFE = "tests/test_server_lifecycle.py::"
 PINS = "tests/test_tool_pins.py::"
 NAMES = "tests/test_import_names.py::"
+PUBLISHED = "tests/test_published_packages.py::"
+REMOTE = "tests/test_remote_servers.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3433,15 +3435,15 @@ MUTANTS = [
     Mutant(
         "served: a secret of the config reaches the server's command line",
         V + "toolkits/served.py",
-        "started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch([*toolkit._argv, *env.values()], env, policy, sandbox=settings.sandbox)",
+        "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
+        "started = launch([*built.argv, *built.env.values()], built.env, policy, sandbox=True)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
         "served: the server runs outside the sandbox",
         V + "toolkits/served.py",
-        "started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)",
-        "started = launch(toolkit._argv, env, policy, sandbox=False)",
+        "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
+        "started = launch(built.argv, built.env, policy, sandbox=False)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
@@ -3584,6 +3586,85 @@ MUTANTS = [
         "    if dry_run:\n        outcomes = _would_be(store, plans)",
         "    if False:\n        outcomes = _would_be(store, plans)",
         (NAMES + "test_dry_run_prints_the_report_and_stores_nothing",),
+    ),
+    # -- issue 51: registry packages launched as declared, a configure checked by its server
+    # (tests/test_published_packages.py, tests/package/test_importers.py) --
+    Mutant(
+        "launches: a secret on the command line is imported without the operator's leave",
+        V + "toolkits/launches.py",
+        "    if not fields or not runs:\n        return None",
+        "    if True:\n        return None",
+        (PUBLISHED + "test_a_secret_on_the_command_line_is_refused_unless_allowed",),
+    ),
+    Mutant(
+        "launches: a stored recipe with a secret on argv launches without the mark",
+        V + "toolkits/launches.py",
+        "if secret_argv_fields(definition.config_schema) and not launch.get(SECRET_ARGV_ALLOWED):",
+        "if False:",
+        (
+            PUBLISHED
+            + "test_a_stored_recipe_with_a_secret_on_argv_is_not_launched_without_the_mark",
+        ),
+    ),
+    Mutant(
+        "served: an imported server's configure is stored unchecked (no verify)",
+        V + "toolkits/served.py",
+        "    def verify(self, config: dict[str, Any]) -> None:",
+        "    def _unchecked(self, config: dict[str, Any]) -> None:",
+        (PUBLISHED + "test_a_server_that_exits_makes_the_configure_an_error_and_stores_nothing",),
+    ),
+    Mutant(
+        "served: a server that exits passes its configure's check",
+        V + "toolkits/served.py",
+        'raise ServerCheckFailed(f"the server did not start or exited ({exc.reason})") from None',
+        "return None",
+        (PUBLISHED + "test_a_server_that_exits_makes_the_configure_an_error_and_stores_nothing",),
+    ),
+    Mutant(
+        "launch_recipe: a secret input's published default is kept in the recipe",
+        "toolkit_package/launch_recipe.py",
+        "    public = name not in secret and not isinstance(default, bool)",
+        "    public = not isinstance(default, bool)",
+        ("tests/package/test_importers.py::test_import_result_holds_no_value",),
+    ),
+    Mutant(
+        "tool_calls: a remote server's 401 leaves the OAuth connection as it was",
+        V + "core/tool_calls.py",
+        'if getattr(claim.instance, "unauthorized", False):',
+        "if False:",
+        (REMOTE + "test_an_oauth_token_is_sent_and_a_401_marks_the_connection_for_reconnecting",),
+    ),
+    Mutant(
+        "remote_served: a 401 during a call does not mark the instance",
+        V + "toolkits/remote_served.py",
+        "            self.unauthorized = True\n",
+        "",
+        (REMOTE + "test_a_token_refused_during_a_call_marks_the_instance",),
+    ),
+    Mutant(
+        "remote_served: a configure with a token the server refuses is stored",
+        V + "toolkits/remote_served.py",
+        'raise ServerCheckFailed("the server answered 401 (unauthorized)") from None',
+        "return None",
+        (REMOTE + "test_a_wrong_token_is_a_configure_error_that_says_401_and_stores_nothing",),
+    ),
+    Mutant(
+        "launch_recipe: a credential a bundle writes itself (argv and env) is kept",
+        "toolkit_package/launch_recipe.py",
+        '        return ""  # a credential the manifest writes itself: never kept',
+        "        pass",
+        (
+            "tests/package/test_argv_credentials.py::"
+            "test_a_credential_a_bundle_manifest_writes_itself_is_reported_never_echoed",
+        ),
+        also=(
+            (
+                "toolkit_package/launch_recipe.py",
+                "        if written and (credential_word(key) is not None or "
+                'TOKEN_SHAPE.match(value)):\n            return ""',
+                "        if False:\n            pass",
+            ),
+        ),
     ),
 ]
 

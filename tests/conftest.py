@@ -18,6 +18,7 @@ it (`log_scan`) and fails the run if any holds a canary or a noted secret.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -498,3 +499,16 @@ def fresh_env(tmp_path: Path, empty_database_url: str, cli_env: dict[str, str]) 
 def spec_cli_env(cli_env: dict[str, str]) -> dict[str, str]:
     """`cli_env` with the spec-shaped plugin distribution installed as well."""
     return {**cli_env, "PYTHONPATH": os.pathsep.join([str(SPEC_PLUGINS), cli_env["PYTHONPATH"]])}
+
+
+@pytest.fixture
+def stored_only(monkeypatch: pytest.MonkeyPatch, cli_env: dict[str, str]) -> None:
+    """A vault that runs no imported server (`TOOLKIT_VAULT_RUN_SERVERS=off`), in this
+    process and in those `cli_env` starts: its imported toolkits' configs are only stored,
+    for tests of storing, whose packages (made up, or not installed here) could not start."""
+    from toolkit_vault.toolkits import served
+
+    monkeypatch.setenv(served.RUN_SERVERS_ENV, "off")
+    cli_env[served.RUN_SERVERS_ENV] = "off"
+    off = dataclasses.replace(served._servers.settings, run=False)
+    monkeypatch.setattr(served._servers, "settings", off)

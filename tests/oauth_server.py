@@ -57,6 +57,7 @@ class Knobs:
     forward_to: str | None = None  # a mix-up: another server's base, where it sends all
     forward_redirect_uri: str | None = None  # the redirect_uri it puts in what it forwards
     metadata_token_endpoint: str | None = None  # the token endpoint its metadata names
+    access_token: str | None = None  # every access token it issues (a resource server's one)
 
 
 @dataclass
@@ -200,6 +201,8 @@ class AuthServer:
                 token.pop("refresh_token", None)
                 refresh = req.refresh_token.refresh_token  # the old one stays good
             token["expires_in"] = knobs.expires_in
+            if knobs.access_token is not None:
+                token["access_token"] = knobs.access_token
             server_state.tokens.append(
                 _Token(req.client.client_id, token.get("scope", ""), token["access_token"], refresh)
             )

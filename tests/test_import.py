@@ -125,6 +125,7 @@ def events(vault: Vault, action: str = "toolkit_imported") -> list[Any]:
         return list(db.execute(query.order_by(AuditEvent.seq)))
 
 
+@pytest.mark.usefixtures("stored_only")
 @pytest.mark.parametrize("vector", [ARGV, REMOTE, ENV])
 def test_vector_imports_and_the_vault_configures_it_encrypted(
     vector: str, home: VaultSettings, cli_env: dict[str, str]
@@ -338,6 +339,7 @@ def test_a_bundle_without_mcp_config_and_a_server_json_without_package_say_why(
     )
 
 
+@pytest.mark.usefixtures("stored_only")  # the bundle is not unpacked here
 def test_a_bundles_tools_are_listed_once_it_is_configured(vault: Vault) -> None:
     path = CORPUS / "bundles" / "mcpb" / "hello-world-node.json"
     declared = [t["name"] for t in json.loads(path.read_text())["tools"]]
@@ -352,6 +354,7 @@ def test_a_bundles_tools_are_listed_once_it_is_configured(vault: Vault) -> None:
     assert declared and tools == declared
 
 
+@pytest.mark.usefixtures("stored_only")
 def test_the_vault_refuses_a_choice_the_publisher_did_not_offer(vault: Vault) -> None:
     server = json.loads((CORPUS / "registry" / "seed.json").read_text())[3]  # time-mcp-pypi
     (package,) = server["packages"][:1]

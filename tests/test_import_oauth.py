@@ -48,6 +48,8 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "mcp"
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 NAME = "io.github.getcyphrex/cyphrex-mcp"
 PUBLIC_URL = CALLBACK.removesuffix("/console/oauth/callback")
+# Discovery and connecting, not running: the resource server here is no MCP server.
+pytestmark = pytest.mark.usefixtures("stored_only")
 # what the report says of every target it could not use (issue 48 item 8)
 UNREACHABLE = (
     "{host} cannot be reached (unreachable, no usable answer, or not a public address: "

@@ -46,6 +46,8 @@ from toolkit_vault.toolkits.registry import ToolkitFactory, ToolkitRegistry, Too
 
 __all__ = ["replicas"]  # the fixture, from test_http
 
+# These follow what is imported and removed, not running servers: the package is made up.
+pytestmark = pytest.mark.usefixtures("stored_only")
 NAME, CONFIG, _, _ = CASES[ENV]  # io.github.example/issue-tracker: a token, a secret, a URL
 PACKAGE = str(VECTORS / ENV)
 FIELD = "tracker_webhook_secret"  # secret as published; `--public` reclassifies it

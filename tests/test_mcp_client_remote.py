@@ -74,7 +74,7 @@ def _server(url: str, token: str | None) -> RemoteServer:
 
 def test_with_the_token_tools_are_listed_and_called(host: UpstreamHost, remote: str) -> None:
     handle = host.open(_server(f"{remote}/mcp", TOKEN), timeout=20)
-    assert [tool.name for tool in handle.tools] == ["add"]
+    assert [tool.name for tool in handle.tools] == ["add", "revoke"]
     result = handle.call_tool("add", {"a": 2, "b": 3}, deadline=time.monotonic() + 10)
     assert result["isError"] is False
     assert result["content"][0]["text"] == "5"

@@ -627,6 +627,7 @@ def _bundle(**tool: Any) -> bytes:
     return json.dumps(doc).encode()
 
 
+@pytest.mark.usefixtures("stored_only")  # a vault that keeps configs: it runs no bundle
 def test_an_imported_bundle_carries_its_tools_descriptions_and_schemas(
     vault: Vault, home: VaultSettings
 ) -> None:

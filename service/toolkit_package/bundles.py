@@ -28,6 +28,7 @@ from toolkit_package.imported import (
     pointer,
     public_default,
 )
+from toolkit_package.launch_recipe import bundle_recipe
 from toolkit_package.model import StrategyKind
 
 MAX_TOOL_DESCRIPTION = 2000
@@ -211,6 +212,7 @@ def _bundle_server(doc: dict[str, Any], out: Collector) -> ImportedServer:
         tools=tuple(tools),
         tool_details=tuple(details),
         location="",
+        launch=bundle_recipe(doc, tuple(inputs)),
     )
 
 

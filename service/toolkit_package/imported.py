@@ -120,6 +120,9 @@ class ImportedServer:
     # vault runs it (`toolkits.served`). Kept only when no argument carries an input, so it
     # holds a program and its fixed arguments, never a credential; empty otherwise.
     command: tuple[str, ...] = ()
+    # A registry package's launch recipe (`launch_recipe`, canonical JSON): inputs named,
+    # values never; "" when the vault cannot run the package.
+    launch: str = ""
 
     @property
     def configurable(self) -> tuple[ConfigInput, ...]:

@@ -12,7 +12,7 @@ import re
 
 from toolkit_package.classify import UrlPart
 
-__all__ = ["names", "strip", "url_parts"]
+__all__ = ["fill", "names", "strip", "url_parts"]
 
 _PLACEHOLDER = re.compile(
     r"\$?\{(?:input:|env:)?([A-Za-z_][A-Za-z0-9_.-]{0,127})\}|<([A-Za-z_][A-Za-z0-9_.-]{0,127})>"
@@ -33,6 +33,16 @@ def _found(text: str, *, angled: bool) -> list[tuple[str, int]]:
 def names(text: str, *, angled: bool = False) -> list[str]:
     """Placeholder names in ``text``, each once, in order (``<NAME>`` only when ``angled``)."""
     return list(dict.fromkeys(name for name, _ in _found(text, angled=angled)))
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """``text`` with each ``{name}``-style placeholder replaced by its value; a placeholder
+    without one raises KeyError (``<NAME>`` is left as written: only URLs use it)."""
+
+    def value(match: re.Match[str]) -> str:
+        return match.group(0) if match.group(1) is None else values[match.group(1)]
+
+    return _PLACEHOLDER.sub(value, text)
 
 
 def strip(text: str) -> str:

@@ -31,6 +31,7 @@ from toolkit_package.imported import (
     public_default,
     string_choices,
 )
+from toolkit_package.launch_recipe import package_recipe, remote_recipe
 from toolkit_package.model import StrategyKind
 
 __all__ = ["parse_server_json"]
@@ -220,6 +221,7 @@ def _key_values(
 
 
 def _package(pkg: Any, scope: str, out: Collector) -> tuple[str, str, list[ConfigInput]]:
+    """(registry, transport, fields) of one package; its launch recipe is `launch_recipe`'s."""
     if not isinstance(pkg, dict):
         raise EntryInvalid(scope, "expected an object")
     registry = pick(pkg, ("registryType", "registry_type", "registry_name"), str, scope) or ""
@@ -277,17 +279,19 @@ def parse_server_json(doc: dict[str, Any], max_servers: int, base: str = "") -> 
         except EntryInvalid as exc:
             out.skip(exc, f"{name}#{group[:-1]}-{i}" if several else name)
             continue
+        inputs = one_field_per_name(fields)
         out.servers.append(
             ImportedServer(
                 name=f"{name}#{group[:-1]}-{i}" if several else name,
                 strategy=StrategyKind.LOCAL_MCP if local else StrategyKind.REMOTE_MCP,
                 transport=transport,
-                inputs=one_field_per_name(fields),
+                inputs=inputs,
                 title=title,
                 description=description,
                 version=version or "",
                 registry=registry,
                 location=scope,
+                launch=(package_recipe if local else remote_recipe)(entry, tuple(fields)),
             )
         )
     return out

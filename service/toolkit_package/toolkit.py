@@ -137,9 +137,10 @@ def source_digest(server: ImportedServer) -> str:
     base = server.location
     inputs = [dataclasses.replace(i, location=_relative(i.location, base)) for i in server.inputs]
     server = dataclasses.replace(server, location="", inputs=tuple(inputs))
-    described = json.dumps(
-        dataclasses.asdict(server), sort_keys=True, separators=(",", ":"), default=str
-    )
+    fields = dataclasses.asdict(server)
+    if not fields["launch"]:
+        del fields["launch"]  # digests of servers the vault does not launch stay as they were
+    described = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(described.encode()).hexdigest()
 
 
@@ -174,6 +175,11 @@ def to_toolkit_definition(server: ImportedServer, fmt: str) -> ImportedToolkit:
     if server.command:  # what `toolkits.served` runs: the command, each variable's field
         env = {i.name: n for n, i in zip(names, inputs, strict=True) if i.kind == "env"}
         schema["x-toolkit-package"]["launch"] = {"argv": list(server.command), "env": env}
+    elif server.launch:  # a registry package or remote: its recipe, and each input's field
+        recipe = json.loads(server.launch)
+        key = "connect" if "remote" in recipe else "launch"
+        fields = {i.name: n for n, i in zip(names, inputs, strict=True)}
+        schema["x-toolkit-package"][key] = {"recipe": recipe, "fields": fields}
     tags = list(dict.fromkeys(t for t in (fmt, server.transport, server.registry) if t))
     definition = {
         "name": server.name,

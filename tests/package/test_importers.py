@@ -325,4 +325,17 @@ def test_import_result_holds_no_value(name: str, vector: Callable[[str], bytes])
             if isinstance(item.default, str):
                 assert item.default.startswith(("canary-default-", "https://canary-default-"))
                 text = text.replace(repr(item.default), "")
+        text = text.replace(repr(server.launch), "")
+        assert_recipe_public(server)
     assert "canary" not in text.lower()
+
+
+def assert_recipe_public(server: ImportedServer) -> None:
+    """A launch recipe holds the publisher's package and fixed values (public metadata it
+    runs with) and defaults of public inputs only: never a secret input's default."""
+    secret = {item.name for item in server.inputs if item.secret}
+    recipe = json.loads(server.launch) if server.launch else {}
+    groups = [*recipe.get("runtime_args", ()), *recipe.get("package_args", ())]
+    parts = [p for g in groups for p in g["parts"]] + list(recipe.get("environment", {}).values())
+    for part in parts:
+        assert "default" not in part or part["input"] not in secret, part

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from sqlalchemy import select
 
 from test_import import BIN, CASES, ENV, VECTORS, events, imported_rows, one_error_line, vault_cli
@@ -38,6 +39,7 @@ def test_show_gives_each_field_its_mark_and_reason(
     assert "toolkit not found" in one_error_line(vault_cli(cli_env, "toolkits", "show", "nope"))
 
 
+@pytest.mark.usefixtures("stored_only")
 def test_remove_is_audited_and_unconfigures_every_session(
     vault: Vault, home: VaultSettings, cli_env: dict[str, str]
 ) -> None:

@@ -225,7 +225,10 @@ def _imported(w: _Words) -> str:
     if overrides:
         text += f" with overrides {overrides}"
     secrets = w.fields("secret_fields")
-    return text + f"; secret fields {secrets or 'none'}"
+    text += f"; secret fields {secrets or 'none'}"
+    if w.d("secret_argv_allowed"):  # the operator's --allow-secret-argv
+        text += f"; allowed on its command line: {w.fields('secret_argv_allowed')}"
+    return text
 
 
 def _removed(w: _Words) -> str:

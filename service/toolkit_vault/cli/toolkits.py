@@ -271,6 +271,12 @@ def toolkits_template(name: str, fmt: str) -> None:
     "NAT64-mapped addresses (refused by default: a package names them, not you).",
 )
 @click.option(
+    "--allow-secret-argv",
+    is_flag=True,
+    help="Run packages whose published command line carries a secret field (refused by "
+    "default: argv is visible to every local user); audited.",
+)
+@click.option(
     "--public-url",
     metavar="URL",
     default=DEFAULT_PUBLIC_URL,
@@ -292,6 +298,7 @@ def toolkits_import(
     no_discover: bool,
     oauth_client_id: str | None,
     allow_private: bool,
+    allow_secret_argv: bool,
     public_url: str,
     as_json: bool,
 ) -> None:
@@ -327,6 +334,7 @@ def toolkits_import(
             ),
             replace_source=replace_source,
             dry_run=dry_run,
+            allow_secret_argv=allow_secret_argv,
         )
     except PackageRefused as exc:  # --json still says what was skipped and why, on stdout
         if as_json and exc.report is not None:

@@ -194,6 +194,30 @@ class OAuthRefresher:
         values = new.secrets(spec.token_field) | kept_secrets(spec, client_secret)
         return merge_secrets(record.public_config, values), version
 
+    def mark_refused(self, record: VersionRecord, toolkit: RegisteredToolkit) -> bool:
+        """A server answered 401 to the access token of `record`: the version is marked for
+        reconnecting, as a refused refresh is (audited `oauth_refresh_failed`, error
+        `unauthorized`; the replicas told). False when there is nothing to mark: no OAuth,
+        a token typed in, already marked, or a newer version meanwhile."""
+        spec = self._specs.of(toolkit)
+        if spec is None:
+            return False
+        config = self._sealing.decrypt(record)
+        tokens = TokenSet.of_config(config, spec.token_field)
+        if tokens is None or tokens.reconnect:
+            return False
+        dead = TokenSet(issuer=tokens.issuer, scope=tokens.scope, reconnect=True)
+        try:
+            version = self._append(record, spec, dead, client_secret_of(spec, config))
+        except VersionMoved:
+            return False
+        scope, name = record.session_id, record.toolkit_name
+        details: dict[str, Any] = {"error": "unauthorized", "issuer": tokens.issuer}
+        action = AuditAction.OAUTH_REFRESH_FAILED
+        self._store.record_attempt(AuditDraft(REFRESH_ACTOR, action, scope, name, version, details))
+        self._tell_replicas(scope, name, True)
+        return True
+
     def _tell_replicas(self, scope: str, name: str, marked: bool) -> None:
         """The other replicas (`serve` on PostgreSQL: the relay) hear of the new version:
         their instances from a principal's scope are initialized again without delay, with

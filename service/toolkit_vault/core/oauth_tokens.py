@@ -75,6 +75,14 @@ class OAuthTokens:
     ) -> tuple[dict[str, Any], int]:
         return self.refresher.ready(record, toolkit, config)
 
+    def mark_refused(self, scope_id: str, version: int, toolkit: RegisteredToolkit) -> bool:
+        """A remote server answered 401 to the token of `version` (still current): marked
+        for reconnecting (`OAuthRefresher.mark_refused`)."""
+        record = self.refresher.current(scope_id, toolkit.definition.name)
+        if record is None or record.version != version:
+            return False
+        return self.refresher.mark_refused(record, toolkit)
+
     def revoke(self, actor: str, scope_id: str, toolkit_name: str | None = None) -> list[str]:
         return self._revoker.revoke(actor, scope_id, toolkit_name)
 

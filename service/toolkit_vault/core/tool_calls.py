@@ -140,6 +140,8 @@ class ToolCalling(Configuring):
                 )
         finally:
             claim.release()
+        if getattr(claim.instance, "unauthorized", False):  # a remote server's 401
+            self.oauth.mark_refused(claim.source[0], claim.source[1], toolkit)
         return result, claim.source[1]
 
     def _record_call(

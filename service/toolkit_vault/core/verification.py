@@ -41,6 +41,7 @@ from toolkit_vault.core.expiry import earliest, read_expiry
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.schema.verify_spec import VerifySpec
+from toolkit_vault.toolkits.launches import ServerCheckFailed
 from toolkit_vault.toolkits.registry import RegisteredToolkit
 
 __all__ = [
@@ -235,6 +236,8 @@ def _plugin_check(
     worker.join(max(0.0, until - time.monotonic()))
     if not result:
         raise CredentialRejected(f"the credential check did not answer within {deadline:g} s")
+    if isinstance(result[0], ServerCheckFailed):  # the vault's own words: it says why
+        raise CredentialRejected(f"the credential check failed: {result[0].message}")
     if isinstance(result[0], Exception):
         kind = type(result[0]).__name__
         raise CredentialRejected(f"the credential check failed ({kind})")

@@ -75,6 +75,12 @@ class RemoteServer:
 ToolsChanged = Callable[[tuple[ToolDescription, ...]], None]
 
 
+def _first(group: BaseExceptionGroup[UpstreamError]) -> UpstreamError:
+    """The first failure of ours a task group wrapped."""
+    found = group.exceptions[0]
+    return _first(found) if isinstance(found, BaseExceptionGroup) else found
+
+
 class UpstreamSession:
     """A live session with one server. `start` connects and lists its tools; `tools` is the
     last list; `call_tool` calls one; `close` stops it (a local server's whole process
@@ -166,25 +172,33 @@ class UpstreamSession:
             raise CallTimedOut(f"{self.server.label}: the call's deadline had passed")
         cancelled = False
         result: Any = None
-        with anyio.move_on_after(remaining) as deadline_scope:
-            async with anyio.create_task_group() as group:
+        try:
+            with anyio.move_on_after(remaining) as deadline_scope:
+                async with anyio.create_task_group() as group:
 
-                async def watch() -> None:
-                    nonlocal cancelled
-                    assert cancel is not None
-                    await cancel.wait()
-                    cancelled = True
+                    async def watch() -> None:
+                        nonlocal cancelled
+                        assert cancel is not None
+                        await cancel.wait()
+                        cancelled = True
+                        group.cancel_scope.cancel()
+
+                    if cancel is not None:
+                        group.start_soon(watch)
+                    try:
+                        result = await session.call_tool(name, dict(arguments))
+                    except MCPError as error:
+                        raise self._named(error, "the call failed") from None
+                    except RuntimeError:  # an input-required result (2026-07-28) unanswered
+                        raise UpstreamFailed(
+                            f"{self.server.label}: the tool asked for input"
+                        ) from None
                     group.cancel_scope.cancel()
-
-                if cancel is not None:
-                    group.start_soon(watch)
-                try:
-                    result = await session.call_tool(name, dict(arguments))
-                except MCPError as error:
-                    raise self._named(error, "the call failed") from None
-                except RuntimeError:  # an input-required result (2026-07-28) it cannot answer
-                    raise UpstreamFailed(f"{self.server.label}: the tool asked for input") from None
-                group.cancel_scope.cancel()
+        except BaseExceptionGroup as group_error:  # the watcher's group wraps the failure
+            named = group_error.subgroup(UpstreamError)
+            if named is None:
+                raise
+            raise _first(named) from None
         if cancelled:
             raise CallCancelled(f"{self.server.label}: the call was cancelled")
         if deadline_scope.cancelled_caught:

@@ -3,8 +3,9 @@
 `toolkits import` turns every server an input holds into one toolkit whose schema marks each
 secret input `writeOnly` (classified fail-closed, with its reason), so `toolkit/configure`
 encrypts it like any other secret. The definitions live in the database (`imported_toolkits`),
-so every process and replica registers them at `open_vault`. Nothing here runs anything: the
-vault does not launch MCP servers, so an imported toolkit's initializer accepts its config.
+so every process and replica registers them at `open_vault`. Nothing here runs anything: a
+local server whose launch was kept (a client config's command, a registry package's recipe)
+is run by `served` once configured; any other imported toolkit's initializer accepts its config.
 What a package says of its tools beyond their names (an MCPB bundle's descriptions, an input
 schema where one is written) is stored beside the definition (`x-tools`, MCP's tool shape)
 after the same checks as a plugin's declarations; the toolkit lists those tools and answers
@@ -61,6 +62,8 @@ from toolkit_vault.toolkits.import_report import (
     ImportOutcome,
     ImportReport,
 )
+from toolkit_vault.toolkits.launches import allow_secret_argv as allow_argv
+from toolkit_vault.toolkits.launches import secret_argv_fields
 from toolkit_vault.toolkits.registry import (
     RegisteredToolkit,
     SourceKind,
@@ -78,7 +81,8 @@ from toolkit_vault.toolkits.remote_oauth import (
     remote_url,
     with_oauth,
 )
-from toolkit_vault.toolkits.served import ServedToolkit, launch_of
+from toolkit_vault.toolkits.remote_served import RemoteServedToolkit, connect_of
+from toolkit_vault.toolkits.served import ServedToolkit, launch_of, runs_servers
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 from toolkit_vault.toolkits.tool_pins import ToolPins, package_of
 
@@ -112,7 +116,7 @@ TOOLS_KEY = "x-tools"  # the stored definition's declared tools; the spec's fiel
 
 
 class PackageToolkit:
-    """An imported toolkit's plugin. The vault keeps the config and launches nothing."""
+    """An imported toolkit the vault does not run: it keeps the config and launches nothing."""
 
     def __init__(self, definition: ToolkitDefinition, tools: Sequence[object] = ()) -> None:
         self.definition = definition
@@ -129,6 +133,7 @@ class _Plan:
     text: str  # canonical JSON of the definition, as stored
     format: str
     overrides: tuple[dict[str, Any], ...]
+    secret_argv: tuple[str, ...] = ()  # secret fields on its command line, allowed (audited)
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,7 @@ def _plan(
     found: Discovery | None = None,
     *,
     replace_source: bool = False,
+    allow_secret_argv: bool = False,
 ) -> _Plan:
     """Build and check one toolkit; `_Skip` rather than store what the vault cannot serve.
     `taken`: the registered toolkits by case-folded name."""
@@ -166,6 +172,9 @@ def _plan(
     imported = to_toolkit_definition(server, fmt)
     definition_fields = with_oauth(imported.definition, found) if found else imported.definition
     name = str(definition_fields["name"])
+    secret_argv = secret_argv_fields(definition_fields["schema"])
+    if (refused := allow_argv(definition_fields, allow_secret_argv, runs_servers())) is not None:
+        raise _Skip("secret_in_argv", refused)
     if len(name) > MAX_NAME_CHARS:
         raise _Skip("name_too_long", f"toolkit name longer than {MAX_NAME_CHARS} characters")
     digest = str(definition_fields["schema"]["x-toolkit-package"]["digest"])
@@ -206,7 +215,8 @@ def _plan(
         replaced_digest=replaced,
     )
     overrides = tuple({"field": o.field, "secret": o.secret} for o in chosen.overrides)
-    return _Plan(entry, canonical_json(definition_fields).decode(), fmt, overrides)
+    text = canonical_json(definition_fields).decode()
+    return _Plan(entry, text, fmt, overrides, tuple(secret_argv))
 
 
 def _warnings(server: ImportedServer) -> Iterator[ArgvWarning]:
@@ -229,6 +239,8 @@ def _definition(plan: _Plan) -> ImportedDefinition:
     }
     if entry.replaced_digest is not None:  # `--replace`: another source's toolkit replaced
         details["replaced_source"] = entry.replaced_digest
+    if plan.secret_argv:  # the operator allowed secrets on its command line
+        details["secret_argv_allowed"] = list(plan.secret_argv)
     return ImportedDefinition(
         entry.name, plan.text, entry.digest, entry.strategy, plan.format, details
     )
@@ -272,6 +284,7 @@ def _planned(
     strict: bool,
     discovered: list[Discovery | None],
     replace_source: bool = False,
+    allow_secret_argv: bool = False,
 ) -> tuple[list[_Plan], list[SkippedServer]]:
     plans: list[_Plan] = []
     skipped: list[SkippedServer] = []
@@ -284,7 +297,14 @@ def _planned(
                     "duplicate_name",
                     "another server of this input has the same name (ignoring case)",
                 )
-            plan = _plan(item, fmt, taken, found, replace_source=replace_source)
+            plan = _plan(
+                item,
+                fmt,
+                taken,
+                found,
+                replace_source=replace_source,
+                allow_secret_argv=allow_secret_argv,
+            )
         except _Skip as exc:
             if strict:
                 raise _refuse(f"{exc.code}: {item.server.name[:80]!r}: {exc.message}") from None
@@ -308,6 +328,7 @@ def import_package(
     discovery: DiscoveryOptions | None = None,
     replace_source: bool = False,
     dry_run: bool = False,
+    allow_secret_argv: bool = False,
 ) -> ImportReport:
     """Import the servers of `data` the user selected; refresh `registry` after.
 
@@ -319,6 +340,9 @@ def import_package(
     With `discovery`, each remote server's OAuth metadata is read first (`remote_oauth`):
     its toolkit may gain `x-oauth`, be imported with a warning, or be skipped with its
     reason. Without it, nothing goes over the network.
+
+    A package the vault would run with a secret field on its command line is skipped
+    (`secret_in_argv`) unless `allow_secret_argv` (audited in its `toolkit_imported`).
 
     Raises PackageRefused (a VaultError) naming the reason when nothing could be imported,
     when a choice names nothing in the input, or (with `strict`) when any server fails;
@@ -345,7 +369,15 @@ def import_package(
     discovered: list[Discovery | None] = (
         _discovered(chosen, data, registry, discovery) if discovery else [None] * len(chosen)
     )
-    plans, unusable = _planned(chosen, result.format, registry, strict, discovered, replace_source)
+    plans, unusable = _planned(
+        chosen,
+        result.format,
+        registry,
+        strict,
+        discovered,
+        replace_source=replace_source,
+        allow_secret_argv=allow_secret_argv,
+    )
     skipped = (*result.skipped_servers, *left_out, *unusable)
     if not plans:
         refused = ImportReport(
@@ -432,13 +464,13 @@ def stored_toolkits(
         if definition.name != name or not isinstance(tools, list):
             log.warning("imported toolkit %r holds another name or tools and is left out", name)
             continue
-        command = launch_of(definition)
+        command, connect = launch_of(definition), connect_of(definition)
         pins = ToolPins(store, name, package_of(definition))  # its server's tools, pinned
-        factory: ToolkitFactory = (
-            partial(PackageToolkit, definition, tools)
-            if command is None
-            else partial(ServedToolkit, definition, tools, command, pins)
-        )
+        factory: ToolkitFactory = partial(PackageToolkit, definition, tools)
+        if command is not None:
+            factory = partial(ServedToolkit, definition, tools, command, pins)
+        elif connect is not None and runs_servers():
+            factory = partial(RemoteServedToolkit, definition, tools, connect)
         found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found
 

@@ -38,11 +38,25 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHost, pin_tools
+from toolkit_vault.mcp_client import (
+    StdioServer,
+    ToolDescription,
+    UpstreamError,
+    UpstreamFailed,
+    UpstreamHost,
+    pin_tools,
+)
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.launches import (
+    PACKAGES_ENV,
+    RUNNERS_ENV,
+    ServerCheckFailed,
+    build,
+    is_launch,
+)
 from toolkit_vault.toolkits.server_processes import (
     Notify,
     ServerLimits,
@@ -69,6 +83,7 @@ SERVERS_DIR_ENV = "TOOLKIT_VAULT_SERVERS_DIR"
 SERVER_BINDS_ENV = "TOOLKIT_VAULT_SERVER_BINDS"
 RUN_SERVERS_ENV = "TOOLKIT_VAULT_RUN_SERVERS"  # "off": imported servers' configs only stored
 START_TIMEOUT = 30.0  # launch to its tools listed
+VERIFY_TIMEOUT = 3.5  # a configure's check: its stop too within the checks' deadline (5 s)
 REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
 
@@ -86,6 +101,8 @@ class ServerSettings:
     read_only: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     run: bool = True
+    packages: tuple[Path, ...] = ()  # installed packages a server.json launch runs from
+    runners: bool = False  # npx/uvx may fetch a package not installed, at each launch
 
     @classmethod
     def from_environment(
@@ -99,6 +116,8 @@ class ServerSettings:
             read_only=tuple(Path(p) for p in binds.split(":") if p.strip()),
             hidden=tuple(hidden),
             run=_on(environ.get(RUN_SERVERS_ENV, "on")),
+            packages=tuple(Path(p) for p in environ.get(PACKAGES_ENV, "").split(":") if p.strip()),
+            runners=environ.get(RUNNERS_ENV, "off").strip().lower() in ("on", "1", "true", "yes"),
         )
 
 
@@ -129,6 +148,16 @@ def use_servers(settings: ServerSettings, limits: ServerLimits | None = None) ->
     use_limits(limits or ServerLimits.from_environment(), settings.private_root)
 
 
+def upstream_host() -> UpstreamHost:
+    """The process's one upstream host (its loop thread), made at the first need."""
+    return _servers.host
+
+
+def runs_servers() -> bool:
+    """Whether this process runs imported servers (`TOOLKIT_VAULT_RUN_SERVERS`)."""
+    return _servers.settings.run
+
+
 def sandbox_warning() -> str | None:
     """What `serve` states at start-up about the sandbox, when it is not running servers
     confined; None when it is."""
@@ -149,14 +178,7 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
         return None
     package = definition.config_schema.get("x-toolkit-package")
     found = package.get("launch") if isinstance(package, Mapping) else None
-    if not isinstance(found, Mapping):
-        return None
-    argv, env = found.get("argv"), found.get("env")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        return None
-    if not isinstance(env, Mapping) or not all(isinstance(f, str) for f in env.values()):
-        return None
-    return found
+    return found if is_launch(found) else None
 
 
 @dataclass(frozen=True)
@@ -183,10 +205,8 @@ class ServedToolkit:
     ) -> None:
         self.definition = definition
         self.tools = tuple(tools)  # what the package declared; the server's own replace them
-        self._argv: list[str] = list(command["argv"])
-        self._env_fields: dict[str, str] = dict(command["env"])
-        self._env: dict[str, str] | None = None  # the server's variables, once initialized
-        self._secret: set[str] = set()
+        self._command = command  # a client config's command, or a package's recipe
+        self._config: dict[str, Any] | None = None  # its config, once initialized
         self._process: ServerProcess | None = None
         self._table: ServerProcesses | None = None
         self._adopted: Started | None = None
@@ -200,11 +220,27 @@ class ServedToolkit:
         """Take the config's variables for the server's environment. Nothing starts yet:
         the server of this instance's (scope, toolkit, version) starts at its first need
         (`serve_from` names that process)."""
-        env = {var: _text(config[f]) for var, f in self._env_fields.items() if f in config}
-        self._secret = {
-            v for var, v in env.items() if _is_secret(self.definition, self._env_fields[var])
-        }
-        self._env = env
+        self._config = config
+
+    def verify(self, config: dict[str, Any]) -> None:
+        """The credential check of a configure (`core.verification`): start the server with
+        the candidate config and list its tools, then stop it. A server that does not
+        start, exits or breaks the protocol fails the check (nothing is stored); one still
+        starting near the check's deadline passes, and is reported in the log: a slow
+        start is not a wrong credential."""
+        try:
+            started = _start(self, config, None, VERIFY_TIMEOUT)
+        except (UpstreamFailed, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) or "no answer in time" in exc.message:
+                log.warning("imported server %s is slow to start: not checked", self.label)
+                return None
+            raise ServerCheckFailed(f"the server did not start or exited ({exc.reason})") from None
+        except UpstreamError as exc:
+            raise ServerCheckFailed(f"the server could not be used ({exc.reason})") from None
+        except VaultError as exc:  # refused before it started: launches, sandbox (no value)
+            raise ServerCheckFailed(f"the server cannot be started: {exc.message}") from None
+        _stop_started(started)  # off the check's clock: the answer does not wait for it
+        return None
 
     def serve_from(self, servers: ServerProcesses, source: tuple[str, int]) -> None:
         """Hold the process of (scope, this toolkit, version) in `servers` (shared with every
@@ -230,7 +266,9 @@ class ServedToolkit:
     def start_server(self, timeout: float = START_TIMEOUT) -> Started:
         """Launch the server with this instance's config and list its tools (for a check of
         the config before it is stored); raises, nothing left running, when it cannot."""
-        return _start(self, None, timeout)
+        if self._config is None:
+            raise VaultError(f"{self.label}: the toolkit is not initialized")
+        return _start(self, self._config, None, timeout)
 
     def set_push_callback(self, notify: Callable[[object], None]) -> None:
         """Where this instance's session hears its server crash and come back."""
@@ -343,7 +381,9 @@ class ServedToolkit:
             _stop_started(adopted)
 
     def _launch(self, process: ServerProcess) -> Started:
-        return _start(self, process, START_TIMEOUT)
+        if self._config is None:
+            raise VaultError(f"{self.label}: the toolkit is not initialized")
+        return _start(self, self._config, process, START_TIMEOUT)
 
     def _take_tools(self, described: tuple[ToolDescription, ...]) -> None:
         """(Under `_relisting`.) A `tools/list` of the server becomes its served tools,
@@ -368,19 +408,23 @@ class ServedToolkit:
 _UNBOUND = ServerProcesses()  # instances no sync named a process for: each its own
 
 
-def _start(toolkit: ServedToolkit, process: ServerProcess | None, timeout: float) -> Started:
-    """Launch `toolkit`'s server through the sandbox with its config's variables in its
-    environment, open the MCP session and list its tools within `timeout` seconds; the
-    session and what removes its private directory. Raises, nothing left running."""
-    env = toolkit._env
-    if env is None:
-        raise VaultError(f"{toolkit.label}: the toolkit is not initialized")
+def _start(
+    toolkit: ServedToolkit,
+    config: Mapping[str, Any],
+    process: ServerProcess | None,
+    timeout: float,
+) -> Started:
+    """Launch `toolkit`'s server through the sandbox as its command or recipe says, with
+    `config`'s variables in its environment (`launches.build`: secrets in the environment
+    only), open the MCP session and list its tools within `timeout` seconds; the session
+    and what removes its private directory. Raises, nothing left running."""
     settings = _servers.settings
+    built = build(toolkit._command, toolkit.definition, config, settings.packages, settings.runners)
     private = settings.private_root / uuid.uuid4().hex
     settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
     policy = Confinement(
         private_dir=private,
-        read_only=tuple(Bind(path) for path in settings.read_only),
+        read_only=tuple(Bind(path) for path in (*settings.read_only, *built.read_only)),
         hidden=settings.hidden,
     )
 
@@ -388,12 +432,12 @@ def _start(toolkit: ServedToolkit, process: ServerProcess | None, timeout: float
         shutil.rmtree(private, ignore_errors=True)
 
     try:
-        started = launch(toolkit._argv, env, policy, sandbox=settings.sandbox)
+        started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)
         if process is not None:
             process.launched(confined=started.confined)
         elif not started.confined:
             log.warning("imported server %s runs unconfined (the sandbox is off)", toolkit.label)
-        server = StdioServer(toolkit.label, started, partial_redact(toolkit._secret))
+        server = StdioServer(toolkit.label, started, partial_redact(set(built.secrets)))
         handle = _servers.host.open(server, timeout=timeout)
     except BaseException:
         cleanup()
@@ -411,17 +455,6 @@ def _stop_started(started: Started) -> None:
             cleanup()
 
     threading.Thread(target=close, name="mcp-server-stop", daemon=True).start()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(value)
-
-
-def _is_secret(definition: ToolkitDefinition, field: str) -> bool:
-    properties = definition.config_schema.get("properties", {})
-    return bool(properties.get(field, {}).get("writeOnly"))
 
 
 def partial_redact(secrets: set[str]) -> Callable[[str], str]:
