@@ -31,6 +31,7 @@ from typing import Any
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.verify import AuditReport
+from toolkit_vault.core.catalogue import ToolCatalogues
 from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
@@ -92,6 +93,7 @@ class Vault(ToolCalling):
         self.intake: IntakeOffer | None = None  # intake links, set by the web console when mounted
         self.sealing = Sealing(ring, fingerprint_key, reload_keys)
         self.instances = LiveInstances()
+        self.catalogues = ToolCatalogues(_info)  # what `tool_catalogue` built lately
         self.push = PushRouter(on_principal_scope=self._scope_changed)
         self.registry_follower = RegistryFollower(
             store, registry, self.instances, self.push, registry_loaded_at
@@ -188,20 +190,16 @@ class Vault(ToolCalling):
 
     def tool_catalogue(
         self, principal: Principal, session_id: str
-    ) -> tuple[list[ToolInfo], set[str]]:
+    ) -> tuple[tuple[ToolInfo, ...], set[str]]:
         """Every tool the principal may call, of toolkits configured in the session or not
         (an MCP client lists them all: calling an unconfigured one asks a person for its
-        credential), and which toolkits are configured. The same allow-list as `tool/list`."""
+        credential), and which toolkits are configured. The same allow-list as `tool/list`.
+        The same tuple while the registry, the allowance and the session's unavailable tools
+        stay the same (`catalogue.ToolCatalogues`)."""
         configured = self._configured(principal, session_id)
         allowance = self.allowance(principal.principal_id)
-        tools = [
-            _info(toolkit, tool)
-            for toolkit in self.registry.all()
-            for tool in toolkit.definition.tools
-            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
-            and tool not in self.instances.unavailable(session_id, toolkit.definition.name)
-        ]
-        return tools, configured
+        lacking = self.instances.lacking(session_id)
+        return self.catalogues.catalogue(self.registry.all(), allowance, lacking), configured
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth

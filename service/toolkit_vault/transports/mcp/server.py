@@ -37,12 +37,11 @@ from toolkit_vault.protocol import (
     Message,
     ToolCallRequest,
     ToolCallResponse,
-    ToolInfo,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
 )
 from toolkit_vault.tools.calls import Cancellation
-from toolkit_vault.transports.mcp.names import ToolNames
+from toolkit_vault.transports.mcp.listing import McpList, McpLists, PrebuiltLists, hand_over
 from toolkit_vault.transports.mcp.sessions import McpSession, McpSessions
 
 __all__ = ["DEFAULT_TOOL_LIMIT", "ENABLE", "FIND", "Caller", "vault_mcp_server"]
@@ -103,36 +102,32 @@ def vault_mcp_server(
                 session.client = f"{info.client_info.name} {info.client_info.version}"
         return session
 
-    def listing(session: McpSession) -> tuple[list[ToolInfo], set[str], ToolNames, bool]:
-        tools, configured = sessions.vault.tool_catalogue(session.principal, session.session_id)
-        limited = len(tools) > tool_limit
-        if limited:
-            shown = configured | session.shown
-            tools = [tool for tool in tools if tool.toolkit in shown]
-        names = ToolNames(((t.toolkit, t.name) for t in tools), (FIND, ENABLE) if limited else ())
-        return tools, configured, names, limited
+    lists = McpLists(tool_limit, _DISCOVERY)
+
+    def listing(session: McpSession) -> tuple[McpList, set[str]]:
+        catalogue, configured = sessions.vault.tool_catalogue(session.principal, session.session_id)
+        return lists.listing(catalogue, configured, session.shown), configured
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = await session_of(ctx)
-        tools, _, names, limited = await anyio.to_thread.run_sync(listing, session)
-        listed = [_mcp_tool(names.name(t.toolkit, t.name), t) for t in tools]
-        return types.ListToolsResult(tools=listed + (_DISCOVERY if limited else []))
+        listed, _ = await anyio.to_thread.run_sync(listing, session)
+        return hand_over(listed, ctx.protocol_version)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         session = await session_of(ctx)
         sessions.called(session)
-        _, configured, names, limited = await anyio.to_thread.run_sync(listing, session)
+        listed, configured = await anyio.to_thread.run_sync(listing, session)
         arguments = dict(params.arguments or {})
-        if limited and params.name == FIND:
+        if listed.limited and params.name == FIND:
             return await anyio.to_thread.run_sync(_find, sessions, session, arguments)
-        if limited and params.name == ENABLE:
+        if listed.limited and params.name == ENABLE:
             toolkit = str(arguments.get("toolkit", ""))
             return await _enable(ctx, sessions, session, toolkit, configured)
-        pair = names.tool(params.name)
+        pair = listed.names.tool(params.name)
         if pair is None:
             return _refused("unknown_tool", "no tool of that name in this session's list")
         request = ToolCallRequest(
@@ -160,6 +155,7 @@ def vault_mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(PrebuiltLists())  # after the SDK's own (its tracing sees all)
     return server
 
 
@@ -258,21 +254,6 @@ def _find(sessions: McpSessions, session: McpSession, arguments: dict[str, Any])
     return types.CallToolResult(
         content=[_text(json.dumps(found))], structured_content={"tools": found}
     )
-
-
-def _mcp_tool(name: str, tool: ToolInfo) -> types.Tool:
-    return types.Tool(
-        name=name,
-        title=f"{tool.toolkit}: {tool.name}",
-        description=tool.description,
-        input_schema=tool.input_schema,
-        output_schema=tool.output_schema,
-        annotations=_annotations(tool.annotations),
-    )
-
-
-def _annotations(annotations: dict[str, Any] | None) -> types.ToolAnnotations | None:
-    return None if annotations is None else types.ToolAnnotations.model_validate(annotations)
 
 
 def _content(block: dict[str, Any]) -> Any:
