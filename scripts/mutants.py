@@ -70,6 +70,7 @@ LEAKS = ("tests/adversarial/test_leaks.py",)
 FILESYSTEM = ("tests/test_filesystem.py",)
 TOOL_PLUGINS = "tests/test_tool_plugins.py::"
 MCP_HTTP, MCP_NAMES = "tests/test_mcp_endpoint.py::", "tests/test_mcp_endpoint_names.py::"
+MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 INTAKE_TESTS = ("tests/web/test_intake.py",)
 TAMPER_TESTS = ("tests/adversarial/test_tampering.py", "tests/test_vault.py")
 SCOPE_TESTS = ("tests/test_scopes.py",)
@@ -3387,6 +3388,7 @@ MUTANTS = [
         """            if False:
                 raise VaultError""",
         (MCP_HTTP + "test_an_operator_sees_the_mcp_sessions_and_ends_one",),
+        also=((V + "transports/mcp/sessions.py", "        if ended:\n", "        if False:\n"),),
     ),
     Mutant(
         "mcp: a hashed name may land on a name already taken",
@@ -3416,7 +3418,7 @@ MUTANTS = [
     ),
     Mutant(
         "mcp: tools/list ignores the principal's allowance",
-        V + "core/vault.py",
+        V + "core/catalogue.py",
         """            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
             and tool not in""",
         """            if True
@@ -3444,6 +3446,72 @@ MUTANTS = [
         "            call.cancel()\n        stop_instance(self.instance)",
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
+    ),
+    # -- H4 (issue 52 continued): tools/list kept per catalogue; its invalidation --
+    Mutant(
+        "mcp lists: a kept catalogue outlives an allowance change",
+        V + "core/catalogue.py",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable)",
+        "key = (tuple(map(id, toolkits)), None, unavailable)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
+    Mutant(
+        "mcp lists: a kept catalogue outlives a registry change",
+        V + "core/catalogue.py",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable)",
+        "key = ((), allowance, unavailable)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
+    Mutant(
+        "mcp lists: a kept list outlives its catalogue",
+        V + "transports/mcp/listing.py",
+        "key = (id(catalogue), showing)",
+        "key = (0, showing)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+        also=(
+            (
+                V + "transports/mcp/listing.py",
+                "if found is not None and found.catalogue is catalogue:",
+                "if found is not None:",
+            ),
+        ),
+    ),
+    Mutant(
+        "mcp lists: a kept list past the limit ignores the toolkits configured or enabled",
+        V + "transports/mcp/listing.py",
+        "key = (id(catalogue), showing)",
+        "key = (id(catalogue), None)",
+        (MCP_NAMES + "test_past_the_limit_configured_tools_and_discovery_only",),
+    ),
+    Mutant(
+        "mcp session end: an operator's End is not audited (nor kept in the chain)",
+        V + "transports/mcp/sessions.py",
+        "        end_mcp_session(\n",
+        "        (lambda *_, **__: None)(\n",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
+    ),
+    Mutant(
+        "mcp session end: the chain forgets an ended MCP session",
+        V + "store/ledger.py",
+        """            self.ended_mcp.add(details["mcp_session"])""",
+        """            pass""",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
+    ),
+    Mutant(
+        "mcp session end: the replica holding the session does not read the chain",
+        V + "transports/mcp/sessions.py",
+        "        if ended:\n",
+        "        if False:\n",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
     ),
 ]
 

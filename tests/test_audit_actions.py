@@ -44,6 +44,7 @@ STORED = {
     "tool_called",
     "allowance_set",
     "allowance_removed",
+    "mcp_session_ended",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

@@ -311,6 +311,16 @@ def _allowance_removed(w: _Words) -> str:
     return f"principal {who} no longer narrowed: it may call every tool configured for it"
 
 
+def _mcp_session_ended(w: _Words) -> str:
+    who = w.event.principal_name or (w.d("principal_id") and w.who(w.d("principal_id")))
+    of = f" of {who}" if who else ""  # unknown where the End landed: another replica held it
+    client = f" ({w.d('client')})" if w.d("client") else ""
+    return (
+        f"MCP session {w.d('mcp_session')}{of}{client} ended by an operator: "
+        "its next message is refused on every replica"
+    )
+
+
 def _backup_restored(w: _Words) -> str:
     seq = w.d("backup_seq")
     ends = f"its chain ends at event {seq}" if seq is not None else "its chain is empty"
@@ -370,6 +380,7 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     AuditAction.TOOL_CALLED: _tool_called,
     AuditAction.ALLOWANCE_SET: _allowance_set,
     AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
+    AuditAction.MCP_SESSION_ENDED: _mcp_session_ended,
     AuditAction.VAULT_INITIALIZED: _initialized,
     AuditAction.VAULT_KEY_ADDED: _key_added,
     AuditAction.VAULT_KEY_ROTATED: _rotated,

@@ -67,6 +67,9 @@ class AuditAction(StrEnum):
     # again), kept as these events alone (the verified chain's `ChainState.allowances`).
     ALLOWANCE_SET = "allowance_set"
     ALLOWANCE_REMOVED = "allowance_removed"
+    # An operator ended a client's MCP session (`transports.mcp`): kept in the chain
+    # (`ChainState.ended_mcp`), so every replica refuses that session's next message.
+    MCP_SESSION_ENDED = "mcp_session_ended"
 
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"

@@ -101,6 +101,8 @@ class ChainState:
         # principal id -> what it may call, for a principal an operator narrowed (absent:
         # not narrowed, it may call every tool configured for it; `access.allowances`)
         self.allowances: dict[str, Allowed] = {}
+        # MCP session ids an operator ended: their next message is refused on any replica
+        self.ended_mcp: set[str] = set()
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -152,6 +154,10 @@ class ChainState:
             self.allowances[details["principal_id"]] = allowed_of(details)
         elif action == AuditAction.ALLOWANCE_REMOVED:
             self.allowances.pop(str(details.get("principal_id")), None)
+        elif action == AuditAction.MCP_SESSION_ENDED and isinstance(
+            details.get("mcp_session"), str
+        ):
+            self.ended_mcp.add(details["mcp_session"])
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):

@@ -26,7 +26,7 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
@@ -84,7 +84,11 @@ def vault_mcp_server(
 
     async def session_of(ctx: ServerRequestContext[Any, Any]) -> McpSession:
         principal, key = caller(ctx)
-        session = sessions.known(key, principal)
+        try:
+            await sessions.refuse_if_ended(key)
+            session = sessions.known(key, principal)
+        except VaultError as exc:  # ended by an operator, or another principal's
+            raise MCPError(code=types.INVALID_REQUEST, message=exc.message) from None
         if session is None:
             session = await anyio.to_thread.run_sync(sessions.session, key, principal)
         if session.notify is None:  # the client's own channel, for list changes later
