@@ -3513,6 +3513,15 @@ MUTANTS = [
             + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
         ),
     ),
+    Mutant(
+        "templates: a member holding secrets is offered as a public input",
+        V + "core/templates.py",
+        "return bool(schema.is_secret_at(list(path))) or _holds_secrets(schema, path)",
+        "return bool(schema.is_secret_at(list(path)))",
+        (
+            "tests/test_templates.py::test_a_skeleton_imports_back_with_every_secret_field_still_secret",
+        ),
+    ),
 ]
 
 
