@@ -3522,6 +3522,20 @@ MUTANTS = [
             "tests/test_templates.py::test_a_skeleton_imports_back_with_every_secret_field_still_secret",
         ),
     ),
+    Mutant(
+        "mcp progress: a client's progressToken is not passed to the engine",
+        V + "transports/mcp/server.py",
+        "    cancellation = Cancellation(progress)",
+        "    cancellation = Cancellation()",
+        ("tests/test_mcp_endpoint_progress.py",),
+    ),
+    Mutant(
+        "mcp progress: an imported server is not asked for its progress",
+        V + "toolkits/served.py",
+        "            progress=context.progress,",
+        "            progress=None,",
+        ("tests/test_mcp_endpoint_progress.py",),
+    ),
 ]
 
 

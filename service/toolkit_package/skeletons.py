@@ -104,9 +104,7 @@ def _members_asked(prop: Mapping[str, Any], path: Path, secret: Callable[[Path],
     )
 
 
-def _vscode(
-    name: str, fields: Sequence[SkeletonField], command: Sequence[str]
-) -> dict[str, Any]:
+def _vscode(name: str, fields: Sequence[SkeletonField], command: Sequence[str]) -> dict[str, Any]:
     inputs = [
         {
             "type": "promptString",

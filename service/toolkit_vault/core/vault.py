@@ -35,7 +35,7 @@ from toolkit_vault.core.catalogue import ToolCatalogues
 from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
-from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING, _info
+from toolkit_vault.core.listing import ANSWERED_WITHOUT_BLOCKING, _info, served_tools
 from toolkit_vault.core.oauth_tokens import OAuthTokens
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import IntakeOffer, TokenSource
@@ -194,12 +194,19 @@ class Vault(ToolCalling):
         """Every tool the principal may call, of toolkits configured in the session or not
         (an MCP client lists them all: calling an unconfigured one asks a person for its
         credential), and which toolkits are configured. The same allow-list as `tool/list`.
-        The same tuple while the registry, the allowance and the session's unavailable tools
-        stay the same (`catalogue.ToolCatalogues`)."""
+        An imported server's tools are its own (`tools/list`), as `tool/list` shows them.
+        The same tuple while the registry, the allowance, the session's unavailable tools
+        and its servers' tools stay the same (`catalogue.ToolCatalogues`)."""
         configured = self._configured(principal, session_id)
         allowance = self.allowance(principal.principal_id)
         lacking = self.instances.lacking(session_id)
-        return self.catalogues.catalogue(self.registry.all(), allowance, lacking), configured
+        served = tuple(
+            (name, tuple(tools.values()))
+            for name in sorted(configured)
+            if (tools := served_tools(self.instances.instance(session_id, name))) is not None
+        )
+        toolkits = self.registry.all()
+        return self.catalogues.catalogue(toolkits, allowance, lacking, served), configured
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth

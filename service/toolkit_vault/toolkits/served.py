@@ -197,7 +197,11 @@ class ServedToolkit:
         if self._handle is None:
             raise VaultError("the server is not running")
         return self._handle.call_tool(
-            name, arguments, deadline=context.deadline, cancel=context.cancelled
+            name,
+            arguments,
+            deadline=context.deadline,
+            cancel=context.cancelled,
+            progress=context.progress,
         )
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ for) plus two discovery tools that find and enable the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -27,10 +28,12 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.errors import VaultError
+from toolkit_vault.plugin import Progress
 from toolkit_vault.protocol import (
     ErrorMessage,
     IntakeOptions,
@@ -137,7 +140,7 @@ def vault_mcp_server(
         request = ToolCallRequest(
             id=str(uuid.uuid4()), toolkit_name=pair[0], tool_name=pair[1], arguments=arguments
         )
-        answer = await _run(session, request)
+        answer = await _run(session, request, _progress_of(ctx))
         if isinstance(answer, ErrorMessage):
             reason = str(answer.details[0].get("reason", "")) if answer.details else ""
             if reason == "not_configured":
@@ -172,10 +175,27 @@ def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
-async def _run(session: McpSession, request: ToolCallRequest) -> Message:
+def _progress_of(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """Where a tool's progress goes when the client asked for it (a `progressToken`): to
+    the client as `notifications/progress` of this request, hopped onto this loop from
+    whichever thread reports it (an imported server's, through `toolkits.served`)."""
+    if progress_token_from_params(ctx.params) is None:
+        return None
+    loop, outbound = _running_loop(), ctx.session
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+            asyncio.run_coroutine_threadsafe(outbound.report_progress(done, total, message), loop)
+
+    return progress
+
+
+async def _run(
+    session: McpSession, request: ToolCallRequest, progress: Progress | None = None
+) -> Message:
     """The call through the session's connection, in a worker thread; the client
     cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too."""
-    cancellation = Cancellation()
+    cancellation = Cancellation(progress)
     try:
         return await anyio.to_thread.run_sync(
             session.connection.handle, request, cancellation, abandon_on_cancel=True
