@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from toolkit_vault.access.allowances import ToolAllowance, allowance_in
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.verify import AuditReport
 from toolkit_vault.core.catalogue import ToolCatalogues
@@ -199,14 +200,33 @@ class Vault(ToolCalling):
         and its servers' tools stay the same (`catalogue.ToolCatalogues`)."""
         configured = self._configured(principal, session_id)
         allowance = self.allowance(principal.principal_id)
+        return self._catalogue(session_id, configured, allowance), configured
+
+    def tool_catalogue_without_blocking(
+        self, principal: Principal, session_id: str, mark: Mark | None
+    ) -> tuple[tuple[ToolInfo, ...], set[str]] | None:
+        """`tool_catalogue` answered on an event loop, when nothing was committed to the
+        store since the session's last read (`mark`: `mark_on_loop`'s) and the chain is
+        known without a wait, as `answer_without_blocking` answers `tool/list`; None:
+        call `tool_catalogue` in a worker thread."""
+        if mark is None or (configured := self.instances.live_if_read(session_id, mark)) is None:
+            return None
+        chain = self.store.chain_state_at_mark(mark[0])
+        if chain is None:
+            return None
+        allowance = allowance_in(chain, principal.principal_id)
+        return self._catalogue(session_id, configured, allowance), configured
+
+    def _catalogue(
+        self, session_id: str, configured: set[str], allowance: ToolAllowance | None
+    ) -> tuple[ToolInfo, ...]:
         lacking = self.instances.lacking(session_id)
         served = tuple(
             (name, tuple(tools.values()))
             for name in sorted(configured)
             if (tools := served_tools(self.instances.instance(session_id, name))) is not None
         )
-        toolkits = self.registry.all()
-        return self.catalogues.catalogue(toolkits, allowance, lacking, served), configured
+        return self.catalogues.catalogue(self.registry.all(), allowance, lacking, served)
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth

@@ -119,7 +119,14 @@ def vault_mcp_server(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = await session_of(ctx)
-        listed, _ = await anyio.to_thread.run_sync(listing, session)
+        vault = sessions.vault
+        found = vault.tool_catalogue_without_blocking(
+            session.principal, session.session_id, await vault.mark_on_loop()
+        )
+        if found is None:  # something to read first: off the loop
+            listed, _ = await anyio.to_thread.run_sync(listing, session)
+        else:
+            listed = lists.listing(found[0], found[1], session.shown)
         return hand_over(listed, ctx.protocol_version)
 
     async def call_tool(
