@@ -3536,6 +3536,13 @@ MUTANTS = [
         "            progress=None,",
         ("tests/test_mcp_endpoint_progress.py",),
     ),
+    Mutant(
+        "mcp lists: a list answered on the event loop is not narrowed",
+        V + "core/vault.py",
+        "        allowance = allowance_in(chain, principal.principal_id)\n",
+        "        allowance = None\n",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
 ]
 
 

@@ -60,7 +60,8 @@ def test_one_session_lists_what_changed_since_its_last_list(
             assert {"filesystem__read_file", "calling__echo"} <= everything
             assert await names() == everything  # kept: the same again
             await asyncio.to_thread(narrow, tools=[("filesystem", "read_file")])
-            assert await names() == {"filesystem__read_file"}
+            assert await names() == {"filesystem__read_file"}  # read in a worker thread
+            assert await names() == {"filesystem__read_file"}  # on the loop: nothing new
             await asyncio.to_thread(narrow, toolkits=["calling"])
             assert {n.split("__")[0] for n in await names()} == {"calling"}
             await asyncio.to_thread(remove_allowance, tool_vault.store, "operator", "relisting")
@@ -122,6 +123,5 @@ def test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused(
     assert event.details == {"mcp_session": "held-by-b"} and event.actor == "op-1"
     assert a2e  # B knew the A2E session; A, where the End landed, did not
     assert describe(event) == (
-        "MCP session held-by-b ended by an operator: "
-        "its next message is refused on every replica"
+        "MCP session held-by-b ended by an operator: its next message is refused on every replica"
     )
