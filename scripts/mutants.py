@@ -1697,8 +1697,8 @@ MUTANTS = [
     Mutant(
         "skeletons: a field holding secrets is public",
         V + "core/templates.py",
-        "schema.is_secret_at([n]) or _holds_secrets(schema, n)",
-        "schema.is_secret_at([n])",
+        "return bool(schema.is_secret_at(list(path))) or _holds_secrets(schema, path)",
+        "return bool(schema.is_secret_at(list(path)))",
         (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
     ),
     Mutant(
@@ -3451,15 +3451,15 @@ MUTANTS = [
     Mutant(
         "mcp lists: a kept catalogue outlives an allowance change",
         V + "core/catalogue.py",
-        "key = (tuple(map(id, toolkits)), allowance, unavailable)",
-        "key = (tuple(map(id, toolkits)), None, unavailable)",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable, by_server)",
+        "key = (tuple(map(id, toolkits)), None, unavailable, by_server)",
         (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
     ),
     Mutant(
         "mcp lists: a kept catalogue outlives a registry change",
         V + "core/catalogue.py",
-        "key = (tuple(map(id, toolkits)), allowance, unavailable)",
-        "key = ((), allowance, unavailable)",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable, by_server)",
+        "key = ((), allowance, unavailable, by_server)",
         (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
     ),
     Mutant(
@@ -3511,15 +3511,6 @@ MUTANTS = [
         (
             MCP_LISTS
             + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
-        ),
-    ),
-    Mutant(
-        "templates: a member holding secrets is offered as a public input",
-        V + "core/templates.py",
-        "return bool(schema.is_secret_at(list(path))) or _holds_secrets(schema, path)",
-        "return bool(schema.is_secret_at(list(path)))",
-        (
-            "tests/test_templates.py::test_a_skeleton_imports_back_with_every_secret_field_still_secret",
         ),
     ),
     Mutant(
