@@ -6,6 +6,8 @@ chain like a revocation, as the page may be served by another replica than the s
 
 from __future__ import annotations
 
+import re
+
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
@@ -16,7 +18,8 @@ from toolkit_vault.transports.web.pages import WebState
 
 __all__ = ["console_mcp_routes"]
 
-_KEY_CHARS = 200  # an MCP session id (the SDK's: 32 hex digits) is far shorter
+# MCP's session ids are visible ASCII (the SDK's: 32 hex digits); anything else names none
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
 
 def console_mcp_routes(state: WebState) -> APIRouter:
@@ -51,7 +54,7 @@ def console_mcp_routes(state: WebState) -> APIRouter:
             return signed
         user, form = signed
         key = form.get("key", "")
-        if state.mcp is None or not key or len(key) > _KEY_CHARS:
+        if state.mcp is None or not _SESSION_ID.fullmatch(key):
             return state.message(request, 404, "Not open", "no such MCP session", user)
         await run_in_threadpool(state.mcp.end_by_operator, key, user.principal.principal_id)
         return RedirectResponse("/console/mcp-sessions", status_code=303)
