@@ -104,6 +104,7 @@ RESTORE_TEST = (
     BACKUP_TESTS + "test_restore_over_a_newer_witness_needs_the_explicit_step_and_is_audited"
 )
 
+MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -1704,8 +1705,8 @@ MUTANTS = [
     Mutant(
         "skeletons: a field holding secrets is public",
         V + "core/templates.py",
-        "schema.is_secret_at([n]) or _holds_secrets(schema, n)",
-        "schema.is_secret_at([n])",
+        "return bool(schema.is_secret_at(list(path))) or _holds_secrets(schema, path)",
+        "return bool(schema.is_secret_at(list(path)))",
         (TEMPLATES + "test_a_skeleton_imports_back_with_every_secret_field_still_secret",),
     ),
     Mutant(
@@ -3424,11 +3425,11 @@ MUTANTS = [
     ),
     Mutant(
         "mcp: tools/list ignores the principal's allowance",
-        V + "core/vault.py",
-        """                if (allowance is None or allowance.permits(name, tool))
-                and tool not in""",
-        """                if True
-                and tool not in""",
+        V + "core/catalogue.py",
+        """            if (allowance is None or allowance.permits(toolkit.definition.name, tool))
+            and tool not in""",
+        """            if True
+            and tool not in""",
         (MCP_NAMES + "test_the_list_is_narrowed_by_the_principals_allowance",),
     ),
     # -- issue 51: imported local servers run by the vault (tests/test_imported_servers.py) --
@@ -3665,6 +3666,93 @@ MUTANTS = [
                 "        if False:\n            pass",
             ),
         ),
+    ),
+    # -- H4 (issue 52 continued): tools/list kept per catalogue; its invalidation --
+    Mutant(
+        "mcp lists: a kept catalogue outlives an allowance change",
+        V + "core/catalogue.py",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable, by_server)",
+        "key = (tuple(map(id, toolkits)), None, unavailable, by_server)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
+    Mutant(
+        "mcp lists: a kept catalogue outlives a registry change",
+        V + "core/catalogue.py",
+        "key = (tuple(map(id, toolkits)), allowance, unavailable, by_server)",
+        "key = ((), allowance, unavailable, by_server)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
+    Mutant(
+        "mcp lists: a kept list outlives its catalogue",
+        V + "transports/mcp/listing.py",
+        "key = (id(catalogue), showing)",
+        "key = (0, showing)",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+        also=(
+            (
+                V + "transports/mcp/listing.py",
+                "if found is not None and found.catalogue is catalogue:",
+                "if found is not None:",
+            ),
+        ),
+    ),
+    Mutant(
+        "mcp lists: a kept list past the limit ignores the toolkits configured or enabled",
+        V + "transports/mcp/listing.py",
+        "key = (id(catalogue), showing)",
+        "key = (id(catalogue), None)",
+        (MCP_NAMES + "test_past_the_limit_configured_tools_and_discovery_only",),
+    ),
+    Mutant(
+        "mcp session end: an operator's End is not audited (nor kept in the chain)",
+        V + "transports/mcp/sessions.py",
+        "        end_mcp_session(\n",
+        "        (lambda *_, **__: None)(\n",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
+    ),
+    Mutant(
+        "mcp session end: the chain forgets an ended MCP session",
+        V + "store/ledger.py",
+        """            self.ended_mcp.add(details["mcp_session"])""",
+        """            pass""",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
+    ),
+    Mutant(
+        "mcp session end: the replica holding the session does not read the chain",
+        V + "transports/mcp/sessions.py",
+        "        if ended:\n",
+        "        if False:\n",
+        (
+            MCP_LISTS
+            + "test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused",
+        ),
+    ),
+    Mutant(
+        "mcp progress: a client's progressToken is not passed to the engine",
+        V + "transports/mcp/server.py",
+        "    cancellation = Cancellation(progress)",
+        "    cancellation = Cancellation()",
+        ("tests/test_mcp_endpoint_progress.py",),
+    ),
+    Mutant(
+        "mcp progress: an imported server is not asked for its progress",
+        V + "toolkits/served.py",
+        "            progress=context.progress,",
+        "            progress=None,",
+        ("tests/test_mcp_endpoint_progress.py",),
+    ),
+    Mutant(
+        "mcp lists: a list answered on the event loop is not narrowed",
+        V + "core/vault.py",
+        "        allowance = allowance_in(chain, principal.principal_id)\n",
+        "        allowance = None\n",
+        (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
     ),
 ]
 

@@ -48,6 +48,7 @@ STORED = {
     "tools_pinned",
     "tools_changed",
     "tools_accepted",
+    "mcp_session_ended",
     "vault_initialized",
     "vault_key_added",
     "vault_key_rotated",

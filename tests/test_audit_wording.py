@@ -70,6 +70,11 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
         "removed": ["alerts"],
     },
     AuditAction.TOOLS_ACCEPTED: {"package": "sha256:ab", "accepted": {"forecast": "1" * 64}},
+    AuditAction.MCP_SESSION_ENDED: {
+        "mcp_session": "5f0c4e1d",
+        "principal_id": "p-1",
+        "client": "claude-code 2.1",
+    },
     AuditAction.VAULT_INITIALIZED: {"key_id": "vk-1", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ADDED: {"key_id": "vk-2", "master_key": "kek-1"},
     AuditAction.VAULT_KEY_ROTATED: {"active": "vk-2", "rewrapped": 1},
@@ -157,6 +162,12 @@ def test_allowance_events_name_the_principal_and_what_it_may_call() -> None:
     )
     assert describe(event(AuditAction.ALLOWANCE_REMOVED, {"principal_id": "p-1"})) == (
         "principal alice no longer narrowed: it may call every tool configured for it"
+    )
+
+    details = WRITTEN[AuditAction.MCP_SESSION_ENDED]
+    assert describe(event(AuditAction.MCP_SESSION_ENDED, details)) == (
+        "MCP session 5f0c4e1d of alice (claude-code 2.1) ended by an operator: "
+        "its next message is refused on every replica"
     )
 
 

@@ -188,8 +188,9 @@ def made_by(vault: Vault, name: str) -> str:
 
 
 # What each field of `secretive` must be once its skeleton is imported back.
-SECRET_FIELDS = {"api_key": True, "auth": True, "tokens": True, "headers": True}
-PUBLIC_FIELDS = {"endpoint": False, "mode": False}
+# `auth` declares its members: each is its own input, the public one public.
+SECRET_FIELDS = {"api_key": True, "auth_password": True, "tokens": True, "headers": True}
+PUBLIC_FIELDS = {"endpoint": False, "mode": False, "auth_user": False}
 
 
 @pytest.mark.parametrize("fmt", ["vscode", "mcpb"])
@@ -215,7 +216,8 @@ def test_a_skeleton_imports_back_with_every_secret_field_still_secret(
     }
     assert secret_by_source == {
         ("API_KEY" if fmt == "vscode" else "api_key"): True,
-        ("AUTH" if fmt == "vscode" else "auth"): True,
+        ("AUTH_PASSWORD" if fmt == "vscode" else "auth_password"): True,
+        ("AUTH_USER" if fmt == "vscode" else "auth_user"): False,
         ("TOKENS" if fmt == "vscode" else "tokens"): True,
         ("HEADERS" if fmt == "vscode" else "headers"): True,
         ("ENDPOINT" if fmt == "vscode" else "endpoint"): False,
@@ -226,8 +228,10 @@ def test_a_skeleton_imports_back_with_every_secret_field_still_secret(
 def test_env_and_json_skeletons_hold_placeholders_only(vault: Vault) -> None:
     env = skeleton_of(vault.toolkit("secretive"), "env")
     assert "# api_key (secret, required)\nAPI_KEY=\n" in env and "# endpoint (required)" in env
+    assert "# auth.password (secret)\nAUTH_PASSWORD=\n" in env and "# auth.user\n" in env
     request = json.loads(skeleton_of(vault.toolkit("secretive"), "json"))
     assert request["config"]["api_key"] == "${API_KEY}"
+    assert request["config"]["auth"] == {"user": "${AUTH_USER}", "password": "${AUTH_PASSWORD}"}
     assert ToolkitConfigureRequest.model_validate(request).toolkit_name == "secretive"
 
 
@@ -243,3 +247,37 @@ def test_an_intake_link_for_a_template_asks_only_for_the_secrets(vault: Vault) -
         asked["intake_url"].partition("?link=")[2], {**PROD, "api_key": CANARY}
     )
     assert outcome.status == "ok" and SecretiveToolkit.received[-1] == {**PROD, "api_key": CANARY}
+
+
+def test_an_imported_servers_skeleton_carries_its_command(vault: Vault) -> None:
+    """The command line an import kept (`npx -y ...`) is the skeleton's, not a placeholder;
+    its variables are inputs, secret ones secret, and no value of the import is in it."""
+    config = {
+        "mcpServers": {
+            "everything": {
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-everything"],
+                "env": {"API_TOKEN": CANARY, "REGION": "eu-west-9"},
+            }
+        }
+    }
+    import_package(vault.store, vault.registry, json.dumps(config).encode(), "local", Selection())
+    toolkit = vault.toolkit("everything")
+    vscode = json.loads(skeleton_of(toolkit, "vscode"))
+    server = vscode["servers"]["everything"]
+    assert (server["command"], server["args"]) == (
+        "npx",
+        ["-y", "@modelcontextprotocol/server-everything"],
+    )
+    assert {i["id"]: i["password"] for i in vscode["inputs"]} == {
+        "api_token": True,
+        "region": False,
+    }
+    assert server["env"] == {"API_TOKEN": "${input:api_token}", "REGION": "${input:region}"}
+    mcpb = json.loads(skeleton_of(toolkit, "mcpb"))["server"]
+    assert mcpb["entry_point"] == "npx" and mcpb["mcp_config"]["args"] == server["args"]
+    for text in (skeleton_of(toolkit, fmt) for fmt in ("vscode", "mcpb", "env", "json")):
+        assert CANARY not in text and "eu-west-9" not in text
+        assert "REPLACE-WITH-THE-SERVER-COMMAND" not in text
+    plain = json.loads(skeleton_of(vault.toolkit("secretive"), "vscode"))
+    assert plain["servers"]["secretive"]["command"] == "REPLACE-WITH-THE-SERVER-COMMAND"

@@ -42,6 +42,7 @@ __all__ = [
     "A2EPlugin",
     "CallContext",
     "PluginAnswerRefused",
+    "Progress",
     "PushCallback",
     "ResultRefused",
     "SpecToolkit",
@@ -95,15 +96,21 @@ class ToolResult:
         return cls(content=({"type": "text", "text": text},), is_error=is_error)
 
 
+Progress = Callable[[float, float | None, str | None], None]  # progress, total, message
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What a tool is told of the call it answers: when it must end (`deadline`, on
     `time.monotonic`'s clock) and whether it was cancelled (a purge, a revocation, the
     caller gone). A tool that runs long should look at `cancelled` now and then: the vault
-    answers a cancelled or late call at once, but cannot stop a thread that does not."""
+    answers a cancelled or late call at once, but cannot stop a thread that does not.
+    `progress`, when someone listens (an MCP client that asked for progress), takes how far
+    the call got (MCP's progress, total and message), from any thread; None otherwise."""
 
     deadline: float
     cancelled: threading.Event = field(default_factory=threading.Event)
+    progress: Progress | None = None
 
 
 MAX_RESULT_DEPTH = 64  # nesting of a result's JSON; the engine bounds its size

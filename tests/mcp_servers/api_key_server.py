@@ -3,7 +3,8 @@ environment (as a published server needing a key does) and has tools that misbeh
 ways an imported server may: echo its key as a result, print it to stderr, run long
 (recording a cancellation it receives), spawn a child, change a tool's description while
 it runs, or between starts (`TOOL_NOTE` in its environment is added to `noop`'s
-description; one starting with `with-extra` also adds a tool `extra`, as an update may).
+description; one starting with `with-extra` also adds a tool `extra`, as an update may);
+and one that reports its progress.
 
 Run: python api_key_server.py [RECORD_DIR]. Refuses to start without API_KEY, like a
 server whose client config lacks its key.
@@ -72,6 +73,14 @@ async def sleep(seconds: float) -> str:
         _record("sleep-cancelled", "1")
         raise
     return "slept"
+
+
+@server.tool(description="Counts to `steps`, reporting its progress at each step.")
+async def count(steps: int, ctx: Context) -> str:
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await asyncio.sleep(0.05)
+    return f"counted to {steps}"
 
 
 @server.tool(description="Tries to read a file; says whether it could (never its content).")

@@ -339,6 +339,16 @@ def _tools_accepted(w: _Words) -> str:
     return f"tools of {w.toolkit} accepted as they are now: {_tool_names(w.d('accepted'))}"
 
 
+def _mcp_session_ended(w: _Words) -> str:
+    who = w.event.principal_name or (w.d("principal_id") and w.who(w.d("principal_id")))
+    of = f" of {who}" if who else ""  # unknown where the End landed: another replica held it
+    client = f" ({w.d('client')})" if w.d("client") else ""
+    return (
+        f"MCP session {w.d('mcp_session')}{of}{client} ended by an operator: "
+        "its next message is refused on every replica"
+    )
+
+
 def _backup_restored(w: _Words) -> str:
     seq = w.d("backup_seq")
     ends = f"its chain ends at event {seq}" if seq is not None else "its chain is empty"
@@ -405,6 +415,7 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     AuditAction.TOOLS_PINNED: _tools_pinned,
     AuditAction.TOOLS_CHANGED: _tools_changed,
     AuditAction.TOOLS_ACCEPTED: _tools_accepted,
+    AuditAction.MCP_SESSION_ENDED: _mcp_session_ended,
     AuditAction.VAULT_INITIALIZED: _initialized,
     AuditAction.VAULT_KEY_ADDED: _key_added,
     AuditAction.VAULT_KEY_ROTATED: _rotated,

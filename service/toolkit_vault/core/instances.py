@@ -141,6 +141,16 @@ class LiveInstances:
             entry = self._table.get(session_id, {}).get(name)
             return frozenset() if entry is None or entry.instance is None else entry.unavailable
 
+    def lacking(self, session_id: str) -> tuple[tuple[str, frozenset[str]], ...]:
+        """`unavailable` of each of the session's toolkits that lacks a tool, by name."""
+        with self._lock:
+            entries = sorted(self._table.get(session_id, {}).items())
+        return tuple(
+            (name, entry.unavailable)
+            for name, entry in entries
+            if entry.instance is not None and entry.unavailable
+        )
+
     def ends(self, session_id: str, configured: set[str]) -> dict[str, float]:
         """When the credentials of the session's configured toolkits end, where known."""
         with self._lock:

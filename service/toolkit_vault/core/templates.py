@@ -137,29 +137,46 @@ def apply_template(
 
 def skeleton_of(toolkit: RegisteredToolkit, fmt: str) -> str:
     """A client-config skeleton of the toolkit (`toolkit_package.skeletons`): a placeholder
-    for every field, each secret one declared secret as the format says, never a value.
-    A field holding any secret (an object of credentials, a list of tokens) is secret."""
+    for every field (an object's declared members each their own), each secret one
+    declared secret as the format says, never a value; the server's command as its import
+    kept it. A field holding any secret (a list of tokens, an object admitting members it
+    does not name) is secret."""
     schema = toolkit.schema
-    properties = schema.schema.get("properties")
-    names = list(properties) if isinstance(properties, Mapping) else []
-    secret = [n for n in names if schema.is_secret_at([n]) or _holds_secrets(schema, n)]
     definition = toolkit.definition
+
+    def secret(path: tuple[str, ...]) -> bool:
+        return bool(schema.is_secret_at(list(path))) or _holds_secrets(schema, path)
+
     fields = fields_of(schema.schema, secret)
-    return skeleton(definition.name, definition.description, fields, fmt)
+    command = _command(definition.config_schema)
+    return skeleton(definition.name, definition.description, fields, fmt, command)
 
 
-def _holds_secrets(schema: Any, name: str) -> bool:
-    """Whether a secret can sit inside field `name`: an array whose items are secret, an
-    object with a secret member or one that admits undeclared members (sealed: `split`)."""
-    prop = schema.schema.get("properties", {}).get(name)
+def _command(schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The argv an import kept for its local server (`toolkits.served`), if any."""
+    package = schema.get("x-toolkit-package")
+    launch = package.get("launch") if isinstance(package, Mapping) else None
+    argv = launch.get("argv") if isinstance(launch, Mapping) else None
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        return tuple(argv)
+    return ()
+
+
+def _holds_secrets(schema: Any, path: tuple[str, ...]) -> bool:
+    """Whether a secret can sit inside the field at `path`: an array whose items are
+    secret, an object with a secret member or one that admits undeclared members (sealed:
+    `split`)."""
+    prop: Any = schema.schema
+    for step in path:
+        prop = prop.get("properties", {}).get(step) if isinstance(prop, Mapping) else None
     if not isinstance(prop, Mapping):
         return False
     if prop.get("type") == "array":
-        return bool(schema.is_secret_at([name, 0]))
+        return bool(schema.is_secret_at([*path, 0]))
     if prop.get("type") != "object":
         return False
     members = prop.get("properties")
     declared = list(members) if isinstance(members, Mapping) else []
     return prop.get("additionalProperties") is not False or any(
-        schema.is_secret_at([name, member]) for member in declared
+        schema.is_secret_at([*path, member]) for member in declared
     )

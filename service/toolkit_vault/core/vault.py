@@ -29,8 +29,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from toolkit_vault.access.allowances import ToolAllowance, allowance_in
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.audit.verify import AuditReport
+from toolkit_vault.core.catalogue import ToolCatalogues
 from toolkit_vault.core.configuring import SESSION_ID_CHARS
 from toolkit_vault.core.instance_sync import INTEGRITY_FAILED
 from toolkit_vault.core.instances import LiveInstances, Mark
@@ -97,6 +99,7 @@ class Vault(ToolCalling):
         # Imported local servers: one process per (scope, toolkit, version), an unconfined
         # launch audited (`toolkits.server_processes`).
         self.servers = ServerProcesses(on_unconfined=unconfined_launch_audit(store))
+        self.catalogues = ToolCatalogues(_info)  # what `tool_catalogue` built lately
         self.push = PushRouter(on_principal_scope=self._scope_changed)
         self.registry_follower = RegistryFollower(
             store, registry, self.instances, self.push, registry_loaded_at
@@ -193,25 +196,42 @@ class Vault(ToolCalling):
 
     def tool_catalogue(
         self, principal: Principal, session_id: str
-    ) -> tuple[list[ToolInfo], set[str]]:
+    ) -> tuple[tuple[ToolInfo, ...], set[str]]:
         """Every tool the principal may call, of toolkits configured in the session or not
         (an MCP client lists them all: calling an unconfigured one asks a person for its
-        credential), and which toolkits are configured. The same allow-list as `tool/list`."""
+        credential), and which toolkits are configured. The same allow-list as `tool/list`.
+        An imported server's tools are its own (`tools/list`), as `tool/list` shows them.
+        The same tuple while the registry, the allowance, the session's unavailable tools
+        and its servers' tools stay the same (`catalogue.ToolCatalogues`)."""
         configured = self._configured(principal, session_id)
         allowance = self.allowance(principal.principal_id)
-        tools = []
-        for toolkit in self.registry.all():
-            name = toolkit.definition.name
-            # a configured imported server lists its own tools, less those its pin withholds
-            served = served_tools(self.instances.instance(session_id, name))
-            listed = toolkit.definition.tools if served is None else list(served)
-            tools += [
-                _info(toolkit, tool, served)
-                for tool in listed
-                if (allowance is None or allowance.permits(name, tool))
-                and tool not in self.instances.unavailable(session_id, name)
-            ]
-        return tools, configured
+        return self._catalogue(session_id, configured, allowance), configured
+
+    def tool_catalogue_without_blocking(
+        self, principal: Principal, session_id: str, mark: Mark | None
+    ) -> tuple[tuple[ToolInfo, ...], set[str]] | None:
+        """`tool_catalogue` answered on an event loop, when nothing was committed to the
+        store since the session's last read (`mark`: `mark_on_loop`'s) and the chain is
+        known without a wait, as `answer_without_blocking` answers `tool/list`; None:
+        call `tool_catalogue` in a worker thread."""
+        if mark is None or (configured := self.instances.live_if_read(session_id, mark)) is None:
+            return None
+        chain = self.store.chain_state_at_mark(mark[0])
+        if chain is None:
+            return None
+        allowance = allowance_in(chain, principal.principal_id)
+        return self._catalogue(session_id, configured, allowance), configured
+
+    def _catalogue(
+        self, session_id: str, configured: set[str], allowance: ToolAllowance | None
+    ) -> tuple[ToolInfo, ...]:
+        lacking = self.instances.lacking(session_id)
+        served = tuple(
+            (name, tuple(tools.values()))
+            for name in sorted(configured)
+            if (tools := served_tools(self.instances.instance(session_id, name))) is not None
+        )
+        return self.catalogues.catalogue(self.registry.all(), allowance, lacking, served)
 
     def live_scopes(self) -> set[tuple[str, str]]:
         """(scope, toolkit) of every instance live in this process: what a proactive OAuth

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from .descriptions import ToolDescription
 from .errors import CallCancelled, CallTimedOut, UpstreamFailed
-from .session import RemoteServer, StdioServer, ToolsChanged, UpstreamSession
+from .session import Progress, RemoteServer, StdioServer, ToolsChanged, UpstreamSession
 
 __all__ = ["UpstreamHandle", "UpstreamHost"]
 
@@ -121,9 +121,11 @@ class UpstreamHandle:
         *,
         deadline: float,
         cancel: threading.Event | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """`UpstreamSession.call_tool` from a worker thread; `cancel` is the engine's flag
-        (a `threading.Event`): once set, the call is abandoned with MCP cancellation."""
+        (a `threading.Event`): once set, the call is abandoned with MCP cancellation;
+        `progress` hears the server's progress notifications (on the host's thread)."""
         loop = self._host.loop
         relay: list[asyncio.Event] = []
 
@@ -132,7 +134,9 @@ class UpstreamHandle:
             relay.append(event)
             if cancel is not None and cancel.is_set():
                 event.set()  # set before this ran: `fire` below found no event to set
-            return await self.session.call_tool(name, arguments, deadline=deadline, cancel=event)
+            return await self.session.call_tool(
+                name, arguments, deadline=deadline, cancel=event, progress=progress
+            )
 
         def fire() -> None:
             for event in relay:

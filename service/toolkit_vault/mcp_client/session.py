@@ -44,9 +44,10 @@ from .remote import MAX_SSE_EVENT_BYTES, Answered, guarded_client
 from .stderr import Redactor, StderrSink
 from .stdio import Launch, open_stdio
 
-__all__ = ["RemoteServer", "StdioServer", "UpstreamSession"]
+__all__ = ["Progress", "RemoteServer", "StdioServer", "UpstreamSession"]
 
 logger = logging.getLogger(__name__)
+Progress = Callable[[float, float | None, str | None], None]  # progress, total, message
 
 MAX_TOOL_PAGES = 100
 _CLIENT_INFO = types.Implementation(name="toolkit-vault", version=__version__)
@@ -161,11 +162,14 @@ class UpstreamSession:
         *,
         deadline: float | None = None,
         cancel: asyncio.Event | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Call one tool: MCP's `CallToolResult` as plain JSON (`content`,
         `structuredContent`, `isError`). `deadline` is a `time.monotonic()` instant;
         setting `cancel` abandons the call. Either sends the server
-        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`."""
+        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`. With
+        `progress`, the call asks the server for progress (a `progressToken`) and hands
+        each `notifications/progress` to it; a listener that fails is the listener's."""
         session = self._live_session()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
@@ -186,7 +190,9 @@ class UpstreamSession:
                     if cancel is not None:
                         group.start_soon(watch)
                     try:
-                        result = await session.call_tool(name, dict(arguments))
+                        result = await session.call_tool(
+                            name, dict(arguments), progress_callback=_relay(progress)
+                        )
                     except MCPError as error:
                         raise self._named(error, "the call failed") from None
                     except RuntimeError:  # an input-required result (2026-07-28) unanswered
@@ -307,3 +313,18 @@ class UpstreamSession:
                 continue
             if self._on_tools_changed is not None:
                 self._on_tools_changed(tools)
+
+
+def _relay(progress: Progress | None) -> Any:
+    """The SDK's progress callback for a call whose caller listens: each notification to
+    `progress`, whatever it raises kept from the call (it is the listener's failure)."""
+    if progress is None:
+        return None
+
+    async def relay(done: float, total: float | None, message: str | None) -> None:
+        try:
+            progress(done, total, message)
+        except Exception as exc:
+            logger.warning("a progress listener failed (%s)", type(exc).__name__)
+
+    return relay

@@ -75,6 +75,9 @@ class AuditAction(StrEnum):
     TOOLS_PINNED = "tools_pinned"
     TOOLS_CHANGED = "tools_changed"
     TOOLS_ACCEPTED = "tools_accepted"
+    # An operator ended a client's MCP session (`transports.mcp`): kept in the chain
+    # (`ChainState.ended_mcp`), so every replica refuses that session's next message.
+    MCP_SESSION_ENDED = "mcp_session_ended"
 
     # Keys: the vault's first vault key, later vault keys, internal keys, master keys.
     VAULT_INITIALIZED = "vault_initialized"

@@ -120,6 +120,8 @@ class ChainState:
         self.tool_pins: dict[tuple[str, str], dict[str, str]] = {}
         # (toolkit, package digest) -> tool -> a digest a later list showed, not accepted yet
         self.tool_changes: dict[tuple[str, str], dict[str, str]] = {}
+        # MCP session ids an operator ended: their next message is refused on any replica
+        self.ended_mcp: set[str] = set()
 
     def apply(self, event: Mapping[Any, Any]) -> None:
         action = event["action"]
@@ -173,6 +175,10 @@ class ChainState:
             self.allowances.pop(str(details.get("principal_id")), None)
         elif action in _TOOL_PIN_ACTIONS and toolkit and isinstance(details.get("package"), str):
             self._apply_pins(action, (toolkit, details["package"]), details)
+        elif action == AuditAction.MCP_SESSION_ENDED and isinstance(
+            details.get("mcp_session"), str
+        ):
+            self.ended_mcp.add(details["mcp_session"])
         elif action in (AuditAction.TOKEN_CREATED, AuditAction.TOKEN_REVOKED):
             principal_id = details.get("principal_id")
             if isinstance(principal_id, str):

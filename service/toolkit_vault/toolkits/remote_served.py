@@ -160,7 +160,11 @@ class RemoteServedToolkit:
             raise VaultError("the server is not connected")
         try:
             return self._handle.call_tool(
-                name, arguments, deadline=context.deadline, cancel=context.cancelled
+                name,
+                arguments,
+                deadline=context.deadline,
+                cancel=context.cancelled,
+                progress=context.progress,
             )
         except UpstreamUnauthorized:
             self.unauthorized = True

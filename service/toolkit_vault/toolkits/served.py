@@ -334,7 +334,11 @@ class ServedToolkit:
         handle = process.enter()
         try:
             return handle.call_tool(
-                name, arguments, deadline=context.deadline, cancel=context.cancelled
+                name,
+                arguments,
+                deadline=context.deadline,
+                cancel=context.cancelled,
+                progress=context.progress,
             )
         finally:
             process.leave()

@@ -29,7 +29,13 @@ from typing import Any
 
 from toolkit_vault.canonical import canonical_json
 from toolkit_vault.errors import ConfigInvalid, VaultError
-from toolkit_vault.plugin import CallContext, PluginAnswerRefused, ToolResult, as_tool_result
+from toolkit_vault.plugin import (
+    CallContext,
+    PluginAnswerRefused,
+    Progress,
+    ToolResult,
+    as_tool_result,
+)
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES
 from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.toolkits.server_processes import ServerRefused
@@ -112,8 +118,8 @@ class Cancellation:
 
     __slots__ = ("_wake", "context")
 
-    def __init__(self) -> None:
-        self.context = CallContext(deadline=0.0)
+    def __init__(self, progress: Progress | None = None) -> None:
+        self.context = CallContext(deadline=0.0, progress=progress)
         self._wake = threading.Event()
 
     def cancel(self) -> None:
@@ -211,7 +217,9 @@ class CallEngine:
         the call is cancelled."""
         seconds = self.limits.deadline_of(toolkit_name)
         deadline = time.monotonic() + seconds
-        context = CallContext(deadline, cancellation.context.cancelled)
+        context = CallContext(
+            deadline, cancellation.context.cancelled, cancellation.context.progress
+        )
         if cancellation.cancelled:
             raise CallRefused("cancelled", "the call was cancelled")
         future = self._pool.submit(_answer, tool, context)

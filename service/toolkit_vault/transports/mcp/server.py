@@ -16,6 +16,7 @@ for) plus two discovery tools that find and enable the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -26,23 +27,24 @@ import anyio.to_thread
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from toolkit_vault import __version__
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.errors import VaultError
+from toolkit_vault.plugin import Progress
 from toolkit_vault.protocol import (
     ErrorMessage,
     IntakeOptions,
     Message,
     ToolCallRequest,
     ToolCallResponse,
-    ToolInfo,
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
 )
 from toolkit_vault.tools.calls import Cancellation
-from toolkit_vault.transports.mcp.names import ToolNames
+from toolkit_vault.transports.mcp.listing import McpList, McpLists, PrebuiltLists, hand_over
 from toolkit_vault.transports.mcp.sessions import McpSession, McpSessions
 
 __all__ = ["DEFAULT_TOOL_LIMIT", "ENABLE", "FIND", "Caller", "vault_mcp_server"]
@@ -85,7 +87,11 @@ def vault_mcp_server(
 
     async def session_of(ctx: ServerRequestContext[Any, Any]) -> McpSession:
         principal, key = caller(ctx)
-        session = sessions.known(key, principal)
+        try:
+            await sessions.refuse_if_ended(key)
+            session = sessions.known(key, principal)
+        except VaultError as exc:  # ended by an operator, or another principal's
+            raise MCPError(code=types.INVALID_REQUEST, message=exc.message) from None
         if session is None:
             session = await anyio.to_thread.run_sync(sessions.session, key, principal)
         if session.notify is None:  # the client's own channel, for list changes later
@@ -103,42 +109,45 @@ def vault_mcp_server(
                 session.client = f"{info.client_info.name} {info.client_info.version}"
         return session
 
-    def listing(session: McpSession) -> tuple[list[ToolInfo], set[str], ToolNames, bool]:
-        tools, configured = sessions.vault.tool_catalogue(session.principal, session.session_id)
-        limited = len(tools) > tool_limit
-        if limited:
-            shown = configured | session.shown
-            tools = [tool for tool in tools if tool.toolkit in shown]
-        names = ToolNames(((t.toolkit, t.name) for t in tools), (FIND, ENABLE) if limited else ())
-        return tools, configured, names, limited
+    lists = McpLists(tool_limit, _DISCOVERY)
+
+    def listing(session: McpSession) -> tuple[McpList, set[str]]:
+        catalogue, configured = sessions.vault.tool_catalogue(session.principal, session.session_id)
+        return lists.listing(catalogue, configured, session.shown), configured
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = await session_of(ctx)
-        tools, _, names, limited = await anyio.to_thread.run_sync(listing, session)
-        listed = [_mcp_tool(names.name(t.toolkit, t.name), t) for t in tools]
-        return types.ListToolsResult(tools=listed + (_DISCOVERY if limited else []))
+        vault = sessions.vault
+        found = vault.tool_catalogue_without_blocking(
+            session.principal, session.session_id, await vault.mark_on_loop()
+        )
+        if found is None:  # something to read first: off the loop
+            listed, _ = await anyio.to_thread.run_sync(listing, session)
+        else:
+            listed = lists.listing(found[0], found[1], session.shown)
+        return hand_over(listed, ctx.protocol_version)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         session = await session_of(ctx)
         sessions.called(session)
-        _, configured, names, limited = await anyio.to_thread.run_sync(listing, session)
+        listed, configured = await anyio.to_thread.run_sync(listing, session)
         arguments = dict(params.arguments or {})
-        if limited and params.name == FIND:
+        if listed.limited and params.name == FIND:
             return await anyio.to_thread.run_sync(_find, sessions, session, arguments)
-        if limited and params.name == ENABLE:
+        if listed.limited and params.name == ENABLE:
             toolkit = str(arguments.get("toolkit", ""))
             return await _enable(ctx, sessions, session, toolkit, configured)
-        pair = names.tool(params.name)
+        pair = listed.names.tool(params.name)
         if pair is None:
             return _refused("unknown_tool", "no tool of that name in this session's list")
         request = ToolCallRequest(
             id=str(uuid.uuid4()), toolkit_name=pair[0], tool_name=pair[1], arguments=arguments
         )
-        answer = await _run(session, request)
+        answer = await _run(session, request, _progress_of(ctx))
         if isinstance(answer, ErrorMessage):
             reason = str(answer.details[0].get("reason", "")) if answer.details else ""
             if reason == "not_configured":
@@ -160,6 +169,7 @@ def vault_mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(PrebuiltLists())  # after the SDK's own (its tracing sees all)
     return server
 
 
@@ -172,10 +182,27 @@ def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
-async def _run(session: McpSession, request: ToolCallRequest) -> Message:
+def _progress_of(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """Where a tool's progress goes when the client asked for it (a `progressToken`): to
+    the client as `notifications/progress` of this request, hopped onto this loop from
+    whichever thread reports it (an imported server's, through `toolkits.served`)."""
+    if progress_token_from_params(ctx.params) is None:
+        return None
+    loop, outbound = _running_loop(), ctx.session
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+            asyncio.run_coroutine_threadsafe(outbound.report_progress(done, total, message), loop)
+
+    return progress
+
+
+async def _run(
+    session: McpSession, request: ToolCallRequest, progress: Progress | None = None
+) -> Message:
     """The call through the session's connection, in a worker thread; the client
     cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too."""
-    cancellation = Cancellation()
+    cancellation = Cancellation(progress)
     try:
         return await anyio.to_thread.run_sync(
             session.connection.handle, request, cancellation, abandon_on_cancel=True
@@ -258,21 +285,6 @@ def _find(sessions: McpSessions, session: McpSession, arguments: dict[str, Any])
     return types.CallToolResult(
         content=[_text(json.dumps(found))], structured_content={"tools": found}
     )
-
-
-def _mcp_tool(name: str, tool: ToolInfo) -> types.Tool:
-    return types.Tool(
-        name=name,
-        title=f"{tool.toolkit}: {tool.name}",
-        description=tool.description,
-        input_schema=tool.input_schema,
-        output_schema=tool.output_schema,
-        annotations=_annotations(tool.annotations),
-    )
-
-
-def _annotations(annotations: dict[str, Any] | None) -> types.ToolAnnotations | None:
-    return None if annotations is None else types.ToolAnnotations.model_validate(annotations)
 
 
 def _content(block: dict[str, Any]) -> Any:

@@ -21,8 +21,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
+
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.connection import A2EConnection, connect
+from toolkit_vault.core.mcp_ends import (
+    end_mcp_session,
+    mcp_session_ended,
+    mcp_session_ended_at_once,
+)
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import HandshakeRequest, HandshakeResponse, Message, ToolkitStatusEvent
@@ -31,6 +38,7 @@ __all__ = ["ONCE", "McpSession", "McpSessions", "Notify"]
 
 log = logging.getLogger(__name__)
 
+_ENDED = "an operator ended this MCP session; start a new one"
 ONCE = "once-"  # the key prefix of a session made for one request (2026-07-28 has none)
 Notify = Callable[[str, dict[str, Any] | None], Awaitable[None]]  # method, params
 
@@ -108,8 +116,6 @@ class McpSessions:
         `VaultError` for a key another principal opened."""
         with self._lock:
             found = self._sessions.get(key)
-            if key in self._ended:
-                raise VaultError("an operator ended this MCP session; start a new one")
         if found is not None:
             if found.principal.principal_id != principal.principal_id:
                 raise VaultError("unknown session")
@@ -146,6 +152,36 @@ class McpSessions:
         if found is not None:
             found.connection.close()
         return found is not None
+
+    def end_by_operator(self, key: str, actor: str) -> bool:
+        """An operator ends the MCP session `key` (a worker thread): audited and kept in the
+        chain (`core.mcp_ends`), so whichever replica holds it refuses its next message;
+        ended here at once if it is here. Whether it was open here."""
+        with self._lock:
+            found = self._sessions.get(key)
+        end_mcp_session(
+            self.vault.store,
+            actor,
+            key,
+            principal_id=found.principal_id if found else None,
+            session_id=found.a2e_session if found else None,
+            client=found.client if found else "",
+        )
+        return self.end(key, for_good=True)
+
+    async def refuse_if_ended(self, key: str) -> None:
+        """`VaultError` when an operator ended the session `key`, here or on another replica
+        (then its connection here ends too: its calls are cancelled)."""
+        with self._lock:
+            if key in self._ended:
+                raise VaultError(_ENDED)
+        store = self.vault.store
+        ended = mcp_session_ended_at_once(store, key)
+        if ended is None:
+            ended = await anyio.to_thread.run_sync(mcp_session_ended, store, key)
+        if ended:
+            self.end(key, for_good=True)
+            raise VaultError(_ENDED)
 
     def touch(self, key: str) -> None:
         """The client of session `key` sent a request (any: a list, a call, its stream)."""

@@ -1,9 +1,12 @@
 """The console's page for MCP sessions (`transports.mcp`): the clients connected to `/mcp`
 on this replica, per principal (client name and version from `initialize`, A2E session,
 last call), and a button for an operator to end one: its calls are cancelled and its next
-message refused."""
+message refused on whichever replica holds it (audited: `mcp_session_ended`, kept in the
+chain like a revocation, as the page may be served by another replica than the session)."""
 
 from __future__ import annotations
+
+import re
 
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -14,6 +17,9 @@ from toolkit_vault.transports.web.console import Console
 from toolkit_vault.transports.web.pages import WebState
 
 __all__ = ["console_mcp_routes"]
+
+# MCP's session ids are visible ASCII (the SDK's: 32 hex digits); anything else names none
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
 
 def console_mcp_routes(state: WebState) -> APIRouter:
@@ -47,8 +53,10 @@ def console_mcp_routes(state: WebState) -> APIRouter:
         if isinstance(signed, Response):
             return signed
         user, form = signed
-        if state.mcp is None or not state.mcp.end(form.get("key", ""), for_good=True):
+        key = form.get("key", "")
+        if state.mcp is None or not _SESSION_ID.fullmatch(key):
             return state.message(request, 404, "Not open", "no such MCP session", user)
+        await run_in_threadpool(state.mcp.end_by_operator, key, user.principal.principal_id)
         return RedirectResponse("/console/mcp-sessions", status_code=303)
 
     return router
