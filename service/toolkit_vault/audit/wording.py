@@ -368,6 +368,9 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
         f"template {w.d('name')} of toolkit {w.toolkit} removed"
     ),
     AuditAction.TOOL_CALLED: _tool_called,
+    AuditAction.CALLS_ANCHORED: lambda w: (
+        f"call chain {w.d('chain')} anchored at record {w.d('seq')} ({w.d('why')})"
+    ),
     AuditAction.ALLOWANCE_SET: _allowance_set,
     AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
     AuditAction.VAULT_INITIALIZED: _initialized,

@@ -63,6 +63,9 @@ class AuditAction(StrEnum):
     # A call of a toolkit's tool, refused ones too (`tools.call_audit`): never a value of
     # its arguments or result, only their HMAC under an audit subkey.
     TOOL_CALLED = "tool_called"
+    # A process's call chain (`store.call_chains`) anchored in the main chain: its id, its
+    # last seq and link, so a record deleted or cut off behind it shows in `audit verify`.
+    CALLS_ANCHORED = "calls_anchored"
     # Allowances: an operator narrowed a principal to some toolkits and tools (or widened it
     # again), kept as these events alone (the verified chain's `ChainState.allowances`).
     ALLOWANCE_SET = "allowance_set"
