@@ -242,15 +242,27 @@ class CallChain:
             self._poke.set()
 
     def _anchor_loop(self) -> None:
+        """Anchor at each tick, or when poked by a count; end once a tick found nothing
+        to anchor (the next record starts it again), so an idle process keeps no thread."""
+        idle = 0
         while not self._stopped.is_set():
             poked = self._poke.wait(self.anchor_s)
             self._poke.clear()
             if self._stopped.is_set():
                 return
             try:
-                self.anchor("count" if poked else "time")
+                done = self.anchor("count" if poked else "time")
             except Exception as exc:  # tried again at the next tick
                 log.warning("call chain %s was not anchored (%s)", self.chain, _said(exc))
+                continue
+            idle = 0 if done is not None else idle + 1
+            if done is None:  # (a count of records that never committed lasts three ticks)
+                with self._anchoring:
+                    if self._unanchored == 0 or idle >= 3:
+                        self._unanchored = 0
+                        self._anchor_thread = None
+                        _OPEN.discard(self)
+                        return
 
     def anchor(self, why: str) -> int | None:
         """Anchor this chain's committed head in the main chain (a `calls_anchored`
@@ -285,7 +297,7 @@ class CallChain:
         if self._left_thread is not None:
             self._left.put(None)
             self._left_thread.join(10)
-        if self._anchor_thread is None:
+        if self._unanchored == 0:
             return
         try:
             self.anchor("shutdown")
