@@ -20,4 +20,4 @@ SCENARIOS = (
     "replicas",
     "mcp",
 )
-ON_DEMAND = ("capacity",)  # run only when `--only` names them (they take minutes)
+ON_DEMAND = ("capacity", "call-replicas")  # run only when `--only` names them (they take minutes)

@@ -33,6 +33,7 @@ MODULES = {
     "backup": "backup",
     "replicas": "replicas",
     "capacity": "capacity",
+    "call-replicas": "call_replicas",
     "mcp": "mcp",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL

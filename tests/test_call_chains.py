@@ -67,7 +67,7 @@ def calls(vault: Vault) -> Vault:
     return vault
 
 
-def test_records_verify_on_their_chain_and_the_tail_after_the_anchor_is_reported(
+def test_records_verify_and_the_tail_after_the_anchor_is_reported(
     calls: Vault,
 ) -> None:
     report = verify(calls)
@@ -92,12 +92,49 @@ def test_records_verify_on_their_chain_and_the_tail_after_the_anchor_is_reported
     assert report.ok and report.calls is not None and report.calls.unanchored == 0
 
 
-def test_an_edited_record_is_found(calls: Vault) -> None:
-    sql(calls, "UPDATE call_records SET actor = 'p-someone' WHERE seq = 2")
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "actor = 'p-someone'",
+        "details = replace(details, substr(details, instr(details, 'arguments_hmac') + 18, 8), "
+        "'00000000')",
+        "ts = ts + 1",
+    ],
+    ids=["actor", "arguments_hmac", "ts"],
+)
+def test_an_edited_record_is_found(calls: Vault, edit: str) -> None:
+    if calls.store.on_postgres:
+        edit = edit.replace("instr(details, 'arguments_hmac')", "strpos(details, 'arguments_hmac')")
+    (before,) = sql(calls, "SELECT details FROM call_records WHERE seq = 2")
+    sql(calls, f"UPDATE call_records SET {edit} WHERE seq = 2")  # noqa: S608 (the test's own)
+    (after,) = sql(calls, "SELECT details FROM call_records WHERE seq = 2")
+    assert "arguments_hmac" not in edit or before != after
     report = verify(calls)
     assert not report.ok and report.problem == "edited", report.message
     assert "record 2 was edited" in report.message
     assert report.as_json()["call_records"]["problem"]["seq"] == 2
+
+
+def test_a_record_moved_to_another_chain_is_found(calls: Vault) -> None:
+    """Its MAC names its chain: the first record of another chain, renamed into this one
+    (its own first link is 1 there too), does not hold here."""
+    chain = calls.store.call_chain.chain
+    other = "calls-0123456789abcdef"
+    sql(
+        calls,
+        "UPDATE call_records SET chain = :other WHERE chain = :chain",
+        other=other,
+        chain=chain,
+    )
+    sql(
+        calls,
+        "UPDATE call_chains SET chain = :other WHERE chain = :chain",
+        other=other,
+        chain=chain,
+    )
+    report = verify(calls)
+    assert not report.ok and report.problem == "edited", report.message
+    assert f"call chain {other}: record 1 was edited" in report.message
 
 
 def test_a_deleted_record_is_found(calls: Vault) -> None:
@@ -137,7 +174,7 @@ def test_a_tail_cut_off_is_found_by_the_head_row(calls: Vault) -> None:
     assert "records 7..8 were deleted (the head row records 8)" in report.message
 
 
-def test_a_tail_cut_off_with_its_head_row_rolled_back_is_found_by_the_anchor(calls: Vault) -> None:
+def test_a_tail_cut_with_an_old_head_row_is_found_by_the_anchor(calls: Vault) -> None:
     """A database writer who kept an earlier head row can put it back with the tail cut:
     the head row then agrees, but the main chain's anchor does not."""
     chain = calls.store.call_chain.chain
