@@ -42,6 +42,7 @@ STORED = {
     "template_set",
     "template_removed",
     "tool_called",
+    "calls_anchored",
     "allowance_set",
     "allowance_removed",
     "vault_initialized",

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from cli_support import run_cli
+from test_audit_trail import cli
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.export import event_line
 from toolkit_vault.audit.trail import EventFilter, list_events
@@ -316,3 +318,12 @@ def test_chains_of_two_processes_verify_side_by_side_and_a_killed_ones_tail_is_r
     assert {e.chain for e in listed} == set(chains)
     anchors = list_events(vault.store, EventFilter(actions=(AuditAction.CALLS_ANCHORED.value,)))
     assert {e.details["why"] for e in anchors.events} == {"shutdown"}
+
+
+def test_tail_of_calls_reads_the_call_chains(calls: Vault, cli_env: dict[str, str]) -> None:
+    done = cli(cli_env, "audit", "tail", "-n", "2", "--action", "tool_called", "--json")
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["chain_seq"] for line in lines] == [7, 8]
+    assert {line["chain"] for line in lines} == {calls.store.call_chain.chain}
+    mixed = run_cli(("audit", "list", "--action", "tool_called", "--action", "purge"), cli_env)
+    assert mixed.returncode == 1 and "tool_called is listed alone" in mixed.stderr

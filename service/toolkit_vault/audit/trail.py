@@ -59,6 +59,7 @@ __all__ = [
     "actions",
     "describe",
     "follow_events",
+    "last_position",
     "last_seq",
     "list_events",
     "newest_events",
@@ -137,6 +138,12 @@ def newest_events(
     resolved = resolve(store, filters or EventFilter())
     cursor = None if before is None else _cursor("before", before)
     return _page(store, resolved, before=cursor, limit=_limit(limit), newest=True)
+
+
+def last_position(store: Store, filters: EventFilter | None = None) -> int:
+    """The cursor of the newest event `filters` would read: the main chain's last `seq`,
+    or the last call record's place for a filter of calls alone."""
+    return last_seq(store, resolve(store, filters or EventFilter()))
 
 
 def follow_events(
