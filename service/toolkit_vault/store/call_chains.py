@@ -53,8 +53,8 @@ __all__ = ["ANCHOR_RECORDS", "ANCHOR_S", "CHAIN_ACTOR", "CallChain", "ChainHost"
 log = logging.getLogger(__name__)
 
 CHAIN_ACTOR = "vault:calls"  # the actor of `calls_anchored` events
-ANCHOR_RECORDS = int(os.environ.get("TOOLKIT_VAULT_CALL_ANCHOR_RECORDS", "10000"))
-ANCHOR_S = float(os.environ.get("TOOLKIT_VAULT_CALL_ANCHOR_S", "5"))
+ANCHOR_RECORDS = 10_000  # TOOLKIT_VAULT_CALL_ANCHOR_RECORDS
+ANCHOR_S = 5.0  # TOOLKIT_VAULT_CALL_ANCHOR_S
 
 _RECORD_COLUMNS = (
     *("chain", "seq", "ts", "actor", "action", "session_id", "toolkit_name", "version"),
@@ -109,7 +109,8 @@ class CallChain:
     def __init__(self, host: ChainHost) -> None:
         self._host = host
         self.chain = f"calls-{secrets.token_hex(8)}"
-        self.anchor_records, self.anchor_s = ANCHOR_RECORDS, ANCHOR_S
+        self.anchor_records = int(_positive("TOOLKIT_VAULT_CALL_ANCHOR_RECORDS", ANCHOR_RECORDS))
+        self.anchor_s = _positive("TOOLKIT_VAULT_CALL_ANCHOR_S", ANCHOR_S)
         self._postgresql = host.engine.dialect.name == "postgresql"
         self._lock = threading.Lock()  # one batch of this chain at a time (PostgreSQL)
         self._left: queue.SimpleQueue[Write | None] = queue.SimpleQueue()
@@ -304,6 +305,21 @@ class CallChain:
         except Exception as exc:
             log.warning("call chain %s was not anchored at shutdown (%s)", self.chain, _said(exc))
         _OPEN.discard(self)
+
+
+def _positive(name: str, default: float) -> float:
+    """A positive number from the environment (`default` when unset); refused at start,
+    naming the variable, otherwise."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and value < float("inf")):
+        raise StoreError(f"{name} must be a positive number")
+    return value
 
 
 def _said(exc: BaseException) -> str:
