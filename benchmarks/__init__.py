@@ -21,4 +21,4 @@ SCENARIOS = (
     "mcp",
     "stdio",
 )
-ON_DEMAND = ("capacity",)  # run only when `--only` names them (they take minutes)
+ON_DEMAND = ("capacity", "call-replicas")  # run only when `--only` names them (they take minutes)

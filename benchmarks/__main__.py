@@ -33,6 +33,7 @@ MODULES = {
     "backup": "backup",
     "replicas": "replicas",
     "capacity": "capacity",
+    "call-replicas": "call_replicas",
     "mcp": "mcp",
     "stdio": "stdio_servers",
 }

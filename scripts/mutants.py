@@ -105,6 +105,7 @@ RESTORE_TEST = (
 )
 
 MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
+CALL_CHAINS = "tests/test_call_chains.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -3753,6 +3754,60 @@ MUTANTS = [
         "        allowance = allowance_in(chain, principal.principal_id)\n",
         "        allowance = None\n",
         (MCP_LISTS + "test_one_session_lists_what_changed_since_its_last_list",),
+    ),
+    # -- issue 50: call records on a chain per process (tests/test_call_chains.py) --
+    Mutant(
+        "call chain: a record's link is not checked",
+        V + "audit/call_verify.py",
+        "            if not record_links(sign, chain, previous, record):",
+        "            if False:",
+        (CALL_CHAINS + "test_an_edited_record_is_found",),
+    ),
+    Mutant(
+        "call chain: a record's MAC does not cover its details",
+        V + "store/call_links.py",
+        'return canonical_json({**record, "chain": chain, "details": details})',
+        'return canonical_json({**record, "chain": chain})',
+        (CALL_CHAINS + "test_an_edited_record_is_found",),
+    ),
+    Mutant(
+        "call chain: a missing record is not told (a gap passes for an edit)",
+        V + "audit/call_verify.py",
+        "            if seq > good + 1:",
+        "            if False:",
+        (CALL_CHAINS + "test_a_deleted_record_is_found",),
+    ),
+    Mutant(
+        "call chain: the main chain's anchors are not held against the chain's end",
+        V + "audit/call_verify.py",
+        "    if anchored > last:",
+        "    if False:",
+        (
+            CALL_CHAINS + "test_a_tail_cut_with_an_old_head_row_is_found_by_the_anchor",
+            CALL_CHAINS + "test_a_chain_deleted_whole_is_found_by_its_anchor",
+        ),
+    ),
+    Mutant(
+        "call chain: the head row is not held against the chain's end",
+        V + "audit/call_verify.py",
+        "    if seq > last:\n",
+        "    if False:\n",
+        (CALL_CHAINS + "test_a_tail_cut_off_is_found_by_the_head_row",),
+    ),
+    Mutant(
+        "call chain: a clean shutdown leaves the tail unanchored",
+        V + "store/storage.py",
+        "        self.call_chain.close()\n",
+        "",
+        (CALL_CHAINS + "test_records_verify_and_the_tail_after_the_anchor_is_reported",),
+    ),
+    Mutant(
+        "call chain: a batch is a write of the main chain's (PostgreSQL: its lock, its notice)",
+        V + "store/call_chains.py",
+        "        if not self._postgresql:\n            return self._host.transact(work)",
+        "        return self._host.transact(work)",
+        (CALL_CHAINS + "test_a_call_record_moves_no_commit_mark_on_postgresql",),
+        select="postgres",
     ),
 ]
 

@@ -459,7 +459,7 @@ def _migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def vault(home: VaultSettings) -> Iterator[Vault]:
     opened = open_vault(home)
     yield opened
-    opened.store.engine.dispose()
+    opened.store.close()  # its call chain anchored (as at a clean shutdown), then disposed
 
 
 @pytest.fixture
@@ -468,7 +468,7 @@ def spec_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.syspath_prepend(str(SPEC_PLUGINS))
     opened = open_vault(home)
     yield opened
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 @pytest.fixture

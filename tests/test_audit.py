@@ -137,6 +137,14 @@ def test_an_untouched_store_verifies(vault: Vault, cli_env: dict[str, str]) -> N
         "state_problems": [],
         "state_problem_count": 0,
         "witness_warning": None,
+        "call_records": {
+            "records": 0,
+            "verified": 0,
+            "unanchored": 0,
+            "chain_count": 0,
+            "chains": [],
+            "problem": None,
+        },
     }
     human = run(cli_env, "audit", "verify")
     assert human.returncode == 0 and f"{len(seqs)}/{len(seqs)} events verified" in human.stdout

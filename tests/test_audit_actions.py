@@ -43,6 +43,7 @@ STORED = {
     "template_removed",
     "tool_called",
     "server_unconfined",
+    "calls_anchored",
     "allowance_set",
     "allowance_removed",
     "tools_pinned",

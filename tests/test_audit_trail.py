@@ -60,8 +60,9 @@ UPGRADES_ONLY = {
 # tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py, test_expiry.py (a
 # clock moved past a credential's end), test_oidc.py and web/test_oidc_browser.py (an
 # OpenID provider: a person's sign-in and sign-out), tests/test_call_audit.py (tool_called,
-# recorded as the call engine records it).
+# recorded as the call engine records it), tests/test_call_chains.py (calls_anchored).
 ELSEWHERE = {
+    AuditAction.CALLS_ANCHORED,
     AuditAction.PERSON_SIGNED_IN,
     AuditAction.PERSON_SIGNED_OUT,
     AuditAction.TOOL_CALLED,

@@ -44,6 +44,12 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
     AuditAction.TOOLKIT_REMOVED: {"unconfigured": []},
     AuditAction.TEMPLATE_SET: {"name": "prod", "values": {"endpoint": "https://prod.test"}},
     AuditAction.TEMPLATE_REMOVED: {"name": "prod"},
+    AuditAction.CALLS_ANCHORED: {
+        "chain": "calls-0123456789abcdef",
+        "seq": 120,
+        "mac": "00" * 32,
+        "why": "time",
+    },
     AuditAction.TOOL_CALLED: {
         "tool": "read_file",
         "outcome": "ok",

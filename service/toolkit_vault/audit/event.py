@@ -30,6 +30,10 @@ class TrailEvent:
     details: dict[str, Any]
     mac: bytes
     summary: str
+    # A call record's (`store.call_chains`): its chain and its place there; its `seq` is
+    # then where it was written among all call records, the order their listings follow.
+    chain: str | None = None
+    chain_seq: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The documented, stable shape (docs/auditors.md); keys are only ever added."""
@@ -48,4 +52,4 @@ class TrailEvent:
             "details": self.details,
             "summary": self.summary,
             "mac": self.mac.hex(),
-        }
+        } | ({} if self.chain is None else {"chain": self.chain, "chain_seq": self.chain_seq})

@@ -39,7 +39,9 @@ def event_record(event: Mapping[str, Any], previous: bytes | None = None) -> dic
     if isinstance(details, str):
         details = json.loads(details)
     before = event["previous"] if previous is None else previous
+    chain = {"chain": event["chain"]} if event.get("chain") is not None else {}
     return {
+        **chain,  # a call record's (`store.call_chains`): its seq is its place in that chain
         "seq": event["seq"],
         "at": iso_time(event["ts"]),
         "ts": event["ts"],

@@ -7,6 +7,12 @@ principal's, from the principals table or, for a principal whose row is gone, fr
 chain's own `token_created` event; else the id as stored. `summary` says in words what the
 event is about, from its fields alone.
 
+Tool calls' records are a trail of their own (`store.call_chains`): a filter that keeps
+only `tool_called` (the action alone, or `arguments_hmac`) reads them, and their pages
+follow where each was written among all call records (their `seq` there; `chain` and
+`chain_seq` say which call chain holds them and where). Every other filter reads the main
+chain, where `calls_anchored` events say how far each call chain had reached.
+
 Pages follow `seq`, the chain's order: `list_events` goes up from a cursor (`after`),
 `newest_events` down from the newest (or from `before`); each page's `next` is the cursor
 of the page after it, None when none follows. `follow_events` yields what is committed
@@ -36,6 +42,7 @@ from toolkit_vault.store.trail_queries import (
     TrailQuery,
     TrailRow,
     actor_appears,
+    calls_only,
     last_seq,
     principal_known,
     trail_page,
@@ -53,6 +60,7 @@ __all__ = [
     "actions",
     "describe",
     "follow_events",
+    "last_position",
     "last_seq",
     "list_events",
     "newest_events",
@@ -133,6 +141,12 @@ def newest_events(
     return _page(store, resolved, before=cursor, limit=_limit(limit), newest=True)
 
 
+def last_position(store: Store, filters: EventFilter | None = None) -> int:
+    """The cursor of the newest event `filters` would read: the main chain's last `seq`,
+    or the last call record's place for a filter of calls alone."""
+    return last_seq(store, resolve(store, filters or EventFilter()))
+
+
 def follow_events(
     store: Store,
     filters: EventFilter | None = None,
@@ -146,11 +160,12 @@ def follow_events(
     at all was committed); events are read only when it moved."""
     resolved = resolve(store, filters or EventFilter())
     cursor, mark = _cursor("after", after), None
+    calls = calls_only(resolved)  # a call moves no commit mark (`store.call_chains`)
     while not stop.is_set():
-        now = store.commit_mark()
+        now = None if calls else store.commit_mark()
         if now is None or now != mark:
             mark = now
-            head = last_seq(store)
+            head = last_seq(store, resolved)
             while cursor < head and not stop.is_set():
                 page = _page(store, resolved, after=cursor, limit=MAX_LIMIT, upto=head)
                 if page.events:
@@ -166,6 +181,8 @@ def resolve(store: Store, filters: EventFilter) -> TrailQuery:
     for action in actions:
         if action not in known:
             raise BadFilter("action", "unknown action; one of " + ", ".join(sorted(known)))
+    if AuditAction.TOOL_CALLED.value in actions and len(set(actions)) > 1:
+        raise BadFilter("action", "tool_called is listed alone (calls are a trail of their own)")
     for name in ("actor", "session", "principal", "toolkit"):
         value = getattr(filters, name)
         if value is not None and (not value or len(value) > MAX_TEXT or "\x00" in value):
@@ -261,6 +278,8 @@ def _event(row: TrailRow, names: Mapping[str, str]) -> TrailEvent:
         details=row.details,
         mac=row.mac,
         summary="",
+        chain=row.chain,
+        chain_seq=row.chain_seq,
     )
     return replace(event, summary=describe(event, names.get))
 

@@ -1,5 +1,8 @@
 """Audit chain verification: find the first event that was edited, inserted or deleted.
 
+Tool calls' records are on chains of their own, one per process, anchored in the main
+chain: `call_verify` walks them in the same snapshot, and a break there fails the report.
+
 Every event's `mac` is HMAC(audit key, previous mac || canonical event), and the one-row
 `audit_head` holds an HMAC over the last (seq, mac), written in the same transaction as
 each event. Walking the events in `seq` order from `CHAIN_START` therefore proves every
@@ -21,6 +24,7 @@ from functools import partial
 from typing import Any, Literal
 
 from toolkit_vault import crypto
+from toolkit_vault.audit.call_verify import CallChainsReport, verify_call_chains
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
@@ -52,6 +56,7 @@ class AuditReport:
     state_problems: list[StateProblem] = field(default_factory=list)
     state_problem_count: int = 0
     witness_warning: str | None = None  # a damaged witness slot (`Store.witness_damage`)
+    calls: CallChainsReport | None = None  # the call chains (`call_verify`)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +72,7 @@ class AuditReport:
             "state_problems": [p.as_json() for p in self.state_problems],
             "state_problem_count": self.state_problem_count,
             "witness_warning": self.witness_warning,
+            "call_records": None if self.calls is None else self.calls.as_json(),
         }
 
 
@@ -127,12 +133,15 @@ def _verify(
             broken = _check_head(head, head_ok, verified, last_mac)
         if broken is None:
             broken = _check_witness(store, snapshot, verified)
+        calls = verify_call_chains(snapshot.call_chains(), sign, verified, batch_size)
         state = snapshot.reconcile(authentic, batch_size)
     unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
     count = len(unaudited)
     if broken is not None:
         problem: Problem | None = broken.problem
         message = broken.message
+    elif calls.broken is not None:
+        problem, message = calls.broken.problem, calls.broken.message
     elif count and count == state.count:
         problem, message = "unaudited", f"{count} config versions have no matching audit event"
     elif state.count:
@@ -143,6 +152,11 @@ def _verify(
         )
     else:
         problem, message = None, f"all {verified} audit events verify up to the chain head"
+        if calls.records:
+            message += (
+                f"; all {calls.verified} call records verify in {calls.chain_count} call chains"
+                f" ({calls.unanchored} after their chain's last anchor, proven by its head row)"
+            )
     return AuditReport(
         ok=problem is None,
         events=int(total),
@@ -156,6 +170,7 @@ def _verify(
         state_problems=state.problems,
         state_problem_count=state.count,
         witness_warning=_witness_damage(store),
+        calls=calls,
     )
 
 

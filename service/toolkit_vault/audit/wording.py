@@ -410,6 +410,9 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
         f"imported server {w.toolkit} v{w.event.version} {w.where} launched unconfined: "
         "the sandbox is off"
     ).replace("  ", " "),
+    AuditAction.CALLS_ANCHORED: lambda w: (
+        f"call chain {w.d('chain')} anchored at record {w.d('seq')} ({w.d('why')})"
+    ),
     AuditAction.ALLOWANCE_SET: _allowance_set,
     AuditAction.ALLOWANCE_REMOVED: _allowance_removed,
     AuditAction.TOOLS_PINNED: _tools_pinned,

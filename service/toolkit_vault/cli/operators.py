@@ -198,7 +198,7 @@ def audit_verify(as_json: bool) -> None:
         click.echo(f"{report.verified}/{report.events} events verified; {report.message}")
         for p in report.state_problems:
             click.echo(f"  {p.table} {p.row}: {p.problem} ({p.detail})")
-    if report.problem in ("edited", "deleted", "inserted", "truncated"):
+    if report.problem in ("edited", "deleted", "inserted", "truncated") and report.first_bad_seq:
         raise VaultError(f"audit chain broken at event {report.first_bad_seq}: {report.message}")
     if not report.ok:
         raise VaultError(report.message)

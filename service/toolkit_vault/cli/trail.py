@@ -26,7 +26,7 @@ from toolkit_vault.audit.trail import (
     actions,
     describe,
     follow_events,
-    last_seq,
+    last_position,
     list_events,
     newest_events,
 )
@@ -195,7 +195,7 @@ def audit_tail(lines: int, follow: bool, as_json: bool, **given: Any) -> None:
     with _stopped_by_signals(follow) as stop, _as_options():
         store = open_store(load_settings())
         filters = _filter(store, **given)
-        head = last_seq(store)
+        head = last_position(store, filters)
         if lines:
             page = newest_events(store, filters, before=head + 1, limit=lines)
             _print(page.events[::-1], as_json)

@@ -65,6 +65,9 @@ class AuditAction(StrEnum):
     TOOL_CALLED = "tool_called"
     # An imported local server launched with the sandbox turned off (`core.server_audit`).
     SERVER_UNCONFINED = "server_unconfined"
+    # A process's call chain (`store.call_chains`) anchored in the main chain: its id, its
+    # last seq and link, so a record deleted or cut off behind it shows in `audit verify`.
+    CALLS_ANCHORED = "calls_anchored"
     # Allowances: an operator narrowed a principal to some toolkits and tools (or widened it
     # again), kept as these events alone (the verified chain's `ChainState.allowances`).
     ALLOWANCE_SET = "allowance_set"

@@ -1,21 +1,21 @@
-"""Call records: many tool calls' audit events appended in one write.
+"""Call records: many tool calls' audit records appended in one write.
 
-A call changes no state, and calls outnumber every other write by orders of magnitude; yet
-each is an audit event on the one chain, whose appends queue on one lock (SQLite's writer,
-PostgreSQL's advisory lock). Written one write each, calls would serialize the vault on
-that lock. So the records of the calls that end while a write is being committed gather in
-one batch, and the batch is one write in the store's group commit (`writer`): one read of
-the chain's end, one insert of all its events, one move of the head, whatever its size.
+A call changes no state, and calls outnumber every other write by orders of magnitude.
+Written one write each, calls would queue on their chain's writes one by one. So the
+records of the calls that end while a batch is being committed gather in the next batch,
+and a batch is one write of this process's call chain (`call_chains`): one read of the
+chain's end, one insert of all its records, one move of its head, whatever its size.
 
-The records stay what every event is: each its own link of the one chain (authenticated,
+The records stay what every event is: each its own link of a chain (authenticated,
 ordered, and a missing or edited one breaks `audit verify`), sent to the audit devices, and
 committed before its caller hears back (`record` returns once the batch is committed, or
 raises: a call whose record was not written is not answered as if it were).
 
 Waiting bounds the batches: a caller waits out a commit before its next call, so a batch
 holds at most one record per caller in flight, and a process's calls are bounded by the
-commit's latency (on PostgreSQL the chain's lock is held through the commit's flush).
-`record(..., wait=False)` leaves the record to the writer thread and returns at once: then
+commit's latency (one batch of a chain at a time; other processes write their own chains
+side by side). `record(..., wait=False)` leaves the record to be written and returns at
+once (`CallChain.leave`: the store's writer thread on SQLite, the chain's on PostgreSQL): then
 every record that arrives during a commit joins the next batch, whatever the callers, at
 the price of answering a call before its record is durable (one that then fails is logged
 and counted, and the call was answered all the same). The engine chooses.
@@ -30,7 +30,7 @@ from typing import Any
 
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.store.records import AuditDraft
-from toolkit_vault.store.writer import deferring
+from toolkit_vault.store.writer import Write
 
 __all__ = ["MAX_BATCH", "CallRecords"]
 
@@ -38,9 +38,11 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # records a batch takes; the next ones start another (bounds one insert)
 
-# Runs `work(conn)` as one write of the group commit, tried again when it lost a race
-# (`Store.transact`); `append(conn, drafts)` writes drafts as chain links (`Store.audit_many`).
-Transact = Callable[[Callable[[Any], Any], Callable[[Any], None] | None], Any]
+# Runs `work(conn)` as one write and waits for its commit (`CallChain.now`); queues it and
+# returns its `Write`, settled once committed (`CallChain.leave`); `append(conn, drafts)`
+# writes drafts as chain links (`CallChain.append`).
+Now = Callable[[Callable[[Any], Any]], Any]
+Leave = Callable[[Callable[[Any], Any]], Write]
 Append = Callable[[Any, Sequence[AuditDraft]], None]
 # Whether the caller is the store's writer thread (`Writer.is_writer_thread`).
 OnWriter = Callable[[], bool]
@@ -60,8 +62,9 @@ class _Batch:
 class CallRecords:
     """A store's call records (see the module's docstring): `record` one, thread-safe."""
 
-    def __init__(self, transact: Transact, append: Append, on_writer: OnWriter) -> None:
-        self._transact, self._append, self._on_writer = transact, append, on_writer
+    def __init__(self, now: Now, leave: Leave, append: Append, on_writer: OnWriter) -> None:
+        self._now, self._leave_write = now, leave
+        self._append, self._on_writer = append, on_writer
         self._lock = threading.Lock()
         self._open: _Batch | None = None  # gathering records until its write runs
 
@@ -69,7 +72,7 @@ class CallRecords:
         """Append `draft` to the chain with the other records of its batch. The first
         record of a batch writes it; the others join it. `wait`: return once the batch is
         committed, or raise StoreError when it was not (none of its records were); else
-        return at once, the batch left to the store's writer thread, and a batch that
+        return at once, the batch left to be written (`CallChain.leave`), and a batch that
         fails is logged (counted, never its details). Refused on the writer thread itself
         (inside a write's `then`): waiting there for a write queued behind that thread
         would wait for ever, so the mistake fails at once instead of hanging."""
@@ -93,7 +96,7 @@ class CallRecords:
     def _lead(self, batch: _Batch) -> None:
         """Write `batch` on this thread's behalf, in the group commit, and say how it ended."""
         try:
-            self._transact(lambda conn: self._write(conn, batch), None)
+            self._now(lambda conn: self._write(conn, batch))
         except Exception as exc:
             batch.error = _said(exc)
             if isinstance(exc, VaultError):
@@ -106,11 +109,9 @@ class CallRecords:
             batch.done.set()
 
     def _leave(self, batch: _Batch) -> None:
-        """Leave `batch` to the writer thread (`writer.deferring`); its waiters hear once
-        it is settled."""
-        with deferring() as left:
-            self._transact(lambda conn: self._write(conn, batch), lambda _: None)
-        (write,) = left
+        """Leave `batch` to be written (`CallChain.leave`); its waiters hear once it is
+        settled."""
+        write = self._leave_write(lambda conn: self._write(conn, batch))
 
         def settled() -> None:
             if write.error is not None:

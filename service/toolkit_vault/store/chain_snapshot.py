@@ -17,6 +17,7 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import OperationalError
 
 from toolkit_vault.errors import StoreError
+from toolkit_vault.store.call_chain_reads import CallChainReads
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.models import AuditEvent, AuditHead
 from toolkit_vault.store.reconcile import StateReport, reconcile
@@ -67,6 +68,10 @@ class ChainSnapshot:
         with closing(self._conn.execute(query)) as result:
             for row in result:
                 yield dict(row._mapping)
+
+    def call_chains(self) -> CallChainReads:
+        """The call chains, read in this snapshot (`call_chains`)."""
+        return CallChainReads(self._conn)
 
     def reconcile(self, authentic: Callable[[str, Row], bool], batch_size: int) -> StateReport:
         """Every authenticated table held to its MAC and the chain (`reconcile`)."""

@@ -34,6 +34,8 @@ __all__ = [
     "AuditEvent",
     "AuditHead",
     "Base",
+    "CallChainHead",
+    "CallRecordRow",
     "ConfigVersion",
     "CurrentConfig",
     "ImportedToolkitRow",
@@ -221,6 +223,39 @@ class AuditHead(Base):
 
     __tablename__ = "audit_head"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    seq: Mapped[int] = mapped_column(_BIG)
+    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+
+
+class CallRecordRow(Base):
+    """A link of one process's call chain (`call_chains`): `mac` = HMAC(audit key, previous
+    mac || this record, naming its chain). `id` is where it was written among all records,
+    the order listings page in; (`chain`, `seq`) is its place in its own chain."""
+
+    __tablename__ = "call_records"
+    id: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=True)
+    chain: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int] = mapped_column(_BIG)
+    ts: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(32))
+    session_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    toolkit_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    details: Mapped[str] = mapped_column(Text)
+    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    __table_args__ = (UniqueConstraint("chain", "seq"),)
+
+
+class CallChainHead(Base):
+    """A call chain's authenticated end, moved with each of its batches: `head_mac` =
+    HMAC(audit key, call head domain || chain || seq || mac). The main chain's anchors
+    (`calls_anchored` events) vouch for it up to their seq; this row for the rest."""
+
+    __tablename__ = "call_chains"
+    chain: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_at: Mapped[float] = mapped_column(Float)
     seq: Mapped[int] = mapped_column(_BIG)
     mac: Mapped[bytes] = mapped_column(LargeBinary(32))
     head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))

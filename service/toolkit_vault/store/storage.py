@@ -24,6 +24,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.call_chains import CallChain
 from toolkit_vault.store.call_records import CallRecords
 from toolkit_vault.store.chain import Signer
 from toolkit_vault.store.integrity import PRINCIPALS, SESSIONS, RowAuthenticator
@@ -93,8 +94,10 @@ class Store(ConfigVersions):
             self._watched = Path(url.database).resolve().as_uri() + "?mode=rw"
         self._watch: sqlite3.Connection | None = None
         self._watch_lock = threading.Lock()
+        self.call_chain = CallChain(self)  # this process's call records' chain
+        chain = self.call_chain
         self._calls = CallRecords(  # `record_call`
-            self.transact, self.audit_many, self._writer.is_writer_thread
+            chain.now, chain.leave, chain.append, self._writer.is_writer_thread
         )
 
     def set_keys(self, sign: Signer, rows: RowAuthenticator | None) -> None:
@@ -103,11 +106,21 @@ class Store(ConfigVersions):
 
     def record_call(self, draft: AuditDraft, *, wait: bool = True) -> None:
         """Audit one tool call (`tools.call_audit.tool_called_draft`), in a batch with the
-        calls that end meanwhile: one write of the group commit for them all, so calls do
-        not queue on the chain's lock one by one (`call_records`). Returns once committed,
-        raising StoreError when it was not; with `wait=False` at once (the record is
-        committed by the writer thread soon after)."""
+        calls that end meanwhile, on this process's call chain (`call_chains`): one write
+        for them all, and never the main chain's lock (`call_records`). Returns once
+        committed, raising StoreError when it was not; with `wait=False` at once (the
+        record is committed soon after)."""
         self._calls.record(draft, wait=wait)
+
+    def call_signer(self) -> Signer | None:
+        """What links the call chains: the audit key's, as the main chain's (`CallChain`)."""
+        return self._sign
+
+    def close(self) -> None:
+        """Anchor this process's call chain (a clean shutdown), then close every pooled
+        connection."""
+        self.call_chain.close()
+        super().close()
 
     def ensure_principal(self, principal_id: str, name: str, role: str) -> None:
         """The tokenless principal of local transports (stdio), made once by `init`."""

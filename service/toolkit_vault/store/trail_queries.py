@@ -8,8 +8,9 @@ whose subject is that id, compared as text after the details are parsed, never b
 a JSON spelling in SQL (a name holding `%`, `_` or a quoted `"principal_id"` could match
 another's).
 
-Pages follow `seq`, the chain's order. Reading proves nothing: `audit verify` proves the
-chain.
+Pages follow `seq`, the chain's order; a query for calls alone (`calls_only`) reads the
+call chains' records (`call_chains`) instead, paged by where each was written (`id`).
+Reading proves nothing: `audit verify` proves the chains.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy import Connection, Select, func, or_, select
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.ledger import details_of
-from toolkit_vault.store.models import AuditEvent, PrincipalRow, SessionRow
+from toolkit_vault.store.models import AuditEvent, CallRecordRow, PrincipalRow, SessionRow
 from toolkit_vault.store.scopes import principal_of, principal_scope
 from toolkit_vault.store.storage import Store
 
@@ -33,6 +34,7 @@ __all__ = [
     "TrailRow",
     "TrailRows",
     "actor_appears",
+    "calls_only",
     "last_seq",
     "principal_known",
     "trail_page",
@@ -76,6 +78,8 @@ class TrailRow:
     details: dict[str, Any]
     mac: bytes
     subject: str | None
+    chain: str | None = None  # a call record's chain, and its place there (`chain_seq`)
+    chain_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,17 @@ class TrailRows:
     names: dict[str, str]  # id -> name for the actors and subjects of `rows`
 
 
-def last_seq(store: Store) -> int:
-    """The chain's last sequence number (0 when empty): one indexed read."""
+def calls_only(query: TrailQuery) -> bool:
+    """Whether `query` keeps tool calls alone, which the call chains hold."""
+    return query.arguments_hmac is not None or query.actions == (AuditAction.TOOL_CALLED.value,)
+
+
+def last_seq(store: Store, query: TrailQuery | None = None) -> int:
+    """The chain's last sequence number (0 when empty), or the last call record's place
+    when `query` keeps calls alone: one indexed read."""
+    position = CallRecordRow.id if query is not None and calls_only(query) else AuditEvent.seq
     with store.read() as conn:
-        found = conn.execute(select(func.max(AuditEvent.seq))).scalar()
+        found = conn.execute(select(func.max(position))).scalar()
     return int(found or 0)
 
 
@@ -145,15 +156,17 @@ def trail_page(
         while True:
             statement = _statement(query, after=after, before=before, newest=newest, upto=upto)
             rows = conn.execute(statement.limit(limit + 1)).all()
+            calls = calls_only(query)
             for row in rows:
-                event = _row(row)
+                event = _row(row, calls=calls)
                 if _keeps(query, event):
                     kept.append(event)
             exact = query.principal is None and query.arguments_hmac is None
             more = len(kept) > limit or (exact and len(rows) > limit)
             if more or len(rows) <= limit:
                 break
-            last = int(rows[-1].seq)  # every row read, a page not full: read on past it
+            # every row read, a page not full: read on past it
+            last = int(rows[-1].id if calls else rows[-1].seq)
             after, before = (after, last) if newest else (last, before)
         kept = kept[:limit]
         wanted = {event.actor for event in kept} | {e.subject for e in kept if e.subject}
@@ -163,43 +176,45 @@ def trail_page(
 
 def _statement(
     f: TrailQuery, *, after: int, before: int | None, newest: bool, upto: int | None
-) -> Select[AuditEvent, str]:
-    query = select(AuditEvent, SessionRow.principal_id.label("owner")).outerjoin(
-        SessionRow, SessionRow.session_id == AuditEvent.session_id
+) -> Select[Any, str]:
+    table: Any = CallRecordRow if calls_only(f) else AuditEvent  # the same columns, but `id`
+    position = table.id if table is CallRecordRow else table.seq
+    query = select(table, SessionRow.principal_id.label("owner")).outerjoin(
+        SessionRow, SessionRow.session_id == table.session_id
     )
     if f.actions:
-        query = query.where(AuditEvent.action.in_(f.actions))
+        query = query.where(table.action.in_(f.actions))
     if f.actors:
-        query = query.where(AuditEvent.actor.in_(f.actors))
+        query = query.where(table.actor.in_(f.actors))
     if f.session is not None:
-        query = query.where(AuditEvent.session_id == f.session)
+        query = query.where(table.session_id == f.session)
     if f.toolkit is not None:
-        query = query.where(AuditEvent.toolkit_name == f.toolkit)
+        query = query.where(table.toolkit_name == f.toolkit)
     if f.principal is not None:  # a superset; `trail_page` keeps those whose subject it is
         query = query.where(
             or_(
                 SessionRow.principal_id == f.principal,
-                AuditEvent.session_id == principal_scope(f.principal),
-                AuditEvent.action.in_([a.value for a in NAMING_A_PRINCIPAL]),
+                table.session_id == principal_scope(f.principal),
+                table.action.in_([a.value for a in NAMING_A_PRINCIPAL]),
             )
         )
     if f.arguments_hmac is not None:  # a superset; `trail_page` compares the parsed details
         query = query.where(
-            AuditEvent.action == AuditAction.TOOL_CALLED.value,
-            AuditEvent.details.like(f'%"arguments_hmac": "{_like(f.arguments_hmac)}"%', "\\"),
+            table.action == AuditAction.TOOL_CALLED.value,
+            table.details.like(f'%"arguments_hmac": "{_like(f.arguments_hmac)}"%', "\\"),
         )
     if f.since is not None:
-        query = query.where(AuditEvent.ts >= f.since)
+        query = query.where(table.ts >= f.since)
     if f.until is not None:
-        query = query.where(AuditEvent.ts < f.until)
+        query = query.where(table.ts < f.until)
     if newest:
         if before is not None:
-            query = query.where(AuditEvent.seq < before)
-        query = query.order_by(AuditEvent.seq.desc())
+            query = query.where(position < before)
+        query = query.order_by(position.desc())
     else:
-        query = query.where(AuditEvent.seq > after).order_by(AuditEvent.seq)
+        query = query.where(position > after).order_by(position)
     if upto is not None:
-        query = query.where(AuditEvent.seq <= upto)
+        query = query.where(position <= upto)
     return query
 
 
@@ -211,10 +226,10 @@ def _keeps(query: TrailQuery, event: TrailRow) -> bool:
     return hashed is None or event.details.get("arguments_hmac") == hashed
 
 
-def _row(row: Any) -> TrailRow:
+def _row(row: Any, *, calls: bool = False) -> TrailRow:
     details = details_of(row.details)
     return TrailRow(
-        seq=int(row.seq),
+        seq=int(row.id if calls else row.seq),
         ts=float(row.ts),
         action=str(row.action),
         actor=str(row.actor),
@@ -224,6 +239,8 @@ def _row(row: Any) -> TrailRow:
         details=details,
         mac=bytes(row.mac),
         subject=_subject(row, details),
+        chain=row.chain if calls else None,
+        chain_seq=int(row.seq) if calls else None,
     )
 
 
