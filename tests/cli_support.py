@@ -35,6 +35,9 @@ import json, os, select, signal, socket, sys
 from toolkit_vault.cli import main
 
 list(main.commands.values())  # import every command now, once, not in each forked handler
+import toolkit_vault.audit.devices, toolkit_vault.audit.upgrade, toolkit_vault.core.vault
+import toolkit_vault.keys.upgrade, toolkit_vault.mcp_client, toolkit_vault.schema, psycopg
+# (and what commands import only when they run, to spare a real start the time: issue 53)
 
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])

@@ -31,14 +31,16 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import StdioServer, ToolDescription, UpstreamHandle, UpstreamHost
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+
+if TYPE_CHECKING:  # the MCP SDK is imported at the first launch: a listing never needs it
+    from toolkit_vault.mcp_client import ToolDescription, UpstreamHandle, UpstreamHost
 
 __all__ = [
     "SANDBOX_ENV",
@@ -99,6 +101,8 @@ class _Servers:
     def host(self) -> UpstreamHost:
         with self._lock:
             if self._host is None:
+                from toolkit_vault.mcp_client import UpstreamHost
+
                 self._host = UpstreamHost()
             return self._host
 
@@ -170,6 +174,8 @@ class ServedToolkit:
             read_only=tuple(Bind(path) for path in settings.read_only),
             hidden=settings.hidden,
         )
+        from toolkit_vault.mcp_client import StdioServer
+
         try:
             started = launch(self._argv, env, policy, sandbox=settings.sandbox)
             if not started.confined:
