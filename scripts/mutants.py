@@ -3445,6 +3445,35 @@ MUTANTS = [
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
     ),
+    # -- issue 53: checkpoints of the chain's state (tests/test_checkpoints.py) --
+    Mutant(
+        "checkpoints: a checkpoint whose MAC fails is believed",
+        V + "store/checkpoints.py",
+        "if not hmac.compare_digest(expected, bytes(row.checkpoint_mac)):",
+        "if False:",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
+        "checkpoints: a checkpoint is not bound to the chain's link at its seq",
+        V + "store/checkpoints.py",
+        "if not _link_is(conn, seq, mac):",
+        "if False:",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_disagrees_with_the_chain",),
+    ),
+    Mutant(
+        "checkpoints: a checkpoint not believed leaves the process believing nothing",
+        V + "store/checkpoints.py",
+        "            self.refused = reason\n",
+        "            ledger.failure = self.refused = reason\n",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
+        "checkpoints: a first walk does not start from the named checkpoint",
+        FOLLOWING,
+        "self.checkpoints.start(conn, ledger, self._sign, witness)",
+        "pass",
+        ("tests/test_checkpoints.py::test_a_process_starts_from_the_checkpoint",),
+    ),
 ]
 
 
