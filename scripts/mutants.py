@@ -3458,7 +3458,9 @@ MUTANTS = [
         V + "store/checkpoints.py",
         "if not _link_is(conn, seq, mac):",
         "if False:",
-        ("tests/test_checkpoints.py::test_a_checkpoint_that_disagrees_with_the_chain",),
+        (
+            "tests/test_checkpoints.py::test_a_checkpoint_that_disagrees_with_the_chain_is_not_believed",
+        ),
     ),
     Mutant(
         "checkpoints: a checkpoint not believed leaves the process believing nothing",
@@ -3472,7 +3474,9 @@ MUTANTS = [
         FOLLOWING,
         "self.checkpoints.start(conn, ledger, self._sign, witness)",
         "pass",
-        ("tests/test_checkpoints.py::test_a_process_starts_from_the_checkpoint",),
+        (
+            "tests/test_checkpoints.py::test_a_process_starts_from_the_checkpoint_and_follows_what_came_after",
+        ),
     ),
 ]
 
