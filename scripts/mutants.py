@@ -3470,6 +3470,13 @@ MUTANTS = [
         ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
     ),
     Mutant(
+        "checkpoints: an event deleted below a checkpoint goes unnoticed at start",
+        V + "store/checkpoints.py",
+        "if _count_to(conn, seq) != seq:",
+        "if False:",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
         "checkpoints: a first walk does not start from the named checkpoint",
         FOLLOWING,
         "self.checkpoints.start(conn, ledger, self._sign, witness)",

@@ -12,7 +12,9 @@ checkpoint put back from an older copy, or another one swapped in, is not the on
 A process believes a checkpoint only when all of this holds, in the snapshot it follows:
 the home names it, the row is there, its digest is the named one, its MAC holds, the chain
 holds the same link at its seq, and (when the witness's head is not past it) the chain
-holds the witnessed link at the witness's seq. Then the ledger starts from its state and
+holds the witnessed link at the witness's seq, and every event from the first to its seq
+(one count on the primary key: an event deleted below it is a broken chain, which the
+whole walk then reports as it always did). Then the ledger starts from its state and
 verifies every later event against its link, as on any walk. Otherwise the checkpoint is
 not believed: the process says so (a warning, `Checkpoints.refused`) and walks the chain
 from its first event, which remains the authority.
@@ -40,7 +42,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, func, insert, select
 
 from toolkit_vault.files import PrivateFileError, open_private
 from toolkit_vault.store.chain import Signer
@@ -202,6 +204,8 @@ class Checkpoints:
             return "the audit chain holds another event at its seq"
         if witness[0] <= seq and not _link_is(conn, witness[0], witness[1]):
             return "the audit chain differs from its witness"
+        if _count_to(conn, seq) != seq:  # one index count: an event deleted below it
+            return "the audit chain is missing events before it"
         try:
             return mac, decode_state(blob)
         except (ValueError, KeyError, TypeError):
@@ -321,6 +325,12 @@ class Checkpoints:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+
+
+def _count_to(conn: Connection, seq: int) -> int:
+    """How many events the chain holds from 1 to `seq` (`seq` when none is missing)."""
+    counted = select(func.count()).where(AuditEvent.seq.between(1, seq))
+    return int(conn.execute(counted).scalar_one())
 
 
 def _link_is(conn: Connection, seq: int, mac: bytes) -> bool:
