@@ -11,7 +11,8 @@ Then, alternating between the empty vault and the large one (same run, same mach
 state), each a cold process: `tokens list`, `toolkits list`, the first answer of `stdio`
 (spawn to handshake response), and a replica's first list (`open_vault`, the chain
 followed, a session's `toolkit/list`), with its peak memory (`ru_maxrss` of the child).
-`--no-checkpoint` leaves the checkpoint out: the whole walk, for comparison.
+`--no-checkpoint` leaves checkpoints out (none written, by the fill or by the processes
+timed, which otherwise write one after a long walk): the whole walk, for comparison.
 
     python -m benchmarks.history --events 100000 [--database postgres] [--runs 5]
 """
@@ -33,6 +34,7 @@ from typing import Any
 
 from toolkit_vault.access.principals import create_token, revoke
 from toolkit_vault.core.vault import Vault
+from toolkit_vault.store import checkpoints
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.checkpoints import CHECKPOINT_RECORD
 from toolkit_vault.store.records import AuditDraft
@@ -45,6 +47,7 @@ __all__ = ["fill_events", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 5000  # events a transaction
+NEVER = 10**15  # `--no-checkpoint`'s checkpoint interval
 STATE_EVERY = 100  # one state event in this many: a token made (and every 4th revoked)
 
 _REPLICA = r"""
@@ -155,6 +158,8 @@ def measure(
         "large": _home(work, "large", url_of("large"), events, checkpoint, log),
     }
     base = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    if not checkpoint:
+        base["TOOLKIT_VAULT_CHECKPOINT_EVENTS"] = str(NEVER)
     base["PYTHONPATH"] = os.pathsep.join([str(plugins), str(ROOT), base.get("PYTHONPATH", "")])
     envs = {name: {**base, "TOOLKIT_VAULT_HOME": str(home)} for name, home in homes.items()}
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in homes}
@@ -214,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     checkpoint = not args.no_checkpoint
+    if not checkpoint:  # none written by the fill, nor by the processes timed (their env)
+        checkpoints.EVERY_EVENTS = NEVER
+        os.environ["TOOLKIT_VAULT_CHECKPOINT_EVENTS"] = str(NEVER)
     with tempfile.TemporaryDirectory(prefix="tkv-history-") as where:
         work = Path(where)
         if args.database == "sqlite":
