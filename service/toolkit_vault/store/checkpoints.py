@@ -156,6 +156,7 @@ class Checkpoints:
         self._written = 0  # the newest seq this process checkpointed (or started from)
         self._written_at = time.monotonic()
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # one write at a time in this process
         self._thread: threading.Thread | None = None
 
     # -- starting from one ------------------------------------------------------------
@@ -278,6 +279,10 @@ class Checkpoints:
         read (not ahead of it by this process's own commits); the seq written, or None."""
         if self.record is None:
             return None
+        with self._writing:
+            return self._write(ledger, sign, write)
+
+    def _write(self, ledger: Ledger, sign: Signer, write: _Write) -> int | None:
         with ledger.lock:
             if ledger.failure is not None or ledger.seq == 0 or ledger.applied != ledger.seq:
                 return None
