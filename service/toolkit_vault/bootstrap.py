@@ -143,6 +143,8 @@ def audit_devices(settings: VaultSettings, stream: IO[bytes] | None = None) -> A
     """The audit devices the settings name (`audit.devices`), checked now, opened at the
     first event; `stream` is where the `stdout` device writes (default stderr: a command's
     stdout is its output; `serve` passes stdout)."""
+    if not settings.audit_devices and not settings.audit_fail_closed:
+        return None  # as `open_devices` has it, without importing the devices' side
     from toolkit_vault.audit.devices import open_devices
 
     return open_devices(
