@@ -3809,6 +3809,46 @@ MUTANTS = [
         (CALL_CHAINS + "test_a_call_record_moves_no_commit_mark_on_postgresql",),
         select="postgres",
     ),
+    # -- issue 53: checkpoints of the chain's state (tests/test_checkpoints.py) --
+    Mutant(
+        "checkpoints: a checkpoint whose MAC fails is believed",
+        V + "store/checkpoints.py",
+        "if not hmac.compare_digest(expected, bytes(row.checkpoint_mac)):",
+        "if False:",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
+        "checkpoints: a checkpoint is not bound to the chain's link at its seq",
+        V + "store/checkpoints.py",
+        "if not _link_is(conn, seq, mac):",
+        "if False:",
+        (
+            "tests/test_checkpoints.py::test_a_checkpoint_that_disagrees_with_the_chain_is_not_believed",
+        ),
+    ),
+    Mutant(
+        "checkpoints: a checkpoint not believed leaves the process believing nothing",
+        V + "store/checkpoints.py",
+        "            self.refused = reason\n",
+        "            ledger.failure = self.refused = reason\n",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
+        "checkpoints: an event deleted below a checkpoint goes unnoticed at start",
+        V + "store/checkpoints.py",
+        "if _count_to(conn, seq) != seq:",
+        "if False:",
+        ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
+    ),
+    Mutant(
+        "checkpoints: a first walk does not start from the named checkpoint",
+        FOLLOWING,
+        "self.checkpoints.start(conn, ledger, self._sign, witness)",
+        "pass",
+        (
+            "tests/test_checkpoints.py::test_a_process_starts_from_the_checkpoint_and_follows_what_came_after",
+        ),
+    ),
 ]
 
 

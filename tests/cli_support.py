@@ -35,6 +35,18 @@ import json, os, select, signal, socket, sys
 from toolkit_vault.cli import main
 
 list(main.commands.values())  # import every command now, once, not in each forked handler
+# and what commands import only when they run (to spare a real start the time: issue 53)
+import importlib
+for deferred in ("audit.devices", "audit.upgrade", "core.vault", "keys.upgrade", "mcp_client",
+                 "schema"):
+    try:
+        importlib.import_module("toolkit_vault." + deferred)
+    except ImportError:
+        pass  # an older release, laid out otherwise
+try:
+    import psycopg
+except ImportError:
+    pass
 
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])

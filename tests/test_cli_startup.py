@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from toolkit_vault.cli import COMMANDS, main
 from toolkit_vault.cli import about as about_module
 from toolkit_vault.cli.lazy import LazyCommands
+from toolkit_vault.settings import VaultSettings
 
 HEAVY = {
     "alembic",
@@ -61,10 +62,12 @@ print("\n" + json.dumps({"status": status, "loaded": loaded}))
 """
 
 
-def _probe(*argv: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+def _probe(
+    *argv: str, env: dict[str, str] | None = None, heavy: set[str] = HEAVY
+) -> tuple[str, list[str]]:
     """Run `main(argv)` in a new interpreter: its output, and the heavy modules it loaded."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLKIT_VAULT_", "_TOOLKIT"))}
-    command = [sys.executable, "-c", _PROBE, ",".join(HEAVY), ",".join(COMMAND_MODULES), *argv]
+    command = [sys.executable, "-c", _PROBE, ",".join(heavy), ",".join(COMMAND_MODULES), *argv]
     done = subprocess.run(
         command,
         env={**base, "COLUMNS": "80", **(env or {})},
@@ -86,6 +89,31 @@ def _probe(*argv: str, env: dict[str, str] | None = None) -> tuple[str, list[str
 def test_help_and_version_import_no_heavy_module(argv: list[str]) -> None:
     _, loaded = _probe(*argv)
     assert loaded == []
+
+
+# What a read-only listing of a small vault has no use for: the serving side (the MCP SDK,
+# FastAPI, OAuth clients), the packaging side (`toolkit_package`) and JSON Schema. Importing
+# them was most of the 2.5-3 s such a command took (issue 53); its own work is milliseconds.
+SERVING = {
+    "authlib",
+    "fastapi",
+    "jsonschema",
+    "mcp",
+    "mcp_types",
+    "starlette",
+    "toolkit_package",
+    "uvicorn",
+}
+
+
+@pytest.mark.parametrize("argv", [["tokens", "list"], ["audit", "list"]], ids=" ".join)
+def test_a_listing_imports_nothing_of_the_serving_side(
+    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING)
+    assert "sqlalchemy" in loaded  # it did open the vault
+    assert sorted({m.split(".")[0] for m in loaded} & SERVING) == []
 
 
 def test_completing_a_command_name_imports_no_command() -> None:

@@ -13,27 +13,26 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
-from toolkit_vault.audit.devices import AuditDevices, open_devices
-from toolkit_vault.audit.upgrade import authenticate_state
-from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError, VaultError
-from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
-from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.providers import KeyProvider, ProviderSettings, load_provider
-from toolkit_vault.keys.upgrade import finish_upgrade, legacy_keys, legacy_pending
 from toolkit_vault.settings import VaultSettings, write_record
 from toolkit_vault.store.database import migrate, open_engine, require_current
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.reconcile import LOCAL_PRINCIPAL_ID
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.witness import WITNESS_NAME, Witness
-from toolkit_vault.toolkits.imports import stored_toolkits
-from toolkit_vault.toolkits.registry import ToolkitRegistry
-from toolkit_vault.toolkits.served import ServerSettings, use_servers
+
+# The serving side (MCP, OAuth, the protocol's models) and the key hierarchy's upkeep are
+# imported where they are used, not here: a read-only command (`tokens list`, `audit list`)
+# needs neither, and importing them was most of its start.
+if TYPE_CHECKING:
+    from toolkit_vault.audit.devices import AuditDevices
+    from toolkit_vault.core.vault import Vault
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -69,6 +68,10 @@ def init_vault(settings: VaultSettings) -> InitReport:
     """Create the home, migrate the database and set up the key hierarchy; safe to run
     again. On a vault made by an older release it also finishes its upgrades: row MACs
     (`upgrade`) and the move of its data keys to a vault key (`keyupgrade`)."""
+    from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
+    from toolkit_vault.keys.keystore import read_vault_keys
+    from toolkit_vault.keys.upgrade import finish_upgrade, legacy_keys, legacy_pending
+
     provider = open_provider(settings)
     sink = audit_devices(settings)  # a bad device spec stops init before anything changes
     _private_home(settings.home)
@@ -91,6 +94,8 @@ def init_vault(settings: VaultSettings) -> InitReport:
                 created = True
             ring, internal = create_hierarchy(store, provider, legacy)
         store.ensure_principal(LOCAL_PRINCIPAL.principal_id, "local", LOCAL_PRINCIPAL.role)
+        from toolkit_vault.audit.upgrade import authenticate_state  # `init` alone needs it
+
         report = authenticate_state(store, ring, internal["fingerprint"], internal["audit"])
         upgraded = None if report is None or created else report.as_json()
         if legacy is not None:
@@ -138,6 +143,10 @@ def audit_devices(settings: VaultSettings, stream: IO[bytes] | None = None) -> A
     """The audit devices the settings name (`audit.devices`), checked now, opened at the
     first event; `stream` is where the `stdout` device writes (default stderr: a command's
     stdout is its output; `serve` passes stdout)."""
+    if not settings.audit_devices and not settings.audit_fail_closed:
+        return None  # as `open_devices` has it, without importing the devices' side
+    from toolkit_vault.audit.devices import open_devices
+
     return open_devices(
         settings.audit_devices,
         settings.home,
@@ -171,6 +180,13 @@ def open_vault(
     `current`: also refuse a store whose state cannot be believed (its audit chain breaks,
     or it is behind the home's witness), so a server never starts on it; operators' commands
     (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
+    from toolkit_vault.core.vault import Vault
+    from toolkit_vault.keys.hierarchy import VaultKeys
+    from toolkit_vault.keys.upgrade import legacy_pending
+    from toolkit_vault.toolkits.imports import stored_toolkits
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
+    from toolkit_vault.toolkits.served import ServerSettings, use_servers
+
     store = open_store(settings, audit_stream=audit_stream)
     if legacy_pending(store):
         raise VaultError(

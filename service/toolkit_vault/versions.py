@@ -10,6 +10,6 @@ from __future__ import annotations
 
 __all__ = ["CAPABILITIES", "PROTOCOL_VERSION", "SCHEMA_REVISION"]
 
-SCHEMA_REVISION = "0009"  # the Alembic head the models match (tests/test_storage.py checks)
+SCHEMA_REVISION = "0010"  # the Alembic head the models match (tests/test_storage.py checks)
 PROTOCOL_VERSION = "1.0"
 CAPABILITIES = ("toolkits", "tools")

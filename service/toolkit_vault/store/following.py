@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain import head_link
+from toolkit_vault.store.checkpoints import Checkpoints
 from toolkit_vault.store.ledger import ChainState, Ledger, StateUnknown, behind
 from toolkit_vault.store.statements import _EVENT_MAC, _FOLLOW, _FOLLOW_BATCH, _LAST_EVENT_SEQ
 from toolkit_vault.store.transactions import Transactions
@@ -37,6 +38,7 @@ class Following(Transactions):
     _followed_mark: int | None  # the commit mark the ledger was current at
     _witness_verified: tuple[int, bytes, bytes] | None  # the witness head whose MAC held
     _witness_looked_at: list[tuple[int, bytes, bytes]] | None  # `witnessed`
+    checkpoints: Checkpoints  # where a first walk starts, and the checkpoints this one writes
 
     def chain_state(self, conn: Connection | None = None, *, force: bool = False) -> ChainState:
         """What the verified chain says is current, followed up to now (in `conn`'s
@@ -57,7 +59,17 @@ class Following(Transactions):
                     self._follow(ledger, witness, own, mark)
             else:
                 self._follow(ledger, witness, conn, mark)
+            if self._sign is not None and not self._accepting_restore:
+                self.checkpoints.consider(ledger, self._sign, self.write)
         return ledger.require()
+
+    def write_checkpoint(self) -> int | None:
+        """Checkpoint the chain's state as followed now (`checkpoints`), without waiting for
+        one to be due: the seq written, or None (no home, no audit key, nothing followed)."""
+        self.chain_state(force=True)
+        if self._ledger is None or self._sign is None:
+            return None
+        return self.checkpoints.write_now(self._ledger, self._sign, self.write)
 
     def followed_state(self) -> ChainState:
         """The chain's state as this process last followed it, read from nothing: for a
@@ -154,6 +166,8 @@ class Following(Transactions):
         events, so a first walk of a long chain holds one batch in memory at a time, not
         every event (the last batch, with the head of its own snapshot, ends the walk)."""
         first = ledger.seq == 0
+        if first and ledger.applied == 0 and witness is not None and self._sign is not None:
+            self.checkpoints.start(conn, ledger, self._sign, witness)  # from its seq, if believed
         sql = _FOLLOW_BATCH.replace("?", self._placeholder)
         while True:
             after = ledger.seq
@@ -272,6 +286,7 @@ class Following(Transactions):
             yield
         finally:
             self._accepting_restore = False
+            self.checkpoints.forget()
             if self._ledger is not None and self._sign is not None:
                 self._ledger, self._followed_mark = Ledger(self._sign), None
 

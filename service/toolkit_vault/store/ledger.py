@@ -270,6 +270,13 @@ class Ledger:
             while len(self._mine) > _MINE_KEPT:  # a process that writes but rarely follows
                 del self._mine[next(iter(self._mine))]
 
+    def start_at(self, seq: int, mac: bytes, state: ChainState) -> None:
+        """(Lock held, nothing taken yet.) Start from a verified checkpoint (`checkpoints`):
+        `state` is what the chain makes at event `seq`, whose link is `mac`; the events
+        after it are taken, and verified, as after any other."""
+        self.state, self.seq, self.mac = state, seq, mac
+        self.applied, self._applied_mac = seq, mac
+
     def require(self) -> ChainState:
         """The state, or StateUnknown when it cannot be believed."""
         if self.failure is not None:

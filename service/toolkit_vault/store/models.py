@@ -31,6 +31,7 @@ from toolkit_vault.versions import SCHEMA_REVISION
 
 __all__ = [
     "SCHEMA_REVISION",
+    "AuditCheckpoint",
     "AuditEvent",
     "AuditHead",
     "Base",
@@ -275,3 +276,17 @@ class RefreshLease(Base):
     expires_at: Mapped[float] = mapped_column(Float)  # the lease's end (a killed holder's)
     failures: Mapped[int] = mapped_column(Integer)  # consecutive tries the server failed
     retry_at: Mapped[float] = mapped_column(Float)  # no try before (backing off)
+
+
+class AuditCheckpoint(Base):
+    """The state the chain makes at event `seq` (`checkpoints`), so a process can follow
+    the chain from there instead of from its first event. `mac` is the chain's link at
+    `seq`; `checkpoint_mac` = HMAC(audit key, checkpoint domain || seq || mac || SHA-256 of
+    `state`); the home's checkpoint record names the newest one by seq and digest."""
+
+    __tablename__ = "audit_checkpoints"
+    seq: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=False)
+    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    state: Mapped[bytes] = mapped_column(LargeBinary)
+    checkpoint_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    created_at: Mapped[float] = mapped_column(Float)

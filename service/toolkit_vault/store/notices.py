@@ -34,9 +34,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["CHECK_S", "HEAD_READ_S", "STALE_S", "STATE_CHANNEL", "CommitNotices"]
 
@@ -115,6 +116,8 @@ class CommitNotices:
             self._foreign += foreign
 
     def _run(self) -> None:
+        import psycopg  # only PostgreSQL's stores pay for it
+
         while not self._stopped.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
@@ -163,6 +166,8 @@ class CommitNotices:
         such read. A commit acknowledged anywhere before the call thus shows, its notice
         heard yet or not (a notice crosses two processes and this one's GIL; an agent's
         next request to another replica may arrive first). One statement, no transaction."""
+        import psycopg  # only PostgreSQL's stores pay for it
+
         if self.mark() is None:
             return None
         with self._reading:
@@ -184,6 +189,8 @@ class CommitNotices:
         handing it to a thread. A read that takes longer than `HEAD_READ_S` (a database
         gone silent) is given up, so the lists waiting for it read the store instead of
         waiting for as long as the network takes to notice."""
+        import psycopg  # only PostgreSQL's stores pay for it
+
         if self.mark() is None:
             return None
         reader = self._on_loop
@@ -236,6 +243,8 @@ class _LoopReader:
     head: object = None
 
     async def head_row(self, conninfo: str) -> tuple[int] | None:
+        import psycopg  # only PostgreSQL's stores pay for it
+
         if self.conn is None or self.conn.closed:
             self.conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
         row: tuple[int] | None = await (await self.conn.execute(_HEAD)).fetchone()

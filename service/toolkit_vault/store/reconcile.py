@@ -24,7 +24,6 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, exists, or_, select
 from sqlalchemy.orm import aliased
 
-from toolkit_vault.schema import schema_digest
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
     IMPORTED,
@@ -468,6 +467,8 @@ def imported_as_audited(row: Row, imported: tuple[Any, Any] | None) -> bool:
     the secret marks); None (removed, or never imported) matches nothing."""
     if imported is None:
         return False
+    from toolkit_vault.schema import schema_digest  # jsonschema: not at every CLI start
+
     try:
         digest = schema_digest(json.loads(row["definition"])["schema"])
     except (TypeError, ValueError, KeyError):

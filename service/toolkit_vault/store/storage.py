@@ -27,6 +27,7 @@ from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.call_chains import CallChain
 from toolkit_vault.store.call_records import CallRecords
 from toolkit_vault.store.chain import Signer
+from toolkit_vault.store.checkpoints import CHECKPOINT_RECORD, Checkpoints
 from toolkit_vault.store.integrity import PRINCIPALS, SESSIONS, RowAuthenticator
 from toolkit_vault.store.ledger import Ledger
 from toolkit_vault.store.notices import CommitNotices
@@ -72,6 +73,9 @@ class Store(ConfigVersions):
         self.makes_witness = False  # `init`: a home without a witness gets one
         self._witness_verified: tuple[int, bytes, bytes] | None = None
         self._witness_looked_at: list[tuple[int, bytes, bytes]] | None = None  # `witnessed`
+        # Named in the home, beside the witness (`checkpoints`); no home, no checkpoints.
+        record = None if witness is None else witness.path.parent / CHECKPOINT_RECORD
+        self.checkpoints = Checkpoints(record)
         # This process's writes queue for its writer thread, which commits them in groups
         # (`writer`), and a write of its own (`write`) waits on the same lock. SQLite: instead
         # of on its busy handler, which sleeps up to 100 ms between tries (and so gave

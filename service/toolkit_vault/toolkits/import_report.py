@@ -8,10 +8,11 @@ act on. The JSON shapes are stable (docs/imports.md): keys are only ever added.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from toolkit_package.importers import ImportDiagnostic, SkippedServer
-from toolkit_vault.toolkits.registry import RegisteredToolkit
+if TYPE_CHECKING:  # so the CLI's `printable` costs no import of the packaging side
+    from toolkit_package.importers import ImportDiagnostic, SkippedServer
+    from toolkit_vault.toolkits.registry import RegisteredToolkit
 
 __all__ = [
     "ArgvWarning",

@@ -133,6 +133,8 @@ class _Servers:
     def host(self) -> UpstreamHost:
         with self._lock:
             if self._host is None:
+                from toolkit_vault.mcp_client import UpstreamHost
+
                 self._host = UpstreamHost()
             return self._host
 

@@ -63,7 +63,9 @@ __all__ = ["Limits", "create_app"]
 class Health(BaseModel):
     """`status` is `ok`, or `degraded` when `warnings` name something to look at (codes
     only: the route needs no token): `witness_damaged`, a witness slot that does not hold
-    (`Store.witness_damage`; the log and `audit verify` say more)."""
+    (`Store.witness_damage`; the log and `audit verify` say more); `checkpoint_refused`,
+    the checkpoint the home names did not verify at start (`store.checkpoints`: the
+    process walked the whole chain; the log says why)."""
 
     status: str
     version: str
@@ -161,8 +163,11 @@ def _own_routes(vault: Vault, as_anyone: Callable[..., Any]) -> APIRouter:
             damaged = vault.store.witness_damage() is not None
         except VaultError:
             damaged = True  # unreadable or not private: the log and `audit verify` say which
-        if damaged:
-            return Health(status="degraded", version=__version__, warnings=["witness_damaged"])
+        warnings = ["witness_damaged"] if damaged else []
+        if vault.store.checkpoints.refused is not None:
+            warnings.append("checkpoint_refused")
+        if warnings:
+            return Health(status="degraded", version=__version__, warnings=warnings)
         return Health(status="ok", version=__version__)
 
     @routes.get("/openapi.json", include_in_schema=False)
