@@ -3445,6 +3445,28 @@ MUTANTS = [
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
     ),
+    # -- issue 54 (H5): /v1 refusals as RFC 9457 problem details (tests/test_problem_details.py) --
+    Mutant(
+        "problems: an unreadable since repeats the submitted text",
+        V + "transports/http_admin.py",
+        "except VaultError:  # its message repeats the text",
+        "except VaultError as exc:  # its message repeats the text",
+        ("tests/test_problem_details.py::test_v1_refusals_are_problem_details_that_echo_nothing",),
+        also=(
+            (
+                V + "transports/http_admin.py",
+                'INVALID_MESSAGE", SINCE_UNREADABLE,',
+                'INVALID_MESSAGE", exc.message,',
+            ),
+        ),
+    ),
+    Mutant(
+        "problems: a /v1 refusal is sent as plain JSON",
+        V + "transports/problems.py",
+        "headers=headers, media_type=MEDIA_TYPE)",
+        "headers=headers)",
+        ("tests/test_problem_details.py::test_v1_refusals_are_problem_details_that_echo_nothing",),
+    ),
 ]
 
 
