@@ -87,7 +87,7 @@ class Console:
             return False
         return principal == user.principal
 
-    def _secret_pointers(self, toolkit: RegisteredToolkit) -> list[str]:
+    def secret_pointers(self, toolkit: RegisteredToolkit) -> list[str]:
         return [f.pointer for f in leaves(self.state.fields(toolkit)) if f.secret]
 
     async def posted(self, request: Request) -> dict[str, str] | Response:
@@ -156,7 +156,7 @@ class Console:
         query = request.query_params.get("q", "").strip()[:MAX_FILTER]
         everything = self.state.vault.registry.all()
         found = [t for t in everything if _matches(t, query)]
-        listed = [(t, self._secret_pointers(t)) for t in found]
+        listed = [(t, self.secret_pointers(t)) for t in found]
         return self.state.render(
             request, "toolkits.html", user=user, toolkits=listed, q=query, total=len(everything)
         )
