@@ -58,6 +58,8 @@ REPLAY_TESTS = ("tests/adversarial/test_replays.py",)
 EDGES = "tests/adversarial/test_state_edges.py::"
 LIVE_REGISTRY = ("tests/test_live_registry.py",)
 SLOW_CLIENTS = "tests/adversarial/test_slow_clients.py::"
+TABLES = "tests/web/test_console_tables_browser.py"
+TRACED_CALL = "tests/test_traces_tool_call.py"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3466,6 +3468,36 @@ MUTANTS = [
         "headers=headers, media_type=MEDIA_TYPE)",
         "headers=headers)",
         ("tests/test_problem_details.py::test_v1_refusals_are_problem_details_that_echo_nothing",),
+    ),
+    # -- issue 54 (H5): console tables that fit (tests/web/test_console_tables_browser.py) --
+    Mutant(
+        "tables: the toolkits table shows the whole schema digest",
+        V + "transports/web/templates/toolkits.html",
+        "<code>{{ t.schema.digest[:12] }}…</code>",
+        "<code>{{ t.schema.digest }}</code>",
+        (TABLES,),
+    ),
+    Mutant(
+        "tables: the tokens table is a table at a phone's width, not cards",
+        V + "transports/web/templates/tokens.html",
+        '<table class="stack">',
+        "<table>",
+        (TABLES,),
+    ),
+    # -- issue 54 (H5): a traced tool call to an imported server (tests/test_traces_tool_call.py) --
+    Mutant(
+        "traces: the upstream call has no span of its own",
+        V + "mcp_client/host.py",
+        'with traces.span("mcp.upstream", toolkit=self.session.server.label, tool=name):',
+        "if True:",
+        (TRACED_CALL,),
+    ),
+    Mutant(
+        "traces: the engine's thread runs the tool outside the call's trace",
+        V + "core/tool_calls.py",
+        "run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))",
+        "run = partial(instance.call_tool, tool_name, msg.arguments)",
+        (TRACED_CALL,),
     ),
 ]
 

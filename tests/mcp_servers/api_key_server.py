@@ -1,7 +1,8 @@
 """A stdio MCP server of ours for tests/test_mcp_client*.py: it needs `API_KEY` in its
 environment (as a published server needing a key does) and has tools that misbehave the
 ways an imported server may: echo its key as a result, print it to stderr, run long
-(recording a cancellation it receives), spawn a child, change a tool's description.
+(recording a cancellation it receives), spawn a child, change a tool's description;
+and one says what trace context its request carried.
 
 Run: python api_key_server.py [RECORD_DIR]. Refuses to start without API_KEY, like a
 server whose client config lacks its key.
@@ -75,6 +76,12 @@ def try_read(path: str) -> str:
 def spawn_child() -> str:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     return str(child.pid)
+
+
+@server.tool(description="Answers the W3C traceparent its request's _meta carried, or none.")
+def trace_context(ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", "none"))
 
 
 @server.tool(description="Changes the description of `noop` and says the tools changed.")

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -155,11 +155,13 @@ class UpstreamSession:
         *,
         deadline: float | None = None,
         cancel: asyncio.Event | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Call one tool: MCP's `CallToolResult` as plain JSON (`content`,
         `structuredContent`, `isError`). `deadline` is a `time.monotonic()` instant;
         setting `cancel` abandons the call. Either sends the server
-        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`."""
+        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`. `meta`
+        goes in the request's `_meta` (the W3C `traceparent` of the caller's span)."""
         session = self._live_session()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
@@ -179,7 +181,11 @@ class UpstreamSession:
                 if cancel is not None:
                     group.start_soon(watch)
                 try:
-                    result = await session.call_tool(name, dict(arguments))
+                    result = await session.call_tool(
+                        name,
+                        dict(arguments),
+                        meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
+                    )
                 except MCPError as error:
                     raise self._named(error, "the call failed") from None
                 except RuntimeError:  # an input-required result (2026-07-28) it cannot answer
