@@ -3473,7 +3473,7 @@ MUTANTS = [
     Mutant(
         "tables: the toolkits table shows the whole schema digest",
         V + "transports/web/templates/toolkits.html",
-        "<code>{{ t.schema.digest[:12] }}…</code>",
+        "<code>{{ t.schema.digest[:19] }}…</code>",
         "<code>{{ t.schema.digest }}</code>",
         (TABLES,),
     ),
