@@ -106,6 +106,8 @@ RESTORE_TEST = (
 
 MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 CALL_CHAINS = "tests/test_call_chains.py::"
+TABLES = "tests/web/test_console_tables_browser.py"
+TRACED_CALL = "tests/test_traces_tool_call.py"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -419,8 +421,8 @@ MUTANTS = [
     Mutant(
         "group commit: a sequential writer hands every write to the writer thread",
         WRITER,
-        "if left is None and self._lock.acquire(blocking=False):",
-        "if False:",
+        "led = left is None and self._lock.acquire(blocking=False)",
+        "led = False",
         ("tests/test_storage.py",),
     ),
     Mutant(
@@ -3848,6 +3850,58 @@ MUTANTS = [
         (
             "tests/test_checkpoints.py::test_a_process_starts_from_the_checkpoint_and_follows_what_came_after",
         ),
+    ),
+    # -- issue 54 (H5): /v1 refusals as RFC 9457 problem details (tests/test_problem_details.py) --
+    Mutant(
+        "problems: an unreadable since repeats the submitted text",
+        V + "transports/http_admin.py",
+        "except VaultError:  # its message repeats the text",
+        "except VaultError as exc:  # its message repeats the text",
+        ("tests/test_problem_details.py::test_v1_refusals_are_problem_details_that_echo_nothing",),
+        also=(
+            (
+                V + "transports/http_admin.py",
+                'INVALID_MESSAGE", SINCE_UNREADABLE,',
+                'INVALID_MESSAGE", exc.message,',
+            ),
+        ),
+    ),
+    Mutant(
+        "problems: a /v1 refusal is sent as plain JSON",
+        V + "transports/problems.py",
+        "headers=headers, media_type=MEDIA_TYPE)",
+        "headers=headers)",
+        ("tests/test_problem_details.py::test_v1_refusals_are_problem_details_that_echo_nothing",),
+    ),
+    # -- issue 54 (H5): console tables that fit (tests/web/test_console_tables_browser.py) --
+    Mutant(
+        "tables: the toolkits table shows the whole schema digest",
+        V + "transports/web/templates/toolkits.html",
+        "<code>{{ t.schema.digest[:19] }}…</code>",
+        "<code>{{ t.schema.digest }}</code>",
+        (TABLES,),
+    ),
+    Mutant(
+        "tables: the tokens table is a table at a phone's width, not cards",
+        V + "transports/web/templates/tokens.html",
+        '<table class="stack">',
+        "<table>",
+        (TABLES,),
+    ),
+    # -- issue 54 (H5): a traced tool call to an imported server (tests/test_traces_tool_call.py) --
+    Mutant(
+        "traces: the upstream call has no span of its own",
+        V + "mcp_client/host.py",
+        'with traces.span("mcp.upstream", toolkit=self.session.server.label, tool=name):',
+        "if True:",
+        (TRACED_CALL,),
+    ),
+    Mutant(
+        "traces: the engine's thread runs the tool outside the call's trace",
+        V + "core/tool_calls.py",
+        "run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))",
+        "run = partial(instance.call_tool, tool_name, msg.arguments)",
+        (TRACED_CALL,),
     ),
 ]
 

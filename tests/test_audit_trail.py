@@ -266,7 +266,7 @@ def test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing(
     with app_client(vault, home) as client:
         assert client.get("/v1/audit/events").status_code == 401
         refused = client.get("/v1/audit/events", headers={"Authorization": f"Bearer {agent}"})
-        assert refused.status_code == 403 and refused.json()["code"] == "UNAUTHORIZED"
+        assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
         bearer = {"Authorization": f"Bearer {operator}"}
         assert client.get("/v1/audit/events", headers=bearer).status_code == 200
         for params, name in (
@@ -282,7 +282,8 @@ def test_an_agent_is_refused_and_a_bad_filter_is_a_422_that_echoes_nothing(
             answer = client.get("/v1/audit/events", params=params, headers=bearer)
             assert answer.status_code == 422, (params, answer.text)
             body = answer.json()
-            assert body["code"] == "INVALID_MESSAGE" and body["message"].startswith(f"{name}: ")
+            assert body["code"] == "invalid_request" and body["detail"].startswith(f"{name}: ")
+            assert answer.headers["content-type"] == "application/problem+json"
             assert body["details"] == [{"pointer": f"/query/{name}", "keyword": "filter"}]
             assert CANARY not in answer.text
         for params in ({"limit": 0}, {"limit": MAX_LIMIT + 1}, {"after": -1}, {"order": "up"}):

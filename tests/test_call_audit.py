@@ -402,7 +402,7 @@ def test_the_calls_with_given_arguments_are_found_everywhere(
         refused = client.get(
             "/v1/audit/events", params={"arguments_hmac": "0" * 63 + "g"}, headers=auditor
         )
-        assert refused.status_code == 422 and "arguments_hmac" in refused.json()["message"]
+        assert refused.status_code == 422 and "arguments_hmac" in refused.json()["detail"]
 
         sign_in(client, create_token(vault.store, "auditor", "audrey2")[1])
         audit_page = client.get("/console/audit")

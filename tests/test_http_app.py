@@ -250,7 +250,7 @@ def test_invalid_parameters_never_echo_the_input(vault: Vault, home: VaultSettin
             "/v1/history", params={"session": canary}, headers={"Authorization": f"Bearer {token}"}
         )
     assert response.status_code == 422
-    assert response.json()["code"] == "INVALID_MESSAGE"
+    assert response.json()["code"] == "invalid_request"
     assert "tkv-canary-query" not in response.text
 
 

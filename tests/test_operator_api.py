@@ -96,7 +96,7 @@ def test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event(
     assert "made-by-api" in {p["name"] for p in listed.json()["principals"]}
 
     taken = api.post("/v1/tokens", {"role": "agent", "name": "made-by-api"})
-    assert taken.status_code == 422 and "already exists" in taken.json()["message"]
+    assert taken.status_code == 422 and "already exists" in taken.json()["detail"]
     assert body["expires_at"] is None  # without a ttl, as tokens create without --ttl
 
     timed = api.post("/v1/tokens", {"role": "auditor", "name": "for-a-day", "ttl": "12h"})
@@ -107,7 +107,7 @@ def test_a_created_token_works_at_once_and_is_in_no_log_line_nor_audit_event(
     assert listed_entry.expires_at == expires_at
     for ttl in ("forever", "0s", "367d"):
         bad = api.post("/v1/tokens", {"role": "agent", "name": f"never-{ttl}", "ttl": ttl})
-        assert bad.status_code == 422 and "token lifetime" in bad.json()["message"], ttl
+        assert bad.status_code == 422 and "token lifetime" in bad.json()["detail"], ttl
     assert not any(p.name.startswith("never-") for p in list_principals(api.vault.store))
 
 
@@ -116,7 +116,7 @@ def test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token(api: Api
     for confirm in (None, "", "someone-else"):
         refused = api.post("/v1/tokens/revoke", {"principal": "leaky", "confirm": confirm})
         assert refused.status_code == 409, refused.text
-        assert "nothing was changed" in refused.json()["message"]
+        assert "nothing was changed" in refused.json()["detail"]
         assert refused.json()["details"][0]["confirm"] == "leaky"
     assert authenticate(api.vault.store, target) is not None
     assert api.events("token_revoked") == []
@@ -124,7 +124,7 @@ def test_a_revoke_needs_its_confirmation_and_never_takes_ones_own_token(api: Api
     for own in ("ops", api.operator_id):
         mine = api.post("/v1/tokens/revoke", {"principal": own, "confirm": own})
         assert mine.status_code == 409
-        assert "that is your own token" in mine.json()["message"]
+        assert "that is your own token" in mine.json()["detail"]
     assert api.client.get("/v1/tokens", headers=api.headers).status_code == 200  # still in
     assert api.events("token_revoked") == []
 
@@ -211,7 +211,7 @@ def test_a_purge_needs_its_confirmation_which_names_what_it_destroys(api: Api) -
             ["secretive"],
             ["secretive"],
         )
-        assert "destroys 1 stored version(s)" in refused.json()["message"]
+        assert "destroys 1 stored version(s)" in refused.json()["detail"]
     assert [v["status"] for v in history(api.vault.store, session)] == ["ok"]
     assert api.events("purge") == []
 
@@ -254,7 +254,7 @@ def test_auditors_and_agents_are_refused_every_operator_action(api: Api, role: s
     for path, body in actions:
         refused = api.post(path, body, token)
         assert refused.status_code == 403, (path, refused.text)
-        assert refused.json()["code"] == "UNAUTHORIZED"
+        assert refused.json()["code"] == "forbidden"
     assert (
         api.client.get("/v1/tokens", headers={"Authorization": f"Bearer {token}"}).status_code
         == 403

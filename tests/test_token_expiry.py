@@ -154,7 +154,11 @@ def _v1_routes(app: Any) -> list[tuple[str, str]]:
 def assert_refused_as_expired(response: Any, token: str) -> None:
     assert response.status_code == 401, (response.request.url, response.text)
     body = response.json()
-    assert body["code"] == "UNAUTHORIZED" and EXPIRED_AT.match(body["message"]), body
+    if response.request.url.path == "/a2e":  # an A2E error; /v1 and the rest: problem details
+        assert body["code"] == "UNAUTHORIZED" and EXPIRED_AT.match(body["message"]), body
+    else:
+        assert body["code"] == "unauthorized" and EXPIRED_AT.match(body["detail"]), body
+        assert response.headers["content-type"] == "application/problem+json"
     assert token not in response.text and token not in str(response.headers)
 
 

@@ -4,7 +4,7 @@ ways an imported server may: echo its key as a result, print it to stderr, run l
 (recording a cancellation it receives), spawn a child, change a tool's description while
 it runs, or between starts (`TOOL_NOTE` in its environment is added to `noop`'s
 description; one starting with `with-extra` also adds a tool `extra`, as an update may);
-and one that reports its progress.
+one that reports its progress; and one that says what trace context its request carried.
 
 Run: python api_key_server.py [RECORD_DIR]. Refuses to start without API_KEY, like a
 server whose client config lacks its key.
@@ -96,6 +96,12 @@ def try_read(path: str) -> str:
 def spawn_child() -> str:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     return str(child.pid)
+
+
+@server.tool(description="Answers the W3C traceparent its request's _meta carried, or none.")
+def trace_context(ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", "none"))
 
 
 @server.tool(description="Changes the description of `noop` and says the tools changed.")

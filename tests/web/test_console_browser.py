@@ -72,7 +72,7 @@ def test_operator_pages_and_token_revocation(
     row = browser.find_element(By.XPATH, f"//tr[td/code[text()='{configured}']]")
     assert "worker" in row.text and "configured secretive" in row.text
     visit(browser, server, "toolkits", tmp_path / "console-toolkits.png")
-    row = browser.find_element(By.XPATH, "//tr[td/strong[text()='secretive']]")
+    row = browser.find_element(By.XPATH, "//tr[td//strong[text()='secretive']]")
     assert "/api_key" in row.text and "/auth/password" in row.text
     visit(browser, server, "keys", tmp_path / "console-keys.png")
     tables = " ".join(t.text for t in browser.find_elements(By.TAG_NAME, "table"))

@@ -261,3 +261,35 @@ def sideways(driver: WebDriver, widths: tuple[int, ...] = WIDTHS) -> list[tuple[
         if scroll > inner:
             wide.append((width, scroll))
     return wide
+
+
+TABLE_WIDTHS = """
+const fits = [];
+for (const table of document.querySelectorAll("main table")) {
+  const box = table.parentElement;
+  const room = Math.min(box.clientWidth, document.documentElement.clientWidth);
+  const right = table.getBoundingClientRect().right;
+  const cells = [...table.querySelectorAll("td")].filter(c => c.offsetParent !== null);
+  const widest = Math.max(0, ...cells.map(c => c.getBoundingClientRect().right
+    + Math.max(0, c.scrollWidth - c.clientWidth)));  // a cell whose content spills over
+  fits.push([
+    table.id || (table.caption ? table.caption.textContent.trim() : "?"),
+    Math.ceil(Math.max(table.scrollWidth, box.scrollWidth)), Math.floor(room),
+    Math.ceil(Math.max(right, widest)), document.documentElement.clientWidth,
+  ]);
+}
+return fits;
+"""
+
+
+def wide_tables(driver: WebDriver, widths: tuple[int, ...] = WIDTHS) -> list[tuple[Any, ...]]:
+    """(window width, table, its width, the room it has) for each table of the page that is
+    wider than its box or reaches past the window's edge at a width: a table that fits
+    neither scrolls sideways in its own box nor hides a column past the edge."""
+    wide: list[tuple[Any, ...]] = []
+    for width in widths:
+        driver.set_window_size(width, 900)
+        for name, scroll, room, right, page in driver.execute_script(TABLE_WIDTHS):
+            if scroll > room + 1 or right > page + 1:
+                wide.append((width, name, scroll, room, right))
+    return wide

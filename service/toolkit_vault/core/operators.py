@@ -210,7 +210,7 @@ def ask_person(
     if session:
         found = None if principal_of(session) else session_owner(vault.store, session)
         if found is None:
-            raise NotFound(f"unknown session {session}")
+            raise NotFound("unknown session")  # as A2E says it; the id is the caller's own
         scope_id, owner = session, found["name"]
     else:
         target = _principal(vault.store, str(principal))
@@ -266,8 +266,8 @@ def preview_purge(store: Store, target: PurgeTarget) -> PurgePreview:
         scope_id = principal_scope(_principal(store, str(target.principal)).principal_id)
     try:
         return purge_preview(store, scope_id, target.toolkit)
-    except UnknownSession as exc:
-        raise NotFound(exc.message) from None
+    except UnknownSession:  # its message repeats the id: an HTTP refusal's detail never does
+        raise NotFound("unknown session") from None
 
 
 def purge_scope(

@@ -26,6 +26,7 @@ from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
 from toolkit_vault.plugin import ToolResult, answers_calls
 from toolkit_vault.protocol import ToolCallRequest, ToolCallResponse
 from toolkit_vault.schema import CompiledSchema
+from toolkit_vault.telemetry import traces
 from toolkit_vault.telemetry.labels import OTHER
 from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
@@ -67,7 +68,20 @@ class ToolCalling(Configuring):
         cancellation: Cancellation | None = None,
     ) -> ToolCallResponse:
         """Run one call in the session's scope, or `CallRefused` (its one-word reason);
-        `cancellation` ends it early (`tool/cancel/req`, the connection closing)."""
+        `cancellation` ends it early (`tool/cancel/req`, the connection closing). Traced as
+        a `tool_call` span, child of the request's."""
+        with traces.span("tool_call") as traced:
+            answer = self._call_traced(principal, session_id, msg, cancellation, traced)
+        return answer
+
+    def _call_traced(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        cancellation: Cancellation | None,
+        traced: traces.Traced,
+    ) -> ToolCallResponse:
         started = time.monotonic()
         name, tool_name = msg.toolkit_name, msg.tool_name
         outcome: CallOutcome = "refused"
@@ -83,7 +97,8 @@ class ToolCalling(Configuring):
             outcome = outcome_of(exc.reason)
             raise
         finally:
-            self._record_call(principal, session_id, msg, outcome, version, started)
+            named = self._record_call(principal, session_id, msg, outcome, version, started)
+            traced.set(toolkit=named[0], tool=named[1], outcome=outcome)
         return ToolCallResponse(
             req_id=msg.id,
             toolkit_name=name,
@@ -133,7 +148,7 @@ class ToolCalling(Configuring):
             instance = claim.instance
             if not answers_calls(instance):
                 raise CallRefused("unavailable", "the toolkit answers no calls")
-            run = partial(instance.call_tool, tool_name, msg.arguments)
+            run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))
             with self.call_limits.admit(principal.principal_id, (session_id, name)):
                 result = self.call_engine.run(
                     name, run, cancellation, lambda: claim.secrets.withholder
@@ -152,7 +167,9 @@ class ToolCalling(Configuring):
         outcome: CallOutcome,
         version: int | None,
         started: float,
-    ) -> None:
+    ) -> tuple[str | None, str | None]:
+        """Count and audit one call; the toolkit and tool names it recorded (None for a
+        name the vault does not know: the agent's own text)."""
         digest = ""
         if self._call_hmac_key is not None:
             with contextlib.suppress(ValueError, TypeError):  # arguments no JSON can carry
@@ -179,6 +196,7 @@ class ToolCalling(Configuring):
                 arguments_hmac=digest,
             )
         )
+        return toolkit, tool
 
 
 def _ready(instance: object) -> None:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from toolkit_vault.telemetry import traces
+
 from .descriptions import ToolDescription
 from .errors import CallCancelled, CallTimedOut, UpstreamFailed
 from .session import Progress, RemoteServer, StdioServer, ToolsChanged, UpstreamSession
@@ -125,7 +127,22 @@ class UpstreamHandle:
     ) -> dict[str, Any]:
         """`UpstreamSession.call_tool` from a worker thread; `cancel` is the engine's flag
         (a `threading.Event`): once set, the call is abandoned with MCP cancellation;
-        `progress` hears the server's progress notifications (on the host's thread)."""
+        `progress` hears the server's progress notifications (on the host's thread). Within
+        an `mcp.upstream` span, whose W3C context the request carries in `_meta` (MCP's
+        `traceparent`: the server's own spans become its children)."""
+        with traces.span("mcp.upstream", toolkit=self.session.server.label, tool=name):
+            meta = dict(traces.inject({}))
+            return self._call_tool(name, arguments, deadline, cancel, progress, meta)
+
+    def _call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        deadline: float,
+        cancel: threading.Event | None,
+        progress: Progress | None,
+        meta: dict[str, str],
+    ) -> dict[str, Any]:
         loop = self._host.loop
         relay: list[asyncio.Event] = []
 
@@ -135,7 +152,7 @@ class UpstreamHandle:
             if cancel is not None and cancel.is_set():
                 event.set()  # set before this ran: `fire` below found no event to set
             return await self.session.call_tool(
-                name, arguments, deadline=deadline, cancel=event, progress=progress
+                name, arguments, deadline=deadline, cancel=event, progress=progress, meta=meta
             )
 
         def fire() -> None:

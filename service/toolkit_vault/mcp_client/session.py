@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -163,13 +163,15 @@ class UpstreamSession:
         deadline: float | None = None,
         cancel: asyncio.Event | None = None,
         progress: Progress | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Call one tool: MCP's `CallToolResult` as plain JSON (`content`,
         `structuredContent`, `isError`). `deadline` is a `time.monotonic()` instant;
         setting `cancel` abandons the call. Either sends the server
         `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`. With
         `progress`, the call asks the server for progress (a `progressToken`) and hands
-        each `notifications/progress` to it; a listener that fails is the listener's."""
+        each `notifications/progress` to it; a listener that fails is the listener's.
+        `meta` goes in the request's `_meta` (the W3C `traceparent` of the caller's span)."""
         session = self._live_session()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
@@ -191,7 +193,10 @@ class UpstreamSession:
                         group.start_soon(watch)
                     try:
                         result = await session.call_tool(
-                            name, dict(arguments), progress_callback=_relay(progress)
+                            name,
+                            dict(arguments),
+                            progress_callback=_relay(progress),
+                            meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
                         )
                     except MCPError as error:
                         raise self._named(error, "the call failed") from None

@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from toolkit_vault.errors import StoreError, VaultError
+from toolkit_vault.telemetry import traces
 
 __all__ = ["IDLE_S", "Write", "Writer", "deferring"]
 
@@ -149,14 +150,19 @@ class Writer:
         write = Write(work, then if left is not None else None, key)
         with self._ready:
             self.queue.append(write)
-        if left is None and self._lock.acquire(blocking=False):
-            self._lead()
+        led = left is None and self._lock.acquire(blocking=False)
+        if led:
+            self._lead()  # its `storage.write` span is this thread's, in the caller's trace
         else:
             self._wake()
         if left is not None:
             left.append(write)
             return None
-        result = write.wait()
+        if led:
+            result = write.wait()
+        else:  # written on another thread: the caller's trace shows the wait for it
+            with traces.span("storage.write"):
+                result = write.wait()
         if then is not None:
             then(result)
         return result

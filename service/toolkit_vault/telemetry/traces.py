@@ -19,16 +19,18 @@ does not fit is dropped, silently.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from toolkit_vault.telemetry.labels import TYPE_SHAPE
 
 __all__ = [
     "ATTRIBUTES",
     "SPANS",
+    "Traced",
     "annotate",
+    "carried",
     "configure_tracing",
     "continued",
     "environment",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 SPANS = frozenset({
     "request",  # one A2E or MCP message, or an HTTP request (transports)
@@ -96,6 +100,9 @@ class _Span:
     def set(self, **attributes: object) -> None:
         for key, value in _allowed(attributes).items():
             self._span.set_attribute(key, value)
+
+
+Traced = _Span | _Nothing  # what `span` hands back: `with` it, `set` attributes on it
 
 
 def tracing() -> bool:
@@ -162,6 +169,25 @@ def inject(carrier: MutableMapping[str, str]) -> MutableMapping[str, str]:
 
         TraceContextTextMapPropagator().inject(carrier)
     return carrier
+
+
+def carried(function: Callable[P, T]) -> Callable[P, T]:
+    """`function`, to run on another thread (the call engine's) as a child of the span
+    current here: a thread starts with no trace of its own. Itself while tracing is off."""
+    if _tracer is None:
+        return function
+    from opentelemetry import context
+
+    current = context.get_current()
+
+    def within(*args: P.args, **kwargs: P.kwargs) -> T:
+        token = context.attach(current)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            context.detach(token)
+
+    return within
 
 
 def environment() -> dict[str, str]:

@@ -22,6 +22,8 @@ from toolkit_vault.transports.refusals import Refused
 
 __all__ = ["Guards", "admin_routes"]
 
+SINCE_UNREADABLE = "since: use epoch seconds or ISO 8601 (2026-01-31 or 2026-01-31T12:00:00Z)"
+
 
 @dataclass(frozen=True)
 class Guards:
@@ -61,8 +63,9 @@ def admin_routes(guards: Guards) -> APIRouter:
         """Config versions: public config and secret fingerprints only (`history --json`)."""
         try:
             since_ts = parse_time(since) if since else None
-        except VaultError as exc:
-            raise Refused(422, "INVALID_MESSAGE", exc.message) from None
+        except VaultError:  # its message repeats the text: a problem's detail never does
+            details = [{"pointer": "/query/since", "keyword": "format"}]
+            raise Refused(422, "INVALID_MESSAGE", SINCE_UNREADABLE, details=details) from None
         versions = await in_thread(history, vault.store, session, toolkit, since_ts)
         return HistoryOut(versions=versions)
 

@@ -12,7 +12,9 @@ pool has connections), except a small list the service can answer from memory
 (`A2EConnection.answer_without_blocking`), which is answered on the event loop; a WebSocket's
 responses and push events leave in order, through its `Outbox`. A configure that waits on a
 credential check runs on threads of its own (`a2e.lanes`).
-Every refusal is a well-formed A2E `error` body, never a bare dropped connection.
+Every refusal is a well-formed answer, never a bare dropped connection: an A2E `error` body
+on `/a2e`, RFC 9457 problem details on `/v1` and the other routes FastAPI serves
+(`problems`).
 
 This module assembles the app; the pieces live apart: the guards every route passes
 (`http_guards`: token, role, rate, size), the A2E routes (`a2e.over_http`,
@@ -54,6 +56,7 @@ from toolkit_vault.transports.http_operator import operator_routes
 from toolkit_vault.transports.http_templates import template_routes
 from toolkit_vault.transports.http_toolkits import toolkit_routes
 from toolkit_vault.transports.mcp.over_http import MCP_PATH, McpHttp
+from toolkit_vault.transports.problems import PROBLEM_RESPONSES
 from toolkit_vault.transports.web import RememberOrigin, install_console
 from toolkit_vault.transports.workers import Workers
 
@@ -130,13 +133,14 @@ def create_app(
     as_auditor, as_operator = gate.role("auditor", "operator"), gate.role("operator")
     app.include_router(_own_routes(vault, gate.role("agent", "auditor", "operator")))
     guards = Guards(vault, provider, workers.run, as_auditor, as_operator)
-    app.include_router(admin_routes(guards))
-    app.include_router(audit_routes(guards))  # GET /v1/audit/events
-    app.include_router(operator_routes(guards))
-    app.include_router(template_routes(guards))  # /v1/templates
-    app.include_router(toolkit_routes(guards))  # /v1/toolkits/{name}
-    app.include_router(console_role_routes(guards))  # /v1/console-roles
-    app.include_router(allowance_routes(guards))  # /v1/allowances
+    problems = PROBLEM_RESPONSES  # each /v1 refusal, as the OpenAPI document declares it
+    app.include_router(admin_routes(guards), responses=problems)
+    app.include_router(audit_routes(guards), responses=problems)  # GET /v1/audit/events
+    app.include_router(operator_routes(guards), responses=problems)
+    app.include_router(template_routes(guards), responses=problems)  # /v1/templates
+    app.include_router(toolkit_routes(guards), responses=problems)  # /v1/toolkits/{name}
+    app.include_router(console_role_routes(guards), responses=problems)  # /v1/console-roles
+    app.include_router(allowance_routes(guards), responses=problems)  # /v1/allowances
     app.include_router(health_routes(ReadinessProbe(vault), workers.run, as_auditor))
     METRICS.readings.put("vault", metric_readers(vault))  # read at each scrape of /metrics
 

@@ -2,8 +2,9 @@
 whether it still holds (`Gate.principal_for`, through `PrincipalCache`, so a revoked token
 stops working within a second), whether that principal's role may use the route and its
 rate is kept (`Gate.admit`; `Gate.role` is the same as a FastAPI dependency), how large a
-message may be (`Limits`, `read_bounded`), and the A2E `error` body every refusal is
-answered with (`install_refusals`, `refused`). The origin an intake link names is
+message may be (`Limits`, `read_bounded`), and how a refusal is answered: an A2E `error`
+body on `/a2e` (`refused`), RFC 9457 problem details on every route FastAPI serves
+(`install_refusals`, `problems`). The origin an intake link names is
 remembered by `web.RememberOrigin`, which `http_api` wraps around the routes."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from toolkit_vault.access.principals import Principal, TokenExpired
@@ -24,6 +26,7 @@ from toolkit_vault.core.rates import TokenBucket
 from toolkit_vault.protocol import MAX_MESSAGE_BYTES
 from toolkit_vault.telemetry import metrics
 from toolkit_vault.transports.http_access import PrincipalCache
+from toolkit_vault.transports.problems import invalid, problem, unrouted
 from toolkit_vault.transports.refusals import Refused, error_body
 from toolkit_vault.transports.web import client_left
 
@@ -149,20 +152,11 @@ async def refused(_request: Request, exc: Refused) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
-async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    """Invalid parameters, by locations and kinds only: FastAPI's default body would echo
-    the submitted input."""
-    details = [
-        {"pointer": "/" + "/".join(str(p) for p in err.get("loc", ())), "keyword": err.get("type")}
-        for err in exc.errors()
-    ]
-    body = error_body("INVALID_MESSAGE", "request parameters are invalid") | {"details": details}
-    return JSONResponse(body, status_code=422)
-
-
 def install_refusals(app: FastAPI) -> None:
-    """Answer a `Refused`, a client that left, and invalid parameters, on every route
-    FastAPI serves (the A2E routes answer the first two themselves)."""
-    app.add_exception_handler(Refused, refused)  # type: ignore[arg-type]
+    """Answer a `Refused`, a client that left, invalid parameters and an unknown route or
+    method, on every route FastAPI serves, as problem details (the A2E routes answer the
+    first two themselves, as A2E errors)."""
+    app.add_exception_handler(Refused, problem)  # type: ignore[arg-type]
     app.add_exception_handler(ClientDisconnect, client_left)
     app.add_exception_handler(RequestValidationError, invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, unrouted)  # type: ignore[arg-type]

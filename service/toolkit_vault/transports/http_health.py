@@ -24,6 +24,7 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.health import FAILURES, ReadinessProbe
 from toolkit_vault.errors import VaultError
 from toolkit_vault.telemetry.metrics import METRICS
+from toolkit_vault.transports.problems import PROBLEM_RESPONSES
 
 __all__ = ["Ready", "health_routes", "serve_metrics_on_loopback"]
 
@@ -52,7 +53,9 @@ def health_routes(
         )
         return JSONResponse(body.model_dump(), status_code=200 if readiness.ready else 503)
 
-    @routes.get("/metrics", include_in_schema=True, response_class=Response)
+    @routes.get(
+        "/metrics", include_in_schema=True, response_class=Response, responses=PROBLEM_RESPONSES
+    )
     async def metrics(_: Principal = Depends(as_auditor)) -> Response:
         """The Prometheus text format (an operator's or auditor's token)."""
         if not METRICS.enabled:

@@ -38,6 +38,7 @@ from toolkit_vault.transports.web.oidc_pages import oidc_routes
 from toolkit_vault.transports.web.pages import STATIC, McpSessionsShown, WebState
 from toolkit_vault.transports.web.security import Csrf, SecurityHeaders
 from toolkit_vault.transports.web.template_pages import console_template_routes
+from toolkit_vault.transports.web.toolkit_pages import console_toolkit_routes
 
 __all__ = ["MOUNT", "RememberOrigin", "client_left", "create_console", "install_console"]
 
@@ -113,6 +114,7 @@ def create_console(
     app.add_exception_handler(ClientDisconnect, client_left)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(console_routes(state))
+    app.include_router(console_toolkit_routes(state))  # one toolkit, whole
     app.include_router(console_template_routes(state))
     app.include_router(console_allowance_routes(state))
     app.include_router(console_mcp_routes(state))

@@ -89,7 +89,7 @@ class Console:
             return False
         return principal == user.principal
 
-    def _secret_pointers(self, toolkit: RegisteredToolkit) -> list[str]:
+    def secret_pointers(self, toolkit: RegisteredToolkit) -> list[str]:
         return [f.pointer for f in leaves(self.state.fields(toolkit)) if f.secret]
 
     async def posted(self, request: Request) -> dict[str, str] | Response:
@@ -158,7 +158,7 @@ class Console:
         query = request.query_params.get("q", "").strip()[:MAX_FILTER]
         everything = self.state.vault.registry.all()
         found = [t for t in everything if _matches(t, query)]
-        listed = [(t, self._secret_pointers(t)) for t in found]
+        listed = [(t, self.secret_pointers(t)) for t in found]
         servers: dict[str, list[str]] = {}
         for state in await run_in_threadpool(server_states):  # imported servers running here
             servers.setdefault(str(state["toolkit"]), []).append(server_line(state))
