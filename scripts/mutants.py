@@ -3029,7 +3029,7 @@ MUTANTS = [
         also=(
             (
                 V + "core/tool_calls.py",
-                "        if name not in self._configured(principal, session_id):",
+                "        if name not in configured:",
                 "        if False:",
             ),
         ),
@@ -3037,8 +3037,8 @@ MUTANTS = [
     Mutant(
         "tool call: the live instance is not brought in line with the store first",
         V + "core/tool_calls.py",
-        "        if name not in self._configured(principal, session_id):",
-        "        if name not in self.instances.live(session_id):",
+        "        configured = self._configured_for_call(principal, session_id)",
+        "        configured = self.instances.live(session_id)",
         (TOOL_CALLS + "test_a_purge_made_by_another_process_is_seen_before_the_call",),
     ),
     Mutant(

@@ -116,9 +116,10 @@ class ToolCalling(Configuring):
         imported = toolkit.source.kind is SourceKind.PACKAGE  # its server may list its own
         if toolkit.tool(tool_name) is None and not imported:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
+        configured = self._configured_for_call(principal, session_id)
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
-        if name not in self._configured(principal, session_id):
+        if name not in configured:
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         claim = self.instances.claim(session_id, name, cancellation)
         if claim is None:  # purged or replaced since the read just made
@@ -139,6 +140,19 @@ class ToolCalling(Configuring):
         finally:
             claim.release()
         return result, claim.source[1]
+
+    def _configured_for_call(self, principal: Principal, session_id: str) -> set[str]:
+        """The session's live toolkits, brought in line with the store as a list does, but
+        read without a wait where that can tell (`_configured_at_once`): every call's
+        record is a commit, so under calls the commit mark moves all the time while the
+        session's pointers and the chain's other events stay as they were. Who may call
+        what (`_call_allowed`) is then the ledger this brought in line."""
+        mark = self.mark()
+        if mark is not None:
+            configured = self._configured_at_once(principal, session_id, mark)
+            if configured is not None:
+                return configured
+        return self._configured(principal, session_id)
 
     def _record_call(
         self,
