@@ -2937,8 +2937,9 @@ MUTANTS = [
     Mutant(
         "call limits: the engine runs a call without admission",
         V + "core/tool_calls.py",
-        "            with self.call_limits.admit(principal.principal_id, (session_id, name)):",
-        "            if True:",
+        "            with self.call_limits.admit(principal.principal_id, (session_id, name)) as "
+        "slot:",
+        "            for slot in (lambda: None,):",
         (
             ALLOWANCE_CALLS
             + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
@@ -3104,8 +3105,8 @@ MUTANTS = [
         """            if not await still_valid():
                 await outbox.refuse()
                 return
-            for line in reply.lines():""",
-        """            for line in reply.lines():""",
+            await outbox.put(line)""",
+        """            await outbox.put(line)""",
         ("tests/test_tool_calls_transports.py::test_a_call_outliving_its_token_is_not_answered",),
     ),
     # -- issue 51: the MCP client of imported servers --

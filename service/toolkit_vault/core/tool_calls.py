@@ -30,7 +30,13 @@ from toolkit_vault.telemetry.labels import OTHER
 from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
 from toolkit_vault.tools.call_audit import arguments_hmac
-from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
+from toolkit_vault.tools.calls import (
+    CALL_ENDS,
+    CallEngine,
+    CallRecord,
+    Cancellation,
+    checked_arguments,
+)
 from toolkit_vault.tools.limits import CallAdmission
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
 
@@ -42,8 +48,10 @@ class NoCallLimits:
     instance's concurrency)."""
 
     @contextlib.contextmanager
-    def admit(self, principal_id: str, instance_key: tuple[str, str]) -> Iterator[None]:
-        yield
+    def admit(
+        self, principal_id: str, instance_key: tuple[str, str]
+    ) -> Iterator[Callable[[], None]]:
+        yield lambda: None
 
 
 class ToolCalling(Configuring):
@@ -64,25 +72,30 @@ class ToolCalling(Configuring):
         session_id: str,
         msg: ToolCallRequest,
         cancellation: Cancellation | None = None,
+        *,
+        here: bool = False,
     ) -> ToolCallResponse:
         """Run one call in the session's scope, or `CallRefused` (its one-word reason);
-        `cancellation` ends it early (`tool/cancel/req`, the connection closing)."""
+        `cancellation` ends it early (`tool/cancel/req`, the connection closing). `here`:
+        the caller is one of the engine's threads (`CallEngine.submit`), where the tool
+        runs too, while an event loop waits with the deadline and `cancellation`; a call
+        that waiter answered first is neither recorded nor answered here (`end_call`)."""
         started = time.monotonic()
         name, tool_name = msg.toolkit_name, msg.tool_name
         outcome: CallOutcome = "refused"
         version: int | None = None
+        cancellation = cancellation or Cancellation()
         try:
             if msg.session_id not in ("", session_id):
                 raise UnknownSession("unknown session")
-            result, version = self._run_call(
-                principal, session_id, msg, cancellation or Cancellation()
-            )
+            result, version = self._run_call(principal, session_id, msg, cancellation, here)
             outcome = "tool_error" if result.is_error else "ok"
         except CallRefused as exc:
             outcome = outcome_of(exc.reason)
             raise
         finally:
-            self._record_call(principal, session_id, msg, outcome, version, started)
+            if cancellation.end(CALL_ENDS):
+                self._record_call(principal, session_id, msg, outcome, version, started)
         return ToolCallResponse(
             req_id=msg.id,
             toolkit_name=name,
@@ -101,12 +114,26 @@ class ToolCalling(Configuring):
         self._record_call(principal, session_id, msg, "refused", None, time.monotonic())
         raise refusal
 
+    def end_call(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        refusal: CallRefused,
+        started: float,
+    ) -> NoReturn:
+        """Answer a call run `here` that its waiter ended first (`timeout`, `cancelled`),
+        once its record is written: the tool is told, and its thread answers nothing."""
+        self._record_call(principal, session_id, msg, outcome_of(refusal.reason), None, started)
+        raise refusal
+
     def _run_call(
         self,
         principal: Principal,
         session_id: str,
         msg: ToolCallRequest,
         cancellation: Cancellation,
+        here: bool = False,
     ) -> tuple[ToolResult, int]:
         name, tool_name = msg.toolkit_name, msg.tool_name
         try:
@@ -133,10 +160,10 @@ class ToolCalling(Configuring):
             if not answers_calls(instance):
                 raise CallRefused("unavailable", "the toolkit answers no calls")
             run = partial(instance.call_tool, tool_name, msg.arguments)
-            with self.call_limits.admit(principal.principal_id, (session_id, name)):
-                result = self.call_engine.run(
-                    name, run, cancellation, lambda: claim.secrets.withholder
-                )
+            with self.call_limits.admit(principal.principal_id, (session_id, name)) as slot:
+                cancellation.slot = slot
+                engine = self.call_engine.run_here if here else self.call_engine.run
+                result = engine(name, run, cancellation, lambda: claim.secrets.withholder)
         finally:
             claim.release()
         return result, claim.source[1]
