@@ -63,6 +63,7 @@ OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
 CALL_AUDIT = "tests/test_call_audit.py::"
 TOOL_CALLS = "tests/test_tool_calls.py::"
+TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
 SANDBOX = "tests/test_sandbox.py::"
 BODY_TESTS = (SLOW_CLIENTS + "test_a_body_sent_too_slowly_gets_408_and_the_connection_is_closed",)
 ORIGIN = "tests/test_intake_origin.py::"
@@ -3445,6 +3446,44 @@ MUTANTS = [
         "            call.cancel()\n        stop_instance(self.instance)",
         "            call.cancel()",
         (SERVED + "test_a_purge_stops_the_process_within_a_second",),
+    ),
+    # -- issue 50 (H1a): a call run whole on a tool thread while the event loop waits --
+    Mutant(
+        "tool call: a call is answered before its record is committed (left to the writer)",
+        V + "core/vault.py",
+        "store.record_call(tool_called_draft(**record.fields()))",
+        "store.record_call(tool_called_draft(**record.fields()), wait=False)",
+        (TRANSPORT_CALLS + "test_stdio_answers_a_call_only_once_its_record_is_committed",),
+    ),
+    Mutant(
+        "tool call: a call the event loop's waiter ended past its deadline goes unrecorded",
+        V + "core/connection.py",
+        "self.vault.end_call(self.principal, session_id, request, refusal, started)",
+        "pass",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
+    ),
+    Mutant(
+        "tool call: the event loop's waiter does not answer when the deadline passes",
+        V + "transports/a2e/calling.py",
+        "    timer = loop.call_later(seconds, waiter.wake)",
+        "    timer = loop.call_later(3600, waiter.wake)",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
+    ),
+    Mutant(
+        "tool call: the call's thread records a call its waiter already answered",
+        V + "core/tool_calls.py",
+        "            if cancellation.end(CALL_ENDS):\n                self._record_call(",
+        "            if True:\n                self._record_call(",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
     ),
 ]
 

@@ -193,6 +193,9 @@ def test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded(
             assert [e.details["outcome"] for e in events] == ["timeout"]  # before the answer
             assert _noted(note) == "cancelled"
             assert ask(call("e1", "calling", "echo", text="next"))["type"] == "tool/call/resp"
+        # the tool's thread, told after the waiter answered, recorded nothing of its own
+        events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+        assert [e.details["outcome"] for e in events] == ["timeout", "ok"]
 
 
 class Stdio:
@@ -254,3 +257,31 @@ def test_over_stdio_with_a_cancel(vault: Vault, tool_env: dict[str, str], root: 
     finally:
         stderr = stdio.close()
     assert CANARY not in stderr
+
+
+def test_stdio_answers_a_call_only_once_its_record_is_committed(
+    vault: Vault, tool_env: dict[str, str]
+) -> None:
+    """While another process holds the store's write lock, stdio's call runs but its
+    `tool_called` record cannot commit, and nothing is answered; once the lock is let go,
+    the record commits and the answer follows it."""
+    stdio = Stdio(tool_env)
+    try:
+        assert stdio.ask(BOTH)["type"] == "handshake/resp"
+        assert stdio.ask(configure("calling", CALLING))["status"] == "ok"
+        assert stdio.ask(call("e0", "calling", "echo", text="warm"))["type"] == "tool/call/resp"
+        assert stdio.proc.stdout is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(stdio.proc.stdout.readline()))  # type: ignore[union-attr]
+        with vault.store.write():  # the chain's write lock (BEGIN IMMEDIATE, advisory lock)
+            stdio.send(call("e1", "calling", "echo", text="held"))
+            reader.start()
+            reader.join(2.0)
+            assert not lines, "stdio answered before the call's record could be committed"
+        reader.join(30)
+        answer = json.loads(lines[0])
+        assert (answer["type"], answer["req_id"]) == ("tool/call/resp", "e1"), answer
+        events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+        assert [e.details["outcome"] for e in events] == ["ok", "ok"]
+    finally:
+        stdio.close()
