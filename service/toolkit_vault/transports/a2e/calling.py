@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -46,7 +47,8 @@ async def answer_call(
     if cancellation.cancelled:
         waiter.wake()
     timer = loop.call_later(seconds, waiter.wake)
-    engine.submit(call).add_done_callback(waiter.answered_threadsafe)
+    context = contextvars.copy_context()  # the request id reaches the call's log lines
+    engine.submit(context.run, call).add_done_callback(waiter.answered_threadsafe)
     try:
         await waiter.woken
         if waiter.answer is None:
