@@ -3485,6 +3485,13 @@ MUTANTS = [
             + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
         ),
     ),
+    Mutant(
+        "call limits: a slot given back early is given back again when the tool ends",
+        V + "tools/limits.py",
+        "                if given:\n                    return\n",
+        "",
+        (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
+    ),
 ]
 
 
