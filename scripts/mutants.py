@@ -565,8 +565,8 @@ MUTANTS = [
     Mutant(
         "a list believes memory when its pointers moved",
         V + "core/listing.py",
-        "            if self.store.pointers_at_once(session_id, scope_id) != had:",
-        "            if False:",
+        "        if self.store.pointers_at_once(session_id, scope_id) != had:",
+        "        if False:",
         ("tests/test_http_access.py",),
     ),
     Mutant(
@@ -900,8 +900,8 @@ MUTANTS = [
     Mutant(
         "live registry: a list from memory waits for the latest import",
         V + "core/listing.py",
-        "            if chain.registry_changes != self.registry_follower.seen:",
-        "            if False:",
+        "        if chain.registry_changes != self.registry_follower.seen:",
+        "        if False:",
         LIVE_REGISTRY,
     ),
     Mutant(
@@ -993,8 +993,8 @@ MUTANTS = [
     Mutant(
         "freshness: a list from memory checks the chain",
         V + "core/listing.py",
-        "            if chain is None or self._stale(had, chain):",
-        "            if chain is None:",
+        "        if chain is None or self._stale(had, chain):",
+        "        if chain is None:",
         REPLAY_TESTS,
     ),
     Mutant(
