@@ -108,6 +108,7 @@ MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 CALL_CHAINS = "tests/test_call_chains.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
+TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -576,8 +577,8 @@ MUTANTS = [
     Mutant(
         "a list believes memory when its pointers moved",
         V + "core/listing.py",
-        "            if self.store.pointers_at_once(session_id, scope_id) != had:",
-        "            if False:",
+        "        if self.store.pointers_at_once(session_id, scope_id) != had:",
+        "        if False:",
         ("tests/test_http_access.py",),
     ),
     Mutant(
@@ -911,8 +912,8 @@ MUTANTS = [
     Mutant(
         "live registry: a list from memory waits for the latest import",
         V + "core/listing.py",
-        "            if chain.registry_changes != self.registry_follower.seen:",
-        "            if False:",
+        "        if chain.registry_changes != self.registry_follower.seen:",
+        "        if False:",
         LIVE_REGISTRY,
     ),
     Mutant(
@@ -1004,8 +1005,8 @@ MUTANTS = [
     Mutant(
         "freshness: a list from memory checks the chain",
         V + "core/listing.py",
-        "            if chain is None or self._stale(had, chain):",
-        "            if chain is None:",
+        "        if chain is None or self._stale(had, chain):",
+        "        if chain is None:",
         REPLAY_TESTS,
     ),
     Mutant(
@@ -2949,8 +2950,9 @@ MUTANTS = [
     Mutant(
         "call limits: the engine runs a call without admission",
         V + "core/tool_calls.py",
-        "            with self.call_limits.admit(principal.principal_id, (session_id, name)):",
-        "            if True:",
+        "            with self.call_limits.admit(principal.principal_id, (session_id, name)) as "
+        "slot:",
+        "            for slot in (lambda: None,):",
         (
             ALLOWANCE_CALLS
             + "test_an_instance_at_its_concurrency_answers_busy_and_others_are_served",
@@ -3041,7 +3043,7 @@ MUTANTS = [
         also=(
             (
                 V + "core/tool_calls.py",
-                "        if name not in self._configured(principal, session_id):",
+                "        if name not in configured:",
                 "        if False:",
             ),
         ),
@@ -3049,8 +3051,8 @@ MUTANTS = [
     Mutant(
         "tool call: the live instance is not brought in line with the store first",
         V + "core/tool_calls.py",
-        "        if name not in self._configured(principal, session_id):",
-        "        if name not in self.instances.live(session_id):",
+        "        configured = self._configured_for_call(principal, session_id)",
+        "        configured = self.instances.live(session_id)",
         (TOOL_CALLS + "test_a_purge_made_by_another_process_is_seen_before_the_call",),
     ),
     Mutant(
@@ -3116,8 +3118,8 @@ MUTANTS = [
         """            if not await still_valid():
                 await outbox.refuse()
                 return
-            for line in reply.lines():""",
-        """            for line in reply.lines():""",
+            await outbox.put(line)""",
+        """            await outbox.put(line)""",
         ("tests/test_tool_calls_transports.py::test_a_call_outliving_its_token_is_not_answered",),
     ),
     # -- issue 51: the MCP client of imported servers --
@@ -3902,6 +3904,51 @@ MUTANTS = [
         "run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))",
         "run = partial(instance.call_tool, tool_name, msg.arguments)",
         (TRACED_CALL,),
+    ),
+    # -- issue 50 (H1a): a call run whole on a tool thread while the event loop waits --
+    Mutant(
+        "tool call: a call is answered before its record is committed (left to the writer)",
+        V + "core/vault.py",
+        "store.record_call(tool_called_draft(**record.fields()))",
+        "store.record_call(tool_called_draft(**record.fields()), wait=False)",
+        (TRANSPORT_CALLS + "test_stdio_answers_a_call_only_once_its_record_is_committed",),
+    ),
+    Mutant(
+        "tool call: a call the event loop's waiter ended past its deadline goes unrecorded",
+        V + "core/connection.py",
+        "self.vault.end_call(self.principal, session_id, request, refusal, started)",
+        "pass",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
+    ),
+    Mutant(
+        "tool call: the event loop's waiter does not answer when the deadline passes",
+        V + "transports/a2e/calling.py",
+        "    timer = loop.call_later(seconds, waiter.wake)",
+        "    timer = loop.call_later(3600, waiter.wake)",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
+    ),
+    Mutant(
+        "tool call: the call's thread records a call its waiter already answered",
+        V + "core/tool_calls.py",
+        "            if cancellation.end(CALL_ENDS):\n                named = self._record_call(",
+        "            if True:\n                named = self._record_call(",
+        (
+            TRANSPORT_CALLS
+            + "test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded",
+        ),
+    ),
+    Mutant(
+        "call limits: a slot given back early is given back again when the tool ends",
+        V + "tools/limits.py",
+        "                if given:\n                    return\n",
+        "",
+        (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
     ),
 ]
 

@@ -88,6 +88,23 @@ def test_a_failing_call_gives_its_slot_back() -> None:
     assert limits.running("i") == 0 and refused(limits, "alice", "i") is None
 
 
+def test_a_slot_given_back_early_is_given_back_once() -> None:
+    """A call its event loop answered (deadline, cancel) gives its slot back while its tool
+    still runs; when the tool ends, nothing more is given back: another call's slot stays
+    taken."""
+    limits = CallAdmission(rate=None, concurrency=2)
+    with limits.admit("alice", "i") as give_back:
+        give_back()
+        assert limits.running("i") == 0
+        with limits.admit("bob", "i"):
+            give_back()  # again: nothing
+            assert limits.running("i") == 1
+        assert limits.running("i") == 0
+    assert limits.running("i") == 0
+    with limits.admit("alice", "i"), limits.admit("bob", "i"):
+        assert refused(limits, "carol", "i") is not None
+
+
 def test_under_many_threads_the_limits_hold_exactly() -> None:
     """Sixteen callers at once on one instance limited to four: never more than four run,
     every other call is refused busy, and none is lost or counted twice."""

@@ -21,6 +21,7 @@ import pytest
 from test_http import CANARY, Server, running_server
 from test_stdio import CLI
 from toolkit_vault.access.principals import revoke
+from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.core.vault import Vault
 
 TOOL_DIST = Path(__file__).parent / "plugins" / "tool_dist"
@@ -164,6 +165,39 @@ def test_over_websocket_with_calls_side_by_side(server: Server, root: Path) -> N
         assert reason(answers["s1"]) == "cancelled"
 
 
+def test_a_websocket_call_past_its_deadline_answers_timeout_once_recorded(
+    vault: Vault, tool_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The event loop's waiter answers a call whose deadline passed (the call runs whole on
+    a tool thread): `timeout` at once, the tool told, its slot given back (one call at a
+    time per instance here), and its `tool_called` record committed before the answer."""
+    env = {**tool_env, "TOOLKIT_VAULT_TOOL_DEADLINE": "1", "TOOLKIT_VAULT_CALL_CONCURRENCY": "1"}
+    with running_server(env, tmp_path / "serve.log") as base:
+        server = Server(base, vault)
+        with server.socket(server.token("agent", "late")) as ws:
+
+            def ask(message: dict[str, Any]) -> dict[str, Any]:
+                ws.send(json.dumps(message))
+                answer = dict(json.loads(ws.recv(timeout=30)))
+                while answer["type"] == "toolkit/status/event":
+                    answer = dict(json.loads(ws.recv(timeout=30)))
+                return answer
+
+            assert ask(BOTH)["type"] == "handshake/resp"
+            assert ask(configure("calling", CALLING))["status"] == "ok"
+            note = tmp_path / "slow-note"
+            started = time.monotonic()
+            late = ask(call("s1", "calling", "slow", seconds=20, note=str(note)))
+            assert reason(late) == "timeout" and time.monotonic() - started < 10
+            events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+            assert [e.details["outcome"] for e in events] == ["timeout"]  # before the answer
+            assert _noted(note) == "cancelled"
+            assert ask(call("e1", "calling", "echo", text="next"))["type"] == "tool/call/resp"
+        # the tool's thread, told after the waiter answered, recorded nothing of its own
+        events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+        assert [e.details["outcome"] for e in events] == ["timeout", "ok"]
+
+
 class Stdio:
     """`toolkit-vault stdio` in a process of its own, spoken to line by line."""
 
@@ -223,3 +257,31 @@ def test_over_stdio_with_a_cancel(vault: Vault, tool_env: dict[str, str], root: 
     finally:
         stderr = stdio.close()
     assert CANARY not in stderr
+
+
+def test_stdio_answers_a_call_only_once_its_record_is_committed(
+    vault: Vault, tool_env: dict[str, str]
+) -> None:
+    """While another process holds the store's write lock, stdio's call runs but its
+    `tool_called` record cannot commit, and nothing is answered; once the lock is let go,
+    the record commits and the answer follows it."""
+    stdio = Stdio(tool_env)
+    try:
+        assert stdio.ask(BOTH)["type"] == "handshake/resp"
+        assert stdio.ask(configure("calling", CALLING))["status"] == "ok"
+        assert stdio.ask(call("e0", "calling", "echo", text="warm"))["type"] == "tool/call/resp"
+        assert stdio.proc.stdout is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(stdio.proc.stdout.readline()))  # type: ignore[union-attr]
+        with vault.store.write():  # the chain's write lock (BEGIN IMMEDIATE, advisory lock)
+            stdio.send(call("e1", "calling", "echo", text="held"))
+            reader.start()
+            reader.join(2.0)
+            assert not lines, "stdio answered before the call's record could be committed"
+        reader.join(30)
+        answer = json.loads(lines[0])
+        assert (answer["type"], answer["req_id"]) == ("tool/call/resp", "e1"), answer
+        events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+        assert [e.details["outcome"] for e in events] == ["ok", "ok"]
+    finally:
+        stdio.close()

@@ -34,7 +34,7 @@ from toolkit_vault.protocol import (
     parse_message,
 )
 from toolkit_vault.store.writer import Write, deferring
-from toolkit_vault.tools.calls import Cancellation
+from toolkit_vault.tools.calls import CALL_ENDS, Cancellation
 from toolkit_vault.tools.refusals import CallRefused
 
 __all__ = ["CALLS_IN_FLIGHT", "TOOLS_MESSAGES", "A2EConnection", "Reply", "connect", "read_request"]
@@ -144,7 +144,39 @@ class A2EConnection:
             response = self.handle(request, cancellation)
         return Reply(request, dump_message(response), left, None)
 
-    def handle(self, request: Message, cancellation: Cancellation | None = None) -> Message:
+    def call_here(self, request: ToolCallRequest, cancellation: Cancellation) -> str:
+        """A tool call run whole on one of the engine's threads (`CallEngine.submit`), its
+        tool included, while the transport's event loop waits with its deadline and cancel
+        switch (`transports.a2e.calling`): its answer, as JSON, once its record is
+        committed (the record is the only write a call makes). One hand-over there and one
+        back, where a worker thread handing the tool to the engine's made three."""
+        return dump_message(self.handle(request, cancellation, here=True))
+
+    def end_call(
+        self,
+        request: ToolCallRequest,
+        cancellation: Cancellation,
+        session_id: str | None,
+        refusal: CallRefused,
+        started: float,
+    ) -> str:
+        """The answer of a call `call_here` runs that its waiter ended first (`timeout`,
+        `cancelled`), as JSON, once its record is committed."""
+        with self._calls_lock:
+            if self._calls.get(request.id) is cancellation:
+                del self._calls[request.id]
+            if self._expected.get(request.id) is cancellation:
+                del self._expected[request.id]
+        try:
+            if session_id is not None:
+                self.vault.end_call(self.principal, session_id, request, refusal, started)
+            raise refusal
+        except Exception as exc:
+            return dump_message(_failed(request, exc))
+
+    def handle(
+        self, request: Message, cancellation: Cancellation | None = None, *, here: bool = False
+    ) -> Message:
         try:
             if isinstance(request, HandshakeRequest):
                 return self._handshake(request)
@@ -156,7 +188,8 @@ class A2EConnection:
             if isinstance(request, ToolListRequest):
                 return self.vault.list_tools(self.principal, self.plugin.session_id, request)
             if isinstance(request, ToolCallRequest):
-                return self._call(self.plugin.session_id, request, cancellation or Cancellation())
+                call = cancellation or Cancellation()
+                return self._call(self.plugin.session_id, request, call, here)
             if isinstance(request, ToolCancelRequest):
                 return self._cancel(request)
             return self.plugin.handle(request)
@@ -171,9 +204,13 @@ class A2EConnection:
             return self._expected.setdefault(request.id, Cancellation())
 
     def _call(
-        self, session_id: str, request: ToolCallRequest, cancellation: Cancellation
+        self,
+        session_id: str,
+        request: ToolCallRequest,
+        cancellation: Cancellation,
+        here: bool = False,
     ) -> Message:
-        """Run a tool call, cancellable by its id while it runs."""
+        """Run a tool call, cancellable by its id while it runs (`here`: `call_here`)."""
         with self._calls_lock:
             if self._expected.get(request.id) is cancellation:
                 del self._expected[request.id]
@@ -186,12 +223,17 @@ class A2EConnection:
                 cancellation.cancel()
         if busy:
             refusal = CallRefused("busy", f"at most {CALLS_IN_FLIGHT} calls in flight at once")
+            if not cancellation.end(CALL_ENDS):
+                raise refusal  # its waiter answered it, and recorded it
             self.vault.refuse_call(self.principal, session_id, request, refusal)
         try:
-            return self.vault.call_tool(self.principal, session_id, request, cancellation)
+            return self.vault.call_tool(
+                self.principal, session_id, request, cancellation, here=here
+            )
         finally:
             with self._calls_lock:
-                self._calls.pop(request.id, None)
+                if self._calls.get(request.id) is cancellation:
+                    del self._calls[request.id]
 
     def _cancel(self, request: ToolCancelRequest) -> Message:
         with self._calls_lock:

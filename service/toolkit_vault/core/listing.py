@@ -69,20 +69,9 @@ class Listing(InstanceSync):
         mark = mark or self.mark()
         if mark is None:
             return None
-        configured = self.instances.live_if_read(session_id, mark)
+        configured = self._configured_at_once(principal, session_id, mark)
         if configured is None:
-            had = self.instances.sources(session_id)
-            scope_id = principal_scope(principal.principal_id)
-            if self.store.pointers_at_once(session_id, scope_id) != had:
-                return None  # something to bring in line, or no quick read: `_sync` it
-            chain = self.store.chain_state_at_once()
-            if chain is None or self._stale(had, chain):
-                return None  # a version the chain no longer makes current, or no quick read
-            if chain.registry_changes != self.registry_follower.seen:
-                return None  # an import or removal to load first
-            configured = self.instances.live_if_unchanged(session_id, had, mark)
-            if configured is None:
-                return None  # changed here meanwhile
+            return None
         chain = self.store.chain_state_at_mark(mark[0])  # who may call what (`allowances`)
         if chain is None:
             return None
@@ -92,6 +81,28 @@ class Listing(InstanceSync):
         ends = self.instances.ends(session_id, configured)
         listed = [json for _, json in self._listed(configured, msg, ends, allowance)]
         return dump_toolkit_list(msg.id, listed)
+
+    def _configured_at_once(
+        self, principal: Principal, session_id: str, mark: Mark
+    ) -> set[str] | None:
+        """The session's live toolkits, if they are still what the store says and that can
+        be told without a wait: nothing committed since its last read, or its pointers and
+        the chain, read at once (`Store.pointers_at_once`, `chain_state_at_once`), still
+        those its instances were made from (then `mark` is noted as its read). None: bring
+        it in line (`_sync`)."""
+        configured = self.instances.live_if_read(session_id, mark)
+        if configured is not None:
+            return configured
+        had = self.instances.sources(session_id)
+        scope_id = principal_scope(principal.principal_id)
+        if self.store.pointers_at_once(session_id, scope_id) != had:
+            return None  # something to bring in line, or no quick read: `_sync` it
+        chain = self.store.chain_state_at_once()
+        if chain is None or self._stale(had, chain):
+            return None  # a version the chain no longer makes current, or no quick read
+        if chain.registry_changes != self.registry_follower.seen:
+            return None  # an import or removal to load first
+        return self.instances.live_if_unchanged(session_id, had, mark)  # None: changed here
 
     def _listed_allowance(self, principal_id: str) -> ToolAllowance | None:
         """`allowance` as of the read `_configured` just made (or found still true): the

@@ -32,7 +32,13 @@ from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
 from toolkit_vault.toolkits.server_processes import ServerRefused
 from toolkit_vault.tools.call_audit import arguments_hmac
-from toolkit_vault.tools.calls import CallEngine, CallRecord, Cancellation, checked_arguments
+from toolkit_vault.tools.calls import (
+    CALL_ENDS,
+    CallEngine,
+    CallRecord,
+    Cancellation,
+    checked_arguments,
+)
 from toolkit_vault.tools.limits import CallAdmission
 from toolkit_vault.tools.refusals import CallOutcome, CallRefused, outcome_of
 
@@ -44,8 +50,10 @@ class NoCallLimits:
     instance's concurrency)."""
 
     @contextlib.contextmanager
-    def admit(self, principal_id: str, instance_key: tuple[str, str]) -> Iterator[None]:
-        yield
+    def admit(
+        self, principal_id: str, instance_key: tuple[str, str]
+    ) -> Iterator[Callable[[], None]]:
+        yield lambda: None
 
 
 class ToolCalling(Configuring):
@@ -66,12 +74,17 @@ class ToolCalling(Configuring):
         session_id: str,
         msg: ToolCallRequest,
         cancellation: Cancellation | None = None,
+        *,
+        here: bool = False,
     ) -> ToolCallResponse:
         """Run one call in the session's scope, or `CallRefused` (its one-word reason);
-        `cancellation` ends it early (`tool/cancel/req`, the connection closing). Traced as
-        a `tool_call` span, child of the request's."""
+        `cancellation` ends it early (`tool/cancel/req`, the connection closing). `here`:
+        the caller is one of the engine's threads (`CallEngine.submit`), where the tool
+        runs too, while an event loop waits with the deadline and `cancellation`; a call
+        that waiter answered first is neither recorded nor answered here (`end_call`).
+        Traced as a `tool_call` span, child of the request's."""
         with traces.span("tool_call") as traced:
-            answer = self._call_traced(principal, session_id, msg, cancellation, traced)
+            answer = self._call_traced(principal, session_id, msg, cancellation, traced, here)
         return answer
 
     def _call_traced(
@@ -81,24 +94,25 @@ class ToolCalling(Configuring):
         msg: ToolCallRequest,
         cancellation: Cancellation | None,
         traced: traces.Traced,
+        here: bool,
     ) -> ToolCallResponse:
         started = time.monotonic()
         name, tool_name = msg.toolkit_name, msg.tool_name
         outcome: CallOutcome = "refused"
         version: int | None = None
+        cancellation = cancellation or Cancellation()
         try:
             if msg.session_id not in ("", session_id):
                 raise UnknownSession("unknown session")
-            result, version = self._run_call(
-                principal, session_id, msg, cancellation or Cancellation()
-            )
+            result, version = self._run_call(principal, session_id, msg, cancellation, here)
             outcome = "tool_error" if result.is_error else "ok"
         except CallRefused as exc:
             outcome = outcome_of(exc.reason)
             raise
         finally:
-            named = self._record_call(principal, session_id, msg, outcome, version, started)
-            traced.set(toolkit=named[0], tool=named[1], outcome=outcome)
+            if cancellation.end(CALL_ENDS):
+                named = self._record_call(principal, session_id, msg, outcome, version, started)
+                traced.set(toolkit=named[0], tool=named[1], outcome=outcome)
         return ToolCallResponse(
             req_id=msg.id,
             toolkit_name=name,
@@ -117,12 +131,26 @@ class ToolCalling(Configuring):
         self._record_call(principal, session_id, msg, "refused", None, time.monotonic())
         raise refusal
 
+    def end_call(
+        self,
+        principal: Principal,
+        session_id: str,
+        msg: ToolCallRequest,
+        refusal: CallRefused,
+        started: float,
+    ) -> NoReturn:
+        """Answer a call run `here` that its waiter ended first (`timeout`, `cancelled`),
+        once its record is written: the tool is told, and its thread answers nothing."""
+        self._record_call(principal, session_id, msg, outcome_of(refusal.reason), None, started)
+        raise refusal
+
     def _run_call(
         self,
         principal: Principal,
         session_id: str,
         msg: ToolCallRequest,
         cancellation: Cancellation,
+        here: bool = False,
     ) -> tuple[ToolResult, int]:
         name, tool_name = msg.toolkit_name, msg.tool_name
         try:
@@ -132,9 +160,10 @@ class ToolCalling(Configuring):
         imported = toolkit.source.kind is SourceKind.PACKAGE  # its server may list its own
         if toolkit.tool(tool_name) is None and not imported:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
+        configured = self._configured_for_call(principal, session_id)
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
-        if name not in self._configured(principal, session_id):
+        if name not in configured:
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         claim = self.instances.claim(session_id, name, cancellation)
         if claim is None:  # purged or replaced since the read just made
@@ -149,15 +178,28 @@ class ToolCalling(Configuring):
             if not answers_calls(instance):
                 raise CallRefused("unavailable", "the toolkit answers no calls")
             run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))
-            with self.call_limits.admit(principal.principal_id, (session_id, name)):
-                result = self.call_engine.run(
-                    name, run, cancellation, lambda: claim.secrets.withholder
-                )
+            with self.call_limits.admit(principal.principal_id, (session_id, name)) as slot:
+                cancellation.slot = slot
+                engine = self.call_engine.run_here if here else self.call_engine.run
+                result = engine(name, run, cancellation, lambda: claim.secrets.withholder)
         finally:
             claim.release()
         if getattr(claim.instance, "unauthorized", False):  # a remote server's 401
             self.oauth.mark_refused(claim.source[0], claim.source[1], toolkit)
         return result, claim.source[1]
+
+    def _configured_for_call(self, principal: Principal, session_id: str) -> set[str]:
+        """The session's live toolkits, brought in line with the store as a list does, but
+        read without a wait where that can tell (`_configured_at_once`): every call's
+        record is a commit, so under calls the commit mark moves all the time while the
+        session's pointers and the chain's other events stay as they were. Who may call
+        what (`_call_allowed`) is then the ledger this brought in line."""
+        mark = self.mark()
+        if mark is not None:
+            configured = self._configured_at_once(principal, session_id, mark)
+            if configured is not None:
+                return configured
+        return self._configured(principal, session_id)
 
     def _record_call(
         self,

@@ -242,8 +242,9 @@ class Vault(ToolCalling):
 
     def _call_allowed(self, principal_id: str, toolkit: str, tool: str) -> bool:
         """Whether the principal may call this tool: it is not narrowed, or its allowance
-        names the toolkit or the tool. The one check every call passes (`tool_calls`)."""
-        allowance = self.allowance(principal_id)
+        names the toolkit or the tool. The one check every call passes (`tool_calls`),
+        right after it brought the session in line (the ledger that read followed)."""
+        allowance = self._listed_allowance(principal_id)
         return allowance is None or allowance.permits(toolkit, tool)
 
     # -- the registry, in line with the chain (`registry_follow`) ----------------------------

@@ -61,7 +61,10 @@ MAX_ARGUMENT_BYTES = MAX_MESSAGE_BYTES // 2
 MAX_RESULT_BYTES = MAX_MESSAGE_BYTES - 16 * 1024
 TOOL_THREADS = 64  # tools running at once in this process; the rest wait their turn
 NOT_A_RESULT = "the tool did not answer with a tool result"
+CALL_ENDS = "call"  # `Cancellation.end`: the call's own thread answers it
+WAITER_ENDS = "waiter"  # ... an event loop's waiter does (`timeout`, `cancelled`)
 log = logging.getLogger(__name__)
+_ENDS = threading.Lock()
 
 
 def _seconds(text: str, where: str) -> float:
@@ -114,21 +117,41 @@ class CallLimits:
 class Cancellation:
     """One call's cancel switch, held by everyone who may end it: its connection
     (`tool/cancel/req`, or the connection closing) and its live instance's entry (a purge,
-    a reconfigure, an expiry, a removal). Cancelling tells the tool and wakes the caller."""
+    a reconfigure, an expiry, a removal). Cancelling tells the tool and wakes the caller.
 
-    __slots__ = ("_wake", "context")
+    Where a call runs whole on a tool thread while an event loop waits for it (`run_here`),
+    either may answer it: the call's thread with its outcome, or the waiter with `timeout`
+    or `cancelled` at once. `end` says which, once: the one that answers records the call,
+    the other neither records nor answers. `slot` gives back the call's place in its
+    instance (`limits`), so a call the waiter answered frees it at once, as one whose
+    caller stopped waiting does."""
+
+    __slots__ = ("_ended", "_wake", "context", "slot", "woken")
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.context = CallContext(deadline=0.0, progress=progress)
         self._wake = threading.Event()
+        self._ended: str | None = None
+        self.woken: Callable[[], None] | None = None  # an event loop's waiter, told at a cancel
+        self.slot: Callable[[], None] | None = None  # gives the instance's slot back, once
 
     def cancel(self) -> None:
         self.context.cancelled.set()
         self._wake.set()
+        woken = self.woken
+        if woken is not None:
+            woken()
 
     @property
     def cancelled(self) -> bool:
         return self.context.cancelled.is_set()
+
+    def end(self, by: str) -> bool:
+        """Whether `by` answers (and records) the call: the first to ask does."""
+        with _ENDS:
+            if self._ended is None:
+                self._ended = by
+            return self._ended == by
 
 
 def checked_arguments(
@@ -233,14 +256,35 @@ class CallEngine:
             raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
         if cancellation.cancelled:
             raise CallRefused("cancelled", "the call was cancelled")
-        return self.checked(future, withholder)
+        return self.checked(future.result(), withholder)
 
-    def checked(
-        self, future: Future[ToolResult], withholder: Callable[[], Withholder]
+    def submit(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
+        """`work(*args)` on one of the engine's threads (a call run whole there: `run_here`)."""
+        return self._pool.submit(work, *args)
+
+    def run_here(
+        self,
+        toolkit_name: str,
+        tool: Callable[[CallContext], Any],
+        cancellation: Cancellation,
+        withholder: Callable[[], Withholder],
     ) -> ToolResult:
+        """`run`, on the engine's thread the caller is on (`submit`), while an event loop
+        waits for the call with its deadline and cancel switch: the tool runs here, with no
+        hand-over to another thread and back. A call the waiter answered first (`end`)
+        is `cancelled` here, and its tool's result is dropped unseen."""
+        seconds = self.limits.deadline_of(toolkit_name)
+        context = CallContext(time.monotonic() + seconds, cancellation.context.cancelled)
+        if cancellation.cancelled:
+            raise CallRefused("cancelled", "the call was cancelled")
+        result = _answer(tool, context)
+        if not cancellation.end(CALL_ENDS) or cancellation.cancelled:
+            raise CallRefused("cancelled", "the call was cancelled")
+        return self.checked(result, withholder)
+
+    def checked(self, result: ToolResult, withholder: Callable[[], Withholder]) -> ToolResult:
         """The result, if it fits and carries no secret of the scope: as plain JSON (what
         is searched is what is sent; a value JSON cannot carry makes it no result)."""
-        result = future.result()
         try:
             blocks = [dict(block) for block in result.content]
             structured = result.structured_content
@@ -250,7 +294,9 @@ class CallEngine:
             return ToolResult.text(NOT_A_RESULT, is_error=True)
         if len(text.encode()) > self.limits.result_bytes:
             raise CallRefused("too_large", f"the result is over {self.limits.result_bytes} bytes")
-        plain = json.loads(text)  # keys as text, tuples as lists: what the wire carries
+        # keys as text, tuples as lists: what the wire carries; and a copy of the tool's own,
+        # which its thread could still change once searched
+        plain = json.loads(text)
         if withholder().withholds(plain):
             raise CallRefused("withheld", "the result was withheld: it carried a secret")
         return ToolResult(plain[0], plain[1], bool(result.is_error))

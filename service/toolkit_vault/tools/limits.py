@@ -97,10 +97,12 @@ class CallAdmission:
             raise VaultError(f"{names}: {exc.message}") from None
 
     @contextmanager
-    def admit(self, principal_id: str, instance_key: Hashable) -> Iterator[None]:
+    def admit(self, principal_id: str, instance_key: Hashable) -> Iterator[Callable[[], None]]:
         """Run the body as one call of `principal_id` in the instance `instance_key`, or
         raise `CallRefused("busy")` at once: the instance runs its limit of calls already,
-        or the principal spent its rate. A refused call takes no slot and no token."""
+        or the principal spent its rate. A refused call takes no slot and no token. The
+        body is given what gives its slot back before it ends (once, whoever calls it: a
+        call answered `timeout` while its tool still runs)."""
         with self._lock:
             running = self._running.get(instance_key, 0)
             limit = self.settings.concurrency
@@ -119,15 +121,23 @@ class CallAdmission:
                     details=[{"limit": "rate"}],
                 )
             self._running[instance_key] = running + 1
-        try:
-            yield
-        finally:
+        given: list[bool] = []
+
+        def give_back() -> None:
             with self._lock:
+                if given:
+                    return
+                given.append(True)
                 left = self._running.get(instance_key, 1) - 1
                 if left > 0:
                     self._running[instance_key] = left
                 else:
                     self._running.pop(instance_key, None)
+
+        try:
+            yield give_back
+        finally:
+            give_back()
 
     def running(self, instance_key: Hashable) -> int:
         """Calls in flight in the instance now (for tests and the console)."""

@@ -6,8 +6,10 @@ queued messages run back to back instead of each waking one of eight: less CPU a
 and more configures and lists a second (BENCHMARKS.md). On PostgreSQL a message waits on
 round trips, and the pool's size in threads overlaps them. A configure that waits on a
 credential check (`Vault.waits_on_a_check`: any agent can make one wait up to the check's
-deadline) runs on threads of its own, never on those the other agents' messages need, and
-so does a tool call (`calling`): it waits on a tool for up to its deadline."""
+deadline) runs on threads of its own, never on those the other agents' messages need. A
+tool call runs whole on the engine's threads (`calling.answer_call`); `calling` here
+records and answers one its event loop ended first (deadline, cancel), and runs a call
+that named no session."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ A2E_GROUPED_WORKERS = 2
 # Threads for configures that wait on a credential check: twice the checks allowed in flight,
 # so one beyond them is refused at once (`CheckSlots`) rather than queued behind them.
 CHECK_WORKERS = 2 * MAX_CHECKS
-# Threads for tool calls, each waiting on its tool (which runs on the engine's own pool):
-# calls beyond them wait their turn.
+# Threads that write the record of a tool call ended by its deadline or a cancel (the tool
+# itself runs on the engine's own pool): calls beyond them wait their turn.
 CALL_WORKERS = 32
 
 

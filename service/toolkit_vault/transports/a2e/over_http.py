@@ -2,14 +2,15 @@
 header (not for a handshake). The hot route, answered as plain ASGI before FastAPI's stack
 (`http_api._VaultApp`): its dependency solving and middleware cost more than the rest of a
 list. It passes the guards itself (`Gate.admit`, `read_bounded`) and answers a refusal with
-its A2E `error` body, as FastAPI's handlers would. A tool call runs on the threads of
-calls (`Lanes.calling`), and a client that leaves before its answer cancels it."""
+its A2E `error` body, as FastAPI's handlers would. A tool call runs whole on one of the
+engine's threads (`calling`), and a client that leaves before its answer cancels it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from functools import partial
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -20,10 +21,18 @@ from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.connection import Reply, connect, read_request
 from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark
 from toolkit_vault.errors import VaultError
-from toolkit_vault.protocol import ErrorMessage, HandshakeRequest, Message, ToolCallRequest
+from toolkit_vault.protocol import (
+    ErrorMessage,
+    HandshakeRequest,
+    Message,
+    ToolCallRequest,
+    dump_message,
+)
 from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.telemetry.metrics import INVALID
 from toolkit_vault.tools.calls import Cancellation
+from toolkit_vault.tools.refusals import CallRefused
+from toolkit_vault.transports.a2e.calling import answer_call
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
@@ -108,18 +117,34 @@ class A2EPost:
             answer = bound.answer_without_blocking(message, await self._marks.read())
         if answer is not None:
             return Response(answer, media_type="application/json")
-        cancellation = watch = None
-        if isinstance(message, ToolCallRequest):  # the client leaving cancels it
-            cancellation = Cancellation()
-            watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
+        if isinstance(message, ToolCallRequest) and session:
+            line = await self._call(request, principal, message, session)
+            return Response(line, media_type="application/json")
+        reply = await self._lanes.route(message).run_settled(
+            _handle_one, self._bindings, principal, message, session, limit
+        )
+        return Response(reply.lines()[0], media_type="application/json")
+
+    async def _call(
+        self, request: Request, principal: Principal, message: ToolCallRequest, session: str
+    ) -> str:
+        """A tool call's answer, the call run whole on one of the engine's threads
+        (`calling`); the client leaving cancels it."""
+        cancellation = Cancellation()
+        watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
+        engine = self._bindings.vault.call_engine
+        args = (self._bindings, principal, message, session, cancellation)
         try:
-            reply = await self._lanes.route(message).run_settled(
-                _handle_one, self._bindings, principal, message, session, limit, cancellation
+            return await answer_call(
+                engine,
+                self._lanes.calling,
+                partial(_call_one, *args),
+                cancellation,
+                engine.limits.deadline_of(message.toolkit_name),
+                partial(_end_one, *args),
             )
         finally:
-            if watch is not None:
-                watch.cancel()
-        return Response(reply.lines()[0], media_type="application/json")
+            watch.cancel()
 
 
 async def _left(receive: Receive, cancellation: Cancellation) -> None:
@@ -131,13 +156,46 @@ async def _left(receive: Receive, cancellation: Cancellation) -> None:
         cancellation.cancel()
 
 
+def _call_one(
+    bindings: SessionBindings,
+    principal: Principal,
+    request: ToolCallRequest,
+    session_id: str,
+    cancellation: Cancellation,
+) -> str:
+    """(On one of the engine's threads.) A tool call on the session's bound connection."""
+    try:
+        connection = bindings.connection(principal, session_id)
+    except VaultError as exc:
+        error = ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=exc.message)
+        return dump_message(error)
+    return connection.call_here(request, cancellation)
+
+
+def _end_one(
+    bindings: SessionBindings,
+    principal: Principal,
+    request: ToolCallRequest,
+    session_id: str,
+    cancellation: Cancellation,
+    refusal: CallRefused,
+    started: float,
+) -> str:
+    """A tool call its waiter ended (`timeout`, `cancelled`), recorded and answered."""
+    try:
+        connection = bindings.connection(principal, session_id)
+    except VaultError as exc:
+        error = ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=exc.message)
+        return dump_message(error)
+    return connection.end_call(request, cancellation, session_id, refusal, started)
+
+
 def _handle_one(
     bindings: SessionBindings,
     principal: Principal,
     raw: bytes | Message,
     session_id: str | None,
     max_bytes: int,
-    cancellation: Cancellation | None = None,
 ) -> Reply:
     """One HTTP A2E message (raw, or as `read_request` read it): a handshake binds a new
     connection, anything else uses the session's bound connection (bound here on its first
@@ -155,6 +213,6 @@ def _handle_one(
     except VaultError as exc:
         error = ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=exc.message)
         return Reply.of(request, error)
-    if isinstance(request, ToolCallRequest):
-        return connection.call(request, cancellation or Cancellation())
+    if isinstance(request, ToolCallRequest):  # a call named no session (`_call` has it)
+        return connection.call(request, Cancellation())
     return connection.start(request, events=False)

@@ -4,10 +4,10 @@ every message (`Gate`, so a revoked token stops within a second), each principal
 closed when it passes, even while its client is silent. A plain ASGI app, served before
 FastAPI's stack, which would wrap every message sent (`http_api._VaultApp`).
 
-A tool call runs beside the socket's other messages (a task of its own, on the threads of
-calls), so that a `tool/cancel/req` can reach it; its answer goes out when it is ready,
-after the token is checked again as before a push (the call may outlive a revocation).
-The socket closing cancels its calls."""
+A tool call runs beside the socket's other messages (a task of its own, the call run whole
+on one of the engine's threads: `calling`), so that a `tool/cancel/req` can reach it; its
+answer goes out when it is ready, after the token is checked again as before a push (the
+call may outlive a revocation). The socket closing cancels its calls."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from toolkit_vault.core.vault import ANSWERED_WITHOUT_BLOCKING, Mark, Vault
 from toolkit_vault.protocol import ErrorMessage, Message, ToolCallRequest, dump_message
 from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.tools.calls import Cancellation
+from toolkit_vault.transports.a2e.calling import answer_call as answer_on_loop
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
 from toolkit_vault.transports.http_access import SharedMarks
@@ -99,13 +100,17 @@ class A2ESocket:
         connection = connect(self._vault, principal, push)
         calls: set[asyncio.Task[None]] = set()
 
+        engine = self._vault.call_engine
+
         async def answer_call(request: ToolCallRequest, cancellation: Cancellation) -> None:
-            reply = await lanes.calling.run_settled(connection.call, request, cancellation)
+            seconds = engine.limits.deadline_of(request.toolkit_name)
+            end = partial(connection.end_call, request, cancellation, connection.session_id)
+            call = partial(connection.call_here, request, cancellation)
+            line = await answer_on_loop(engine, lanes.calling, call, cancellation, seconds, end)
             if not await still_valid():
                 await outbox.refuse()
                 return
-            for line in reply.lines():
-                await outbox.put(line)
+            await outbox.put(line)
 
         try:
             while True:
