@@ -60,9 +60,17 @@ UPGRADES_ONLY = {
 # tests/web/test_oauth_browser.py, test_backup.py, test_recovery.py, test_expiry.py (a
 # clock moved past a credential's end), test_oidc.py and web/test_oidc_browser.py (an
 # OpenID provider: a person's sign-in and sign-out), tests/test_call_audit.py (tool_called,
-# recorded as the call engine records it), tests/test_call_chains.py (calls_anchored).
+# recorded as the call engine records it), tests/test_call_chains.py (calls_anchored),
+# tests/test_tool_pins.py (an imported server's tools pinned, changed, accepted),
+# tests/test_server_lifecycle.py (a launch without the sandbox) and the MCP endpoint's
+# tests (an operator ending a client's session).
 ELSEWHERE = {
     AuditAction.CALLS_ANCHORED,
+    AuditAction.TOOLS_PINNED,
+    AuditAction.TOOLS_CHANGED,
+    AuditAction.TOOLS_ACCEPTED,
+    AuditAction.SERVER_UNCONFINED,
+    AuditAction.MCP_SESSION_ENDED,
     AuditAction.PERSON_SIGNED_IN,
     AuditAction.PERSON_SIGNED_OUT,
     AuditAction.TOOL_CALLED,
@@ -248,7 +256,7 @@ def test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor(
         page = client.get("/console/audit")
         assert page.status_code == 200
         newest = events[::-1][:50]
-        rows = re.findall(r"<tr>\s*<td>(\d+)</td>", page.text)
+        rows = re.findall(r"<tr>\s*<td[^>]*>(\d+)</td>", page.text)
         assert [int(seq) for seq in rows] == [e["seq"] for e in newest]
         for e in newest:
             assert escape(e["summary"]) in page.text

@@ -243,6 +243,7 @@ def _readable(fd: int) -> bool:
 NOT_SERVED = {
     "TOOLKIT_VAULT_NO_DISCOVER": ("toolkits", "import"),
     "TOOLKIT_VAULT_TOKEN": ("clients", "config"),  # read by an MCP client, not the vault
+    "TOOLKIT_VAULT_ACTOR": (),  # a person at the shell names themselves: every command
 }
 
 

@@ -31,6 +31,7 @@ from sqlalchemy import create_engine, select, text
 
 from oauth_server import AuthServer
 from toolkit_vault.access.principals import Principal, create_token
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.audit.history import history
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
@@ -415,7 +416,7 @@ def test_the_operators_purge_command_revokes_too(rig: Rig, cli_env: dict[str, st
     assert issued.access_token in rig.auth.revocations
     assert issued.refresh_token not in done.stdout + done.stderr
     events = [e for e in rig.sides[0].vault.export_audit(0) if e["action"] == "oauth_disconnected"]
-    assert [(e["actor"], e["toolkit_name"]) for e in events] == [("operator", "calendar")]
+    assert [(e["actor"], e["toolkit_name"]) for e in events] == [(shell_actor(), "calendar")]
     assert Agent(rig.sides[0].vault, principal).listed()["calendar"] is False
 
 

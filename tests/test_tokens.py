@@ -17,6 +17,7 @@ from toolkit_vault.access.principals import (
     list_principals,
     revoke,
 )
+from toolkit_vault.actors import shell_actor
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.models import AuditEvent, PrincipalRow
 
@@ -85,9 +86,9 @@ def test_create_authenticate_revoke_through_the_cli(vault: Vault, cli_env: dict[
             )
         )
     assert sorted(actions) == [
-        ("token_created", "operator"),
-        ("token_created", "operator"),
-        ("token_revoked", "operator"),
+        ("token_created", shell_actor()),  # the person at the shell that ran the command
+        ("token_created", shell_actor()),
+        ("token_revoked", shell_actor()),
     ]
     assert run(cli_env, "audit", "verify").returncode == 0
 

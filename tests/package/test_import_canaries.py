@@ -60,8 +60,9 @@ def import_corpus(vault: Vault) -> None:
         data = path.read_bytes()
         try:
             import_package(vault.store, vault.registry, data, "local")
-        except PackageRefused:  # its only server is named `filesystem`: the user renames it
-            rename = Selection(rename={"filesystem": f"{path.stem}-filesystem"})
+        except PackageRefused:  # its only server is named `filesystem` (in any case): renamed
+            taken = "filesystem" if b'"filesystem"' in data else "Filesystem"
+            rename = Selection(rename={taken: f"{path.stem}-filesystem"})
             import_package(vault.store, vault.registry, data, "local", rename)
 
 

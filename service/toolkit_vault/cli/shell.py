@@ -139,7 +139,7 @@ ENVIRONMENT = {
     "TOOLKIT_VAULT_DATABASE_URL": "the database (default SQLite in the home)",
     "TOOLKIT_VAULT_KEY_PROVIDER": "keyring, file or env (default: init's choice)",
     "TOOLKIT_VAULT_MASTER_KEYS": "the key document, for the env key provider",
-    "TOOLKIT_VAULT_ACTOR": "your name in the audit events a command writes (asserted)",
+    "TOOLKIT_VAULT_ACTOR": "your name in the audit events (asserted)",
 }
 # The further variables a running `serve` reads, listed in its help after the ones above
 SERVED_ENVIRONMENT = {
@@ -170,6 +170,11 @@ SERVED_ENVIRONMENT = {
     "TOOLKIT_VAULT_RUN_SERVERS": "off: imported servers' configs only stored",
     "TOOLKIT_VAULT_SERVER_IDLE": "seconds an unused local server runs on (600)",
     "TOOLKIT_VAULT_MAX_SERVERS": "local servers running at once (32); more: busy",
+    "TOOLKIT_VAULT_PACKAGES": "DIR:DIR: installed packages imported servers run",
+    "TOOLKIT_VAULT_PACKAGE_RUNNERS": "on: npx/uvx may fetch a package not installed",
+    "TOOLKIT_VAULT_CALL_ANCHOR_S": "seconds between call chain anchors (5)",
+    "TOOLKIT_VAULT_CALL_ANCHOR_RECORDS": "call records between anchors (10000)",
+    "TOOLKIT_VAULT_CHECKPOINT_EVENTS": "audit events between checkpoints (10000)",
 }
 STORE_ENV = ("TOOLKIT_VAULT_HOME", "TOOLKIT_VAULT_DATABASE_URL")
 KEY_ENV = (*STORE_ENV, "TOOLKIT_VAULT_KEY_PROVIDER", "TOOLKIT_VAULT_MASTER_KEYS")
