@@ -14,7 +14,9 @@ Callers above speak in named operations, never in statements or connections: amo
 `principals` (tokens' rows, and who hears of a change), `imports` (imported definitions),
 `snapshots` (a backup's consistent read and a restore's bulk load), `sessions` (session ids
 as people type them), `urls` (a database URL as shown), `trail_queries`,
-`history_queries`, `shredding`, `chain_snapshot`, `backfill`, and the keys' rows
+`history_queries`, `shredding`, `chain_snapshot`, `backfill`, the chain's checkpoints
+(`checkpoints`), each process's chain of tool-call records (`call_chains`, `call_links`,
+`call_records`, `call_chain_reads`), and the keys' rows
 (`vault_keys`, `data_keys`, `recovery_keys`: wrapped bytes in and out, the crypto left to
 `keys`).
 
