@@ -19,7 +19,6 @@ it (`log_scan`) and fails the run if any holds a canary or a noted secret.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import stat
@@ -141,12 +140,6 @@ SLOW = frozenset(
 )
 
 
-# Each test of a second or more, as the last full run on a 2-core machine measured it
-# (setup, call and teardown): `scripts/test --durations=0`, then refresh the file with
-# `python tests/durations.py LOG` (a missing or moved test just runs in the heavy-first order).
-DURATIONS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
-
-
 def _heavy_marks(item: pytest.Item) -> list[str]:
     """Marks a test gets from where it lives and what it is called: Chromium tests
     (`*_browser.py`), soaks (replicas, the bench's own test, a name with "soak"), tests
@@ -198,11 +191,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in _heavy_marks(item):
             item.add_marker(getattr(pytest.mark, mark))
             heavy.add(id(item))
-    # The longest tests first (their last measured durations, `tests/durations.json`), then
-    # the other heavy ones: xdist hands tests out in this order, and a long one started
-    # last would leave the other workers idle while it runs. The same order in every
-    # worker, as xdist requires: a stable sort of the collection order.
-    items.sort(key=lambda item: (-DURATIONS.get(item.nodeid, 0.0), id(item) not in heavy))
+    # The heavy tests first: xdist hands tests out in this order, and one of them started
+    # last would leave the other workers idle while it runs (the same order in every
+    # worker, as xdist requires: a stable sort of the collection order).
+    items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)
         if dropped:
