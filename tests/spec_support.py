@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,6 +36,25 @@ def spec_module() -> ModuleType:
 
 def send(conn: A2EConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in conn.handle_raw(json.dumps(message))]
+
+
+def call_tool(conn: A2EConnection, toolkit: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    """One `tool/call/req` of `toolkit`'s `tool`, and its one answer."""
+    message = {
+        "type": "tool/call/req",
+        "id": f"c-{time.monotonic_ns()}",
+        "toolkit_name": toolkit,
+        "tool_name": tool,
+        "arguments": arguments,
+    }
+    (answer,) = send(conn, message)
+    return answer
+
+
+def result_text(answer: dict[str, Any]) -> str:
+    """The text of a `tool/call/resp`'s content (asserting it is one)."""
+    assert answer["type"] == "tool/call/resp", answer
+    return "".join(block.get("text", "") for block in answer["content"])
 
 
 def hello(

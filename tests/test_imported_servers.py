@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from mcp_support import OUR_SERVERS, PY_SERVERS, alive, published
-from spec_support import configure, hello, send
+from spec_support import call_tool, configure, hello, result_text, send
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
 from toolkit_vault.core.vault import Vault
@@ -83,20 +83,10 @@ def configured(vault: Vault) -> tuple[A2EConnection, str]:
 
 
 def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": NAME,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
-    return answer
+    return call_tool(conn, NAME, tool, **arguments)
 
 
-def text(answer: dict[str, Any]) -> str:
-    assert answer["type"] == "tool/call/resp", answer
-    return "".join(block.get("text", "") for block in answer["content"])
+text = result_text
 
 
 def server_pid(vault: Vault, session: str) -> int:

@@ -12,7 +12,6 @@ marks the connection for reconnecting as a refused refresh does.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 from mcp_support import free_port, our_server, start_http_server
 from oauth_server import CLIENT_ID, AuthServer
-from spec_support import configure, hello, send
+from spec_support import call_tool, configure, hello, result_text, send
 from test_oauth import CALLBACK, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
@@ -64,20 +63,10 @@ def vault(home: VaultSettings, remote: str) -> Iterator[Vault]:
 
 
 def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": NAME,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
-    return answer
+    return call_tool(conn, NAME, tool, **arguments)
 
 
-def text(answer: dict[str, Any]) -> str:
-    assert answer["type"] == "tool/call/resp", answer
-    return "".join(block.get("text", "") for block in answer["content"])
+text = result_text
 
 
 def test_a_remote_server_is_reached_with_the_configs_header(vault: Vault) -> None:

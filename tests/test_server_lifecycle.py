@@ -32,7 +32,7 @@ from starlette.testclient import TestClient
 
 from mcp_support import OUR_SERVERS, alive
 from spec_support import AGENT, hello, send
-from test_imported_servers import KEY, NAME, SITE, client_config
+from test_imported_servers import KEY, NAME, SITE, call, client_config, text
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.wording import SENTENCES
 from toolkit_vault.bootstrap import open_provider, open_vault
@@ -93,23 +93,6 @@ def configure_as(conn: A2EConnection, key: str, **extra: Any) -> dict[str, Any]:
         **extra,
     }
     return send(conn, message)[0]
-
-
-def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": NAME,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
-    return answer
-
-
-def text(answer: dict[str, Any]) -> str:
-    assert answer["type"] == "tool/call/resp", answer
-    return "".join(block.get("text", "") for block in answer["content"])
 
 
 def instance(vault: Vault, conn: A2EConnection) -> served.ServedToolkit:

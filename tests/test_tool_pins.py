@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from cli_support import run_cli
 from mcp_support import OUR_SERVERS
-from spec_support import AGENT, configure, hello, send
+from spec_support import AGENT, call_tool, configure, hello, send
 from toolkit_package.selection import Selection
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
@@ -84,15 +84,7 @@ def listed(conn: A2EConnection) -> dict[str, dict[str, Any]]:
 
 
 def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": NAME,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
-    return answer
+    return call_tool(conn, NAME, tool, **arguments)
 
 
 def reason(answer: dict[str, Any]) -> str:
