@@ -3,6 +3,12 @@ streamable-HTTP server of ours (tests/mcp_servers/bearer_server.py) that needs a
 token: with it a call works; without it the failure is the distinct `UpstreamUnauthorized`
 (the caller marks the OAuth connection for reconnect); a redirect to another origin is
 refused before anything reaches that origin; a body over the bound is refused.
+
+The legacy HTTP+SSE transport (server.json remotes of type `sse`) against our SSE server
+(tests/mcp_servers/sse_server.py: the SDK's MCPServer behind the same bearer gate) and
+npm's `@modelcontextprotocol/server-everything` in its `sse` mode (the TypeScript SDK's
+SSE server): the same token handling, a 401 during a call answered at once (not at the
+call's deadline), an event over the bound refused and the session ended.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-from mcp_support import free_port, our_server, start_http_server
+from mcp_support import free_port, our_server, published, start_http_server
 from toolkit_vault.mcp_client import (
     RemoteServer,
     UpstreamFailed,
@@ -116,3 +122,98 @@ def test_an_unreachable_server_fails_at_once(host: UpstreamHost) -> None:
     with pytest.raises(UpstreamFailed):
         host.open(_server(f"http://127.0.0.1:{free_port()}/mcp", TOKEN), timeout=20)
     assert time.monotonic() - started < 10
+
+
+SSE_TOKEN = "tok-sse-remote-Vb3nQ8wZ1k"
+
+
+@pytest.fixture
+def sse_remote() -> Iterator[str]:
+    port = free_port()
+    process = start_http_server(our_server("sse_server.py", str(port), SSE_TOKEN), port)
+    yield f"http://127.0.0.1:{port}/sse"
+    process.kill()
+    process.wait()
+
+
+def _sse(url: str, token: str | None) -> RemoteServer:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return RemoteServer(label="sse", url=url, headers=headers, transport="sse")
+
+
+def test_an_sse_server_is_listed_and_called_with_the_token(
+    host: UpstreamHost, sse_remote: str
+) -> None:
+    handle = host.open(_sse(sse_remote, SSE_TOKEN), timeout=20)
+    assert [tool.name for tool in handle.tools] == ["add", "revoke", "big", "change_tools"]
+    result = handle.call_tool("add", {"a": 2, "b": 3}, deadline=time.monotonic() + 10)
+    assert result["isError"] is False and result["content"][0]["text"] == "5"
+    handle.close()
+    assert handle.state == "stopped"
+
+
+def test_an_sse_server_without_the_token_is_unauthorized(
+    host: UpstreamHost, sse_remote: str
+) -> None:
+    for token in (None, "tok-sse-wrong-7hG2"):
+        with pytest.raises(UpstreamUnauthorized) as failure:
+            host.open(_sse(sse_remote, token), timeout=20)
+        assert "tok-sse-wrong" not in str(failure.value)
+
+
+def test_a_401_during_an_sse_call_is_unauthorized_at_once(
+    host: UpstreamHost, sse_remote: str
+) -> None:
+    """The SDK's writer ends at the first refused POST (every later request would wait for
+    its deadline); the guard answers that request's error instead, and the next one's."""
+    handle = host.open(_sse(sse_remote, SSE_TOKEN), timeout=20)
+    assert handle.call_tool("revoke", {}, deadline=time.monotonic() + 10)["isError"] is False
+    for _ in range(2):
+        started = time.monotonic()
+        with pytest.raises(UpstreamUnauthorized):
+            handle.call_tool("add", {"a": 1, "b": 1}, deadline=time.monotonic() + 30)
+        assert time.monotonic() - started < 5
+
+
+def test_an_sse_event_over_the_bound_is_refused_and_ends_the_session(
+    host: UpstreamHost, sse_remote: str
+) -> None:
+    handle = host.open(_sse(sse_remote, SSE_TOKEN), timeout=20)
+    with pytest.raises(UpstreamRefused) as failure:
+        handle.call_tool("big", {}, deadline=time.monotonic() + 10)
+    assert "larger than its bound" in str(failure.value)
+    ends = time.monotonic() + 5
+    while handle.state != "failed" and time.monotonic() < ends:
+        time.sleep(0.02)
+    assert handle.state == "failed"  # the stream is gone: not a session to call again
+
+
+def test_an_sse_redirect_to_another_origin_is_refused(
+    host: UpstreamHost, remote: str, elsewhere: str
+) -> None:
+    _Elsewhere.hits.clear()
+    with pytest.raises(UpstreamRefused):
+        host.open(_sse(f"{remote}/elsewhere", TOKEN), timeout=20)
+    assert _Elsewhere.hits == []
+
+
+@pytest.fixture
+def everything_sse(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """npm's server-everything in its `sse` mode (it takes no token), on PORT."""
+    port = free_port()
+    monkeypatch.setenv("PORT", str(port))
+    process = start_http_server([*published("server-everything"), "sse"], port)
+    yield f"http://127.0.0.1:{port}/sse"
+    process.kill()
+    process.wait()
+
+
+def test_a_published_sse_server_is_listed_and_called(
+    host: UpstreamHost, everything_sse: str
+) -> None:
+    handle = host.open(_sse(everything_sse, None), timeout=30)
+    assert "echo" in {tool.name for tool in handle.tools}
+    result = handle.call_tool("echo", {"message": "over sse"}, deadline=time.monotonic() + 10)
+    assert result["content"][0]["text"] == "Echo: over sse"
+    handle.close()
+    assert handle.state == "stopped"

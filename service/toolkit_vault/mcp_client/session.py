@@ -1,5 +1,5 @@
 """One session with one upstream MCP server, over stdio (a process the sandbox prepared)
-or streamable HTTP: started, negotiated in every protocol revision the SDK speaks (its
+or HTTP (`remote`): started, negotiated in every protocol revision the SDK speaks (its
 `server/discover` probe, falling back to `initialize`), its tools listed (every page),
 followed when the server says they changed, called with a deadline and cancellation, and
 stopped.
@@ -25,7 +25,6 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client._probe import negotiate_auto  # the SDK's own mode="auto" (mcp.Client's)
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
 
@@ -40,7 +39,7 @@ from .errors import (
     UpstreamRefused,
     UpstreamUnauthorized,
 )
-from .remote import MAX_SSE_EVENT_BYTES, Answered, guarded_client
+from .remote import Answered, open_remote
 from .stderr import Redactor, StderrSink
 from .stdio import Launch, open_stdio
 
@@ -65,12 +64,13 @@ class StdioServer:
 
 @dataclass(frozen=True)
 class RemoteServer:
-    """A remote server: its endpoint and the headers every request carries (a bearer
-    token, an API key: never shown in a repr)."""
+    """A remote server: its endpoint, the headers every request carries (a bearer
+    token, an API key: never shown in a repr) and its transport (`remote.TRANSPORTS`)."""
 
     label: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    transport: str = "streamable-http"
 
 
 ToolsChanged = Callable[[tuple[ToolDescription, ...]], None]
@@ -284,13 +284,9 @@ class UpstreamSession:
             )
             self.pid = process.process.pid
             return process.read, process.write
-        client = await stack.enter_async_context(guarded_client(server.headers, self._answered))
-        streams = await stack.enter_async_context(
-            streamable_http_client(
-                server.url, http_client=client, max_sse_event_size=MAX_SSE_EVENT_BYTES
-            )
+        return await stack.enter_async_context(
+            open_remote(server.url, server.headers, server.transport, self._answered)
         )
-        return streams
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's notification hook (on its read loop: no request may be awaited here)."""

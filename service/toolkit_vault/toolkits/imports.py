@@ -470,7 +470,7 @@ def stored_toolkits(
         if command is not None:
             factory = partial(ServedToolkit, definition, tools, command, pins)
         elif connect is not None and runs_servers():
-            factory = partial(RemoteServedToolkit, definition, tools, connect)
+            factory = partial(RemoteServedToolkit, definition, tools, connect, pins)
         found.append((factory, ToolkitSource(SourceKind.PACKAGE, digest)))
     return found
 

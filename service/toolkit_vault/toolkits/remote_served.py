@@ -1,14 +1,18 @@
 """An imported remote MCP server reached through the vault: the toolkit instance of a
-server.json `remotes` entry, over streamable HTTP. An `sse` remote is tried with the same
-client: a server that speaks only the old HTTP+SSE transport fails its configure's check
-(an SSE client is not built yet).
+server.json `remotes` entry, over streamable HTTP, or the legacy HTTP+SSE transport for an
+`sse` remote (revision 2024-11-05's GET stream and POSTed messages; the SDK's clients,
+`mcp_client.remote`).
 
 Initializing it connects to the publisher's URL (its placeholders filled from the config,
 each value percent-encoded, so a value cannot add a host, path or query) with the headers
 the publisher declared, filled from the config, and, when the toolkit has `x-oauth`, the
 access token the vault holds as `Authorization: Bearer`. Its own `tools/list` becomes the
-toolkit's tools, as for a local server. The HTTP client is `mcp_client.remote`'s: no
-redirect to another origin, bounded responses, a 401 told apart.
+toolkit's tools, as for a local server, and is pinned the same way (`tool_pins`): a remote
+server is as free to change a tool's description as a local one (more: it changes without
+an update anyone installs), so a tool changed or added since the pin, at a connection or
+on `notifications/tools/list_changed`, is withheld until an operator accepts it. The HTTP
+client is `mcp_client.remote`'s: no redirect to another origin, bounded responses, a 401
+told apart.
 
 A 401, at a configure's check, makes the configure an `error` ("the server answered 401")
 and stores nothing; during a call it marks the instance `unauthorized`, which the tool
@@ -22,16 +26,19 @@ import logging
 import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolkit_package.placeholders import fill
 from toolkit_vault.errors import SchemaRefused, VaultError
 from toolkit_vault.mcp_client import (
     RemoteServer,
+    ToolDescription,
     UpstreamError,
     UpstreamFailed,
     UpstreamHandle,
     UpstreamUnauthorized,
+    pin_tools,
 )
 from toolkit_vault.oauth.spec import secure_url
 from toolkit_vault.plugin import CallContext, Tool
@@ -40,6 +47,7 @@ from toolkit_vault.schema import CompiledSchema, compile_schema
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Values
 from toolkit_vault.toolkits.served import START_TIMEOUT, VERIFY_TIMEOUT, upstream_host
+from toolkit_vault.toolkits.tool_pins import ToolPins
 
 __all__ = ["RemoteServedToolkit", "connect_of"]
 
@@ -61,6 +69,12 @@ def connect_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
 def _secret_fields(definition: ToolkitDefinition) -> set[str]:
     properties = definition.config_schema.get("properties", {})
     return {name for name, prop in properties.items() if prop.get("writeOnly")}
+
+
+def transport_of(connect: Mapping[str, Any]) -> str:
+    """The remote's transport as the import kept it (`streamable-http` or `sse`)."""
+    found = connect["recipe"]["remote"].get("transport")
+    return found if isinstance(found, str) else "streamable-http"
 
 
 def endpoint(
@@ -97,18 +111,34 @@ def endpoint(
     return url, headers
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """One `tools/list` of the server, taken whole (its tools, their pin digests and
+    compiled schemas swapped as one), and the list they were made of."""
+
+    tools: Mapping[str, Tool]
+    digests: Mapping[str, str]
+    schemas: Mapping[str, CompiledSchema]
+    source: tuple[ToolDescription, ...] | None = None
+
+
 class RemoteServedToolkit:
     """The instance of an imported remote server (see the module)."""
 
     def __init__(
-        self, definition: ToolkitDefinition, tools: Sequence[object], connect: Mapping[str, Any]
+        self,
+        definition: ToolkitDefinition,
+        tools: Sequence[object],
+        connect: Mapping[str, Any],
+        pins: ToolPins | None = None,
     ) -> None:
         self.definition = definition
         self.tools = tuple(tools)
         self._connect = connect
         self._handle: UpstreamHandle | None = None
-        self._schemas: dict[str, CompiledSchema] = {}
-        self._served: dict[str, Tool] = {}
+        self._listed = _Listed({}, {}, {})
+        self._pins = pins  # None: nothing pins its tools (a listing without the store)
+        self._relisting = threading.Lock()
         self.unauthorized = False  # a call was answered 401: the credential is refused
 
     @property
@@ -117,18 +147,14 @@ class RemoteServedToolkit:
 
     def _open(self, config: Mapping[str, Any], timeout: float) -> UpstreamHandle:
         url, headers = endpoint(self._connect, self.definition, config)
-        return upstream_host().open(RemoteServer(self.label, url, headers), timeout=timeout)
+        server = RemoteServer(self.label, url, headers, transport_of(self._connect))
+        return upstream_host().open(server, timeout=timeout)
 
     def initialize(self, config: dict[str, Any]) -> None:
-        """Connect and list the server's tools; raises (nothing left open) when it cannot."""
+        """Connect and list the server's tools (shown to its pin); raises (nothing left
+        open) when it cannot."""
         self._handle = self._open(config, START_TIMEOUT)
-        for tool in self._handle.tools:
-            try:
-                self._schemas[tool.name] = compile_schema(tool.input_schema)
-            except SchemaRefused as exc:
-                log.warning("a tool of %s is left out: %s", self.label, exc.message)
-                continue
-            self._served[tool.name] = Tool(tool.name, tool.description, tool.input_schema)
+        self._current()
 
     def verify(self, config: dict[str, Any]) -> None:
         """A configure's check: connect with the candidate config and list the tools. A
@@ -150,10 +176,50 @@ class RemoteServedToolkit:
         return None
 
     def served_tools(self) -> Mapping[str, Tool]:
-        return self._served
+        """The server's own tools (its last `tools/list`, following its list changes), but
+        those its pin withholds (changed or added since, not accepted)."""
+        listed = self._current()
+        withheld = self._withheld(listed)
+        if not withheld:
+            return listed.tools
+        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
+
+    def withheld_tools(self) -> frozenset[str]:
+        """The tools the server lists that its pin withholds until an operator accepts them."""
+        return self._withheld(self._current())
 
     def input_schema(self, name: str) -> CompiledSchema:
-        return self._schemas[name]
+        return self._listed.schemas[name]
+
+    def _withheld(self, listed: _Listed) -> frozenset[str]:
+        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
+
+    def _current(self) -> _Listed:
+        """The tools of the session's last list, taken (and shown to the pin) when the
+        list changed since (the session lists again on `tools/list_changed`)."""
+        handle = self._handle
+        described = None if handle is None else handle.tools
+        if described is not None and described is not self._listed.source:
+            with self._relisting:
+                if described is not self._listed.source:
+                    self._listed = self._take(described)
+        return self._listed
+
+    def _take(self, described: tuple[ToolDescription, ...]) -> _Listed:
+        schemas: dict[str, CompiledSchema] = {}
+        kept: list[ToolDescription] = []
+        for tool in described:
+            try:
+                schemas[tool.name] = compile_schema(tool.input_schema)
+            except SchemaRefused as exc:
+                log.warning("a tool of %s is left out: %s", self.label, exc.message)
+                continue
+            kept.append(tool)
+        digests = pin_tools(kept)
+        if self._pins is not None:
+            self._pins.see(digests)
+        served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
+        return _Listed(served, digests, schemas, described)
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
         if self._handle is None:
