@@ -66,6 +66,7 @@ PINS = "tests/test_tool_pins.py::"
 NAMES = "tests/test_import_names.py::"
 PUBLISHED = "tests/test_published_packages.py::"
 REMOTE = "tests/test_remote_servers.py::"
+SSE_CLIENT, SSE_VAULT = "tests/test_mcp_client_remote.py::", "tests/test_remote_sse.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -3949,6 +3950,66 @@ MUTANTS = [
         "                if given:\n                    return\n",
         "",
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
+    ),
+    Mutant(
+        "remote_served: a remote server's changed tool is not withheld",
+        V + "toolkits/remote_served.py",
+        "        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)",
+        "        return frozenset()",
+        (SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",),
+    ),
+    Mutant(
+        "imports: a remote server's instance is made without its pin",
+        V + "toolkits/imports.py",
+        "partial(RemoteServedToolkit, definition, tools, connect, pins)",
+        "partial(RemoteServedToolkit, definition, tools, connect)",
+        (SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",),
+    ),
+    Mutant(
+        "mcp client: a message POST refused over SSE is not answered (the call waits)",
+        V + "mcp_client/remote.py",
+        '        if self._refuse is not None and request.method == "POST" and response.status_code',
+        '        if False and request.method == "POST" and response.status_code',
+        (SSE_CLIENT + "test_a_401_during_an_sse_call_is_unauthorized_at_once",),
+    ),
+    Mutant(
+        "mcp client: an SSE event is not bounded by ours",
+        V + "mcp_client/remote.py",
+        "            if pending > self._limit:",
+        "            if False:",
+        (SSE_CLIENT + "test_an_sse_event_over_the_bound_is_refused_and_ends_the_session",),
+    ),
+    Mutant(
+        "mcp client: an SSE session whose stream ended stays running",
+        V + "mcp_client/remote.py",
+        "            raise _StreamEnded  # the server ended it",
+        "            return  # the server ended it",
+        (SSE_CLIENT + "test_an_sse_event_over_the_bound_is_refused_and_ends_the_session",),
+    ),
+    Mutant(
+        "mcp client: an SSE redirect to another origin is not refused by ours",
+        V + "mcp_client/remote.py",
+        "            if not same_origin(request.url, target):",
+        "            if False:",
+        (SSE_CLIENT + "test_an_sse_redirect_to_another_origin_is_refused",),
+    ),
+    Mutant(
+        "remote_served: a 401 during an SSE call does not mark the instance",
+        V + "toolkits/remote_served.py",
+        "        except UpstreamUnauthorized:\n"
+        "            self.unauthorized = True\n            raise",
+        "        except UpstreamUnauthorized:\n            raise",
+        (SSE_VAULT + "test_a_token_refused_during_a_call_marks_the_instance",),
+    ),
+    Mutant(
+        "remote_served: a session that ended is not opened again before a call",
+        V + "toolkits/remote_served.py",
+        '        if handle is None or handle.state == "running" or self.unauthorized:\n',
+        "        if True:\n",
+        (
+            SSE_VAULT + "test_a_session_whose_server_restarted_is_connected_again_at_the_next_call",
+            SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",
+        ),
     ),
 ]
 

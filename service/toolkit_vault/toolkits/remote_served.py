@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,11 +48,14 @@ from toolkit_vault.schema import CompiledSchema, compile_schema
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Values
 from toolkit_vault.toolkits.served import START_TIMEOUT, VERIFY_TIMEOUT, upstream_host
+from toolkit_vault.toolkits.server_limits import ServerRefused
 from toolkit_vault.toolkits.tool_pins import ToolPins
 
 __all__ = ["RemoteServedToolkit", "connect_of"]
 
 log = logging.getLogger(__name__)
+RECONNECT_TIMEOUT = 10.0  # a call waits at most this long for its server's session again
+RECONNECT_BACKOFF = 5.0  # after a failed reconnect, calls are refused at once this long
 
 
 def connect_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
@@ -139,6 +143,10 @@ class RemoteServedToolkit:
         self._listed = _Listed({}, {}, {})
         self._pins = pins  # None: nothing pins its tools (a listing without the store)
         self._relisting = threading.Lock()
+        self._config: dict[str, Any] | None = None  # kept to connect again; never shown
+        self._reconnecting = threading.Lock()
+        self._retry_at = 0.0  # a failed reconnect is not tried again before this instant
+        self._stopped = False  # let go of: never connects again
         self.unauthorized = False  # a call was answered 401: the credential is refused
 
     @property
@@ -154,7 +162,46 @@ class RemoteServedToolkit:
         """Connect and list the server's tools (shown to its pin); raises (nothing left
         open) when it cannot."""
         self._handle = self._open(config, START_TIMEOUT)
+        self._config = config
         self._current()
+
+    def ready(self) -> None:
+        """Before a call (`core.tool_calls`, ahead of its withheld check): a session that
+        ended (the server closed its stream, restarted, broke the protocol) is opened
+        again, its tools listed and shown to the pin, so a call is checked against what
+        the server lists now. `ServerRefused` (`unavailable`) when it cannot be reached;
+        a 401 marks the instance instead, so the call says 401 and an OAuth connection is
+        marked for reconnecting."""
+        handle = self._handle
+        if handle is None or handle.state == "running" or self.unauthorized:
+            return
+        with self._reconnecting:
+            if self._handle is not handle or self._stopped or self._config is None:
+                return
+            if time.monotonic() < self._retry_at:
+                raise ServerRefused("unavailable", f"{self.label}: the server cannot be reached")
+            log.warning("the session with remote server %s ended: connecting again", self.label)
+            try:
+                fresh = self._open(self._config, RECONNECT_TIMEOUT)
+            except UpstreamUnauthorized:
+                self.unauthorized = True  # the call says 401; OAuth is marked for reconnecting
+                return
+            except (UpstreamError, TimeoutError, VaultError):
+                self._retry_at = time.monotonic() + RECONNECT_BACKOFF
+                raise ServerRefused(
+                    "unavailable", f"{self.label}: the server cannot be reached"
+                ) from None
+            if self._stopped:  # let go of while connecting: this one goes too
+                _close_later(fresh)
+                return
+            self._handle = fresh
+        _close_later(handle)
+        self._current()
+
+    @property
+    def connected(self) -> bool:
+        """Whether its session is open (one that ended is opened again by `ready`)."""
+        return self._handle is not None and self._handle.state == "running"
 
     def verify(self, config: dict[str, Any]) -> None:
         """A configure's check: connect with the candidate config and list the tools. A
@@ -224,6 +271,8 @@ class RemoteServedToolkit:
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
         if self._handle is None:
             raise VaultError("the server is not connected")
+        if self.unauthorized and self._handle.state != "running":  # refused at reconnecting
+            raise UpstreamUnauthorized(f"{self.label}: the server answered 401 (unauthorized)")
         try:
             return self._handle.call_tool(
                 name,
@@ -237,6 +286,13 @@ class RemoteServedToolkit:
             raise
 
     def stop(self) -> None:
+        self._stopped = True
         handle, self._handle = self._handle, None
         if handle is not None:
-            threading.Thread(target=handle.close, name="mcp-remote-stop", daemon=True).start()
+            _close_later(handle)
+
+
+def _close_later(handle: UpstreamHandle) -> None:
+    """Close a session off the caller's thread (the live-instance table calls `stop` under
+    its lock)."""
+    threading.Thread(target=handle.close, name="mcp-remote-stop", daemon=True).start()
