@@ -4011,6 +4011,13 @@ MUTANTS = [
             SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",
         ),
     ),
+    Mutant(
+        "mcp client: an SSE endpoint on another origin is left to the SDK (which hangs)",
+        V + "mcp_client/remote.py",
+        "                        if not same_origin(self._origin, self._origin.join(endpoint)):",
+        "                        if False:",
+        (SSE_CLIENT + "test_an_sse_endpoint_on_another_origin_gets_no_message",),
+    ),
 ]
 
 

@@ -197,6 +197,37 @@ def test_an_sse_redirect_to_another_origin_is_refused(
     assert _Elsewhere.hits == []
 
 
+def test_an_sse_endpoint_on_another_origin_gets_no_message(
+    host: UpstreamHost, elsewhere: str
+) -> None:
+    """A stream whose `endpoint` event names another origin: refused at once, before any
+    message (and the headers on it) is POSTed there."""
+
+    class Foreign(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(f"event: endpoint\ndata: {elsewhere}/messages/\n\n".encode())
+            self.wfile.flush()
+            time.sleep(1)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Elsewhere.hits.clear()
+    started = time.monotonic()
+    try:
+        with pytest.raises(UpstreamRefused):
+            host.open(_sse(f"http://127.0.0.1:{server.server_address[1]}/sse", TOKEN), timeout=20)
+    finally:
+        server.shutdown()
+    assert time.monotonic() - started < 5  # not a wait for the start's deadline
+    assert _Elsewhere.hits == []
+
+
 @pytest.fixture
 def everything_sse(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """npm's server-everything in its `sse` mode (it takes no token), on PORT."""

@@ -16,9 +16,10 @@ over an HTTP client of ours whose transport holds the line on what the server an
 - Over SSE, a message POST the server refuses (a 401, any 4xx or 5xx, the 502s above) is
   answered to the session as that request's JSON-RPC error, and the SDK's writer is told
   202: its own handling ends the writer on the first failed POST (logged), after which
-  every request would wait for its deadline. An event on its stream is bounded here
-  (`MAX_LEGACY_EVENT_BYTES`, the bytes since the last blank line: the SDK's own bound is
-  not told apart from any other failure).
+  every request would wait for its deadline. Its event stream is held here
+  (`_EventsBounded`): an event over `MAX_LEGACY_EVENT_BYTES`, or an endpoint on another
+  origin, ends it, told apart (the SDK's own checks of both are not, and its refusal of
+  such an endpoint leaves the connection waiting for good).
 """
 
 from __future__ import annotations
@@ -96,26 +97,63 @@ class _Bounded(httpx2.AsyncByteStream):
 
 
 class _EventsBounded(httpx2.AsyncByteStream):
-    """An event stream whose every event stops at its bound: the bytes since the last
-    blank line (`StreamClosed`, which ends the SDK's reader and so the session)."""
+    """The legacy SSE stream, held to what the session may take from it: every event
+    stops at its bound (the bytes since the last blank line), and an `endpoint` event that
+    names another origin (where the headers would go with each message) is refused before
+    the SDK reads it. Either ends the stream, as does a read that fails, quietly: the SDK's
+    reader hands any other failure to a session not yet reading, before the endpoint is
+    known, and waits there for good; an ended stream ends the session at once."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int, answered: Answered) -> None:
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, limit: int, answered: Answered, origin: httpx2.URL
+    ) -> None:
         self._inner, self._limit, self._answered = inner, limit, answered
+        self._origin = origin
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending, tail = 0, b""
-        async for chunk in self._inner:
-            joined = tail + chunk
-            end = max(joined.rfind(sep) + len(sep) if sep in joined else -1 for sep in _EVENT_ENDS)
-            pending = len(joined) - end if end >= 0 else pending + len(chunk)
-            if pending > self._limit:
-                self._answered.oversized = True
-                raise httpx2.StreamClosed()
-            tail = joined[-3:]
-            yield chunk
+        head: bytes | None = b""  # the stream until its endpoint event (then None)
+        try:
+            async for chunk in self._inner:
+                joined = tail + chunk
+                ends = [joined.rfind(sep) + len(sep) for sep in _EVENT_ENDS if sep in joined]
+                pending = len(joined) - max(ends) if ends else pending + len(chunk)
+                if pending > self._limit:
+                    self._answered.oversized = True
+                    return
+                if head is not None:
+                    head, endpoint = _endpoint(head + chunk)
+                    if endpoint is not None:
+                        if not same_origin(self._origin, self._origin.join(endpoint)):
+                            self._answered.redirect_refused = True
+                            return
+                        head = None
+                tail = joined[-3:]
+                yield chunk
+        except httpx2.TransportError:
+            self._answered.unreachable = True
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _endpoint(head: bytes) -> tuple[bytes, str | None]:
+    """The stream's bytes after its last complete event, and the data of its first
+    `endpoint` event among the complete ones (None if none yet)."""
+    text = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    *events, rest = text.split(b"\n\n")
+    for event in events:
+        kind, data = "message", []
+        for line in event.decode("utf-8", "replace").split("\n"):
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                kind = value
+            elif field == "data":
+                data.append(value)
+        if kind == "endpoint":
+            return rest, "\n".join(data)
+    return rest, None
 
 
 class _Guard(httpx2.AsyncBaseTransport):
@@ -154,7 +192,8 @@ class _Guard(httpx2.AsyncBaseTransport):
         if not content_type.lower().startswith("text/event-stream"):
             response.stream = _Bounded(stream, MAX_RESPONSE_BYTES, self._answered)
         elif self._refuse is not None:  # the legacy SSE transport's stream
-            response.stream = _EventsBounded(stream, MAX_LEGACY_EVENT_BYTES, self._answered)
+            bound = MAX_LEGACY_EVENT_BYTES
+            response.stream = _EventsBounded(stream, bound, self._answered, request.url)
         return response
 
     async def aclose(self) -> None:
