@@ -7,8 +7,8 @@ over an HTTP client of ours whose transport holds the line on what the server an
   request (a bearer token, an API key) were given for that origin only. The SDK refuses
   such redirects too; ours is refused before the SDK sees it, so the refusal does not hang
   on a library's policy, and is reported as ours (`UpstreamRefused`).
-- A response body other than an event stream is bounded (`MAX_RESPONSE_BYTES`); an event
-  stream's events are bounded by the SDK (`max_sse_event_size`).
+- A response body other than an event stream is bounded (`MAX_RESPONSE_BYTES`); a
+  streamable-HTTP event stream's events are bounded by the SDK (`max_sse_event_size`).
 - A 401 is recorded, so the session can raise `UpstreamUnauthorized` (the caller marks the
   OAuth connection for reconnect) instead of the SDK's generic error for any 4xx.
 - A connection failure is answered as a 502 the SDK handles, so the request waiting on it
