@@ -4018,6 +4018,13 @@ MUTANTS = [
         "                        if False:",
         (SSE_CLIENT + "test_an_sse_endpoint_on_another_origin_gets_no_message",),
     ),
+    Mutant(
+        "remote_served: a 401 when a session is opened again does not mark the instance",
+        V + "toolkits/remote_served.py",
+        "                self.unauthorized = True  # the call says 401;",
+        "                pass  # the call says 401;",
+        (SSE_VAULT + "test_a_401_when_connecting_again_marks_the_instance",),
+    ),
 ]
 
 

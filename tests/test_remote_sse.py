@@ -54,9 +54,9 @@ class Remote:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/sse"
 
-    def start(self, note: str = "") -> None:
+    def start(self, note: str = "", token: str = TOKEN) -> None:
         self.stop()
-        argv = our_server("sse_server.py", str(self.port), TOKEN, "--note", note, *self.extra)
+        argv = our_server("sse_server.py", str(self.port), token, "--note", note, *self.extra)
         self.process = start_http_server(argv, self.port)
 
     def stop(self) -> None:
@@ -169,6 +169,18 @@ def test_a_session_whose_server_restarted_is_connected_again_at_the_next_call(
     time.sleep(RECONNECT_BACKOFF)  # a failed reconnect is not tried again at once
     assert text(call(conn, "add", a=2, b=2)) == "4"
     assert vault.instances.instance(session, NAME).connected  # type: ignore[union-attr]
+
+
+def test_a_401_when_connecting_again_marks_the_instance(vault: Vault, remote: Remote) -> None:
+    conn, session = configured(vault)
+    assert text(call(conn, "add", a=1, b=1)) == "2"
+    remote.start(token="tok-sse-rotated-1111")  # the token this config holds is refused now
+    ended(vault, session)
+    refused = call(conn, "add", a=1, b=1)
+    assert refused.get("is_error") is True and "401" in text(refused), refused
+    instance = vault.instances.instance(session, NAME)
+    assert isinstance(instance, RemoteServedToolkit) and instance.unauthorized
+    assert TOKEN not in json.dumps(refused)
 
 
 def test_an_oauth_token_is_the_bearer_and_a_401_marks_the_connection(

@@ -191,10 +191,11 @@ class RemoteServedToolkit:
                 raise ServerRefused(
                     "unavailable", f"{self.label}: the server cannot be reached"
                 ) from None
-            if self._stopped:  # let go of while connecting: this one goes too
+            self._handle = fresh
+            if self._stopped:  # let go of while connecting (`stop` may have closed it too)
+                self._handle = None
                 _close_later(fresh)
                 return
-            self._handle = fresh
         _close_later(handle)
         self._current()
 
