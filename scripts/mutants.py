@@ -3440,14 +3440,14 @@ MUTANTS = [
     # -- issue 51: imported local servers run by the vault (tests/test_imported_servers.py) --
     Mutant(
         "served: a secret of the config reaches the server's command line",
-        V + "toolkits/served.py",
+        V + "toolkits/server_launch.py",
         "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
         "started = launch([*built.argv, *built.env.values()], built.env, policy, sandbox=True)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
         "served: the server runs outside the sandbox",
-        V + "toolkits/served.py",
+        V + "toolkits/server_launch.py",
         "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
         "started = launch(built.argv, built.env, policy, sandbox=False)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
@@ -3949,6 +3949,42 @@ MUTANTS = [
         "                if given:\n                    return\n",
         "",
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
+    ),
+    # -- issue 51 (stdio-perf): a configure's checked server kept for its launch; calls --
+    Mutant(
+        "checked servers: a kept server is taken by another launch",
+        V + "toolkits/checked_servers.py",
+        "            return self._waiting.pop(digest, None)",
+        "            return self._waiting.pop(next(iter(self._waiting), digest), None)",
+        (LIFE + "test_a_checked_server_is_taken_only_by_its_own_launch_and_stopped_when_not",),
+    ),
+    Mutant(
+        "checked servers: a kept server no instance took runs on",
+        V + "toolkits/checked_servers.py",
+        "        self._stop(started)\n",
+        "",
+        (LIFE + "test_a_checked_server_is_taken_only_by_its_own_launch_and_stopped_when_not",),
+    ),
+    Mutant(
+        "checked servers: an unconfined checked server taken over is not audited",
+        V + "toolkits/served.py",
+        "        elif confined is not None:\n            self._process.launched(confined=confined)",
+        "        elif confined is not None:\n            pass",
+        (LIFE + "test_an_unconfined_launch_is_audited",),
+    ),
+    Mutant(
+        "tool pins: the remembered comparison outlives an acceptance",
+        V + "toolkits/tool_pins.py",
+        "if last is not None and last[1] is current and last[0] == pinned:",
+        "if last is not None and last[1] is current:",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+    ),
+    Mutant(
+        "mcp client: a call's cancel flag is never looked at",
+        V + "mcp_client/session.py",
+        "                if flag.is_set():\n                    scope.cancel()",
+        "                if False:\n                    scope.cancel()",
+        ("tests/test_mcp_client.py::test_cancellation_reaches_the_server",),
     ),
 ]
 
