@@ -11,8 +11,9 @@ each instance's process in the vault's table (`serve_from`, `server_processes`),
 session resolving to one config shares it. `stop` lets go of it at once (a purge, a
 revocation, an expiry, a removal), `retire` after its calls in flight (a reconfigure);
 the table stops it when no instance holds it, and looks after idle stops, crash restarts
-and the cap. A configure's check may start a server first (`start_server`) and hand it
-over (`adopt`), so the first call does not launch another.
+and the cap. A configure's check (`verify`) leaves the server it started for the instance
+of that very launch (`checked_servers`), so a configure launches once; a caller may also
+start one itself (`start_server`) and hand it over (`adopt`).
 
 The operator's settings, read from the environment when the vault opens (`use_servers`):
 `TOOLKIT_VAULT_SANDBOX=off` runs servers unconfined (refused otherwise when the machine has
