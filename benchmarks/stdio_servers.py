@@ -10,9 +10,10 @@ the scope's secrets, the audit record), sixteen at once from sixteen threads; th
 are sixteen tasks on one `ClientSession` over the SDK's own `stdio_client`, the server
 started without a sandbox. Both report calls a second and the p50 latency at sixteen in
 flight, and the p50 of one call at a time (the vault's overhead: its p50 less the SDK's).
-Cold start: launch to first answer, the vault's first call of a new session's
-config (the sandbox, the handshake, the tool list, the call) against the SDK starting
-the server, initializing and calling once.
+Cold start: launch to first answer, a new session's configure and first call (the
+configure's check launches the server in the sandbox, handshakes and lists its tools; the
+version is stored and that process becomes its server, which the call reaches) against the
+SDK starting the server, initializing and calling once.
 """
 
 from __future__ import annotations
@@ -197,9 +198,9 @@ def _measure(ctx: Context, database: str) -> list[Result]:
             cold_ours, cold_theirs = [], []
             for _ in range(COLD.get(ctx.scale.name, 5)):
                 conn = _session(vault)
-                _configure(conn, "session")
                 began = time.perf_counter()
-                _call(conn)  # the session's own config: its own server, launched now
+                _configure(conn, "session")  # its check launches the session's own server
+                _call(conn)  # ... which answers (the checked process, taken over)
                 cold_ours.append((time.perf_counter() - began) * 1000)
                 cold_theirs.append(asyncio.run(_sdk_cold()))
         finally:

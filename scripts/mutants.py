@@ -110,8 +110,7 @@ CALL_CHAINS = "tests/test_call_chains.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
-MUTANTS = [
-    # -- the envelope ------------------------------------------------------------------------
+MUTANTS = [    # -- the envelope ------------------------------------------------------------------------
     Mutant(
         "commitment check",
         CRYPTO,
@@ -3441,14 +3440,14 @@ MUTANTS = [
     # -- issue 51: imported local servers run by the vault (tests/test_imported_servers.py) --
     Mutant(
         "served: a secret of the config reaches the server's command line",
-        V + "toolkits/served.py",
+        V + "toolkits/server_launch.py",
         "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
         "started = launch([*built.argv, *built.env.values()], built.env, policy, sandbox=True)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
     ),
     Mutant(
         "served: the server runs outside the sandbox",
-        V + "toolkits/served.py",
+        V + "toolkits/server_launch.py",
         "started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)",
         "started = launch(built.argv, built.env, policy, sandbox=False)",
         (SERVED + "test_the_key_is_in_the_environment_only_and_the_server_is_confined",),
@@ -4024,6 +4023,42 @@ MUTANTS = [
         "                self.unauthorized = True  # the call says 401;",
         "                pass  # the call says 401;",
         (SSE_VAULT + "test_a_401_when_connecting_again_marks_the_instance",),
+    ),
+    # -- issue 51 (stdio-perf): a configure's checked server kept for its launch; calls --
+    Mutant(
+        "checked servers: a kept server is taken by another launch",
+        V + "toolkits/checked_servers.py",
+        "            return self._waiting.pop(digest, None)",
+        "            return self._waiting.pop(next(iter(self._waiting), digest), None)",
+        (LIFE + "test_a_checked_server_is_taken_only_by_its_own_launch_and_stopped_when_not",),
+    ),
+    Mutant(
+        "checked servers: a kept server no instance took runs on",
+        V + "toolkits/checked_servers.py",
+        "        self._stop(started)\n",
+        "",
+        (LIFE + "test_a_checked_server_is_taken_only_by_its_own_launch_and_stopped_when_not",),
+    ),
+    Mutant(
+        "checked servers: an unconfined checked server taken over is not audited",
+        V + "toolkits/served.py",
+        "        elif confined is not None:\n            self._process.launched(confined=confined)",
+        "        elif confined is not None:\n            pass",
+        (LIFE + "test_an_unconfined_launch_is_audited",),
+    ),
+    Mutant(
+        "tool pins: the remembered comparison outlives an acceptance",
+        V + "toolkits/tool_pins.py",
+        "if last is not None and last[1] is current and last[0] == pinned:",
+        "if last is not None and last[1] is current:",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+    ),
+    Mutant(
+        "mcp client: a call's cancel flag is never looked at",
+        V + "mcp_client/session.py",
+        "                if flag.is_set():\n                    scope.cancel()",
+        "                if False:\n                    scope.cancel()",
+        ("tests/test_mcp_client.py::test_cancellation_reaches_the_server",),
     ),
 ]
 

@@ -1,6 +1,7 @@
 """The life of an imported local server (issue 51), with real processes in the real sandbox:
 our API_KEY test server (tests/mcp_servers/api_key_server.py), imported from a client
-config entry and configured over A2E, starts at its first need (not at configure), is one
+config entry and configured over A2E, is launched once by a configure (its check's process
+runs on, taken only by an instance of that very launch) or else at its first need, is one
 process for every session of a principal's config, lets a call on the old version finish
 after a reconfigure while new calls reach the new version's process, stops when idle and
 starts again on demand, is restarted after a crash (the session hears of it), is refused
@@ -13,6 +14,7 @@ both databases.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -33,6 +35,7 @@ from starlette.testclient import TestClient
 from mcp_support import OUR_SERVERS, alive
 from spec_support import AGENT, hello, send
 from test_imported_servers import KEY, NAME, SITE, call, client_config, text
+from toolkit_vault import sandbox
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.wording import SENTENCES
 from toolkit_vault.bootstrap import open_provider, open_vault
@@ -45,8 +48,10 @@ from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.telemetry.metrics import METRICS
-from toolkit_vault.toolkits import served
+from toolkit_vault.toolkits import served, server_launch
+from toolkit_vault.toolkits.checked_servers import CheckedServers
 from toolkit_vault.toolkits.imports import import_package
+from toolkit_vault.toolkits.server_launch import stop_started
 from toolkit_vault.toolkits.server_limits import IDLE_ENV, MAX_SERVERS_ENV, ServerLimits
 from toolkit_vault.transports.http_api import Limits, create_app
 
@@ -110,8 +115,69 @@ def until(check: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
+def patient_checks(vault: Vault, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configure's check waits for the server however loaded the machine (a check that
+    gives up passes as "slow to start: not checked", and keeps nothing)."""
+    monkeypatch.setattr(served, "VERIFY_TIMEOUT", 50.0)
+    vault.verify_policy = dataclasses.replace(vault.verify_policy, deadline=60.0)
+
+
+def counted_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """Every launch of a server from now on (its argv), through the sandbox's `launch`."""
+    launches: list[tuple[str, ...]] = []
+    real = sandbox.launch  # what server_launch calls
+
+    def counting(argv: Any, *args: Any, **kwargs: Any) -> Any:
+        launches.append(tuple(argv))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(server_launch, "launch", counting)
+    return launches
+
+
 @SQLITE
-def test_a_server_starts_at_its_first_need_not_at_configure(life: Vault) -> None:
+def test_a_configure_launches_its_server_once_the_checked_process_runs_on(
+    life: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patient_checks(life, monkeypatch)
+    launches = counted_launches(monkeypatch)
+    conn = configured(life)  # its check starts the server with the config
+    server = instance(life, conn)
+    assert len(launches) == 1 and server.pid is not None and alive(server.pid)
+    assert (server.state or {})["state"] == "running"
+    pid = server.pid
+    assert text(call(conn, "whoami")) == "authorized"
+    assert server.pid == pid and len(launches) == 1  # no second launch
+    assert served._checked.waiting() == 0
+
+
+@SQLITE
+def test_a_checked_server_is_taken_only_by_its_own_launch_and_stopped_when_not(
+    life: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(served, "_checked", CheckedServers(stop_started, keep=1.0))
+    patient_checks(life, monkeypatch)
+    checker = life.registry.get(NAME).factory()
+    assert isinstance(checker, served.ServedToolkit)
+    checker.verify({"api_key": KEY, "pythonpath": str(SITE)})  # kept, not stopped
+    ((kept, _),) = served._checked._waiting.values()
+    assert kept[0].pid is not None and alive(kept[0].pid)
+    other = life.registry.get(NAME).factory()
+    assert isinstance(other, served.ServedToolkit)
+    other.initialize({"api_key": "sk-another-key", "pythonpath": str(SITE)})
+    other.serve_from(life.servers, ("another-scope", 1))  # another config: not its server
+    assert other.pid is None and served._checked.waiting() == 1
+    assert until(lambda: not alive(kept[0].pid or 0), 5.0)  # not taken: stopped
+    assert served._checked.waiting() == 0
+    other.stop()
+
+
+@SQLITE
+def test_a_server_no_check_left_running_starts_at_its_first_need(
+    life: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(served, "_checked", CheckedServers(stop_started, keep=0.5))
+    monkeypatch.setattr(served._checked, "take", lambda digest: None)  # as if none was kept
     conn = configured(life)
     server = instance(life, conn)
     assert server.pid is None and (server.state or {})["state"] == "stopped"

@@ -13,19 +13,19 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from toolkit_vault.telemetry import traces
 
 from .descriptions import ToolDescription
-from .errors import CallCancelled, CallTimedOut, UpstreamFailed
+from .errors import CallCancelled, CallTimedOut
 from .session import Progress, RemoteServer, StdioServer, ToolsChanged, UpstreamSession
 
 __all__ = ["UpstreamHandle", "UpstreamHost"]
 
 T = TypeVar("T")
-_CANCEL_POLL = 0.02  # how often a waiting caller looks at its cancel flag
 _STOP_TIMEOUT = 1.0  # a session's stop: the process group is killed well within it
 
 
@@ -143,38 +143,22 @@ class UpstreamHandle:
         progress: Progress | None,
         meta: dict[str, str],
     ) -> dict[str, Any]:
-        loop = self._host.loop
-        relay: list[asyncio.Event] = []
-
-        async def call() -> dict[str, Any]:
-            event = asyncio.Event()
-            relay.append(event)
-            if cancel is not None and cancel.is_set():
-                event.set()  # set before this ran: `fire` below found no event to set
-            return await self.session.call_tool(
-                name, arguments, deadline=deadline, cancel=event, progress=progress, meta=meta
-            )
-
-        def fire() -> None:
-            for event in relay:
-                event.set()
-
-        future = asyncio.run_coroutine_threadsafe(call(), loop)
-        fired = False
-        while True:
-            try:
-                return future.result(_CANCEL_POLL if cancel is not None and not fired else None)
-            except concurrent.futures.TimeoutError:
-                assert cancel is not None
-                if cancel.is_set():
-                    loop.call_soon_threadsafe(fire)
-                    fired = True
-            except concurrent.futures.CancelledError:
-                raise CallCancelled(
-                    f"{self.session.server.label}: the call was cancelled"
-                ) from None
-            except (CallCancelled, CallTimedOut, UpstreamFailed):
-                raise
+        """Hand the call to the loop and wait for its answer, once: the session ends it at
+        its deadline or when `cancel` is set (its watcher looks at the flag), so this
+        thread neither polls nor wakes before the answer. Waited for a moment past the
+        deadline at most, should the loop itself be stuck."""
+        call = self.session.call_tool(
+            name, arguments, deadline=deadline, cancel=cancel, progress=progress, meta=meta
+        )
+        future = asyncio.run_coroutine_threadsafe(call, self._host.loop)
+        label = self.session.server.label
+        try:
+            return future.result(max(0.0, deadline - time.monotonic()) + _STOP_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise CallTimedOut(f"{label}: the call ran past its deadline") from None
+        except concurrent.futures.CancelledError:
+            raise CallCancelled(f"{label}: the call was cancelled") from None
 
     def close(self) -> None:
         """Stop the session (a local server's process group is killed within a second)."""

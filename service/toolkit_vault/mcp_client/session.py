@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -43,12 +44,13 @@ from .remote import Answered, open_remote
 from .stderr import Redactor, StderrSink
 from .stdio import Launch, open_stdio
 
-__all__ = ["Progress", "RemoteServer", "StdioServer", "UpstreamSession"]
+__all__ = ["CancelFlag", "Progress", "RemoteServer", "StdioServer", "UpstreamSession"]
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[float, float | None, str | None], None]  # progress, total, message
 
 MAX_TOOL_PAGES = 100
+CANCEL_POLL = 0.02  # how often the flags of calls in flight are looked at
 _CLIENT_INFO = types.Implementation(name="toolkit-vault", version=__version__)
 
 
@@ -76,10 +78,10 @@ class RemoteServer:
 ToolsChanged = Callable[[tuple[ToolDescription, ...]], None]
 
 
-def _first(group: BaseExceptionGroup[UpstreamError]) -> UpstreamError:
-    """The first failure of ours a task group wrapped."""
-    found = group.exceptions[0]
-    return _first(found) if isinstance(found, BaseExceptionGroup) else found
+class CancelFlag(Protocol):
+    """A call's cancel switch: a `threading.Event` or an `asyncio.Event`."""
+
+    def is_set(self) -> bool: ...
 
 
 class UpstreamSession:
@@ -102,6 +104,8 @@ class UpstreamSession:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._stale = asyncio.Event()
+        self._cancels: dict[anyio.CancelScope, CancelFlag] = {}  # calls in flight, by scope
+        self._watched = asyncio.Event()  # set while `_cancels` may hold one
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -161,64 +165,70 @@ class UpstreamSession:
         arguments: Mapping[str, Any],
         *,
         deadline: float | None = None,
-        cancel: asyncio.Event | None = None,
+        cancel: CancelFlag | None = None,
         progress: Progress | None = None,
         meta: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Call one tool: MCP's `CallToolResult` as plain JSON (`content`,
         `structuredContent`, `isError`). `deadline` is a `time.monotonic()` instant;
-        setting `cancel` abandons the call. Either sends the server
-        `notifications/cancelled` and raises `CallTimedOut` or `CallCancelled`. With
-        `progress`, the call asks the server for progress (a `progressToken`) and hands
-        each `notifications/progress` to it; a listener that fails is the listener's.
-        `meta` goes in the request's `_meta` (the W3C `traceparent` of the caller's span)."""
+        `cancel` (a `threading.Event` a worker thread sets, or an `asyncio.Event`) once set
+        abandons the call. Either sends the server `notifications/cancelled` and raises
+        `CallTimedOut` or `CallCancelled`. With `progress`, the call asks the server for
+        progress (a `progressToken`) and hands each `notifications/progress` to it; a
+        listener that fails is the listener's. `meta` goes in the request's `_meta` (the
+        W3C `traceparent` of the caller's span).
+
+        One cancel scope a call, its flag looked at by the session's one watcher
+        (`_watch_cancels`), rather than a task group and a waiting task a call: a call is
+        the hot path, and a thread's `threading.Event` cannot wake a task anyway."""
         session = self._live_session()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise CallTimedOut(f"{self.server.label}: the call's deadline had passed")
-        cancelled = False
-        result: Any = None
-        try:
-            with anyio.move_on_after(remaining) as deadline_scope:
-                async with anyio.create_task_group() as group:
-
-                    async def watch() -> None:
-                        nonlocal cancelled
-                        assert cancel is not None
-                        await cancel.wait()
-                        cancelled = True
-                        group.cancel_scope.cancel()
-
-                    if cancel is not None:
-                        group.start_soon(watch)
-                    try:
-                        result = await session.call_tool(
-                            name,
-                            dict(arguments),
-                            progress_callback=_relay(progress),
-                            meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
-                        )
-                    except MCPError as error:
-                        raise self._named(error, "the call failed") from None
-                    except RuntimeError:  # an input-required result (2026-07-28) unanswered
-                        raise UpstreamFailed(
-                            f"{self.server.label}: the tool asked for input"
-                        ) from None
-                    group.cancel_scope.cancel()
-        except BaseExceptionGroup as group_error:  # the watcher's group wraps the failure
-            named = group_error.subgroup(UpstreamError)
-            if named is None:
-                raise
-            raise _first(named) from None
-        if cancelled:
+        if cancel is not None and cancel.is_set():
             raise CallCancelled(f"{self.server.label}: the call was cancelled")
-        if deadline_scope.cancelled_caught:
+        result: Any = None
+        scope = anyio.CancelScope(
+            deadline=math.inf if remaining is None else anyio.current_time() + remaining
+        )
+        if cancel is not None:
+            self._cancels[scope] = cancel
+            self._watched.set()
+        try:
+            with scope:
+                result = await session.call_tool(
+                    name,
+                    dict(arguments),
+                    progress_callback=_relay(progress),
+                    meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
+                )
+        except MCPError as error:
+            raise self._named(error, "the call failed") from None
+        except RuntimeError:  # an input-required result (2026-07-28) unanswered
+            raise UpstreamFailed(f"{self.server.label}: the tool asked for input") from None
+        finally:
+            self._cancels.pop(scope, None)
+        if scope.cancelled_caught:
+            if cancel is not None and cancel.is_set():
+                raise CallCancelled(f"{self.server.label}: the call was cancelled")
             raise CallTimedOut(f"{self.server.label}: the call ran past its deadline")
         if not isinstance(result, types.CallToolResult):
             raise UpstreamFailed(f"{self.server.label}: the server's answer is not a tool result")
         plain: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         plain.setdefault("isError", False)
         return plain
+
+    async def _watch_cancels(self) -> None:
+        """The calls' cancel flags, looked at every `CANCEL_POLL` while a call that has one
+        is in flight (asleep otherwise): a flag set cancels its call's scope."""
+        while True:
+            await self._watched.wait()
+            await anyio.sleep(CANCEL_POLL)
+            for scope, flag in list(self._cancels.items()):
+                if flag.is_set():
+                    scope.cancel()
+            if not self._cancels:
+                self._watched.clear()
 
     def _live_session(self) -> ClientSession:
         if self._session is None or self.state != "running":
@@ -262,6 +272,7 @@ class UpstreamSession:
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._follow_changes)
                     group.start_soon(self._listen_for_changes)
+                    group.start_soon(self._watch_cancels)
                     await self._stop.wait()
                     group.cancel_scope.cancel()
         except UpstreamError as error:

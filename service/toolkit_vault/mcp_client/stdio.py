@@ -126,14 +126,31 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 async def _write_stdin(
     process: anyio.abc.Process, from_session: MemoryObjectReceiveStream[SessionMessage]
 ) -> None:
+    """The session's messages to the server's stdin, one line each; those already waiting
+    go in one write (calls from many threads come in bursts: one write, and one wake-up
+    of the server, for the burst rather than one a call)."""
     assert process.stdin is not None
     try:
         async with from_session:
             async for message in from_session:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await process.stdin.send(data.encode() + b"\n")
+                lines, ended = [_line(message)], False
+                while True:
+                    try:
+                        lines.append(_line(from_session.receive_nowait()))
+                    except anyio.WouldBlock:
+                        break
+                    except anyio.EndOfStream:
+                        ended = True
+                        break
+                await process.stdin.send(b"".join(lines))
+                if ended:
+                    return
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         return
+
+
+def _line(message: SessionMessage) -> bytes:
+    return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 async def _stop(process: anyio.abc.Process) -> None:

@@ -11,8 +11,9 @@ each instance's process in the vault's table (`serve_from`, `server_processes`),
 session resolving to one config shares it. `stop` lets go of it at once (a purge, a
 revocation, an expiry, a removal), `retire` after its calls in flight (a reconfigure);
 the table stops it when no instance holds it, and looks after idle stops, crash restarts
-and the cap. A configure's check may start a server first (`start_server`) and hand it
-over (`adopt`), so the first call does not launch another.
+and the cap. A configure's check (`verify`) leaves the server it started for the instance
+of that very launch (`checked_servers`), so a configure launches once; a caller may also
+start one itself (`start_server`) and hand it over (`adopt`).
 
 The operator's settings, read from the environment when the vault opens (`use_servers`):
 `TOOLKIT_VAULT_SANDBOX=off` runs servers unconfined (refused otherwise when the machine has
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import uuid
@@ -39,7 +39,6 @@ from typing import Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
 from toolkit_vault.mcp_client import (
-    StdioServer,
     ToolDescription,
     UpstreamError,
     UpstreamFailed,
@@ -48,15 +47,18 @@ from toolkit_vault.mcp_client import (
 )
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
-from toolkit_vault.sandbox import Bind, Confinement, launch, why_no_sandbox
+from toolkit_vault.sandbox import why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.toolkits.checked_servers import CheckedServers
 from toolkit_vault.toolkits.launches import (
     PACKAGES_ENV,
     RUNNERS_ENV,
+    Built,
     ServerCheckFailed,
     build,
     is_launch,
 )
+from toolkit_vault.toolkits.server_launch import digest, start, stop_started
 from toolkit_vault.toolkits.server_processes import (
     Notify,
     ServerLimits,
@@ -84,7 +86,6 @@ SERVER_BINDS_ENV = "TOOLKIT_VAULT_SERVER_BINDS"
 RUN_SERVERS_ENV = "TOOLKIT_VAULT_RUN_SERVERS"  # "off": imported servers' configs only stored
 START_TIMEOUT = 30.0  # launch to its tools listed
 VERIFY_TIMEOUT = 3.5  # a configure's check: its stop too within the checks' deadline (5 s)
-REDACTED = "[REDACTED]"
 log = logging.getLogger(__name__)
 
 
@@ -226,12 +227,14 @@ class ServedToolkit:
 
     def verify(self, config: dict[str, Any]) -> None:
         """The credential check of a configure (`core.verification`): start the server with
-        the candidate config and list its tools, then stop it. A server that does not
+        the candidate config and list its tools, then keep it for the instance of the
+        version stored (`checked_servers`: stopped when none takes it). A server that does not
         start, exits or breaks the protocol fails the check (nothing is stored); one still
         starting near the check's deadline passes, and is reported in the log: a slow
         start is not a wrong credential."""
         try:
-            started = _start(self, config, None, VERIFY_TIMEOUT)
+            built = self._built(config)
+            started, confined = _start(self, built, None, VERIFY_TIMEOUT)
         except (UpstreamFailed, TimeoutError) as exc:
             if isinstance(exc, TimeoutError) or "no answer in time" in exc.message:
                 log.warning("imported server %s is slow to start: not checked", self.label)
@@ -241,13 +244,16 @@ class ServedToolkit:
             raise ServerCheckFailed(f"the server could not be used ({exc.reason})") from None
         except VaultError as exc:  # refused before it started: launches, sandbox (no value)
             raise ServerCheckFailed(f"the server cannot be started: {exc.message}") from None
-        _stop_started(started)  # off the check's clock: the answer does not wait for it
+        # kept a moment for the instance of the version stored (`checked_servers`): its
+        # first need then launches no second server
+        _checked.keep(_digest(built), started, confined=confined)
         return None
 
     def serve_from(self, servers: ServerProcesses, source: tuple[str, int]) -> None:
         """Hold the process of (scope, this toolkit, version) in `servers` (shared with every
         instance made from the same version); a server this instance was handed (`adopt`)
-        becomes it when none runs yet. Called by the live-instance sync before install."""
+        becomes it when none runs yet, as does one a configure's check started with this
+        very launch (`checked_servers`). Called by the live-instance sync before install."""
         key = (source[0], self.definition.name, source[1])
         previous = self._process, self._table
         self._process = servers.hold(key, self, self._launch, self._notify)
@@ -255,14 +261,41 @@ class ServedToolkit:
         if previous[0] is not None and previous[1] is not None and previous[0] is not self._process:
             previous[1].release(previous[0], self, at_once=True)
         adopted, self._adopted = self._adopted, None
-        if adopted is not None and not self._process.adopt(adopted):
-            _stop_started(adopted)
+        confined: bool | None = None  # None: no launch of its own to audit (`adopt`)
+        if adopted is None and self._process.pid is None and (found := self._checked_server()):
+            adopted, confined = found
+        if adopted is None:
+            return
+        try:
+            taken = self._process.adopt(adopted)
+        except ServerRefused as refused:  # the cap: its first need says so again
+            log.warning("%s", refused.message)
+            taken = False
+        if not taken:
+            stop_started(adopted)
+        elif confined is not None:
+            self._process.launched(confined=confined)
+
+    def _checked_server(self) -> tuple[Started, bool] | None:
+        """The server a configure's check started with exactly this instance's launch, if
+        one is kept (`checked_servers`) and still running."""
+        if self._config is None:
+            return None
+        try:
+            wanted = _digest(self._built(self._config))
+        except VaultError:
+            return None
+        found = _checked.take(wanted)
+        if found is not None and found[0][0].state != "running":
+            stop_started(found[0])
+            return None
+        return found
 
     def adopt(self, started: Started) -> None:
         """Take a server already started with this instance's config (a configure's check
         ran it: `start_server`), so its first call does not launch another."""
         if self._adopted is not None:
-            _stop_started(self._adopted)
+            stop_started(self._adopted)
         self._adopted = started
 
     def start_server(self, timeout: float = START_TIMEOUT) -> Started:
@@ -270,7 +303,7 @@ class ServedToolkit:
         the config before it is stored); raises, nothing left running, when it cannot."""
         if self._config is None:
             raise VaultError(f"{self.label}: the toolkit is not initialized")
-        return _start(self, self._config, None, timeout)
+        return _start(self, self._built(self._config), None, timeout)[0]
 
     def set_push_callback(self, notify: Callable[[object], None]) -> None:
         """Where this instance's session hears its server crash and come back."""
@@ -384,12 +417,16 @@ class ServedToolkit:
             table.release(process, self, at_once=at_once)
         adopted, self._adopted = self._adopted, None
         if adopted is not None:
-            _stop_started(adopted)
+            stop_started(adopted)
 
     def _launch(self, process: ServerProcess) -> Started:
         if self._config is None:
             raise VaultError(f"{self.label}: the toolkit is not initialized")
-        return _start(self, self._config, process, START_TIMEOUT)
+        return _start(self, self._built(self._config), process, START_TIMEOUT)[0]
+
+    def _built(self, config: Mapping[str, Any]) -> Built:
+        settings = _servers.settings
+        return build(self._command, self.definition, config, settings.packages, settings.runners)
 
     def _take_tools(self, described: tuple[ToolDescription, ...]) -> None:
         """(Under `_relisting`.) A `tools/list` of the server becomes its served tools,
@@ -415,61 +452,15 @@ _UNBOUND = ServerProcesses()  # instances no sync named a process for: each its 
 
 
 def _start(
-    toolkit: ServedToolkit,
-    config: Mapping[str, Any],
-    process: ServerProcess | None,
-    timeout: float,
-) -> Started:
-    """Launch `toolkit`'s server through the sandbox as its command or recipe says, with
-    `config`'s variables in its environment (`launches.build`: secrets in the environment
-    only), open the MCP session and list its tools within `timeout` seconds; the session
-    and what removes its private directory. Raises, nothing left running."""
-    settings = _servers.settings
-    built = build(toolkit._command, toolkit.definition, config, settings.packages, settings.runners)
-    private = settings.private_root / uuid.uuid4().hex
-    settings.private_root.mkdir(mode=0o711, parents=True, exist_ok=True)
-    policy = Confinement(
-        private_dir=private,
-        read_only=tuple(Bind(path) for path in (*settings.read_only, *built.read_only)),
-        hidden=settings.hidden,
-    )
-
-    def cleanup() -> None:
-        shutil.rmtree(private, ignore_errors=True)
-
-    try:
-        started = launch(built.argv, built.env, policy, sandbox=settings.sandbox)
-        if process is not None:
-            process.launched(confined=started.confined)
-        elif not started.confined:
-            log.warning("imported server %s runs unconfined (the sandbox is off)", toolkit.label)
-        server = StdioServer(toolkit.label, started, partial_redact(set(built.secrets)))
-        handle = _servers.host.open(server, timeout=timeout)
-    except BaseException:
-        cleanup()
-        raise
-    return handle, cleanup
+    toolkit: ServedToolkit, built: Built, process: ServerProcess | None, timeout: float
+) -> tuple[Started, bool]:
+    """`server_launch.start` with this process's settings and upstream host."""
+    return start(toolkit.label, built, _servers.settings, _servers.host, process, timeout)
 
 
-def _stop_started(started: Started) -> None:
-    handle, cleanup = started
-
-    def close() -> None:
-        try:
-            handle.close()
-        finally:
-            cleanup()
-
-    threading.Thread(target=close, name="mcp-server-stop", daemon=True).start()
+def _digest(built: Built) -> str:
+    """`built`'s launch digest under this process's settings (`checked_servers`)."""
+    return digest(built, _servers.settings)
 
 
-def partial_redact(secrets: set[str]) -> Callable[[str], str]:
-    """The stderr redaction: each secret value of the server's environment replaced."""
-    values = sorted((s for s in secrets if s), key=len, reverse=True)
-
-    def redact(text: str) -> str:
-        for value in values:
-            text = text.replace(value, REDACTED)
-        return text
-
-    return redact
+_checked = CheckedServers(stop_started)

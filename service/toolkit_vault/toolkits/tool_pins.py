@@ -54,6 +54,9 @@ class ToolPins:
         self._store = store
         self.toolkit = toolkit
         self.package = package
+        # the last answer of `withheld`: a copy of the pin it compared (the chain's state
+        # changes its pins in place: an acceptance), the list (a new list is a new object)
+        self._last: tuple[dict[str, str], object, frozenset[str]] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -107,6 +110,16 @@ class ToolPins:
             return frozenset(current)
         if pinned is None:
             return frozenset(current)
+        last = self._last
+        if last is not None and last[1] is current and last[0] == pinned:
+            return last[2]  # a call asks three times, each call again: compared once
+        found = self._not_pinned(pinned, current)
+        self._last = (dict(pinned), current, found)
+        return found
+
+    @staticmethod
+    def _not_pinned(pinned: Mapping[str, str], current: Mapping[str, str]) -> frozenset[str]:
+        """The tools of `current` that `pinned` does not hold as they are."""
         changes = compare_pins(pinned, current)
         return frozenset((*changes.added, *changes.changed))
 
