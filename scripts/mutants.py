@@ -110,7 +110,8 @@ CALL_CHAINS = "tests/test_call_chains.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
-MUTANTS = [    # -- the envelope ------------------------------------------------------------------------
+MUTANTS = [
+    # -- the envelope ------------------------------------------------------------------------
     Mutant(
         "commitment check",
         CRYPTO,
