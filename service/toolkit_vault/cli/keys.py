@@ -229,7 +229,7 @@ def keys_retire(key_id: str, as_json: bool) -> None:
     short_help="Move the vault to another master key: another provider or KMS key.",
     epilog=epilog(
         "toolkit-vault keys move --key-provider aws-kms --key-id alias/vault-2",
-        "toolkit-vault keys move --key-provider pkcs11 --pkcs11-module LIB --token-label vault",
+        "toolkit-vault keys move --key-provider file --key-file /safe/keys.json",
         "toolkit-vault keys move",
     ),
 )

@@ -105,7 +105,7 @@ def recovery_status_command(as_json: bool) -> None:
     short_help="Re-establish the vault under a new master key from K shares.",
     epilog=epilog(
         "toolkit-vault keys recovery unseal --key-provider file",
-        "toolkit-vault keys recovery unseal --key-provider aws-kms --key-id alias/vault-2",
+        "toolkit-vault keys recovery unseal --key-provider aws-kms --key-id alias/v2",
     ),
 )
 @provider_flags
