@@ -7,6 +7,7 @@ disabled and scheduled for deletion."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ from toolkit_vault.errors import KeyProviderError, VaultError
 from toolkit_vault.keys import move
 from toolkit_vault.keys.providers import ProviderSettings, blob_header
 from toolkit_vault.keys.providers.file import FileProvider
+from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import load_settings, target_settings, write_record
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, VaultKey
 
@@ -289,8 +291,6 @@ def _move_in_process(home: Any, vault: Vault, target_flags: dict[str, str], *, c
     provider = open_provider(target)
 
     def intent() -> None:
-        import dataclasses
-
         write_record(
             dataclasses.replace(settings, key_move=("aws-kms", provider.recorded_options()))
         )
@@ -341,6 +341,49 @@ def test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_
     assert [a for a, _ in events(vault)].count("master_key_moved") == 1
     (home.home / "master-keys.json").unlink()
     intact(kms_env, 3)
+
+
+@FILE_HOME
+@SQLITE_ONLY
+def test_a_vault_key_added_under_the_old_master_key_during_the_move_holds_back_the_pin(
+    vault: Vault, home: Any, kms_env: dict[str, str], moto_endpoint: str
+) -> None:
+    """A `keys rotate --vault-key` that began before the move wraps its new vault key under
+    the old master key after the move's commit: the home is not pinned to a target that
+    does not hold every vault key; the vault opens, and a rerun moves the straggler."""
+    configure(vault, 2)
+    settings = load_settings()
+    target = open_provider(target_settings(settings, "aws-kms", {"endpoint_url": moto_endpoint}))
+    real = move.rewrap_vault_keys
+
+    def rewrap_then_a_rotation_elsewhere(*args: Any) -> None:
+        real(*args)
+        rotate_vault_key(vault.store, open_provider(settings), vault.ring)
+
+    def intent() -> None:
+        write_record(dataclasses.replace(settings, key_move=("aws-kms", target.recorded_options())))
+
+    move.rewrap_vault_keys = rewrap_then_a_rotation_elsewhere  # type: ignore[assignment]
+    try:
+        with pytest.raises(VaultError, match="vault key vk-2 was added under the old master"):
+            move.move_master_key(
+                vault.store,
+                home_providers(settings),
+                target,
+                intent=intent,
+                pin=lambda: pytest.fail("pinned a target that does not hold vk-2"),
+            )
+    finally:
+        move.rewrap_vault_keys = real  # type: ignore[assignment]
+    assert record(home.home)["key_provider"] == "file"
+    assert blob_header(wraps(vault)["vk-2"])[0] == "local"
+    intact(kms_env, 2)  # vk-1 through the recorded target, vk-2 through the pin
+    finished = json_of(run(kms_env, "keys", "move", "--json"))
+    assert finished["vault_keys_moved"] == ["vk-2"]
+    assert {blob_header(w)[0] for w in wraps(vault).values()} == {"aws-kms"}
+    assert record(home.home)["key_provider"] == "aws-kms"
+    (home.home / "master-keys.json").unlink()
+    intact(kms_env, 2)
 
 
 @FILE_HOME
