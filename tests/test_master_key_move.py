@@ -331,6 +331,8 @@ def test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_
     assert (wraps(vault) != before) is committed
     assert blob_header(wraps(vault)["vk-1"])[0] == ("aws-kms" if committed else "local")
     intact(kms_env, 3)  # a new process opens it: through the pin, or the recorded target
+    status = json_of(run(kms_env, "keys", "status", "--json"))
+    assert status["move_under_way"] == {"provider": "aws-kms"}
     reopened = open_vault(load_settings())
     reopened.store.engine.dispose()
     finished = json_of(run(kms_env, "keys", "move", "--json"))  # alone: the recorded move

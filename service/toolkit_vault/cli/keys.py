@@ -55,11 +55,18 @@ def keys_status(wide: bool, as_json: bool) -> None:
     settings = load_settings()
     vault = open_for_operators(settings)
     status = key_status(vault.store, open_provider(settings))
+    if settings.key_move is not None:  # `keys move` interrupted: the home names its target
+        status["move_under_way"] = {"provider": settings.key_move[0]}
     if as_json:
         emit(status)
         return
     provider = status["provider"]
     click.echo(f"key provider {provider['name']}: {provider['where']}")
+    if settings.key_move is not None:
+        click.echo(
+            f"  a move to the {settings.key_move[0]} key provider is under way: run "
+            "`toolkit-vault keys move` to finish it"
+        )
     if not provider["reachable"]:
         click.echo(f"  unreachable: {provider['error']}")
     held = {True: "yes", False: "no (missing)", None: "unknown"}
@@ -272,6 +279,9 @@ def _move(settings: VaultSettings, target: VaultSettings) -> MoveReport:
     target), the move recorded in the home before the store changes, the target pinned
     after (`write_record`: one atomic rename each)."""
     vault = open_for_operators(settings)
+    if (failure := vault.store.state_failure()) is not None:
+        vault.store.close()
+        raise VaultError(f"the vault's state is not believed: {failure}")
     provider = open_provider(target)
 
     def intent() -> None:
