@@ -4010,6 +4010,16 @@ MUTANTS = [
             "test_a_running_server_keeps_answering_and_follows_the_move",
         ),
     ),
+    Mutant(
+        "key move: a new target replaces a recorded move whose target holds the vault keys",
+        V + "keys/move.py",
+        "        if holder is not sources[0]:",
+        "        if False:",
+        (
+            "tests/test_master_key_move.py::"
+            "test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_finishes",
+        ),
+    ),
 ]
 
 

@@ -335,6 +335,11 @@ def test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_
     assert status["move_under_way"] == {"provider": "aws-kms"}
     reopened = open_vault(load_settings())
     reopened.store.engine.dispose()
+    if committed:  # the vault keys are under the recorded target: no third master key yet
+        other = ("--key-provider", "file", "--key-file", str(home.home / "other-keys.json"))
+        refused = run(kms_env, "keys", "move", *other)
+        assert refused.returncode == 1 and "a move under way" in refused.stderr
+        assert record(home.home) == recorded
     finished = json_of(run(kms_env, "keys", "move", "--json"))  # alone: the recorded move
     assert finished["vault_keys_moved"] == ([] if committed else ["vk-1"])
     assert finished["to"]["master_key"] == recorded["key_move"]["key_options"]["key_id"]
