@@ -4061,6 +4061,76 @@ MUTANTS = [
         "                if False:\n                    scope.cancel()",
         ("tests/test_mcp_client.py::test_cancellation_reaches_the_server",),
     ),
+    Mutant(
+        "key move: the home is pinned to a target that does not hold every vault key",
+        V + "keys/move.py",
+        "    if left:  # a vault key added meanwhile",
+        "    if False:  # a vault key added meanwhile",
+        (
+            "tests/test_master_key_move.py::"
+            "test_a_vault_key_added_under_the_old_master_key_during_the_move_holds_back_the_pin",
+        ),
+    ),
+    Mutant(
+        "key move: the home pins the target before the store holds it",
+        V + "keys/move.py",
+        "    if moves:\n        intent()\n",
+        "    if moves:\n        pin()\n        intent()\n",
+        (
+            "tests/test_master_key_move.py::"
+            "test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_finishes",
+        ),
+    ),
+    Mutant(
+        "key move: the store changes before the home records the move",
+        V + "keys/move.py",
+        "    if moves:\n        intent()\n",
+        "    if moves:\n",
+        (
+            "tests/test_master_key_move.py::"
+            "test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_finishes",
+        ),
+    ),
+    Mutant(
+        "key move: a refused target leaves a recorded move behind",
+        V + "keys/move.py",
+        "    created = target.status().current is None",
+        "    intent()\n    created = target.status().current is None",
+        (
+            "tests/test_master_key_move.py::"
+            "test_a_missing_or_unreachable_target_is_refused_and_nothing_changes",
+        ),
+    ),
+    Mutant(
+        "key move: a target that gives back another key is not refused",
+        V + "keys/move.py",
+        "    if key_check_value(target.unwrap(wrapped, context)) != key_check_value(key):",
+        "    if False:",
+        (
+            "tests/test_master_key_move.py::"
+            "test_a_target_that_does_not_give_the_key_back_is_refused",
+        ),
+    ),
+    Mutant(
+        "key move: a process does not follow the home to the moved master key",
+        V + "keys/hierarchy.py",
+        "            if self.follow is None:\n                raise",
+        "            if True:\n                raise",
+        (
+            "tests/test_master_key_move.py::"
+            "test_a_running_server_keeps_answering_and_follows_the_move",
+        ),
+    ),
+    Mutant(
+        "key move: a new target replaces a recorded move whose target holds the vault keys",
+        V + "keys/move.py",
+        "        if holder is not sources[0]:",
+        "        if False:",
+        (
+            "tests/test_master_key_move.py::"
+            "test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_finishes",
+        ),
+    ),
 ]
 
 

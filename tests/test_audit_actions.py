@@ -57,6 +57,7 @@ STORED = {
     "internal_key_added",
     "master_key_rotated",
     "master_key_retired",
+    "master_key_moved",
     "kek_added",
     "kek_retired",
     "state_authenticated",

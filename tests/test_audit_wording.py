@@ -88,6 +88,13 @@ WRITTEN: dict[AuditAction, dict[str, Any]] = {
     AuditAction.INTERNAL_KEY_ADDED: {"name": "fingerprint"},
     AuditAction.MASTER_KEY_ROTATED: {"master_key": "kek-2", "vault_keys": 1},
     AuditAction.MASTER_KEY_RETIRED: {"master_key": "kek-1"},
+    AuditAction.MASTER_KEY_MOVED: {
+        "from_provider": "file",
+        "from_master_keys": ["kek-1"],
+        "to_provider": "aws-kms",
+        "to_master_key": "arn:aws:kms:eu-west-1:123456789012:key/1",
+        "vault_keys": ["vk-1"],
+    },
     AuditAction.KEK_ADDED: {"kek_id": "kek-1"},
     AuditAction.KEK_RETIRED: {"kek_id": "kek-1"},
     AuditAction.STATE_AUTHENTICATED: {"signed": {"principals": 3}, "left_unsigned": 0},

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import stat
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from toolkit_vault import crypto
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.providers import KeyProvider, ProviderSettings, load_provider
-from toolkit_vault.settings import VaultSettings, write_record
+from toolkit_vault.settings import VaultSettings, load_settings, target_settings, write_record
 from toolkit_vault.store.database import migrate, open_engine, require_current
 from toolkit_vault.store.ledger import StateUnknown
 from toolkit_vault.store.reconcile import LOCAL_PRINCIPAL_ID
@@ -38,6 +39,7 @@ __all__ = [
     "LOCAL_PRINCIPAL",
     "InitReport",
     "audit_devices",
+    "home_providers",
     "init_vault",
     "open_provider",
     "open_store",
@@ -62,6 +64,18 @@ def open_provider(settings: VaultSettings) -> KeyProvider:
     """The key provider the settings name, built with its recorded options (no I/O yet)."""
     options = ProviderSettings(settings.home, settings.vault_id, dict(settings.key_options))
     return load_provider(settings.key_provider, options)
+
+
+def home_providers(settings: VaultSettings) -> list[KeyProvider]:
+    """The providers the home names now: its pin, then a master key move's target while the
+    move is under way (`keys.move`). Read when asked, so a running process follows a move
+    made by another, as it follows a rotation."""
+    now = load_settings(home=settings.home)
+    providers = [open_provider(now)]
+    if now.key_move is not None:
+        provider, options = now.key_move
+        providers.append(open_provider(target_settings(now, provider, options)))
+    return providers
 
 
 def init_vault(settings: VaultSettings) -> InitReport:
@@ -194,7 +208,7 @@ def open_vault(
             "run `toolkit-vault init`"
         )
     use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
-    keys = VaultKeys(store, open_provider(settings))
+    keys = VaultKeys(store, open_provider(settings), partial(home_providers, settings))
     ring, internal = keys.open()
     loaded_at = None
     if registry is None:

@@ -9,6 +9,7 @@ configuration.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -32,6 +33,7 @@ __all__ = [
     "VaultSettings",
     "load_settings",
     "oidc_settings",
+    "target_settings",
     "write_record",
 ]
 
@@ -72,6 +74,9 @@ class VaultSettings:
     key_options: Mapping[str, str] = field(default_factory=dict)
     audit_devices: tuple[str, ...] = ()  # `audit.devices.parse_device` specs
     audit_fail_closed: bool = False  # a write no audit device accepted is refused
+    # A master key move under way (`keys move`): the target's provider and options, recorded
+    # beside the pin until every vault key is under the target (`keys.move`).
+    key_move: tuple[str, Mapping[str, str]] | None = None
 
     @property
     def record_path(self) -> Path:
@@ -83,13 +88,17 @@ def default_database_url(home: Path) -> str:
 
 
 def load_settings(
-    key_provider: str | None = None, key_options: Mapping[str, str] | None = None
+    key_provider: str | None = None,
+    key_options: Mapping[str, str] | None = None,
+    *,
+    home: Path | None = None,
 ) -> VaultSettings:
     """Resolve settings: flag, then environment, then the home's record, then defaults.
     The recorded provider options apply to the recorded provider; `key_options` (flags)
-    are added to them, and may not change one the record holds."""
+    are added to them, and may not change one the record holds. `home`: read that home's
+    record now (a running process following a master key move), not the environment's."""
     env = EnvSettings()
-    home = env.home.expanduser().absolute()
+    home = home or env.home.expanduser().absolute()
     record: dict[str, Any] = {}
     path = home / RECORD_NAME
     if path.exists():
@@ -123,6 +132,37 @@ def load_settings(
             if env.audit_fail_closed is None
             else env.audit_fail_closed
         ),
+        key_move=_key_move(record.get("key_move")),
+    )
+
+
+def _key_move(recorded: Any) -> tuple[str, Mapping[str, str]] | None:
+    """A recorded move's target, as (provider, options); None when no move is under way."""
+    if recorded is None:
+        return None
+    if (
+        not isinstance(recorded, dict)
+        or not isinstance(recorded.get("key_provider"), str)
+        or not isinstance(recorded.get("key_options"), dict)
+    ):
+        raise VaultError(f"{RECORD_NAME}: key_move must name a key_provider and key_options")
+    options = {str(k): str(v) for k, v in recorded["key_options"].items()}
+    return recorded["key_provider"], options
+
+
+def target_settings(
+    settings: VaultSettings, key_provider: str, key_options: Mapping[str, str]
+) -> VaultSettings:
+    """The settings of a master key the vault moves to (`keys move`, `keys recovery
+    unseal`): the same provider keeps its recorded options, the flags changing any of them
+    (another KMS key id, another key file); another provider takes the flags' alone."""
+    if key_provider not in provider_names():
+        known = ", ".join(provider_names())
+        raise VaultError(f"unknown key provider {key_provider!r}; installed: {known}")
+    same = key_provider == settings.key_provider
+    options = {**(settings.key_options if same else {}), **key_options}
+    return dataclasses.replace(
+        settings, key_provider=key_provider, key_options=options, key_move=None
     )
 
 
@@ -151,6 +191,9 @@ def write_record(settings: VaultSettings) -> None:
         "audit_devices": list(settings.audit_devices),
         "audit_fail_closed": settings.audit_fail_closed,
     }
+    if settings.key_move is not None:
+        provider, options = settings.key_move
+        record["key_move"] = {"key_provider": provider, "key_options": dict(options)}
     write_atomically(settings.record_path, json.dumps(record, indent=2).encode())
 
 

@@ -276,6 +276,16 @@ def _master_rotated(w: _Words) -> str:
     return f"master key rotated to {w.d('master_key')}; {rewrapped} rewrapped"
 
 
+def _master_moved(w: _Words) -> str:
+    moved = _plural(len(w.d("vault_keys") or []), "vault key")
+    earlier = w.d("from_master_keys") or []
+    was = ", ".join(str(k) for k in earlier) if isinstance(earlier, list) else earlier
+    return (
+        f"master key moved from {w.d('from_provider')} ({was}) to {w.d('to_provider')} "
+        f"({w.d('to_master_key')}); {moved} rewrapped"
+    )
+
+
 def _upgraded(w: _Words) -> str:
     return (
         f"key hierarchy upgrade: {_plural(w.d('rewrapped'), 'data key')} moved under vault key "
@@ -426,6 +436,7 @@ SENTENCES: dict[str, Callable[[_Words], str]] = {
     AuditAction.INTERNAL_KEY_ADDED: lambda w: f"internal {w.d('name')} key added",
     AuditAction.MASTER_KEY_ROTATED: _master_rotated,
     AuditAction.MASTER_KEY_RETIRED: lambda w: f"master key {w.d('master_key')} retired",
+    AuditAction.MASTER_KEY_MOVED: _master_moved,
     AuditAction.KEK_ADDED: lambda w: f"master key {w.d('kek_id')} added",
     AuditAction.KEK_RETIRED: lambda w: f"master key {w.d('kek_id')} retired",
     AuditAction.STATE_AUTHENTICATED: _authenticated,

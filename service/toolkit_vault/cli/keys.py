@@ -7,12 +7,14 @@ second (see SECURITY.md, "Key hierarchy").
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
 
 from toolkit_vault.actors import shell_actor
-from toolkit_vault.bootstrap import open_provider
+from toolkit_vault.bootstrap import home_providers, open_provider
+from toolkit_vault.cli.keyflags import key_options, provider_flags
 from toolkit_vault.cli.recovery import named, recovery
 from toolkit_vault.cli.shell import (
     emit,
@@ -26,8 +28,9 @@ from toolkit_vault.cli.shell import (
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.admin import key_status, plan_rotation, retire_key
+from toolkit_vault.keys.move import MoveReport, move_master_key
 from toolkit_vault.keys.rotation import rotate_master_key, rotate_vault_key
-from toolkit_vault.settings import load_settings
+from toolkit_vault.settings import VaultSettings, load_settings, target_settings, write_record
 
 __all__ = ["keys"]
 
@@ -52,11 +55,18 @@ def keys_status(wide: bool, as_json: bool) -> None:
     settings = load_settings()
     vault = open_for_operators(settings)
     status = key_status(vault.store, open_provider(settings))
+    if settings.key_move is not None:  # `keys move` interrupted: the home names its target
+        status["move_under_way"] = {"provider": settings.key_move[0]}
     if as_json:
         emit(status)
         return
     provider = status["provider"]
     click.echo(f"key provider {provider['name']}: {provider['where']}")
+    if settings.key_move is not None:
+        click.echo(
+            f"  a move to the {settings.key_move[0]} key provider is under way: run "
+            "`toolkit-vault keys move` to finish it"
+        )
     if not provider["reachable"]:
         click.echo(f"  unreachable: {provider['error']}")
     held = {True: "yes", False: "no (missing)", None: "unknown"}
@@ -219,6 +229,79 @@ def keys_retire(key_id: str, as_json: bool) -> None:
         click.echo(f"retired master key {key_id} and removed it from {provider.where}")
     else:
         click.echo(f"retired vault key {key_id}")
+
+
+@keys.command(
+    "move",
+    short_help="Move the vault to another master key: another provider or KMS key.",
+    epilog=epilog(
+        "toolkit-vault keys move --key-provider aws-kms --key-id alias/vault-2",
+        "toolkit-vault keys move --key-provider file --key-file /safe/keys.json",
+        "toolkit-vault keys move",
+    ),
+)
+@provider_flags
+@click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@guarded
+def keys_move(as_json: bool, **flags: Any) -> None:
+    """Move the master key (a seal migration): every vault key is rewrapped under the
+    master key of the provider named here (made if it holds none), online, then the home
+    records it. Options of the same provider are kept unless a flag changes them (another
+    KMS key id); another provider takes its flags alone. Audited.
+
+    Resumable: interrupted, run `keys move` alone and it finishes the move the home records.
+    """
+    settings = load_settings()
+    name = flags.pop("key_provider")
+    options = key_options(flags)
+    if name is None:
+        if settings.key_move is None:
+            raise click.UsageError("name the new master key's provider with --key-provider")
+        name, options = settings.key_move[0], {**settings.key_move[1], **options}
+    report = _move(settings, target_settings(settings, name, options))
+    if as_json:
+        emit(report.as_json())
+    elif report.moved:
+        click.echo(
+            f"moved {named('vault key', report.moved)} from {report.source} master key "
+            f"{', '.join(report.source_master_keys)} to {report.target} master key "
+            f"{report.master_key}; the home now records it (audited)"
+        )
+    else:
+        click.echo(
+            f"every vault key is under {report.target} master key {report.master_key}; "
+            "the home now records it"
+        )
+
+
+def _move(settings: VaultSettings, target: VaultSettings) -> MoveReport:
+    """`keys.move` on this home: the vault opened through its pin (or a recorded move's
+    target), the move recorded in the home before the store changes, the target pinned
+    after (`write_record`: one atomic rename each)."""
+    vault = open_for_operators(settings)
+    if (failure := vault.store.state_failure()) is not None:
+        vault.store.close()
+        raise VaultError(f"the vault's state is not believed: {failure}")
+    provider = open_provider(target)
+
+    def intent() -> None:
+        move = (target.key_provider, provider.recorded_options())
+        write_record(dataclasses.replace(settings, key_move=move))
+
+    def pin() -> None:
+        write_record(dataclasses.replace(target, key_options=provider.recorded_options()))
+
+    try:
+        return move_master_key(
+            vault.store,
+            home_providers(settings),
+            provider,
+            intent=intent,
+            pin=pin,
+            actor=shell_actor(),
+        )
+    finally:
+        vault.store.close()
 
 
 keys.add_command(recovery, "recovery")

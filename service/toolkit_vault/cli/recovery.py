@@ -103,7 +103,10 @@ def recovery_status_command(as_json: bool) -> None:
 @recovery.command(
     "unseal",
     short_help="Re-establish the vault under a new master key from K shares.",
-    epilog=epilog("toolkit-vault keys recovery unseal --key-provider file"),
+    epilog=epilog(
+        "toolkit-vault keys recovery unseal --key-provider file",
+        "toolkit-vault keys recovery unseal --key-provider aws-kms --key-id alias/v2",
+    ),
 )
 @provider_flags
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
@@ -111,16 +114,18 @@ def recovery_status_command(as_json: bool) -> None:
 def recovery_unseal(as_json: bool, **flags: Any) -> None:
     """When the master key is lost: type K shares (hidden; one per line on stdin when it is
     not a terminal), and the vault keys are wrapped under a master key of the provider
-    named here (made if it holds none), which the home then records. Audited."""
+    named here (made if it holds none), which the home then records. Options of the same
+    provider are kept unless a flag changes them: `--key-id` names a new KMS key in place of
+    a lost one. Audited."""
     from toolkit_vault.backup.recovery import unseal_vault
-    from toolkit_vault.settings import load_settings
+    from toolkit_vault.settings import load_settings, target_settings
 
     provider = flags.pop("key_provider")
     if provider is None:
         raise click.UsageError("name the new master key's provider with --key-provider")
     options = key_options(flags)
     settings = load_settings()
-    new = load_settings(provider, options)
+    new = target_settings(settings, provider, options)  # another KMS key id too
     result = unseal_vault(settings, prompt_shares(), new)
     if as_json:
         emit(result)

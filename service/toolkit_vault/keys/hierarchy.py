@@ -8,10 +8,16 @@ unwraps that one key; the keys it already holds are kept.
 
 The vault-wide keys (fingerprint, audit, state) are wrapped by a vault key, like data keys,
 so they cost no provider call either, and a master key rotation touches vault keys only.
+
+A master key move (`keys.move`) rewraps the vault keys under another provider's key; a
+process started before it, or while the home still records the move as under way, finds
+the provider that holds a vault key through `follow` (the home's pin, then the move's
+target, read when asked), as it finds a vault key another process added.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from toolkit_vault import crypto
@@ -74,12 +80,35 @@ def unwrap_internal_keys(store: Store, ring: KeyRing) -> dict[str, SecretBytes]:
     return internal
 
 
+Follow = Callable[[], Sequence[KeyProvider]]  # the providers the home names now
+
+
 class VaultKeys:
     """One process's vault keys: unwrapped at start, reloaded when the store has more."""
 
-    def __init__(self, store: Store, provider: KeyProvider) -> None:
+    def __init__(self, store: Store, provider: KeyProvider, follow: Follow | None = None) -> None:
         self.store = store
         self.provider = provider
+        self.follow = follow
+
+    def unwrap(self, record: VaultKeyRecord) -> SecretBytes:
+        """One vault key, from the provider that held the last one; when it does not open
+        there (the master key moved), from the first provider the home names now that
+        opens it, which is then kept. The first provider's error when none does."""
+        try:
+            return unwrap_vault_key(self.provider, record)
+        except KeyProviderError as exc:
+            if self.follow is None:
+                raise
+            first = exc
+        for provider in self.follow():
+            try:
+                key = unwrap_vault_key(provider, record)
+            except KeyProviderError:
+                continue
+            self.provider = provider
+            return key
+        raise first
 
     def open(
         self, legacy: dict[str, SecretBytes] | None = None
@@ -90,7 +119,7 @@ class VaultKeys:
         held = [r for r in read_vault_keys(self.store) if r.wrapped_key is not None]
         if not held:
             raise VaultError("the store has no vault key: run `toolkit-vault init`")
-        keys = {r.key_id: unwrap_vault_key(self.provider, r) for r in held}
+        keys = {r.key_id: self.unwrap(r) for r in held}
         active = [r.key_id for r in held if r.is_active] or [held[-1].key_id]
         internal = unwrap_internal_keys(self.store, KeyRing(keys, active[0], legacy))
         use_keys(self.store, internal)
@@ -103,9 +132,7 @@ class VaultKeys:
         """`ring` with the vault keys added since it was loaded, and the store's active key
         made active: one provider call per new key, none when nothing changed."""
         records = [r for r in verified_vault_keys(self.store) if r.live]
-        new = {
-            r.key_id: unwrap_vault_key(self.provider, r) for r in records if r.key_id not in ring
-        }
+        new = {r.key_id: self.unwrap(r) for r in records if r.key_id not in ring}
         active = next(r.key_id for r in records if r.is_active)
         return ring.with_keys(new, active)
 

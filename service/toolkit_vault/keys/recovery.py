@@ -43,9 +43,9 @@ from toolkit_vault.keys.keystore import (
     VaultKeyRecord,
     internal_keys,
     read_vault_keys,
-    vault_key_context,
     verified_vault_keys,
 )
+from toolkit_vault.keys.move import proved_wrap
 from toolkit_vault.keys.providers import KeyProvider, blob_header
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import recovery_context
@@ -289,8 +289,8 @@ def unseal(
     created = None
     if provider.status().current is None:
         created = provider.create_master_key()
-    moves = [
-        (r.key_id, r.wrapped_key, provider.wrap(keys[r.key_id], vault_key_context(r.key_id)))
+    moves = [  # each wrap given back by the provider before it replaces the old one
+        (r.key_id, r.wrapped_key, proved_wrap(provider, keys[r.key_id], r.key_id))
         for r in records
         if r.wrapped_key is not None
     ]

@@ -90,6 +90,9 @@ class AuditAction(StrEnum):
     INTERNAL_KEY_ADDED = "internal_key_added"
     MASTER_KEY_ROTATED = "master_key_rotated"
     MASTER_KEY_RETIRED = "master_key_retired"
+    # The vault keys moved to another provider's master key, or another key of one
+    # (`keys move`): both sides named, never key material.
+    MASTER_KEY_MOVED = "master_key_moved"
 
     # Written by releases before the key hierarchy; still read to reconcile their records.
     KEK_ADDED = "kek_added"
