@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 from sqlalchemy import func, select
 from websockets.sync.client import connect as ws_connect
 
+from cli_support import Forked, spawn_cli
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
@@ -95,13 +96,16 @@ class StdioChannel:
         stderr: IO[bytes] | None = None,
     ) -> None:
         self._stderr_sink = stderr
-        self.proc = subprocess.Popen(
-            argv or [CLI, "stdio"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if stderr is None else stderr,
-        )
+        streams: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE if stderr is None else stderr,
+        }
+        self.proc: subprocess.Popen[bytes] | Forked
+        if argv is None:  # the console script's own `stdio`: forked, without its start-up
+            self.proc = spawn_cli(["stdio"], env, text=False, **streams)
+        else:
+            self.proc = subprocess.Popen(argv, env=env, **streams)
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._probes = 0
         self.raw_stdout = bytearray()
