@@ -166,7 +166,9 @@ class StdioChannel:
 
 class ServeProcess:
     """A real `toolkit-vault serve` on 127.0.0.1, on a port the OS picks (no race between
-    test workers), with an agent token; everything it writes to stdout and stderr is kept."""
+    test workers), with an agent token; everything it writes to stdout and stderr is kept.
+    Started afresh, not forked (`cli_support.spawn_cli`): `peak_rss` is then its own, not
+    a high-water mark a fork server's memory set before it began."""
 
     def __init__(self, vault: Vault, env: dict[str, str], argv: list[str] | None = None) -> None:
         self.token = create_token(vault.store, "agent", "adversarial-agent")[1]
