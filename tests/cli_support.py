@@ -46,7 +46,7 @@ list(main.commands.values())  # import every command now, once, not in each fork
 # key provider's client, the server, init's Alembic). Not keyring: its import looks for
 # backends, and a test may give a command a keyring of its own.
 import importlib, pkgutil, toolkit_vault
-for module in pkgutil.walk_packages(toolkit_vault.__path__, "toolkit_vault."):
+for module in pkgutil.walk_packages(toolkit_vault.__path__, "toolkit_vault.", lambda _: None):
     try:
         importlib.import_module(module.name)
     except Exception:
