@@ -7,7 +7,10 @@ logging set up, no thread). Every command is a fork of it with its own stdin, st
 stderr, environment, working directory and exit status: what `subprocess.run` of the
 console script gives, without the start-up. A command whose PYTHONPATH differs (an older
 release, another plugin distribution) gets a server of its own, started with that path.
-Tests of the console script itself, a terminal or a signal still start real processes.
+`spawn_cli` is `subprocess.Popen` of the console script the same way, for a command a test
+runs alongside (`serve`, a process it kills when a condition holds). Tests of the console
+script itself (its start-up, its imports), a terminal, or a kill timed from the process's
+start still start real processes.
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any
 
-__all__ = ["CLI", "run_cli"]
+__all__ = ["CLI", "Forked", "run_cli", "spawn_cli"]
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
@@ -35,18 +41,24 @@ import json, os, select, signal, socket, sys
 from toolkit_vault.cli import main
 
 list(main.commands.values())  # import every command now, once, not in each forked handler
-# and what commands import only when they run (to spare a real start the time: issue 53)
-import importlib
-for deferred in ("audit.devices", "audit.upgrade", "core.vault", "keys.upgrade", "mcp_client",
-                 "schema"):
+# and what commands import only when they run (to spare a real start the time: issue 53):
+# every module of the package, and the libraries its modules import inside functions (a
+# key provider's client, the server, init's Alembic). Not keyring: its import looks for
+# backends, and a test may give a command a keyring of its own.
+import importlib, pkgutil, toolkit_vault
+for module in pkgutil.walk_packages(toolkit_vault.__path__, "toolkit_vault.", lambda _: None):
     try:
-        importlib.import_module("toolkit_vault." + deferred)
+        importlib.import_module(module.name)
+    except Exception:
+        pass  # an older release, laid out otherwise, or an optional library not installed
+for deferred in ("psycopg", "boto3", "botocore.session", "botocore.loaders", "botocore.config",
+                 "pkcs11", "uvicorn", "uvicorn.protocols.http.httptools_impl", "alembic.command",
+                 "alembic.config", "rich.console", "rich.progress", "email_validator",
+                 "rfc3986_validator", "authlib.integrations.httpx_client"):
+    try:
+        importlib.import_module(deferred)
     except ImportError:
-        pass  # an older release, laid out otherwise
-try:
-    import psycopg
-except ImportError:
-    pass
+        pass
 
 listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])
@@ -153,3 +165,140 @@ def run_cli(
         return subprocess.CompletedProcess(
             argv, returncode, _text(stdout.read()), _text(stderr.read())
         )
+
+
+_Stream = int | IO[Any] | None
+
+
+class Forked:
+    """A command forked by the fork server, as `subprocess.Popen` gives it: `pid`, `poll`,
+    `wait`, `terminate`, `kill`, `send_signal`, `returncode`, `communicate`, and `stdin`,
+    `stdout` and `stderr` where asked for as `subprocess.PIPE` (text unless `text=False`).
+    A stream left as None is this process's own, as a child's would be."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        stdin: _Stream = None,
+        stdout: _Stream = None,
+        stderr: _Stream = None,
+        cwd: str | os.PathLike[str] | None = None,
+        text: bool = True,
+    ) -> None:
+        self.args = [CLI, *args]
+        self.returncode: int | None = None
+        self.stdin: IO[Any] | None = None
+        self.stdout: IO[Any] | None = None
+        self.stderr: IO[Any] | None = None
+        sent: list[int] = []
+        ours: list[int] = []  # the child's ends of pipes and /dev/null: closed once sent
+        for target, stream in enumerate((stdin, stdout, stderr)):
+            if stream == subprocess.STDOUT and target == 2:
+                sent.append(sent[1])
+            elif stream == subprocess.PIPE:
+                read, write = os.pipe()
+                mine, theirs = (write, read) if target == 0 else (read, write)
+                mode = ("w" if target == 0 else "r") + ("" if text else "b")
+                pipe = open(mine, mode)  # noqa: SIM115
+                setattr(self, ("stdin", "stdout", "stderr")[target], pipe)
+                sent.append(theirs)
+                ours.append(theirs)
+            elif stream == subprocess.DEVNULL:
+                sent.append(os.open(os.devnull, os.O_RDWR))
+                ours.append(sent[-1])
+            elif stream is None:
+                sent.append(target)
+            elif isinstance(stream, int):
+                sent.append(stream)
+            else:
+                sent.append(stream.fileno())
+        self._conn = socket.socket(socket.AF_UNIX)
+        try:
+            self._conn.connect(_server(env))
+            request = {"argv": self.args, "env": dict(env), "cwd": str(cwd or os.getcwd())}
+            socket.send_fds(self._conn, [json.dumps(request).encode()], sent)
+            self._replies = self._conn.makefile("rb")
+            self.pid = int(self._replies.readline())
+        finally:
+            for fd in ours:
+                os.close(fd)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            ready, _, _ = select.select([self._conn], [], [], 0)
+            if ready:
+                self._reap()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._reap()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reap(self) -> None:
+        line = self._replies.readline()
+        # no status: the handler is gone (the test killed the command's group); as killed
+        self.returncode = int(line) if line else -signal.SIGKILL
+        self._replies.close()
+        self._conn.close()
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        """Input, then both outputs read to their ends (on threads, as `Popen` does)."""
+        if self.stdin is not None:
+            if input:
+                self.stdin.write(input)
+            self.stdin.close()
+        found: dict[str, Any] = {}
+        readers = [
+            threading.Thread(target=lambda n=name, s=stream: found.__setitem__(n, s.read()))
+            for name, stream in (("out", self.stdout), ("err", self.stderr))
+            if stream is not None
+        ]
+        for reader in readers:
+            reader.start()
+        self.wait(timeout)
+        for reader in readers:
+            reader.join()
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        return found.get("out"), found.get("err")
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        self.wait()
+
+
+def spawn_cli(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    stdin: _Stream = None,
+    stdout: _Stream = None,
+    stderr: _Stream = None,
+    cwd: str | os.PathLike[str] | None = None,
+    text: bool = True,
+) -> Forked:
+    """`subprocess.Popen([CLI, *args], env=env, text=text, ...)`, forked."""
+    return Forked(args, env, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, text=text)

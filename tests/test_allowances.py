@@ -1,8 +1,8 @@
 """Allowances (issue 50): an operator narrows an agent to some toolkits and tools; its
 `tool/list` shows only the tools it may call and its `toolkit/list` only the toolkits it
 may use, on the worker path and on the event loop's, in this process and in another; every
-change is an audited chain event, and widening restores the lists. Service API, A2E, the
-command line, `/v1` and the console, on SQLite and PostgreSQL."""
+change is an audited chain event, and widening restores the lists. Service API, A2E, `/v1`
+and the console on SQLite and PostgreSQL; the command line (what it prints) on SQLite."""
 
 from __future__ import annotations
 
@@ -268,6 +268,9 @@ def test_the_rule_itself() -> None:
             parse_tool(bad)
 
 
+# What the command line prints and parses does not depend on the database; the service API,
+# A2E, `/v1` and the console tests run on both.
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_the_command_line(vault: Vault, agent: Agent, cli_env: dict[str, str]) -> None:
     def cli(*args: str) -> Any:
         return run_cli(("allowances", *args), cli_env, timeout=60)

@@ -26,6 +26,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from cli_support import run_cli, spawn_cli
 from toolkit_vault.access.principals import create_token, revoke
 from toolkit_vault.audit.history import history
 from toolkit_vault.bootstrap import init_vault, open_vault
@@ -68,10 +69,10 @@ class Server:
 def running_server(env: dict[str, str], log_path: Path, *extra: str) -> Iterator[str]:
     """A real `toolkit-vault serve` on a free loopback port; yields its base URL."""
     port = free_port()
-    args = [CLI, "serve", "--port", str(port), "--rate", "1000", "--connections-per-principal", "4"]
+    args = ["serve", "--port", str(port), "--rate", "1000", "--connections-per-principal", "4"]
     args += extra
     with log_path.open("w") as log:
-        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = spawn_cli(args, env, stdout=log, stderr=subprocess.STDOUT)  # forked: fast
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         try:
@@ -268,13 +269,7 @@ def test_limits_give_clear_errors(server: Server) -> None:
 
 
 def test_refuses_a_public_address_without_tls(cli_env: dict[str, str], home: object) -> None:
-    done = subprocess.run(
-        [CLI, "serve", "--host", "0.0.0.0"],  # noqa: S104 (refused, never bound)
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["serve", "--host", "0.0.0.0"], cli_env, timeout=60)  # noqa: S104 (refused)
     assert done.returncode == 1
     assert "without TLS" in done.stderr and "--insecure" in done.stderr
 
@@ -361,8 +356,8 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
 def test_serves_tls(vault: Vault, cli_env: dict[str, str], tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
     port = free_port()
-    args = [CLI, "serve", "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)]
-    proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["serve", "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)]
+    proc = spawn_cli(args, cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -412,9 +407,8 @@ def test_a_revocation_by_the_cli_reaches_http_and_open_websockets_within_a_secon
         assert ask(ws, _configure("/tmp"))["status"] == "ok"
         ws.recv(timeout=30)  # its status event
         assert server.post(token, LIST, session).status_code == 200  # remembered now
-        subprocess.run(
-            [CLI, "tokens", "revoke", "leaving"], env=cli_env, check=True, capture_output=True
-        )
+        revoked = run_cli(["tokens", "revoke", "leaving"], cli_env)  # another process
+        assert revoked.returncode == 0, revoked.stderr
         revoked_at = time.monotonic()
         _refused_within_a_second(lambda: server.post(token, LIST, session), revoked_at)
         refusal = ask(ws, _configure("/"))  # opened before the revocation
@@ -436,9 +430,8 @@ def test_a_revocation_reaches_every_replica_within_a_second_on_postgresql(
         ask(ws, HELLO)
         for replica in (a, b):  # each replica remembers the token now
             assert replica.post(token, LIST, session).status_code == 200
-        subprocess.run(
-            [CLI, "tokens", "revoke", "everywhere"], env=env, check=True, capture_output=True
-        )
+        revoked = run_cli(["tokens", "revoke", "everywhere"], env)  # a third process
+        assert revoked.returncode == 0, revoked.stderr
         revoked_at = time.monotonic()
         for replica in (a, b):
             _refused_within_a_second(

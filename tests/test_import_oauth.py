@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ import pytest
 from flask import Flask, jsonify, redirect, request
 from werkzeug.serving import make_server
 
+from cli_support import run_cli
 from oauth_server import CLIENT_ID, AuthServer
 from test_oauth import CALLBACK, Agent, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
@@ -45,7 +45,6 @@ from toolkit_vault.toolkits.imports import (
 pytestmark = pytest.mark.one_database
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "mcp"
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 NAME = "io.github.getcyphrex/cyphrex-mcp"
 PUBLIC_URL = CALLBACK.removesuffix("/console/oauth/callback")
 # Discovery and connecting, not running: the resource server here is no MCP server.
@@ -352,39 +351,31 @@ def test_a_redirect_is_not_followed(vault: Vault, resource: ResourceServer) -> N
     assert "x-oauth" not in vault.registry.get(NAME).schema.schema
 
 
+# What the CLI prints does not depend on the database (the API tests run on both).
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_the_cli_reports_oauth_and_no_discover_asks_nothing(
     vault: Vault,
     cli_env: dict[str, str],
-    database_url: str,
     resource: ResourceServer,
     auth: AuthServer,
     tmp_path: Path,
 ) -> None:
     """`--no-discover` asks nothing; the report and `toolkits show` say where x-oauth came
     from; a failed re-import warns on stderr and keeps the earlier x-oauth."""
-    if not database_url.startswith("sqlite"):
-        pytest.skip(
-            "what the CLI prints does not depend on the database (the API tests run on both)"
-        )
     path = tmp_path / "server.json"
     path.write_bytes(server_json(resource.url))
 
     env = {k: v for k, v in cli_env.items() if k != "TOOLKIT_VAULT_NO_DISCOVER"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+        return run_cli(args, env, timeout=60)
 
     done = cli("toolkits", "import", str(path), "--no-discover", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
     assert resource.hits == []  # nothing went over the network
-    offline = subprocess.run(  # the suite's own environment: TOOLKIT_VAULT_NO_DISCOVER=1
-        [CLI, "toolkits", "import", str(path), "--json"],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # the suite's own environment: TOOLKIT_VAULT_NO_DISCOVER=1
+    offline = run_cli(["toolkits", "import", str(path), "--json"], cli_env, timeout=60)
     assert json.loads(offline.stdout)["toolkits"][0]["oauth"]["status"] == "skipped"
     assert resource.hits == []
 

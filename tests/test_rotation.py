@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from cli_support import CLI, run_cli
+from cli_support import CLI, Forked, run_cli, spawn_cli
 from toolkit_vault import crypto
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.vault import Vault
@@ -342,15 +342,20 @@ def test_dry_runs_count_and_estimate_and_change_nothing(
 # -- SIGKILL at any point --------------------------------------------------------------------
 
 
-def _spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+def _spawn(env: dict[str, str], *args: str) -> Forked:
+    """A command killed when a condition holds: forked (`cli_support`), without start-up."""
+    return spawn_cli(args, env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """A command killed at a moment timed from its start: a real process, its start-up
+    (imports, the provider's client) part of the moments the kills land on."""
     return subprocess.Popen(
         [CLI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
     )
 
 
-def _kill_when(
-    proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 120
-) -> bool:
+def _kill_when(proc: Forked, ready: Callable[[], bool], timeout: float = 120) -> bool:
     """SIGKILL `proc` as soon as `ready()`; whether it was still running then."""
     deadline = time.monotonic() + timeout
     while not ready() and proc.poll() is None and time.monotonic() < deadline:
@@ -409,7 +414,7 @@ def test_sigkill_at_any_moment_of_a_master_rotation(vault: Vault, cli_env: dict[
     the commit), each followed by the invariants; then a rerun finishes."""
     fill(vault, 50)
     for delay in (0.6, 1.0, 1.4):
-        _kill_after(_spawn(cli_env, "keys", "rotate"), delay)
+        _kill_after(_start(cli_env, "keys", "rotate"), delay)
         opens(50)
     report = json_of(run(cli_env, "keys", "rotate", "--json"))
     assert master_of(state(vault)["wraps"]["vk-1"]) == report["master_key"]
@@ -421,7 +426,7 @@ def test_sigkill_at_any_moment_of_a_vault_key_rotation(
 ) -> None:
     fill(vault, 600)
     for delay in (0.6, 1.1, 1.6):
-        _kill_after(_spawn(cli_env, "keys", "rotate", "--vault-key", "--batch-size", "10"), delay)
+        _kill_after(_start(cli_env, "keys", "rotate", "--vault-key", "--batch-size", "10"), delay)
         opens(600)
     report = json_of(run(cli_env, "keys", "rotate", "--vault-key", "--json"))
     assert report["failed"] == []
@@ -443,19 +448,16 @@ def test_configures_from_another_process_during_rotation(
                 {"type": "toolkit/configure/req", "toolkit_name": "secretive", "config": config}
             )
         )
-    agent = subprocess.Popen(
-        [CLI, "stdio"], env=cli_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    agent = spawn_cli(["stdio"], cli_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert agent.stdin is not None and agent.stdout is not None
     agent.stdin.write(lines[0] + "\n")
     agent.stdin.flush()
     assert json.loads(agent.stdout.readline())["type"] == "handshake/resp"  # ring loaded: vk-1
-    rotation = subprocess.Popen(
-        [CLI, "keys", "rotate", "--vault-key", "--json", "--batch-size", "20"],
-        env=cli_env,
+    rotation = spawn_cli(
+        ["keys", "rotate", "--vault-key", "--json", "--batch-size", "20"],
+        cli_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     statuses = []
     for line in lines[1:]:

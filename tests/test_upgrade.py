@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, func, select, update
 from sqlalchemy.exc import DBAPIError
 
-from cli_support import CLI, run_cli
+from cli_support import CLI, run_cli, spawn_cli
 from test_vault import AGENT, CANARY, configure, listed, request, secret_config
 from toolkit_vault.access.principals import authenticate
 from toolkit_vault.audit import upgrade
@@ -366,7 +366,7 @@ def test_sigkill_during_the_upgrade_loses_nothing(legacy: Legacy, cli_env: dict[
     vault_keys = select(func.count()).select_from(VaultKey)
 
     def init_killed_when(ready: Callable[[], bool]) -> bool:
-        proc = subprocess.Popen([CLI, "init"], env=cli_env, stderr=subprocess.DEVNULL)
+        proc = spawn_cli(["init"], cli_env, stderr=subprocess.DEVNULL)  # forked: no start-up
         while not ready() and proc.poll() is None:
             time.sleep(0.002)
         alive = proc.poll() is None

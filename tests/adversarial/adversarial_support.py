@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 from sqlalchemy import func, select
 from websockets.sync.client import connect as ws_connect
 
+from cli_support import Forked, spawn_cli
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
@@ -95,13 +96,16 @@ class StdioChannel:
         stderr: IO[bytes] | None = None,
     ) -> None:
         self._stderr_sink = stderr
-        self.proc = subprocess.Popen(
-            argv or [CLI, "stdio"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if stderr is None else stderr,
-        )
+        streams: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE if stderr is None else stderr,
+        }
+        self.proc: subprocess.Popen[bytes] | Forked
+        if argv is None:  # the console script's own `stdio`: forked, without its start-up
+            self.proc = spawn_cli(["stdio"], env, text=False, **streams)
+        else:
+            self.proc = subprocess.Popen(argv, env=env, **streams)
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._probes = 0
         self.raw_stdout = bytearray()
@@ -162,7 +166,9 @@ class StdioChannel:
 
 class ServeProcess:
     """A real `toolkit-vault serve` on 127.0.0.1, on a port the OS picks (no race between
-    test workers), with an agent token; everything it writes to stdout and stderr is kept."""
+    test workers), with an agent token; everything it writes to stdout and stderr is kept.
+    Started afresh, not forked (`cli_support.spawn_cli`): `peak_rss` is then its own, not
+    a high-water mark a fork server's memory set before it began."""
 
     def __init__(self, vault: Vault, env: dict[str, str], argv: list[str] | None = None) -> None:
         self.token = create_token(vault.store, "agent", "adversarial-agent")[1]

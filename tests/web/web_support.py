@@ -32,6 +32,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 from sqlalchemy import create_engine, text
 from websockets.sync.client import ClientConnection, connect
 
+from cli_support import spawn_cli
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.store.models import Base
@@ -104,9 +105,9 @@ def serve(env: dict[str, str], workdir: Path, vault: Vault, *plugins: Path) -> I
         "TKV_WEB_PROOF_DIR": str(proofs),
     }
     log = workdir / "serve.log"
-    args = [CLI, "serve", "--port", str(port), "--rate", "1000"]
+    args = ["serve", "--port", str(port), "--rate", "1000"]
     with log.open("w") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = spawn_cli(args, env, stdout=out, stderr=subprocess.STDOUT)  # forked: fast
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         try:
