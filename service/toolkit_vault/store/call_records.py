@@ -14,8 +14,15 @@ raises: a call whose record was not written is not answered as if it were).
 Waiting bounds the batches: a caller waits out a commit before its next call, so a batch
 holds at most one record per caller in flight, and a process's calls are bounded by the
 commit's latency (one batch of a chain at a time; other processes write their own chains
-side by side). `record(..., wait=False)` leaves the record to be written and returns at
-once (`CallChain.leave`: the store's writer thread on SQLite, the chain's on PostgreSQL): then
+side by side). Where a commit is fast and the interpreter is the bound (many calls at once
+on a fast disk), each record found the chain idle and was committed alone, one commit's CPU
+a call. So a call says so where it begins (`expect`, on a transport's event loop) and where
+it runs (`under_way`), and a batch's first record waits, at most `GATHER_S`, for the
+records of the calls then under way outside their tool (`in_tool`: a slow tool's record is
+not waited for) to join it: a lone caller waits for nothing; sixteen share a commit.
+
+`record(..., wait=False)` leaves the record to be written and returns at once
+(`CallChain.leave`: the store's writer thread on SQLite, the chain's on PostgreSQL): then
 every record that arrives during a commit joins the next batch, whatever the callers, at
 the price of answering a call before its record is durable (one that then fails is logged
 and counted, and the call was answered all the same). The engine chooses.
@@ -25,18 +32,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.writer import Write
 
-__all__ = ["MAX_BATCH", "CallRecords"]
+__all__ = ["GATHER_S", "MAX_BATCH", "CallRecords", "ExpectedCall", "expected_call"]
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # records a batch takes; the next ones start another (bounds one insert)
+GATHER_S = 0.002  # how long a batch's first record waits for the calls under way to join it
 
 # Runs `work(conn)` as one write and waits for its commit (`CallChain.now`); queues it and
 # returns its `Write`, settled once committed (`CallChain.leave`); `append(conn, drafts)`
@@ -59,6 +70,27 @@ class _Batch:
         self.error: str | None = None
 
 
+class ExpectedCall:
+    """One call whose record is to come: counted among those a batch's first record waits
+    for until its record joins a batch, its tool runs (`CallRecords.in_tool`), or it ends
+    without one (`end`)."""
+
+    __slots__ = ("_records", "counted")
+
+    def __init__(self, records: CallRecords) -> None:
+        self._records = records
+        self.counted = True
+
+    def end(self) -> None:
+        """No longer to come (idempotent): answered, or ended without a record."""
+        self._records._uncount(self)
+
+
+# The call whose record this context will make (`CallRecords.under_way`): set where the
+# call began (a transport's event loop, `expect`), carried to the thread that runs it.
+_EXPECTED: ContextVar[ExpectedCall | None] = ContextVar("expected_call", default=None)
+
+
 class CallRecords:
     """A store's call records (see the module's docstring): `record` one, thread-safe."""
 
@@ -67,6 +99,68 @@ class CallRecords:
         self._append, self._on_writer = append, on_writer
         self._lock = threading.Lock()
         self._open: _Batch | None = None  # gathering records until its write runs
+        self._joined = threading.Condition(self._lock)  # a record joined, or a call ended
+        self._coming = 0  # calls under way whose record is to come (`under_way`)
+        self._gathering = False  # a batch's first record waits for them (`_gather`)
+
+    def expect(self) -> ExpectedCall:
+        """A call just began (on a transport's event loop, before it reaches a thread): its
+        record is to come. `under_way` takes it up where it runs; `end` once answered."""
+        with self._lock:
+            self._coming += 1
+        return ExpectedCall(self)
+
+    @contextmanager
+    def under_way(self, expected: ExpectedCall | None = None) -> Iterator[None]:
+        """A call runs in this context, its record to come (`record`, here): the one
+        `expected` (else the context's, else a new one). Leaving without a record (a call
+        its waiter answered) ends it all the same."""
+        call = expected or _EXPECTED.get() or self.expect()
+        token = _EXPECTED.set(call)
+        try:
+            yield
+        finally:
+            _EXPECTED.reset(token)
+            call.end()
+
+    @contextmanager
+    def in_tool(self) -> Iterator[None]:
+        """This context's call runs its tool, which may take any time: not waited for
+        meanwhile."""
+        call = _EXPECTED.get()
+        if call is None or not call.counted:
+            yield
+            return
+        call.end()
+        try:
+            yield
+        finally:
+            with self._lock:
+                call.counted = True
+                self._coming += 1
+
+    def _uncount(self, call: ExpectedCall) -> None:
+        with self._lock:
+            if call.counted:
+                call.counted = False
+                self._coming -= 1
+                if self._gathering and self._coming <= 0:
+                    self._joined.notify()
+
+    def _gather(self, batch: _Batch) -> None:
+        """(Lock held; the first record of `batch`.) Wait, at most `GATHER_S`, until no
+        call under way is still to record, so their records share this batch's commit."""
+        if self._coming <= 0:
+            return
+        deadline = time.monotonic() + GATHER_S
+        self._gathering = True
+        try:
+            while self._coming > 0 and len(batch.drafts) < MAX_BATCH:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._joined.wait(left):
+                    return
+        finally:
+            self._gathering = False
 
     def record(self, draft: AuditDraft, *, wait: bool = True) -> None:
         """Append `draft` to the chain with the other records of its batch. The first
@@ -78,12 +172,20 @@ class CallRecords:
         would wait for ever, so the mistake fails at once instead of hanging."""
         if self._on_writer():
             raise StoreError("a call's record cannot be written from the store's writer thread")
+        call = _EXPECTED.get()
         with self._lock:
             batch, lead = self._open, False
             if batch is None or len(batch.drafts) >= MAX_BATCH:
                 batch, lead = _Batch(), True
                 self._open = batch
             batch.drafts.append(draft)
+            if call is not None and call.counted:  # joined: no longer to come
+                call.counted = False
+                self._coming -= 1
+                if self._gathering and (self._coming <= 0 or len(batch.drafts) >= MAX_BATCH):
+                    self._joined.notify()
+            if lead and wait:
+                self._gather(batch)
         if lead and not wait:
             self._leave(batch)
         elif lead:
@@ -129,6 +231,17 @@ class CallRecords:
             if self._open is batch:
                 self._open = None
         self._append(conn, batch.drafts)
+
+
+@contextmanager
+def expected_call(expected: ExpectedCall | None) -> Iterator[None]:
+    """Inside: `expected` is the call a context copied here carries (`under_way` takes it
+    up on the thread that runs it)."""
+    token = _EXPECTED.set(expected)
+    try:
+        yield
+    finally:
+        _EXPECTED.reset(token)
 
 
 def _said(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from toolkit_vault.store.call_records import ExpectedCall, expected_call
 from toolkit_vault.tools.calls import WAITER_ENDS, CallEngine, Cancellation
 from toolkit_vault.tools.refusals import CallRefused
 from toolkit_vault.transports.workers import Workers
@@ -37,9 +38,11 @@ async def answer_call(
     cancellation: Cancellation,
     seconds: float,
     end: End,
+    expected: ExpectedCall | None = None,
 ) -> str:
     """`call()`'s answer (JSON), run on one of `engine`'s threads; or, once `seconds` pass
-    or `cancellation` is cancelled first, `end`'s (run on `lane`)."""
+    or `cancellation` is cancelled first, `end`'s (run on `lane`). `expected`: the call's
+    record, to come (`Store.expect_call`), carried to that thread and ended here."""
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     waiter = _Waiter(loop)
@@ -47,7 +50,8 @@ async def answer_call(
     if cancellation.cancelled:
         waiter.wake()
     timer = loop.call_later(seconds, waiter.wake)
-    context = contextvars.copy_context()  # the request id reaches the call's log lines
+    with expected_call(expected):  # and the request id reaches the call's log lines
+        context = contextvars.copy_context()
     engine.submit(context.run, call).add_done_callback(waiter.answered_threadsafe)
     try:
         await waiter.woken
@@ -71,6 +75,8 @@ async def answer_call(
     finally:
         timer.cancel()
         cancellation.woken = None
+        if expected is not None:
+            expected.end()
 
 
 class _Waiter:

@@ -132,7 +132,8 @@ class A2EPost:
         (`calling`); the client leaving cancels it."""
         cancellation = Cancellation()
         watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
-        engine = self._bindings.vault.call_engine
+        vault = self._bindings.vault
+        engine = vault.call_engine
         args = (self._bindings, principal, message, session, cancellation)
         try:
             return await answer_call(
@@ -142,6 +143,7 @@ class A2EPost:
                 cancellation,
                 engine.limits.deadline_of(message.toolkit_name),
                 partial(_end_one, *args),
+                vault.store.expect_call(),
             )
         finally:
             watch.cancel()

@@ -106,7 +106,10 @@ class A2ESocket:
             seconds = engine.limits.deadline_of(request.toolkit_name)
             end = partial(connection.end_call, request, cancellation, connection.session_id)
             call = partial(connection.call_here, request, cancellation)
-            line = await answer_on_loop(engine, lanes.calling, call, cancellation, seconds, end)
+            expected = self._vault.store.expect_call()  # its record shares a commit
+            line = await answer_on_loop(
+                engine, lanes.calling, call, cancellation, seconds, end, expected
+            )
             if not await still_valid():
                 await outbox.refuse()
                 return
