@@ -106,6 +106,7 @@ RESTORE_TEST = (
 
 MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 CALL_CHAINS = "tests/test_call_chains.py::"
+GATHERING = "tests/test_call_gathering.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
@@ -3949,6 +3950,42 @@ MUTANTS = [
         "                if given:\n                    return\n",
         "",
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
+    ),
+    # -- issue 50: call records gather the calls under way (tests/test_call_gathering.py) --
+    Mutant(
+        "call records: a batch's first record waits for no call under way",
+        V + "store/call_records.py",
+        "        if self._coming <= 0:\n            return\n        deadline",
+        "        if True:\n            return\n        deadline",
+        (GATHERING + "test_the_calls_under_way_share_the_first_ones_commit",),
+    ),
+    Mutant(
+        "call records: a batch waits for the calls under way without a bound",
+        V + "store/call_records.py",
+        "                if left <= 0 or not self._joined.wait(left):",
+        "                if not self._joined.wait():",
+        (GATHERING + "test_the_wait_is_bounded",),
+    ),
+    Mutant(
+        "call records: a call that ended without its record is still waited for",
+        V + "store/call_records.py",
+        "            _EXPECTED.reset(token)\n            call.end()",
+        "            _EXPECTED.reset(token)",
+        (GATHERING + "test_a_call_that_ends_without_a_record_is_no_longer_waited_for",),
+    ),
+    Mutant(
+        "call records: a call in its tool is waited for",
+        V + "store/call_records.py",
+        "        call.end()\n        try:\n            yield",
+        "        try:\n            yield",
+        (GATHERING + "test_a_call_in_its_tool_is_not_waited_for",),
+    ),
+    Mutant(
+        "call records: a batch's first record is answered before its commit",
+        V + "store/call_records.py",
+        "            self._now(lambda conn: self._write(conn, batch))",
+        "            self._leave_write(lambda conn: self._write(conn, batch))",
+        (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
     ),
 ]
 
