@@ -107,6 +107,7 @@ RESTORE_TEST = (
 MCP_LISTS = "tests/test_mcp_endpoint_lists.py::"
 CALL_CHAINS = "tests/test_call_chains.py::"
 GATHERING = "tests/test_call_gathering.py::"
+ANSWER_AFTER = "tests/test_call_answer_after_commit.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
@@ -3986,6 +3987,29 @@ MUTANTS = [
         "            self._now(lambda conn: self._write(conn, batch))",
         "            self._leave_write(lambda conn: self._write(conn, batch))",
         (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
+    ),
+    # -- issue 50: a call whose record joined another's batch, answered by its loop --
+    Mutant(
+        "call records: a call whose record joined another's batch is answered before it commits",
+        V + "transports/a2e/calling.py",
+        "            not_written = await to_come.committed()",
+        "            not_written = None",
+        (ANSWER_AFTER + "test_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
+    Mutant(
+        "call records: a record that joined another's batch is left to no one",
+        V + "store/call_records.py",
+        "            to_come.batches.append(batch)",
+        "            pass",
+        (ANSWER_AFTER + "test_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
+    Mutant(
+        "call records: a loop waiting for a failed batch hears a commit",
+        V + "store/call_records.py",
+        "            if batch.error is not None:\n"
+        "                return batch.error\n        return None",
+        "        return None",
+        (ANSWER_AFTER + "test_a_record_left_in_a_failed_batch_answers_its_loop_with_the_failure",),
     ),
 ]
 

@@ -30,6 +30,8 @@ and counted, and the call was answered all the same). The engine chooses.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -42,7 +44,7 @@ from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.writer import Write
 
-__all__ = ["GATHER_S", "MAX_BATCH", "CallRecords", "ExpectedCall", "expected_call"]
+__all__ = ["GATHER_S", "MAX_BATCH", "CallRecords", "ExpectedCall", "RecordsToCome", "expected_call"]
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,63 @@ OnWriter = Callable[[], bool]
 
 
 class _Batch:
-    """The records gathered for one write, and how that write ended."""
+    """The records gathered for one write, and how that write ended: `settle` sets `done`
+    and tells the event loops waiting for it (`RecordsToCome`), one hop per loop."""
 
-    __slots__ = ("done", "drafts", "error")
+    __slots__ = ("_loops", "done", "drafts", "error")
 
     def __init__(self) -> None:
         self.drafts: list[AuditDraft] = []
         self.done = threading.Event()
         self.error: str | None = None
+        self._loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] | None = {}
+
+    def on_loop(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        """(On `loop`.) A future set once this batch is settled; None when it is."""
+        future = loop.create_future()
+        with _SETTLING:
+            if self._loops is None:
+                return None
+            self._loops.setdefault(loop, []).append(future)
+        return future
+
+    def settle(self) -> None:
+        with _SETTLING:
+            loops, self._loops = self._loops or {}, None
+        self.done.set()
+        for loop, futures in loops.items():
+            with contextlib.suppress(RuntimeError):  # that loop closed: nobody waits there
+                loop.call_soon_threadsafe(_wake_all, futures)
+
+
+def _wake_all(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(None)
+
+
+class RecordsToCome:
+    """The batches holding a call's record when its thread did not wait for their commit
+    (`deferred_records`): its event loop waits for them instead (`committed`), before it
+    answers, so a call is still answered only once its record is committed."""
+
+    __slots__ = ("batches",)
+
+    def __init__(self) -> None:
+        self.batches: list[_Batch] = []
+
+    async def committed(self) -> str | None:
+        """Once every batch is settled: None when all committed, else what failed (none of
+        that batch's records were written: the call must not be answered as if they
+        were)."""
+        loop = asyncio.get_running_loop()
+        for batch in self.batches:
+            future = batch.on_loop(loop)
+            if future is not None:
+                await future
+            if batch.error is not None:
+                return batch.error
+        return None
 
 
 class ExpectedCall:
@@ -89,6 +140,12 @@ class ExpectedCall:
 # The call whose record this context will make (`CallRecords.under_way`): set where the
 # call began (a transport's event loop, `expect`), carried to the thread that runs it.
 _EXPECTED: ContextVar[ExpectedCall | None] = ContextVar("expected_call", default=None)
+# Where a record joining another's batch leaves it instead of waiting for its commit: an
+# event loop waits for it before answering (`RecordsToCome`), so the thread is free at once
+# and one hop to the loop tells every call of the batch, where each waiting thread was woken
+# on its own (the most CPU a call's record cost at 16 connections: BENCHMARKS.md).
+_DEFERRED: ContextVar[RecordsToCome | None] = ContextVar("deferred_records", default=None)
+_SETTLING = threading.Lock()  # guards every batch's `_loops` (held for a swap)
 
 
 class CallRecords:
@@ -190,6 +247,8 @@ class CallRecords:
             self._leave(batch)
         elif lead:
             self._lead(batch)
+        elif wait and (to_come := _DEFERRED.get()) is not None:
+            to_come.batches.append(batch)  # its loop waits for the commit before answering
         elif wait:
             batch.done.wait()
             if batch.error is not None:
@@ -208,7 +267,7 @@ class CallRecords:
             batch.error = "the call's audit record was not written (interrupted)"
             raise
         finally:
-            batch.done.set()
+            batch.settle()
 
     def _leave(self, batch: _Batch) -> None:
         """Leave `batch` to be written (`CallChain.leave`); its waiters hear once it is
@@ -219,7 +278,7 @@ class CallRecords:
             if write.error is not None:
                 batch.error = _said(write.error)
                 log.error("%d calls' audit records were not written", len(batch.drafts))
-            batch.done.set()
+            batch.settle()
 
         write.when_settled(settled)
 
@@ -234,13 +293,17 @@ class CallRecords:
 
 
 @contextmanager
-def expected_call(expected: ExpectedCall | None) -> Iterator[None]:
+def expected_call(
+    expected: ExpectedCall | None, to_come: RecordsToCome | None = None
+) -> Iterator[None]:
     """Inside: `expected` is the call a context copied here carries (`under_way` takes it
-    up on the thread that runs it)."""
-    token = _EXPECTED.set(expected)
+    up on the thread that runs it); `to_come`: where its record is left when it joins
+    another's batch, for an event loop to wait on (`RecordsToCome.committed`)."""
+    token, deferred = _EXPECTED.set(expected), _DEFERRED.set(to_come)
     try:
         yield
     finally:
+        _DEFERRED.reset(deferred)
         _EXPECTED.reset(token)
 
 

@@ -32,7 +32,7 @@ from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.telemetry.metrics import INVALID
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.tools.refusals import CallRefused
-from toolkit_vault.transports.a2e.calling import answer_call
+from toolkit_vault.transports.a2e.calling import answer_call, record_failed
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
@@ -144,6 +144,7 @@ class A2EPost:
                 engine.limits.deadline_of(message.toolkit_name),
                 partial(_end_one, *args),
                 vault.store.expect_call(),
+                partial(record_failed, message),
             )
         finally:
             watch.cancel()
