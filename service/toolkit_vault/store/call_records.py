@@ -17,7 +17,8 @@ commit's latency (one batch of a chain at a time; other processes write their ow
 side by side). Where a commit is fast and the interpreter is the bound (many calls at once
 on a fast disk), each record found the chain idle and was committed alone, one commit's CPU
 a call. So a call says so where it begins (`expect`, on a transport's event loop) and where
-it runs (`under_way`), and a batch's first record waits, at most `GATHER_S`, for the
+it runs (`under_way`), and a batch's first record, when no batch is being written (else
+it gathers while it waits for that one), waits, at most `GATHER_S`, for the
 records of the calls then under way outside their tool (`in_tool`: a slow tool's record is
 not waited for) to join it: a lone caller waits for nothing; sixteen share a commit.
 
@@ -159,6 +160,7 @@ class CallRecords:
         self._joined = threading.Condition(self._lock)  # a record joined, or a call ended
         self._coming = 0  # calls under way whose record is to come (`under_way`)
         self._gathering = False  # a batch's first record waits for them (`_gather`)
+        self._writing = 0  # batches being written: the next one gathers while it waits
 
     def expect(self) -> ExpectedCall:
         """A call just began (on a transport's event loop, before it reaches a thread): its
@@ -241,7 +243,7 @@ class CallRecords:
                 self._coming -= 1
                 if self._gathering and (self._coming <= 0 or len(batch.drafts) >= MAX_BATCH):
                     self._joined.notify()
-            if lead and wait:
+            if lead and wait and self._writing == 0:  # else it gathers waiting its turn
                 self._gather(batch)
         if lead and not wait:
             self._leave(batch)
@@ -256,6 +258,8 @@ class CallRecords:
 
     def _lead(self, batch: _Batch) -> None:
         """Write `batch` on this thread's behalf, in the group commit, and say how it ended."""
+        with self._lock:
+            self._writing += 1
         try:
             self._now(lambda conn: self._write(conn, batch))
         except Exception as exc:
@@ -267,6 +271,8 @@ class CallRecords:
             batch.error = "the call's audit record was not written (interrupted)"
             raise
         finally:
+            with self._lock:
+                self._writing -= 1
             batch.settle()
 
     def _leave(self, batch: _Batch) -> None:
