@@ -4011,6 +4011,14 @@ MUTANTS = [
         "        return None",
         (ANSWER_AFTER + "test_a_record_left_in_a_failed_batch_answers_its_loop_with_the_failure",),
     ),
+    Mutant(
+        "call records: an /mcp call whose record joined another's batch is answered before it "
+        "commits",
+        V + "transports/mcp/server.py",
+        "        not_written = await to_come.committed()",
+        "        not_written = None",
+        (ANSWER_AFTER + "test_mcp_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
 ]
 
 

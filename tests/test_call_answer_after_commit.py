@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from test_call_audit import draft
 from test_http import Server, running_server
+from test_mcp_endpoint import mcp_over_http
 from test_tool_calls_transports import BOTH, CALLING, TOOL_DIST, call, configure
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.audit.trail import EventFilter, list_events
@@ -122,3 +123,48 @@ def test_a_record_left_in_a_failed_batch_answers_its_loop_with_the_failure(
     assert told == [said, said]
     store.audit_sink = None
     assert list_events(store, EventFilter(actions=("tool_called",))).events == []
+
+
+def test_mcp_calls_side_by_side_are_answered_only_once_their_batch_commits(
+    server: Server, vault: Vault
+) -> None:
+    """`/mcp` `tools/call`, several at once, while this process holds the store's write
+    lock: none is answered until it is let go; then every one is, each on the chain."""
+    token = server.token("agent", "mcp-caller")
+    with server.socket(token) as ws:  # the principal's own config, which MCP sessions use
+        ws.send(json.dumps(BOTH))
+        assert json.loads(ws.recv(timeout=30))["type"] == "handshake/resp"
+        ws.send(json.dumps({**configure("calling", CALLING), "scope": "principal"}))
+        assert json.loads(ws.recv(timeout=30))["status"] == "ok"
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with vault.store.write() as held:
+            if held.dialect.name == "postgresql":
+                held.execute(text("LOCK TABLE call_records IN EXCLUSIVE MODE"))
+            holding.set()
+            release.wait(30)
+
+    async def run() -> list[Any]:
+        async with mcp_over_http(server.base, token) as session:
+            warm = await session.call_tool("calling__echo", {"text": "warm"})
+            assert not warm.is_error, warm
+            holder = threading.Thread(target=hold)
+            holder.start()
+            try:
+                assert await asyncio.to_thread(holding.wait, 10)
+                calls = [
+                    asyncio.ensure_future(session.call_tool("calling__echo", {"text": str(i)}))
+                    for i in range(CALLS)
+                ]
+                done, _ = await asyncio.wait(calls, timeout=2.0)
+                assert not done, "answered before the calls' records could be committed"
+            finally:
+                release.set()
+                await asyncio.to_thread(holder.join, 30)
+            return list(await asyncio.gather(*calls))
+
+    results = asyncio.run(run())
+    assert [r.is_error for r in results] == [False] * CALLS, results
+    events = list_events(vault.store, EventFilter(actions=("tool_called",))).events
+    assert [e.details["outcome"] for e in events] == ["ok"] * (CALLS + 1)

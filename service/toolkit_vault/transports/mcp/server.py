@@ -43,7 +43,7 @@ from toolkit_vault.protocol import (
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
 )
-from toolkit_vault.store.call_records import expected_call
+from toolkit_vault.store.call_records import RecordsToCome, expected_call
 from toolkit_vault.store.storage import Store
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.mcp.listing import McpList, McpLists, PrebuiltLists, hand_over
@@ -207,14 +207,23 @@ async def _run(
     store: Store, session: McpSession, request: ToolCallRequest, progress: Progress | None = None
 ) -> Message:
     """The call through the session's connection, in a worker thread; the client
-    cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too."""
+    cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too. A
+    record that joined another call's batch is waited for here, on the loop, not on the
+    thread (`RecordsToCome`): answered only once committed, else with the store's error."""
     cancellation = Cancellation(progress)
     expected = store.expect_call()  # its record shares a commit
+    to_come = RecordsToCome()  # a record left in another's batch: waited for here
     try:
-        with expected_call(expected):  # the worker thread's context carries it
-            return await anyio.to_thread.run_sync(
+        with expected_call(expected, to_come):  # the worker thread's context carries them
+            answer = await anyio.to_thread.run_sync(
                 session.connection.handle, request, cancellation, abandon_on_cancel=True
             )
+        not_written = await to_come.committed()  # answered only once recorded
+        if not_written is not None:
+            return ErrorMessage(
+                req_id=request.id, code="RUNTIME_ERROR", message=not_written, details=[]
+            )
+        return answer
     except anyio.get_cancelled_exc_class():
         cancellation.cancel()
         raise
