@@ -95,8 +95,9 @@ def vault_server(
     """`toolkit-vault serve` on the vault home, with the bench toolkit's entry point
     installed, the rate limits out of the way and JSON request logs (as deployed); the
     service imported from `source` when given (another build), `extra` added to its
-    environment."""
-    paths = [str(source)] if source else []
+    environment. Without `source`, this checkout's `service/` (not whichever one the venv's
+    editable install points at: a worktree measures its own code)."""
+    paths = [str(source or ROOT / "service")]
     env = _env(
         {
             "TOOLKIT_VAULT_HOME": str(home),

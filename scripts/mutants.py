@@ -110,6 +110,8 @@ CALL_CHAINS = "tests/test_call_chains.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
+GATHERING = "tests/test_call_gathering.py::"
+ANSWER_AFTER = "tests/test_call_answer_after_commit.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -4130,6 +4132,73 @@ MUTANTS = [
             "tests/test_master_key_move.py::"
             "test_killed_before_the_commit_or_before_the_pin_the_vault_opens_and_a_rerun_finishes",
         ),
+    ),
+    # -- issue 50: call records gather the calls under way (tests/test_call_gathering.py) --
+    Mutant(
+        "call records: a batch's first record waits for no call under way",
+        V + "store/call_records.py",
+        "        if self._coming <= 0:\n            return\n        deadline",
+        "        if True:\n            return\n        deadline",
+        (GATHERING + "test_the_calls_under_way_share_the_first_ones_commit",),
+    ),
+    Mutant(
+        "call records: a batch waits for the calls under way without a bound",
+        V + "store/call_records.py",
+        "                if left <= 0 or not self._joined.wait(left):",
+        "                if not self._joined.wait():",
+        (GATHERING + "test_the_wait_is_bounded",),
+    ),
+    Mutant(
+        "call records: a call that ended without its record is still waited for",
+        V + "store/call_records.py",
+        "            _EXPECTED.reset(token)\n            call.end()",
+        "            _EXPECTED.reset(token)",
+        (GATHERING + "test_a_call_that_ends_without_a_record_is_no_longer_waited_for",),
+    ),
+    Mutant(
+        "call records: a call in its tool is waited for",
+        V + "store/call_records.py",
+        "        call.end()\n        try:\n            yield",
+        "        try:\n            yield",
+        (GATHERING + "test_a_call_in_its_tool_is_not_waited_for",),
+    ),
+    Mutant(
+        "call records: a batch's first record is answered before its commit",
+        V + "store/call_records.py",
+        "            self._now(lambda conn: self._write(conn, batch))",
+        "            self._leave_write(lambda conn: self._write(conn, batch))",
+        (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
+    ),
+    # -- issue 50: a call whose record joined another's batch, answered by its loop --
+    Mutant(
+        "call records: a call whose record joined another's batch is answered before it commits",
+        V + "transports/a2e/calling.py",
+        "            not_written = await to_come.committed()",
+        "            not_written = None",
+        (ANSWER_AFTER + "test_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
+    Mutant(
+        "call records: a record that joined another's batch is left to no one",
+        V + "store/call_records.py",
+        "            to_come.batches.append(batch)",
+        "            pass",
+        (ANSWER_AFTER + "test_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
+    Mutant(
+        "call records: a loop waiting for a failed batch hears a commit",
+        V + "store/call_records.py",
+        "            if batch.error is not None:\n"
+        "                return batch.error\n        return None",
+        "        return None",
+        (ANSWER_AFTER + "test_a_record_left_in_a_failed_batch_answers_its_loop_with_the_failure",),
+    ),
+    Mutant(
+        "call records: an /mcp call whose record joined another's batch is answered before it "
+        "commits",
+        V + "transports/mcp/server.py",
+        "        not_written = await to_come.committed()",
+        "        not_written = None",
+        (ANSWER_AFTER + "test_mcp_calls_side_by_side_are_answered_only_once_their_batch_commits",),
     ),
 ]
 

@@ -83,7 +83,7 @@ class ToolCalling(Configuring):
         runs too, while an event loop waits with the deadline and `cancellation`; a call
         that waiter answered first is neither recorded nor answered here (`end_call`).
         Traced as a `tool_call` span, child of the request's."""
-        with traces.span("tool_call") as traced:
+        with traces.span("tool_call") as traced, self.store.call_under_way():
             answer = self._call_traced(principal, session_id, msg, cancellation, traced, here)
         return answer
 
@@ -181,7 +181,8 @@ class ToolCalling(Configuring):
             with self.call_limits.admit(principal.principal_id, (session_id, name)) as slot:
                 cancellation.slot = slot
                 engine = self.call_engine.run_here if here else self.call_engine.run
-                result = engine(name, run, cancellation, lambda: claim.secrets.withholder)
+                with self.store.call_in_tool():
+                    result = engine(name, run, cancellation, lambda: claim.secrets.withholder)
         finally:
             claim.release()
         if getattr(claim.instance, "unauthorized", False):  # a remote server's 401

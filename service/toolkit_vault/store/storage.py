@@ -19,13 +19,14 @@ import secrets
 import sqlite3
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.call_chains import CallChain
-from toolkit_vault.store.call_records import CallRecords
+from toolkit_vault.store.call_records import CallRecords, ExpectedCall
 from toolkit_vault.store.chain import Signer
 from toolkit_vault.store.checkpoints import CHECKPOINT_RECORD, Checkpoints
 from toolkit_vault.store.integrity import PRINCIPALS, SESSIONS, RowAuthenticator
@@ -115,6 +116,20 @@ class Store(ConfigVersions):
         committed, raising StoreError when it was not; with `wait=False` at once (the
         record is committed soon after)."""
         self._calls.record(draft, wait=wait)
+
+    def expect_call(self) -> ExpectedCall:
+        """A call just began on a transport (`CallRecords.expect`): a batch of records
+        waits a moment for its record; `end` it once answered."""
+        return self._calls.expect()
+
+    def call_under_way(self) -> AbstractContextManager[None]:
+        """Around a call whose record this context will make: a batch waits a moment for
+        it (`CallRecords.under_way`)."""
+        return self._calls.under_way()
+
+    def call_in_tool(self) -> AbstractContextManager[None]:
+        """Around the tool of that call: no batch waits for it meanwhile."""
+        return self._calls.in_tool()
 
     def call_signer(self) -> Signer | None:
         """What links the call chains: the audit key's, as the main chain's (`CallChain`)."""

@@ -10,6 +10,11 @@ purge): it takes the call's end first (`Cancellation.end`), tells the tool, give
 call's slot, and answers once the call's record is committed (on a worker: the loop never
 waits on a write). When the call's thread took the end first (its tool had returned), its
 answer is the one, and the waiter waits for it.
+
+A call whose record joins a batch another call's thread is committing leaves it there and
+its thread is free (`RecordsToCome`); the loop waits for that commit before it answers,
+and answers an error instead when the batch failed: still answered only once recorded,
+with one hop to the loop a batch instead of a wake of each waiting thread.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from toolkit_vault.protocol import ErrorMessage, ToolCallRequest, dump_message
+from toolkit_vault.store.call_records import ExpectedCall, RecordsToCome, expected_call
 from toolkit_vault.tools.calls import WAITER_ENDS, CallEngine, Cancellation
 from toolkit_vault.tools.refusals import CallRefused
 from toolkit_vault.transports.workers import Workers
 
-__all__ = ["answer_call"]
+__all__ = ["answer_call", "record_failed"]
 
 End = Callable[[CallRefused, float], str]  # record a refusal (and when the call began), answer
 
@@ -37,9 +44,15 @@ async def answer_call(
     cancellation: Cancellation,
     seconds: float,
     end: End,
+    expected: ExpectedCall | None = None,
+    failed: Callable[[str], str] | None = None,
 ) -> str:
     """`call()`'s answer (JSON), run on one of `engine`'s threads; or, once `seconds` pass
-    or `cancellation` is cancelled first, `end`'s (run on `lane`)."""
+    or `cancellation` is cancelled first, `end`'s (run on `lane`). `expected`: the call's
+    record, to come (`Store.expect_call`), carried to that thread and ended here. `failed`
+    (the answer of a call whose record was not written, given why): the call's thread
+    leaves its record in another's batch without waiting for its commit, and this waits
+    for it on the loop before answering."""
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     waiter = _Waiter(loop)
@@ -47,7 +60,9 @@ async def answer_call(
     if cancellation.cancelled:
         waiter.wake()
     timer = loop.call_later(seconds, waiter.wake)
-    context = contextvars.copy_context()  # the request id reaches the call's log lines
+    to_come = None if failed is None else RecordsToCome()
+    with expected_call(expected, to_come):  # and the request id reaches the call's logs
+        context = contextvars.copy_context()
     engine.submit(context.run, call).add_done_callback(waiter.answered_threadsafe)
     try:
         await waiter.woken
@@ -67,10 +82,25 @@ async def answer_call(
             while waiter.answer is None:  # the call's thread answers it: its record is on
                 waiter.woken = loop.create_future()
                 await waiter.woken
-        return waiter.answer.result()
+        answer = waiter.answer.result()
+        if to_come is not None and failed is not None:
+            not_written = await to_come.committed()  # answered only once recorded
+            if not_written is not None:
+                return failed(not_written)
+        return answer
     finally:
         timer.cancel()
         cancellation.woken = None
+        if expected is not None:
+            expected.end()
+
+
+def record_failed(request: ToolCallRequest, why: str) -> str:
+    """The answer of a call whose record was not written (`why`: the store's words), as
+    the call's thread would have answered it had it waited for the commit."""
+    return dump_message(
+        ErrorMessage(req_id=request.id, code="RUNTIME_ERROR", message=why, details=[])
+    )
 
 
 class _Waiter:

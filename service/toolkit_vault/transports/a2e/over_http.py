@@ -32,7 +32,7 @@ from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.telemetry.metrics import INVALID
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.tools.refusals import CallRefused
-from toolkit_vault.transports.a2e.calling import answer_call
+from toolkit_vault.transports.a2e.calling import answer_call, record_failed
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.http_access import SessionBindings, SharedMarks
 from toolkit_vault.transports.http_guards import Gate, Limits, read_bounded, refused
@@ -132,7 +132,8 @@ class A2EPost:
         (`calling`); the client leaving cancels it."""
         cancellation = Cancellation()
         watch = asyncio.get_running_loop().create_task(_left(request.receive, cancellation))
-        engine = self._bindings.vault.call_engine
+        vault = self._bindings.vault
+        engine = vault.call_engine
         args = (self._bindings, principal, message, session, cancellation)
         try:
             return await answer_call(
@@ -142,6 +143,8 @@ class A2EPost:
                 cancellation,
                 engine.limits.deadline_of(message.toolkit_name),
                 partial(_end_one, *args),
+                vault.store.expect_call(),
+                partial(record_failed, message),
             )
         finally:
             watch.cancel()

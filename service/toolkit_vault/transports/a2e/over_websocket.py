@@ -25,6 +25,7 @@ from toolkit_vault.protocol import ErrorMessage, Message, ToolCallRequest, dump_
 from toolkit_vault.telemetry import metrics, traces
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.a2e.calling import answer_call as answer_on_loop
+from toolkit_vault.transports.a2e.calling import record_failed
 from toolkit_vault.transports.a2e.lanes import Lanes
 from toolkit_vault.transports.a2e.outbox import REVOKED, Outbox
 from toolkit_vault.transports.http_access import SharedMarks
@@ -106,7 +107,11 @@ class A2ESocket:
             seconds = engine.limits.deadline_of(request.toolkit_name)
             end = partial(connection.end_call, request, cancellation, connection.session_id)
             call = partial(connection.call_here, request, cancellation)
-            line = await answer_on_loop(engine, lanes.calling, call, cancellation, seconds, end)
+            expected = self._vault.store.expect_call()  # its record shares a commit
+            failed = partial(record_failed, request)
+            line = await answer_on_loop(
+                engine, lanes.calling, call, cancellation, seconds, end, expected, failed
+            )
             if not await still_valid():
                 await outbox.refuse()
                 return

@@ -43,6 +43,8 @@ from toolkit_vault.protocol import (
     ToolkitConfigureRequest,
     ToolkitConfigureResponse,
 )
+from toolkit_vault.store.call_records import RecordsToCome, expected_call
+from toolkit_vault.store.storage import Store
 from toolkit_vault.tools.calls import Cancellation
 from toolkit_vault.transports.mcp.listing import McpList, McpLists, PrebuiltLists, hand_over
 from toolkit_vault.transports.mcp.sessions import McpSession, McpSessions
@@ -115,18 +117,22 @@ def vault_mcp_server(
         catalogue, configured = sessions.vault.tool_catalogue(session.principal, session.session_id)
         return lists.listing(catalogue, configured, session.shown), configured
 
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        session = await session_of(ctx)
+    async def listing_now(session: McpSession) -> tuple[McpList, set[str]]:
+        """`listing`, on the loop when nothing was committed since the session's last read
+        (`tool_catalogue_without_blocking`), else in a worker thread."""
         vault = sessions.vault
         found = vault.tool_catalogue_without_blocking(
             session.principal, session.session_id, await vault.mark_on_loop()
         )
         if found is None:  # something to read first: off the loop
-            listed, _ = await anyio.to_thread.run_sync(listing, session)
-        else:
-            listed = lists.listing(found[0], found[1], session.shown)
+            return await anyio.to_thread.run_sync(listing, session)
+        return lists.listing(found[0], found[1], session.shown), found[1]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        session = await session_of(ctx)
+        listed, _ = await listing_now(session)
         return hand_over(listed, ctx.protocol_version)
 
     async def call_tool(
@@ -134,7 +140,7 @@ def vault_mcp_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         session = await session_of(ctx)
         sessions.called(session)
-        listed, configured = await anyio.to_thread.run_sync(listing, session)
+        listed, configured = await listing_now(session)
         arguments = dict(params.arguments or {})
         if listed.limited and params.name == FIND:
             return await anyio.to_thread.run_sync(_find, sessions, session, arguments)
@@ -147,7 +153,7 @@ def vault_mcp_server(
         request = ToolCallRequest(
             id=str(uuid.uuid4()), toolkit_name=pair[0], tool_name=pair[1], arguments=arguments
         )
-        answer = await _run(session, request, _progress_of(ctx))
+        answer = await _run(sessions.vault.store, session, request, _progress_of(ctx))
         if isinstance(answer, ErrorMessage):
             reason = str(answer.details[0].get("reason", "")) if answer.details else ""
             if reason == "not_configured":
@@ -198,18 +204,31 @@ def _progress_of(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
 
 
 async def _run(
-    session: McpSession, request: ToolCallRequest, progress: Progress | None = None
+    store: Store, session: McpSession, request: ToolCallRequest, progress: Progress | None = None
 ) -> Message:
     """The call through the session's connection, in a worker thread; the client
-    cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too."""
+    cancelling it (`notifications/cancelled`) or leaving cancels it in the engine too. A
+    record that joined another call's batch is waited for here, on the loop, not on the
+    thread (`RecordsToCome`): answered only once committed, else with the store's error."""
     cancellation = Cancellation(progress)
+    expected = store.expect_call()  # its record shares a commit
+    to_come = RecordsToCome()  # a record left in another's batch: waited for here
     try:
-        return await anyio.to_thread.run_sync(
-            session.connection.handle, request, cancellation, abandon_on_cancel=True
-        )
+        with expected_call(expected, to_come):  # the worker thread's context carries them
+            answer = await anyio.to_thread.run_sync(
+                session.connection.handle, request, cancellation, abandon_on_cancel=True
+            )
+        not_written = await to_come.committed()  # answered only once recorded
+        if not_written is not None:
+            return ErrorMessage(
+                req_id=request.id, code="RUNTIME_ERROR", message=not_written, details=[]
+            )
+        return answer
     except anyio.get_cancelled_exc_class():
         cancellation.cancel()
         raise
+    finally:
+        expected.end()
 
 
 async def _ask_for_credential(
