@@ -109,6 +109,7 @@ CALL_CHAINS = "tests/test_call_chains.py::"
 TABLES = "tests/web/test_console_tables_browser.py"
 TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
+INCREMENTAL = "tests/test_incremental_verify.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -3949,6 +3950,35 @@ MUTANTS = [
         "                if given:\n                    return\n",
         "",
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
+    ),
+    # -- issue 53: verification proportional to change (the last-verified mark) --
+    Mutant(
+        "verify mark: its MAC is not checked",
+        V + "store/verified.py",
+        "    if not hmac.compare_digest(mark_link(sign, kind, header), claimed):",
+        "    if False:",
+        (INCREMENTAL + "test_a_damaged_mark_is_not_believed",),
+    ),
+    Mutant(
+        "verify mark: not bound to the chain's link at its seq",
+        V + "audit/verify.py",
+        "    if not hmac.compare_digest(stored, mark.link):",
+        "    if False:",
+        (INCREMENTAL + "test_a_mark_the_chain_disagrees_with_is_not_believed",),
+    ),
+    Mutant(
+        "verify mark: a mark the chain disagrees with is still believed (no fallback)",
+        V + "audit/verify.py",
+        "            mark, refused = None, why",
+        "            refused = why",
+        (INCREMENTAL + "test_a_mark_over_events_deleted_below_it_is_not_believed",),
+    ),
+    Mutant(
+        "check mark: versions deleted below it go unnoticed",
+        V + "core/checking.py",
+        "    if versions_to(store, last_id) != count:",
+        "    if False:",
+        (INCREMENTAL + "test_a_check_mark_over_a_deleted_version_is_not_believed",),
     ),
 ]
 

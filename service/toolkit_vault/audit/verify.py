@@ -74,6 +74,9 @@ class AuditReport:
     since: int = 0  # events 1..since were taken from the last run's mark, not walked
     full: bool = True  # whether every event was walked
     mark_refused: str | None = None  # why the last run's mark was not believed
+    # the state the verified chain makes (None when it broke): `backup verify` holds the
+    # versions to it without a second walk
+    chain_state: ChainState | None = field(default=None, repr=False, compare=False)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +183,7 @@ def _verify(
         since=since,
         full=mark is None,
         mark_refused=refused,
+        chain_state=made if broken is None else None,
         message=report.message + _how(since, mark, refused),
     )
 

@@ -234,15 +234,17 @@ def check_store(
     ring_for: RingFor,
     start: Callable[[int], Progress] | None = None,
     after: int = 0,
+    chain: ChainState | None = None,
 ) -> dict[str, Any]:
     """Decrypt-verify every stored version (with a row id past `after`) in memory (MAC,
     commitment, AAD, JSON); reveal nothing. A version whose row fails its MAC counts as
     failed without being opened. Each batch asks `ring_for` the key ids it names, so a ring
-    rotated elsewhere is reloaded. `last_id`: the last row id read."""
+    rotated elsewhere is reloaded. `last_id`: the last row id read. `chain`: the state the
+    verified chain makes, when the caller has it (None: the store's, as followed)."""
     counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
     failed: list[dict[str, Any]] = []
     try:
-        chain: ChainState | None = store.chain_state()
+        chain = chain if chain is not None else store.chain_state()
     except StateUnknown:
         chain = None  # the audit part of `check` says why
     total = count_versions(store, after)
