@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import struct
 import tempfile
@@ -53,6 +54,7 @@ __all__ = [
     "write_mark",
 ]
 
+log = logging.getLogger(__name__)
 AUDIT, CHECK = "audit", "check"
 _KINDS = {AUDIT: b"\x01", CHECK: b"\x02"}
 _DOMAIN = hashlib.sha256(b"toolkit-vault/v1/audit-checkpoint").digest()  # the checkpoints'
@@ -152,7 +154,11 @@ def write_mark(path: Path | None, mark: Mark, sign: Signer) -> bool:
     }
     header = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     mac = mark_link(sign, mark.kind, header).hex().encode()
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:  # a home this user may read but not write: the next run is full
+        log.warning("the last-verified mark %s is not written (%s)", path, type(exc).__name__)
+        return False
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(header + b"\n" + blob + b"\n" + mac + b"\n")
