@@ -3,14 +3,17 @@ kind `check`) names the last config version's row id it reached, that row's MAC 
 many rows it had up to there. A check without `full` believes the mark only when its MAC
 holds under the audit key and the table still agrees (the same MAC at that id, no row
 missing up to it), and then opens only the versions written since; otherwise it says why
-and opens every one. A check whose versions all open leaves a new mark. Rows before the
-mark are not opened again: one edited since is found by `check --full` (SECURITY.md).
+and opens every one. The mark also names the vault key records as they were (a digest): a
+key rotation since, which rewraps every version, makes the next check whole. A check whose
+versions all open leaves a new mark. Rows before the mark are not opened again: one edited
+since is found by `check --full` (SECURITY.md).
 
 May import: audit, keys, store, crypto, errors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from functools import partial
@@ -18,6 +21,7 @@ from typing import Any
 
 from toolkit_vault import crypto
 from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.rotation import RingFor, check_store
 from toolkit_vault.store.chain import CHAIN_START
 from toolkit_vault.store.storage import Store
@@ -63,7 +67,7 @@ def check_versions(
     result = check_store(store, ring_for, start, since)
     last_id = int(result.pop("last_id"))
     if not result["failed"] and last_id and (link := version_link(store, last_id)) is not None:
-        body = {"last_id": last_id, "count": versions_to(store, last_id)}
+        body = {"last_id": last_id, "count": versions_to(store, last_id), "keys": _keys(store)}
         write_mark(path, Mark(CHECK, 0, link, time.time(), body), sign)
     result["since_id"] = since
     result["mark_refused"] = refused
@@ -84,4 +88,18 @@ def _disbelieved(store: Store, mark: Mark) -> str | None:
         return f"the version row {last_id} it reached was deleted or rewritten"
     if versions_to(store, last_id) != count:
         return f"versions up to row {last_id} were deleted or added"
+    if mark.body.get("keys") != _keys(store):
+        return "the vault's keys changed since (a rotation rewraps every version)"
     return None
+
+
+def _keys(store: Store) -> str:
+    """A digest of the vault key records as stored: a rotation of the master key or of a
+    vault key changes it, and every version is then opened again."""
+    digest = hashlib.sha256()
+    for record in sorted(read_vault_keys(store), key=lambda r: r.key_id):
+        wrapped = (record.wrapped_key or b"").hex()
+        digest.update(
+            f"{record.key_id}|{wrapped}|{record.is_active}|{record.retired_at}\n".encode()
+        )
+    return digest.hexdigest()
