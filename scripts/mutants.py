@@ -112,6 +112,7 @@ TRACED_CALL = "tests/test_traces_tool_call.py"
 TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
 GATHERING = "tests/test_call_gathering.py::"
 ANSWER_AFTER = "tests/test_call_answer_after_commit.py::"
+INCREMENTAL = "tests/test_incremental_verify.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -232,29 +233,29 @@ MUTANTS = [
     # -- the audit chain ---------------------------------------------------------------------
     Mutant(
         "audit link check",
-        AUDIT,
-        "if not links(sign, previous, event):",
+        V + "audit/links_check.py",
+        "if not fast and not links(sign, previous, as_event(row)):",
         "if False:",
         ("tests/test_audit.py",),
     ),
     Mutant(
         "audit link check skips the first event",
-        AUDIT,
-        "if not links(sign, previous, event):",
-        "if seq > 1 and not links(sign, previous, event):",
+        V + "audit/links_check.py",
+        "if not fast and not links(sign, previous, as_event(row)):",
+        "if row[0] > 1 and not fast and not links(sign, previous, as_event(row)):",
         ("tests/test_audit.py",),
     ),
     Mutant(
         "audit link check skips the last event",
-        AUDIT,
-        "if not links(sign, previous, event):",
-        "if seq != trusted_head and not links(sign, previous, event):",
+        V + "audit/links_check.py",
+        "for index, row in enumerate(rows):",
+        "for index, row in enumerate(rows[:-1]):",
         ("tests/test_audit.py",),
     ),
     Mutant(
         "audit gap check",
-        AUDIT,
-        "if seq > good + 1:",
+        V + "audit/walk.py",
+        "if seq != expected:",
         "if False:",
         ("tests/test_audit.py",),
     ),
@@ -4199,6 +4200,35 @@ MUTANTS = [
         "        not_written = await to_come.committed()",
         "        not_written = None",
         (ANSWER_AFTER + "test_mcp_calls_side_by_side_are_answered_only_once_their_batch_commits",),
+    ),
+    # -- issue 53: verification proportional to change (the last-verified mark) --
+    Mutant(
+        "verify mark: its MAC is not checked",
+        V + "store/verified.py",
+        "    if not hmac.compare_digest(mark_link(sign, kind, header), claimed):",
+        "    if False:",
+        (INCREMENTAL + "test_a_damaged_mark_is_not_believed",),
+    ),
+    Mutant(
+        "verify mark: not bound to the chain's link at its seq",
+        V + "audit/verify.py",
+        "    if not hmac.compare_digest(stored, mark.link):",
+        "    if False:",
+        (INCREMENTAL + "test_a_mark_the_chain_disagrees_with_is_not_believed",),
+    ),
+    Mutant(
+        "verify mark: a mark the chain disagrees with is still believed (no fallback)",
+        V + "audit/verify.py",
+        "            mark, refused = None, why",
+        "            refused = why",
+        (INCREMENTAL + "test_a_mark_over_events_deleted_below_it_is_not_believed",),
+    ),
+    Mutant(
+        "check mark: versions deleted below it go unnoticed",
+        V + "core/checking.py",
+        "    if versions_to(store, last_id) != count:",
+        "    if False:",
+        (INCREMENTAL + "test_a_check_mark_over_a_deleted_version_is_not_believed",),
     ),
 ]
 

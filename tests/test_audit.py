@@ -145,8 +145,11 @@ def test_an_untouched_store_verifies(vault: Vault, cli_env: dict[str, str]) -> N
             "chains": [],
             "problem": None,
         },
+        "since": 0,
+        "full": True,
+        "mark_refused": None,
     }
-    human = run(cli_env, "audit", "verify")
+    human = run(cli_env, "audit", "verify", "--full")
     assert human.returncode == 0 and f"{len(seqs)}/{len(seqs)} events verified" in human.stdout
 
 
@@ -171,7 +174,7 @@ def test_small_batches_stream_the_same_answer(vault: Vault) -> None:
     assert verify_audit_chain(vault.store, key, batch_size=2).ok
     with vault.store.engine.begin() as db:
         bad = _edit_details(db, seqs)
-    report = verify_audit_chain(vault.store, key, batch_size=2)
+    report = verify_audit_chain(vault.store, key, batch_size=2, full=True)
     assert (report.problem, report.first_bad_seq, report.verified) == ("edited", bad, bad - 1)
 
 

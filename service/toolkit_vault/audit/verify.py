@@ -7,7 +7,16 @@ Every event's `mac` is HMAC(audit key, previous mac || canonical event), and the
 `audit_head` holds an HMAC over the last (seq, mac), written in the same transaction as
 each event. Walking the events in `seq` order from `CHAIN_START` therefore proves every
 event up to the head; the head proves nothing after it was cut off. The walk streams the
-table and reads one snapshot, so a vault that is being written to still verifies.
+table and reads one snapshot, so a vault that is being written to still verifies. The
+links are checked in batches, by worker processes on a large walk (`walk`).
+
+A run whose chains verify leaves a mark in the home (`store.verified`): the chain's length,
+its last link, each call chain's and the state the chain makes, MACed under the audit key.
+The next run (unless `full`) believes it only when its MAC holds and this snapshot still
+agrees (the same link at its seq, no event missing below it), and walks only the events
+after it, starting the state from the mark's. Otherwise it says why and walks everything.
+What that proves and does not is in SECURITY.md: events before the mark are not read
+again, so an edit of one made since is found only by a full run.
 
 The chain alone cannot tell a row forged, replayed from an older copy or deleted behind its
 back, so every authenticated table is then reconciled with the verified chain (`reconcile`):
@@ -16,28 +25,33 @@ each such row is named. Nothing here reads a secret: events carry none.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hmac
-from collections.abc import Callable, Mapping
-from contextlib import closing
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from toolkit_vault import crypto
 from toolkit_vault.audit.call_verify import CallChainsReport, verify_call_chains
+from toolkit_vault.audit.walk import Break as _Break
+from toolkit_vault.audit.walk import ChainWalk as _Walk
+from toolkit_vault.audit.walk import Problem
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import StoreError
-from toolkit_vault.store.chain import CHAIN_START, Signer, head_link, links
+from toolkit_vault.store.chain import CHAIN_START, Signer, head_link
 from toolkit_vault.store.chain_snapshot import ChainHead, ChainSnapshot, chain_snapshot
 from toolkit_vault.store.integrity import RECOVERY, VERSIONS, Row, recovery_wrap_opens
-from toolkit_vault.store.ledger import behind
-from toolkit_vault.store.reconcile import StateProblem
+from toolkit_vault.store.ledger import ChainState, behind
+from toolkit_vault.store.reconcile import StateProblem, StateReport
 from toolkit_vault.store.storage import Store
+from toolkit_vault.store.verified import AUDIT, Mark, MarkRefused, mark_path, read_mark, write_mark
 
 __all__ = ["AuditReport", "Problem", "verify_audit_chain"]
 
-Problem = Literal["edited", "deleted", "inserted", "truncated", "behind", "unaudited", "state"]
-BATCH_SIZE = 1000
+BATCH_SIZE = 5000
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,12 @@ class AuditReport:
     state_problem_count: int = 0
     witness_warning: str | None = None  # a damaged witness slot (`Store.witness_damage`)
     calls: CallChainsReport | None = None  # the call chains (`call_verify`)
+    since: int = 0  # events 1..since were taken from the last run's mark, not walked
+    full: bool = True  # whether every event was walked
+    mark_refused: str | None = None  # why the last run's mark was not believed
+    # the state the verified chain makes (None when it broke): `backup verify` holds the
+    # versions to it without a second walk
+    chain_state: ChainState | None = field(default=None, repr=False, compare=False)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -73,20 +93,10 @@ class AuditReport:
             "state_problem_count": self.state_problem_count,
             "witness_warning": self.witness_warning,
             "call_records": None if self.calls is None else self.calls.as_json(),
+            "since": self.since,
+            "full": self.full,
+            "mark_refused": self.mark_refused,
         }
-
-
-_WHAT = {
-    "edited": "edited (its MAC does not match its content)",
-    "inserted": "inserted (it is not part of the signed chain)",
-}
-
-
-@dataclass(frozen=True)
-class _Break:
-    seq: int
-    problem: Problem
-    message: str
 
 
 def verify_audit_chain(
@@ -95,23 +105,28 @@ def verify_audit_chain(
     *,
     recovery: SecretBytes | None = None,
     batch_size: int = BATCH_SIZE,
+    full: bool = False,
 ) -> AuditReport:
-    """Walk the whole chain and its head, then reconcile the stored state with it. Recovery
+    """Walk the chain and its head, then reconcile the stored state with it. Recovery
     wraps are authentic when they open under `recovery`, the vault's recovery key (None:
-    the vault holds none, and no wrap is believed)."""
+    the vault holds none, and no wrap is believed). Without `full`, the walk starts after
+    the last run's mark when it is believed (`store.verified`), and a run whose chains
+    verify leaves a new one."""
 
     def authentic(table: str, row: Row) -> bool:
         if table == RECOVERY:
             return recovery_wrap_opens(recovery, row)
         return store.authentic(table, row)
 
-    return _verify(store, audit_key, authentic, batch_size)
+    return _verify(store, audit_key, authentic, batch_size, full=full, remember=True)
 
 
 def verify_chain_only(store: Store, audit_key: SecretBytes) -> AuditReport:
     """The walk alone, with every row taken as authentic: what the upgrade backfill asks
     before it trusts the chain to decide which rows to sign."""
-    return _verify(store, audit_key, lambda _table, _row: True, BATCH_SIZE)
+    return _verify(
+        store, audit_key, lambda _table, _row: True, BATCH_SIZE, full=True, remember=False
+    )
 
 
 def _verify(
@@ -119,8 +134,18 @@ def _verify(
     audit_key: SecretBytes,
     authentic: Callable[[str, Row], bool],
     batch_size: int,
+    *,
+    full: bool,
+    remember: bool,
 ) -> AuditReport:
     sign: Signer = partial(crypto.chain_hash, audit_key)
+    path = mark_path(store, AUDIT) if remember else None
+    mark, refused = None, None
+    if not full:
+        try:
+            mark = read_mark(path, AUDIT, sign)
+        except MarkRefused as exc:
+            refused = str(exc)
     with chain_snapshot(store) as snapshot:
         head = snapshot.head()
         head_ok = head is not None and hmac.compare_digest(
@@ -128,13 +153,79 @@ def _verify(
         )
         trusted_head = head.seq if head is not None and head_ok else None
         total = snapshot.event_count()
-        verified, last_mac, broken = _walk(snapshot, sign, trusted_head, batch_size)
+        if mark is not None and (why := _disbelieved(snapshot, mark)) is not None:
+            mark, refused = None, why
+        since = 0 if mark is None else mark.seq
+        made = ChainState() if mark is None or mark.state is None else copy.deepcopy(mark.state)
+        walk = _Walk(snapshot, audit_key.reveal(), sign, trusted_head, made)
+        verified, last_mac, broken = walk.run(
+            since, CHAIN_START if mark is None else mark.link, batch_size, int(total)
+        )
         if broken is None:
             broken = _check_head(head, head_ok, verified, last_mac)
         if broken is None:
             broken = _check_witness(store, snapshot, verified)
-        calls = verify_call_chains(snapshot.call_chains(), sign, verified, batch_size)
-        state = snapshot.reconcile(authentic, batch_size)
+        calls = verify_call_chains(
+            snapshot.call_chains(),
+            sign,
+            verified,
+            batch_size,
+            since=None if mark is None else mark.body.get("calls"),
+            main_since=since,
+        )
+        state = snapshot.reconcile(authentic, batch_size, made if broken is None else None)
+    if broken is None and calls.broken is None and path is not None:
+        body = {"calls": calls.marks}
+        write_mark(path, Mark(AUDIT, verified, last_mac, time.time(), body, made), sign)
+    report = _report(store, broken, calls, state, verified, int(total), head)
+    return dataclasses.replace(
+        report,
+        since=since,
+        full=mark is None,
+        mark_refused=refused,
+        chain_state=made if broken is None else None,
+        message=report.message + _how(since, mark, refused),
+    )
+
+
+def _how(since: int, mark: Mark | None, refused: str | None) -> str:
+    """How much of the chain this run walked, in words."""
+    if mark is not None and since:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.at))
+        return (
+            f" (incremental: events after {since}; 1..{since} were verified by the run of"
+            f" {when}; `--full` walks them all)"
+        )
+    if refused is not None:
+        return f" (the last run's mark is not believed: {refused}; the whole chain was walked)"
+    return ""
+
+
+def _disbelieved(snapshot: ChainSnapshot, mark: Mark) -> str | None:
+    """Why the chain no longer agrees with a mark that verified; None when it does."""
+    if mark.seq == 0:
+        return None
+    stored = snapshot.link_of(mark.seq)
+    if stored is None:
+        return f"the chain no longer holds its event {mark.seq} (cut, or an older copy restored)"
+    if not hmac.compare_digest(stored, mark.link):
+        return f"the chain holds another event at its seq {mark.seq}"
+    if snapshot.count_to(mark.seq) != mark.seq:
+        return f"events before its seq {mark.seq} were deleted"
+    if mark.state is None:
+        return "it holds no state"
+    return None
+
+
+def _report(
+    store: Store,
+    broken: _Break | None,
+    calls: CallChainsReport,
+    state: StateReport,
+    verified: int,
+    total: int,
+    head: ChainHead | None,
+) -> AuditReport:
     unaudited = [p for p in state.problems if (p.table, p.problem) == (VERSIONS, "unaudited")]
     count = len(unaudited)
     if broken is not None:
@@ -159,7 +250,7 @@ def _verify(
             )
     return AuditReport(
         ok=problem is None,
-        events=int(total),
+        events=total,
         verified=verified,
         head_seq=None if head is None else int(head.seq),
         first_bad_seq=None if broken is None else broken.seq,
@@ -189,50 +280,6 @@ def _unaudited(problem: StateProblem) -> dict[str, Any]:
         "version": version,
         "reason": problem.detail,
     }
-
-
-def _walk(
-    snapshot: ChainSnapshot, sign: Signer, trusted_head: int | None, batch_size: int
-) -> tuple[int, bytes, _Break | None]:
-    """Verify every link in seq order, streamed; stop at the first that does not hold.
-
-    Returns how many events verified (they are 1..n), the last good link, and the break.
-    """
-    good, previous = 0, CHAIN_START
-    rows = snapshot.events(batch_size=batch_size)
-    with closing(rows):
-        for event in rows:
-            seq = event["seq"]
-            if seq <= good:
-                return good, previous, _Break(seq, "inserted", f"event {seq} is out of sequence")
-            if seq > good + 1:
-                gap = f"event {good + 1} was deleted (the chain jumps to {seq})"
-                return good, previous, _Break(good + 1, "deleted", gap)
-            if not links(sign, previous, event):
-                problem = _classify(sign, previous, event, next(rows, None), trusted_head)
-                what = _WHAT[problem]
-                return good, previous, _Break(seq, problem, f"event {seq} was {what}")
-            previous, good = bytes(event["mac"]), seq
-    return good, previous, None
-
-
-def _classify(
-    sign: Signer,
-    previous: bytes,
-    event: Mapping[str, Any],
-    following: Mapping[str, Any] | None,
-    trusted_head: int | None,
-) -> Problem:
-    """Edited keeps its stored link (the next event chains from it); inserted does not."""
-    seq = event["seq"]
-    if trusted_head is not None and seq > trusted_head:
-        return "inserted"
-    if following is not None and following["seq"] == seq + 1:
-        if links(sign, bytes(event["mac"]), following):
-            return "edited"
-        if links(sign, previous, {**following, "seq": seq}):
-            return "inserted"  # the next event is the original of this seq, renumbered
-    return "edited"
 
 
 def _check_witness(store: Store, snapshot: ChainSnapshot, last_seq: int) -> _Break | None:

@@ -164,7 +164,7 @@ def verify_stream(
         audit = verify_audit_chain(store, internal["audit"], recovery=internal.get("recovery"))
         _same_head(store, header)
         mac_at = None if at_seq is None else event_mac(store, at_seq)
-        result = check_store(store, lambda *_ids: ring)
+        result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
         ok=audit.ok and not result["failed"],

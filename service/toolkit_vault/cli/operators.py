@@ -42,21 +42,30 @@ __all__ = ["audit", "check", "history_command", "purge_command"]
 
 @click.command(
     short_help="Decrypt-verify every stored version; check every row and the chain.",
-    epilog=epilog("toolkit-vault check", "toolkit-vault check --json"),
+    epilog=epilog("toolkit-vault check", "toolkit-vault check --full --json"),
 )
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output (no progress bar).")
+@click.option("--full", is_flag=True, help="Every version and event, not only those since.")
 @guarded
-def check(as_json: bool) -> None:
-    """Decrypt-verify every stored version in memory, check every row's MAC, the audit chain
-    and the state it vouches for; print counts and names, never a value."""
+def check(as_json: bool, full: bool) -> None:
+    """Decrypt-verify the stored versions in memory, check every row's MAC, the audit chain
+    and the state it vouches for; print counts and names, never a value.
+
+    By default only the versions and events written since the last check (its mark in the
+    vault home, MACed under the audit key); --full opens and walks them all.
+    """
     vault = open_for_operators(load_settings())
     with progress("checking", not as_json) as start:
-        result = vault.check(start)
+        result = vault.check(start, full=full)
     if as_json:
         emit(result)
     else:
+        since = f" (written since row {result['since_id']})" if result["since_id"] else ""
+        if result["mark_refused"]:
+            since = f" (all: the last check's mark is not believed: {result['mark_refused']})"
         click.echo(
-            f"{result['versions']} versions: {result['intact']} intact, {result['failed']} failed, "
+            f"{result['versions']} versions{since}: {result['intact']} intact, "
+            f"{result['failed']} failed, "
             f"{result['no_ciphertext']} without ciphertext (failed or purged attempts)"
         )
         for v in result["failed_versions"]:
@@ -179,17 +188,21 @@ audit.add_command(audit_hash)  # `audit hash`: a call's arguments_hmac (cli.audi
 @audit.command(
     "verify",
     short_help="Verify the audit chain and its head.",
-    epilog=epilog("toolkit-vault audit verify", "toolkit-vault audit verify --json"),
+    epilog=epilog("toolkit-vault audit verify", "toolkit-vault audit verify --full --json"),
 )
 @click.option("--json", "as_json", is_flag=True, help="Stable JSON output.")
+@click.option("--full", is_flag=True, help="Walk every event, not only those since the last run.")
 @guarded
-def audit_verify(as_json: bool) -> None:
+def audit_verify(as_json: bool, full: bool) -> None:
     """Verify the audit chain and its head; exit 1 naming the first bad event.
 
     Also checks that every config version has its `configure` event (and every purged
     one a `purge` event). Needs the master key (the audit key is stored wrapped by it).
+    By default it walks the events after the last run's mark (in the vault home, MACed
+    under the audit key) and says so; a mark that is not believed makes a full walk,
+    said too. --full walks every event: only it proves the events before the mark again.
     """
-    report = open_for_operators(load_settings()).verify_audit()
+    report = open_for_operators(load_settings()).verify_audit(full=full)
     if report.witness_warning is not None:
         click.echo(f"warning: {report.witness_warning}", err=True)
     if as_json:

@@ -19,6 +19,7 @@ from typing import Any
 from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import find_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
+from toolkit_vault.core.checking import check_versions
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import TokenSource
 from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
@@ -26,7 +27,6 @@ from toolkit_vault.core.sealing import Sealing
 from toolkit_vault.crypto import SecretBytes, derive_key
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.recovery import held_recovery_key
-from toolkit_vault.keys.rotation import check_store
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft
@@ -83,13 +83,14 @@ class Upkeep:
             self._publish(status_event(report.session_id, name, False, purged))
         return report
 
-    def verify_audit(self) -> AuditReport:
+    def verify_audit(self, full: bool = False) -> AuditReport:
         """Walk the audit chain with this vault's audit key (which never leaves it), and
-        reconcile every authenticated table with it."""
+        reconcile every authenticated table with it: after the last run's mark unless
+        `full` (`audit.verify`)."""
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         recovery = held_recovery_key(self._store, self._sealing.ring_for)
-        return verify_audit_chain(self._store, self._audit_key, recovery=recovery)
+        return verify_audit_chain(self._store, self._audit_key, recovery=recovery, full=full)
 
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """The audit events after seq `after`, each verified as it is read (`audit.export`):
@@ -118,7 +119,7 @@ class Upkeep:
         except StoreError:
             heads = None
         with store.accepting_restore():
-            report = self.verify_audit()
+            report = self.verify_audit(full=True)
             if report.problem in ("edited", "deleted", "inserted", "truncated"):
                 raise VaultError(f"the database's own audit chain is broken: {report.message}")
             details = {
@@ -128,15 +129,21 @@ class Upkeep:
             store.record_attempt(AuditDraft(actor, AuditAction.RESTORE_ACCEPTED, details=details))
         return {**details, "accepted": True}
 
-    def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    def check(
+        self, start: Callable[[int], Callable[[int], None]] | None = None, full: bool = False
+    ) -> dict[str, Any]:
         """`check`: every version decrypted in memory and every row's MAC, then the audit
         chain and the state it vouches for; counts and names, never a value. A key the ring
-        lacks is loaded (`ring_for`), or the check stops: never a false "failed"."""
-        result = check_store(self._store, partial(self._sealing.ring_for, strict=True), start)
+        lacks is loaded (`ring_for`), or the check stops: never a false "failed". Without
+        `full`, the versions and events after the last run's marks (`core.checking`)."""
+        if self._audit_key is None:
+            raise VaultError("the audit key is not loaded")
+        ring_for = partial(self._sealing.ring_for, strict=True)
+        result = check_versions(self._store, ring_for, self._audit_key, start, full=full)
         for failed in result["failed_versions"]:
             failed["scope"] = scope_of(failed["session_id"])
         result["scopes"] = self._store.versions_by_scope()
-        audit = self.verify_audit()
+        audit = self.verify_audit(full)
         result["audit"] = {
             "ok": audit.problem in (None, "unaudited", "state"),
             "message": audit.message,

@@ -269,9 +269,9 @@ class Vault(ToolCalling):
         """`Upkeep.purge_principal`: crypto-shred a principal's own configs."""
         return self.upkeep.purge_principal(actor, principal, toolkit_name)
 
-    def verify_audit(self) -> AuditReport:
+    def verify_audit(self, full: bool = False) -> AuditReport:
         """`Upkeep.verify_audit`: walk the audit chain with this vault's audit key."""
-        return self.upkeep.verify_audit()
+        return self.upkeep.verify_audit(full)
 
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """`Upkeep.export_audit`: the audit events after seq `after`, each verified."""
@@ -281,9 +281,11 @@ class Vault(ToolCalling):
         """`Upkeep.accept_restore`: an operator's deliberate restore of an older copy."""
         return self.upkeep.accept_restore(actor)
 
-    def check(self, start: Callable[[int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    def check(
+        self, start: Callable[[int], Callable[[int], None]] | None = None, full: bool = False
+    ) -> dict[str, Any]:
         """`Upkeep.check`: every version, every row's MAC, the chain and its state."""
-        return self.upkeep.check(start)
+        return self.upkeep.check(start, full)
 
     # -- sealing (`sealing`) -----------------------------------------------------------------
 

@@ -230,20 +230,28 @@ def _rewrap_versions(
 
 
 def check_store(
-    store: Store, ring_for: RingFor, start: Callable[[int], Progress] | None = None
+    store: Store,
+    ring_for: RingFor,
+    start: Callable[[int], Progress] | None = None,
+    after: int = 0,
+    chain: ChainState | None = None,
 ) -> dict[str, Any]:
-    """Decrypt-verify every stored version in memory (MAC, commitment, AAD, JSON); reveal
-    nothing. A version whose row fails its MAC counts as failed without being opened. Each
-    batch asks `ring_for` the key ids it names, so a ring rotated elsewhere is reloaded."""
+    """Decrypt-verify every stored version (with a row id past `after`) in memory (MAC,
+    commitment, AAD, JSON); reveal nothing. A version whose row fails its MAC counts as
+    failed without being opened. Each batch asks `ring_for` the key ids it names, so a ring
+    rotated elsewhere is reloaded. `last_id`: the last row id read. `chain`: the state the
+    verified chain makes, when the caller has it (None: the store's, as followed)."""
     counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
     failed: list[dict[str, Any]] = []
     try:
-        chain: ChainState | None = store.chain_state()
+        chain = chain if chain is not None else store.chain_state()
     except StateUnknown:
         chain = None  # the audit part of `check` says why
-    total = count_versions(store)
+    total = count_versions(store, after)
     advance = start(total) if start else None
-    for rows in scan_versions(store, 1000, authenticate=True):
+    last_id = after
+    for rows in scan_versions(store, 1000, authenticate=True, after=after):
+        last_id = rows[-1].row_id
         ring = ring_for(*{r.record.kek_id for r in rows if isinstance(r.record.kek_id, str)})
         for row in rows:
             record, reason = row.record, None
@@ -272,4 +280,4 @@ def check_store(
                 failed.append({**row.name.as_json(), "reason": reason})
         if advance:
             advance(len(rows))
-    return {"versions": total, **counts, "failed_versions": failed}
+    return {"versions": total, **counts, "failed_versions": failed, "last_id": last_id}

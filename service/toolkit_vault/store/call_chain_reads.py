@@ -7,7 +7,7 @@ from collections.abc import Generator
 from contextlib import closing
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, true
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.ledger import details_of
@@ -41,21 +41,43 @@ class CallChainReads:
         )
         return {r.chain: (int(r.seq), bytes(r.mac), bytes(r.head_mac)) for r in rows}
 
-    def anchors(self, upto: int) -> list[tuple[int, dict[str, Any]]]:
-        """The main chain's `calls_anchored` events up to `upto` (the verified part): (seq,
-        details), in order."""
+    def anchors(self, upto: int, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """The main chain's `calls_anchored` events after `after` up to `upto` (the
+        verified part): (seq, details), in order."""
         rows = self._conn.execute(
             select(AuditEvent.seq, AuditEvent.details)
-            .where(AuditEvent.action == AuditAction.CALLS_ANCHORED.value, AuditEvent.seq <= upto)
+            .where(
+                AuditEvent.action == AuditAction.CALLS_ANCHORED.value,
+                AuditEvent.seq <= upto,
+                AuditEvent.seq > after,
+            )
             .order_by(AuditEvent.seq)
         )
         return [(int(r.seq), details_of(r.details)) for r in rows]
 
-    def records(self, chain: str, *, batch_size: int) -> Generator[dict[str, Any], None, None]:
-        """`chain`'s records in `seq` order, as stored, streamed."""
+    def link_of(self, chain: str, seq: int) -> bytes | None:
+        """The stored `mac` of `chain`'s record `seq`; None when there is no such record."""
+        found = self._conn.execute(
+            select(CallRecordRow.mac).where(CallRecordRow.chain == chain, CallRecordRow.seq == seq)
+        ).scalar()
+        return None if found is None else bytes(found)
+
+    def count_to(self, chain: str, seq: int) -> int:
+        """How many of `chain`'s records have a seq from 1 to `seq`."""
+        counted = select(func.count()).where(
+            CallRecordRow.chain == chain, CallRecordRow.seq.between(1, seq)
+        )
+        return int(self._conn.execute(counted).scalar_one())
+
+    def records(
+        self, chain: str, *, batch_size: int, after: int | None = None
+    ) -> Generator[dict[str, Any], None, None]:
+        """`chain`'s records (after seq `after`; None: every one, whatever its seq) in
+        `seq` order, as stored, streamed."""
         query = (
             select(CallRecordRow)
             .where(CallRecordRow.chain == chain)
+            .where(true() if after is None else CallRecordRow.seq > after)
             .order_by(CallRecordRow.seq, CallRecordRow.id)
             .execution_options(yield_per=batch_size)
         )

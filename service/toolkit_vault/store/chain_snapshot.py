@@ -19,11 +19,14 @@ from sqlalchemy.exc import OperationalError
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.call_chain_reads import CallChainReads
 from toolkit_vault.store.integrity import Row
+from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import AuditEvent, AuditHead
 from toolkit_vault.store.reconcile import StateReport, reconcile
 from toolkit_vault.store.storage import Store
 
 __all__ = ["ChainHead", "ChainSnapshot", "chain_snapshot"]
+
+_ROW = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details", "mac")
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,37 @@ class ChainSnapshot:
             for row in result:
                 yield dict(row._mapping)
 
+    def event_rows(self, after: int | None, *, batch_size: int) -> Generator[list[Any], None, None]:
+        """The events (after `after`; None: every one, whatever its seq) in `seq` order
+        as rows that index like tuples, a batch at a time:
+        (seq, ts, actor, action, session_id, toolkit_name, version, details, mac)."""
+        table = AuditEvent.__table__
+        query = select(*(table.c[name] for name in _ROW)).order_by(table.c.seq)
+        if after is not None:
+            query = query.where(table.c.seq > after)
+        query = query.execution_options(yield_per=batch_size)
+        with closing(self._conn.execute(query)) as result:
+            for rows in result.partitions():
+                yield list(rows)
+
+    def count_to(self, seq: int) -> int:
+        """How many events the chain holds from 1 to `seq` (one count on the primary key)."""
+        counted = select(func.count()).where(AuditEvent.seq.between(1, seq))
+        return int(self._conn.execute(counted).scalar_one())
+
     def call_chains(self) -> CallChainReads:
         """The call chains, read in this snapshot (`call_chains`)."""
         return CallChainReads(self._conn)
 
-    def reconcile(self, authentic: Callable[[str, Row], bool], batch_size: int) -> StateReport:
-        """Every authenticated table held to its MAC and the chain (`reconcile`)."""
-        return reconcile(self._conn, authentic, batch_size)
+    def reconcile(
+        self,
+        authentic: Callable[[str, Row], bool],
+        batch_size: int,
+        state: ChainState | None = None,
+    ) -> StateReport:
+        """Every authenticated table held to its MAC and the chain (`reconcile`); `state`:
+        the chain's, when the walk made it."""
+        return reconcile(self._conn, authentic, batch_size, state)
 
 
 @contextmanager

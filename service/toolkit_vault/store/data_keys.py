@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, func, select
+from sqlalchemy import ColumnElement, Connection, and_, func, select
 
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import ConfigVersion
@@ -160,10 +160,13 @@ def scan_versions(
     *,
     under: Collection[str] | None = None,
     authenticate: bool = False,
+    after: int = 0,
 ) -> Iterator[list[ScannedVersion]]:
-    """Batches of whole versions (all, or those whose data key is under a key of `under`),
-    each checked against its MAC when `authenticate`."""
-    where = ConfigVersion.id > 0 if under is None else ConfigVersion.kek_id.in_(sorted(under))
+    """Batches of whole versions (all, or those whose data key is under a key of `under`;
+    with a row id past `after`), each checked against its MAC when `authenticate`."""
+    where = ConfigVersion.id > after
+    if under is not None:
+        where = and_(where, ConfigVersion.kek_id.in_(sorted(under)))
     for rows in version_batches(store, where, batch_size):
         yield [
             ScannedVersion(
@@ -176,6 +179,8 @@ def scan_versions(
         ]
 
 
-def count_versions(store: Store) -> int:
+def count_versions(store: Store, after: int = 0) -> int:
+    """How many versions have a row id past `after`."""
     with store.read() as conn:
-        return int(conn.execute(select(func.count()).select_from(ConfigVersion)).scalar_one())
+        counted = select(func.count()).where(ConfigVersion.id > after)
+        return int(conn.execute(counted).scalar_one())

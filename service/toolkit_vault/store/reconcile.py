@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, exists, or_, select
+from sqlalchemy import Connection, and_, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from toolkit_vault.store.actions import AuditAction
@@ -102,12 +102,16 @@ class StateReport:
 
 
 def reconcile(
-    conn: Connection, authentic: Callable[[str, Row], bool], batch_size: int
+    conn: Connection,
+    authentic: Callable[[str, Row], bool],
+    batch_size: int,
+    state: ChainState | None = None,
 ) -> StateReport:
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain
-    (recovery wraps too, authenticated by opening: `integrity`)."""
+    (recovery wraps too, authenticated by opening: `integrity`). `state`: the state the
+    verified chain makes, when the caller built it on its walk (None: built here)."""
     report = StateReport()
-    every = {**rules(batch_size, authentic), RECOVERY: recovery_wraps}
+    every = {**rules(batch_size, authentic, state), RECOVERY: recovery_wraps}
     for table, rule in every.items():
         report.rows[table] = 0
         for row, name, disagreement in rule(conn):
@@ -125,12 +129,12 @@ def reconcile(
 
 
 def rules(
-    batch_size: int, authentic: Callable[[str, Row], bool]
+    batch_size: int, authentic: Callable[[str, Row], bool], made: ChainState | None = None
 ) -> dict[str, Callable[[Connection], Iterator[Finding]]]:
     """One rule per authenticated table. Versions and pointers are held to the state the
     chain's events make (`ledger.ChainState`, the definition the hot path uses too), built
     once, on first use, from the events as stored (trusted once the walk verified them)."""
-    chain: list[ChainState] = []
+    chain: list[ChainState] = [] if made is None else [made]
 
     def state(conn: Connection) -> ChainState:
         if not chain:
@@ -156,6 +160,13 @@ def chain_state(conn: Connection, batch_size: int) -> ChainState:
         for event in result:
             made.apply(event._mapping)
     return made
+
+
+def _unindexed(action: Any) -> Any:
+    """The action column in a join on a row's session: with it bare, SQLite looks the
+    event up by `ix_audit_events_action` and scans every event of that kind for each row
+    (quadratic); wrapped, it takes `ix_audit_events_session` (PostgreSQL does either way)."""
+    return func.coalesce(action, "")
 
 
 def _events(conn: Connection, *actions: AuditAction) -> Sequence[Any]:
@@ -320,7 +331,7 @@ def _principals(conn: Connection) -> Iterator[Finding]:
 
 def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
     created = and_(
-        AuditEvent.action == AuditAction.SESSION_CREATED,
+        _unindexed(AuditEvent.action) == AuditAction.SESSION_CREATED,
         AuditEvent.session_id == SessionRow.session_id,
     )
     query = (
@@ -354,7 +365,7 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
     )
     purge = aliased(AuditEvent)  # its own FROM, never correlated with the joined event
     purged_audited = exists().where(
-        purge.action == AuditAction.PURGE,
+        _unindexed(purge.action) == AuditAction.PURGE,
         purge.session_id == ConfigVersion.session_id,
         or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
     )

@@ -1,0 +1,177 @@
+"""verify-scale: what `audit verify`, `check` and `backup verify` cost as history grows
+(issue 53), and the floor under them: the chain's HMACs and the versions' decryption
+alone, on rows already in memory (no database).
+
+The fill is the capacity plan's (`capacity.fill`: P principals with tokens, one session
+each, V / P versions a session, every event of those writes) plus E events through the
+store's write path (`history.fill_events`: mostly tool calls, a token made or revoked
+every hundredth). Then, in one process: a full `audit verify` and a full `check`; 1,000
+more events and an incremental run of each; `backup create` and `backup verify`. On demand
+only: python -m benchmarks.verify_scale --principals 1000 --versions 10000 --events 90000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from toolkit_vault import crypto
+from toolkit_vault.audit.links_check import first_bad
+from toolkit_vault.crypto import DecryptionError
+from toolkit_vault.store.actions import AuditAction
+from toolkit_vault.store.chain import CHAIN_START, links
+from toolkit_vault.store.data_keys import scan_versions
+from toolkit_vault.store.models import AuditEvent
+from toolkit_vault.store.records import AuditDraft
+
+from .capacity import Fill, fill
+from .harness import open_bench_vault, postgres_admin_url, scratch_database
+from .toolkit import bench_registry
+
+__all__ = ["main", "measure"]
+
+_ROW = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details", "mac")
+
+
+def fill_events(vault: Any, events: int, log: Callable[[str], Any]) -> float:
+    """`events` tool calls through the store's write path, 5,000 a transaction: events
+    that change no stored state, so the fill's state stays the one the chain vouches for."""
+    started = time.perf_counter()
+    written = 0
+    while written < events:
+        count = min(5000, events - written)
+        drafts = [
+            AuditDraft("local", AuditAction.TOOL_CALLED, "s-fill", "bench", None, {"n": n})
+            for n in range(written, written + count)
+        ]
+        with vault.store.write() as conn:
+            vault.store.audit_many(conn, drafts)
+        written += count
+    return time.perf_counter() - started
+
+
+def _timed(work: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    found = work()
+    return time.perf_counter() - started, found
+
+
+def _floor(vault: Any) -> dict[str, float]:
+    """Seconds for the links' HMACs over every event (the defining canonical bytes, then
+    the fast form `audit.links_check` uses), and for opening every version, on rows read
+    into memory first: what no reading strategy can go below on one core."""
+    store = vault.store
+    with store.engine.connect() as conn:
+        events = [
+            dict(r._mapping) for r in conn.execute(select(AuditEvent).order_by(AuditEvent.seq))
+        ]
+    from functools import partial
+
+    sign = partial(crypto.chain_hash, vault.upkeep._audit_key)
+    started = time.perf_counter()
+    previous = CHAIN_START
+    for event in events:
+        assert links(sign, previous, event)
+        previous = bytes(event["mac"])
+    hmac_s = time.perf_counter() - started
+    rows = [tuple(event[name] for name in _ROW) for event in events]
+    key = vault.upkeep._audit_key.reveal()
+    started = time.perf_counter()
+    assert first_bad(key, CHAIN_START, rows) is None
+    fast_s = time.perf_counter() - started
+    scanned = [row for batch in scan_versions(store, 1000, authenticate=False) for row in batch]
+    ring = vault.ring
+    started = time.perf_counter()
+    for row in scanned:
+        if row.no_ciphertext:
+            continue
+        try:
+            context, sealed = row.record.sealed()
+            crypto.open_config(ring, context, sealed)
+        except DecryptionError:
+            pass
+    decrypt_s = time.perf_counter() - started
+    return {
+        "events": len(events),
+        "hmac_s": hmac_s,
+        "fast_form_s": fast_s,
+        "versions": len(scanned),
+        "decrypt_s": decrypt_s,
+    }
+
+
+def measure(
+    url: str, home: Path, size: Fill, events: int, log: Callable[[str], Any]
+) -> dict[str, Any]:
+    from toolkit_vault.backup import create_backup, verify_backup
+    from toolkit_vault.settings import VaultSettings
+
+    vault = open_bench_vault(home, url, bench_registry(1))
+    figures: dict[str, Any] = {}
+    try:
+        figures["fill_s"] = fill(vault, size, log)
+        figures["fill_events_s"] = fill_events(vault, events, log)
+        figures["floor"] = _floor(vault)
+        log(f"verify-scale: floor {figures['floor']}")
+        full = {"full": True} if _has_full(vault) else {}
+        figures["verify_full_s"], report = _timed(lambda: vault.verify_audit(**full))
+        assert report.ok, report.message
+        figures["events"] = report.events
+        log(f"verify-scale: audit verify {figures['verify_full_s']:.2f} s, {report.events} events")
+        figures["check_full_s"], checked = _timed(lambda: vault.check(**full))
+        assert checked["ok"], checked["audit"]
+        figures["versions"] = checked["versions"]
+        log(f"verify-scale: check {figures['check_full_s']:.2f} s, {checked['versions']} versions")
+        if full:
+            fill_events(vault, 1000, log)
+            figures["verify_incremental_s"], report = _timed(vault.verify_audit)
+            assert report.ok, report.message
+            figures["verify_incremental_said"] = report.message
+            fill_events(vault, 1000, log)
+            figures["check_incremental_s"], checked = _timed(vault.check)
+            assert checked["ok"], checked["audit"]
+        settings = VaultSettings(home, url, "file", "bench", initialized=True)
+        out = home.parent / "backup.tkvb"
+        figures["backup_create_s"], _ = _timed(lambda: create_backup(settings, out))
+        figures["backup_verify_s"], verified = _timed(lambda: verify_backup(out, settings))
+        assert verified.ok, verified.audit
+        log(f"verify-scale: {json.dumps(figures)}")
+        return figures
+    finally:
+        vault.store.engine.dispose()
+
+
+def _has_full(vault: Any) -> bool:
+    import inspect
+
+    return "full" in inspect.signature(vault.verify_audit).parameters
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.verify_scale", description=__doc__)
+    parser.add_argument("--principals", type=int, default=1000)
+    parser.add_argument("--versions", type=int, default=10_000)
+    parser.add_argument("--events", type=int, default=90_000)
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    args = parser.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    with (
+        tempfile.TemporaryDirectory(prefix="tkv-verify-scale-") as work,
+        scratch_database(args.database, Path(work) / "db", postgres_admin_url()) as url,
+    ):
+        size = Fill(args.principals, args.versions)
+        figures = measure(url, Path(work) / "home", size, args.events, log)
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

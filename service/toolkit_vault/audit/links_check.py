@@ -1,0 +1,86 @@
+"""Checking a batch of the main chain's links, fast: in this process, or in a worker
+child (`python -m toolkit_vault.audit.links_check`, fed by `walk` on its stdin).
+
+Most of a link's cost is making the canonical bytes: `details` is stored as JSON text,
+and `canonical_json` first asks, value by value, whether the C encoder writes it as RFC
+8785 does. The fast form skips that question: the event, its details parsed, written by
+the C encoder with sorted keys and no spaces. It is believed only when the link matches,
+which makes it sound: a match means these bytes are the ones the vault signed (a forged
+match is a forged HMAC), and the encoder is faithful (two different JSON values never
+encode alike), so the row holds the very event that was signed. When it does not match
+(a float like 1.0, a non-ASCII key: where the two encoders differ), the event's bytes are
+made the defining way (`chain.audit_payload`), and only then is a link called broken.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import pickle
+import sys
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from toolkit_vault.store.chain import AUDIT_FIELDS, links
+
+__all__ = ["as_event", "first_bad", "serve"]
+
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+).encode
+
+
+def as_event(row: Sequence[Any]) -> dict[str, Any]:
+    """A row (seq, ts, actor, action, session_id, toolkit_name, version, details, mac) as
+    the mapping `chain.links` reads."""
+    return {**dict(zip(AUDIT_FIELDS, row[:7], strict=True)), "details": row[7], "mac": row[8]}
+
+
+def _fast_payload(row: Sequence[Any]) -> bytes | None:
+    """The event as the C encoder writes it (module docstring), or None when it cannot."""
+    try:
+        details = json.loads(row[7])
+        fields = dict(zip(AUDIT_FIELDS, row[:7], strict=True))
+        return _ENCODE({**fields, "details": details}).encode()
+    except (ValueError, TypeError):  # (UnicodeEncodeError is a ValueError)
+        return None
+
+
+def first_bad(key: bytes, previous: bytes, rows: Sequence[Sequence[Any]]) -> int | None:
+    """The index of the first row whose link does not follow the stored link before it
+    (`previous` for the first); None when every link holds."""
+    sign = partial(_sign, key)
+    for index, row in enumerate(rows):
+        stored = row[8]
+        if not isinstance(stored, bytes | bytearray | memoryview):
+            return index
+        mac = bytes(stored)
+        payload = _fast_payload(row)
+        fast = payload is not None and hmac.compare_digest(sign(previous, payload), mac)
+        if not fast and not links(sign, previous, as_event(row)):
+            return index
+        previous = mac
+    return None
+
+
+def _sign(key: bytes, previous: bytes, payload: bytes) -> bytes:
+    return hmac.digest(key, previous + payload, "sha256")
+
+
+def serve() -> None:
+    """A worker: the key, then (previous link, rows) until its stdin ends; each answered
+    on stdout with `first_bad`'s index. Only its parent writes to it (a pipe)."""
+    given, answers = sys.stdin.buffer, sys.stdout.buffer
+    key = pickle.load(given)  # noqa: S301 (its parent, over a pipe only it holds)
+    while True:
+        try:
+            previous, rows = pickle.load(given)  # noqa: S301 (its parent's pipe)
+        except EOFError:
+            return
+        pickle.dump(first_bad(key, previous, rows), answers)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    serve()
