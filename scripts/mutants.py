@@ -3950,6 +3950,14 @@ MUTANTS = [
         "",
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
     ),
+    Mutant(
+        "CLI start-up: mcp_client imports the MCP SDK at its top again (toolkits list pays it)",
+        V + "mcp_client/__init__.py",
+        "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n",
+        "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n"
+        "from .host import UpstreamHandle, UpstreamHost\n",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+    ),
 ]
 
 

@@ -22,17 +22,11 @@ import logging
 import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit_package.placeholders import fill
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import (
-    RemoteServer,
-    UpstreamError,
-    UpstreamFailed,
-    UpstreamHandle,
-    UpstreamUnauthorized,
-)
+from toolkit_vault.mcp_client import UpstreamError, UpstreamFailed, UpstreamUnauthorized
 from toolkit_vault.oauth.spec import secure_url
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
@@ -40,6 +34,9 @@ from toolkit_vault.schema import CompiledSchema, compile_schema
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Values
 from toolkit_vault.toolkits.served import START_TIMEOUT, VERIFY_TIMEOUT, upstream_host
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server is reached (see `mcp_client`)
+    from toolkit_vault.mcp_client import UpstreamHandle
 
 __all__ = ["RemoteServedToolkit", "connect_of"]
 
@@ -116,6 +113,8 @@ class RemoteServedToolkit:
         return self.definition.name[:80]
 
     def _open(self, config: Mapping[str, Any], timeout: float) -> UpstreamHandle:
+        from toolkit_vault.mcp_client import RemoteServer
+
         url, headers = endpoint(self._connect, self.definition, config)
         return upstream_host().open(RemoteServer(self.label, url, headers), timeout=timeout)
 
