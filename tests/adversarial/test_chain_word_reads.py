@@ -17,9 +17,9 @@ import threading
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 from test_authenticated_state import reopen
-from test_replays import copy_of, rows
+from test_replays import assert_named, copy_of, rows
 
 from test_oauth import Agent, Rig, connected, rig, until_asked  # noqa: F401 (the fixture)
 from test_vault import CANARY, handshake, listed, request
@@ -28,8 +28,16 @@ from toolkit_vault.core.intake import Intake, IntakeRefused
 from toolkit_vault.core.oauth_refresh import LEASE_TTL, MAX_FAILURES, RETRY_SPACING
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.store.chain_word import chain_word
 from toolkit_vault.store.leases import RefreshLeases
-from toolkit_vault.store.models import ConfigVersion, CurrentConfig, RefreshLease
+from toolkit_vault.store.ledger import StateUnknown
+from toolkit_vault.store.models import (
+    AuditEvent,
+    AuditHead,
+    ConfigVersion,
+    CurrentConfig,
+    RefreshLease,
+)
 
 pytestmark = pytest.mark.key_providers("file")
 PUBLIC = {"endpoint": "https://api.example.test"}
@@ -81,13 +89,22 @@ def _nothing_stored(vault: Vault, session: str) -> None:
     assert listed(conn)["secretive"] is False
 
 
-@pytest.mark.parametrize("process", ["this one", "another one"])
+def _behind(monkeypatch: pytest.MonkeyPatch, process: Vault) -> None:
+    """`process` follows the chain no more outside its writes: what a purge committed
+    between its last read and its write is seen by the write's own read alone."""
+    monkeypatch.setattr(
+        process.store, "chain_state", lambda *_, **__: process.store.followed_state()
+    )
+
+
+@pytest.mark.parametrize("process", ["this one", "another one", "another one, behind"])
 def test_a_pending_intake_row_put_back_during_the_check_stores_nothing(
     vault: Vault, fresh: list[Vault], monkeypatch: pytest.MonkeyPatch, process: str
 ) -> None:
     """The person submits; while the credential is checked an operator purges the session,
     and a database writer puts the pending intake row back as the vault wrote it (status
-    `intake`, its MAC valid). The chain says the version was purged: nothing is stored."""
+    `intake`, its MAC valid). The chain says the version was purged: nothing is stored,
+    also by a process that had not followed the chain since (the write reads it)."""
     session, link = _intake(vault)
     backup = copy_of(vault, session)
     assert backup["versions"][0]["status"] == "intake"
@@ -96,6 +113,8 @@ def test_a_pending_intake_row_put_back_during_the_check_stores_nothing(
     checked = Intake._checked
 
     def purged_and_put_back(self: Intake, *args: Any, **kwargs: Any) -> Any:
+        if process.endswith("behind"):
+            _behind(monkeypatch, submitter)
         vault.purge("operator", session)
         put_back(vault, session, backup)  # the pending row again, exactly as written
         return checked(self, *args, **kwargs)
@@ -105,6 +124,39 @@ def test_a_pending_intake_row_put_back_during_the_check_stores_nothing(
         submitter.intake.complete(link, {**PUBLIC, **SECRETS})
     assert refused.value.reason == "changed"
     _nothing_stored(vault, session)
+    if process == "this one":  # `check` and `audit verify` name the row put back
+        assert_named(("config_versions", "replayed"))
+
+
+def test_an_edited_purge_event_read_by_the_write_stores_nothing(
+    vault: Vault, fresh: list[Vault], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write verifies each event it reads after its ledger: a purge event edited to
+    say nothing (and the pending row put back) does not verify, and nothing is stored."""
+    session, link = _intake(vault)
+    backup = copy_of(vault, session)
+    submitter = reopen(fresh)
+    submitter.intake = Intake(submitter, KEY, lambda link: f"https://vault.test/{link}")
+    checked = Intake._checked
+
+    def purged_and_hidden(self: Intake, *args: Any, **kwargs: Any) -> Any:
+        _behind(monkeypatch, submitter)
+        vault.purge("operator", session)
+        put_back(vault, session, backup)
+        with vault.store.engine.begin() as db:
+            db.execute(
+                update(AuditEvent).where(AuditEvent.action == "purge").values(action="tool_called")
+            )
+        return checked(self, *args, **kwargs)
+
+    monkeypatch.setattr(Intake, "_checked", purged_and_hidden)
+    with pytest.raises(StateUnknown, match="does not verify"):
+        submitter.intake.complete(link, {**PUBLIC, **SECRETS})
+    with vault.store.engine.connect() as db:
+        stored = rows(db, ConfigVersion, ConfigVersion.session_id == session)
+        actions = [a for (a,) in db.execute(select(AuditEvent.action).order_by(AuditEvent.seq))]
+    assert [r["version"] for r in stored] == [1], "a version was stored after the purge"
+    assert actions[-1] == "tool_called"  # the edited purge: nothing after it
 
 
 def test_a_pending_intake_row_put_back_after_a_purge_does_not_reopen_the_link(
@@ -126,6 +178,23 @@ def test_a_pending_intake_row_put_back_after_a_purge_does_not_reopen_the_link(
         with pytest.raises(IntakeRefused):
             process.intake.complete(link, {**PUBLIC, **SECRETS})
     _nothing_stored(vault, session)
+
+
+def test_the_chain_word_reaches_the_end_the_write_extends(vault: Vault) -> None:
+    """The events a write reads must end at the head it extends: a read that stops short of
+    it, or ends at another link, is not the chain's word."""
+    session, _ = _intake(vault)
+    store = vault.store
+    store.chain_state()
+    assert store._ledger is not None and store._sign is not None
+    with store.engine.connect() as conn:
+        seq, mac = conn.execute(select(AuditHead.seq, AuditHead.mac)).one()
+        args = (conn, store._ledger, store._sign, store._placeholder)
+        word = chain_word(*args, (seq, bytes(mac)), session, "secretive")
+        assert word.last_version(session, "secretive") == 1
+        for end in ((seq + 1, bytes(mac)), (seq, bytes(32))):
+            with pytest.raises(StateUnknown, match="does not verify"):
+                chain_word(*args, end, session, "secretive")
 
 
 @pytest.mark.parametrize("what", ["pointer row", "pointer and version rows"])
