@@ -4018,6 +4018,14 @@ MUTANTS = [
         "if now < row.retry_at:",
         (CHAIN_WORD + "test_a_forged_lease_holds_a_refresh_no_longer_than_the_vault_would",),
     ),
+    Mutant(
+        "CLI start-up: the oauth package imports its HTTP client at its top again",
+        V + "oauth/__init__.py",
+        "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n",
+        "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n"
+        "from toolkit_vault.oauth.client import OAuthClient\n",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+    ),
 ]
 
 
