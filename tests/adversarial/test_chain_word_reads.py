@@ -28,6 +28,7 @@ from toolkit_vault.core.intake import Intake, IntakeRefused
 from toolkit_vault.core.oauth_refresh import LEASE_TTL, MAX_FAILURES, RETRY_SPACING
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes
+from toolkit_vault.errors import StoreError
 from toolkit_vault.store.chain_word import chain_word
 from toolkit_vault.store.leases import RefreshLeases
 from toolkit_vault.store.ledger import StateUnknown
@@ -150,7 +151,7 @@ def test_an_edited_purge_event_read_by_the_write_stores_nothing(
         return checked(self, *args, **kwargs)
 
     monkeypatch.setattr(Intake, "_checked", purged_and_hidden)
-    with pytest.raises(StateUnknown, match="does not verify"):
+    with pytest.raises(StoreError, match="does not verify"):
         submitter.intake.complete(link, {**PUBLIC, **SECRETS})
     with vault.store.engine.connect() as db:
         stored = rows(db, ConfigVersion, ConfigVersion.session_id == session)

@@ -237,12 +237,17 @@ class ConfigVersions(ChainLinks):
         self, conn: Connection, scope: str, toolkit: str, chain_end: Sequence[Any]
     ) -> ChainState:
         """(In an append's write transaction.) What the verified chain says of (scope,
-        toolkit) at the end this write extends (`chain_word`); StateUnknown when it cannot
-        be believed."""
+        toolkit) at the end this write extends (`chain_word`); StoreError, as any write on
+        a chain that cannot be believed, when it cannot be."""
         if self._ledger is None or self._sign is None:
             raise StoreError("the audit key is not loaded")
         end = verified_end(chain_end, self._sign)
-        return chain_word(conn, self._ledger, self._sign, self._placeholder, end, scope, toolkit)
+        try:
+            return chain_word(
+                conn, self._ledger, self._sign, self._placeholder, end, scope, toolkit
+            )
+        except StateUnknown as exc:
+            raise StoreError(str(exc)) from None
 
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """An append's `_WRITE_STATE`: read, or as its group read it ahead (or as the
