@@ -38,7 +38,7 @@ list(main.commands.values())  # import every command now, once, not in each fork
 # and what commands import only when they run (to spare a real start the time: issue 53)
 import importlib
 for deferred in ("audit.devices", "audit.upgrade", "core.vault", "keys.upgrade", "mcp_client",
-                 "schema"):
+                 "mcp_client.host", "oauth.client", "oauth.metadata", "schema"):
     try:
         importlib.import_module("toolkit_vault." + deferred)
     except ImportError:

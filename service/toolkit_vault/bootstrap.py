@@ -183,7 +183,11 @@ def open_vault(
     or it is behind the home's witness), so a server never starts on it; operators' commands
     (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
     from toolkit_vault.core.vault import Vault
+    from toolkit_vault.mcp_client import host  # noqa: F401
 
+    # The MCP SDK (`mcp_client.host`) is imported here, with the vault, as it was before it
+    # was made lazy: not at an imported server's first launch, on that launch's clock and
+    # beside the threads serving runs. `toolkits list` opens the registry alone.
     opened = _open_registry(settings, registry, current, audit_stream)
     store, keys, (ring, internal), registry, loaded_at = opened
     vault = Vault(

@@ -17,13 +17,13 @@ be handed more than its caller chose to pass.
 May import: `sandbox` and the shared leaves (`addresses`, `canonical`, `errors`, `logs`,
 `files`, `versions`); never `store`, `keys`, `crypto`, `access` or anything above them.
 
-The MCP SDK (with its pydantic models, httpx and anyio) is imported only when a session is
-opened: `errors`, `pinning` and `descriptions` load without it, and the names that need it
-(`UpstreamHost`, `UpstreamHandle`, `UpstreamSession`, `StdioServer`, `RemoteServer`,
-`Launch`) are imported at their first use through `__getattr__`. A module that only names
-them in annotations imports them under `TYPE_CHECKING`, and one that builds them imports
-them where it does, so a command that lists toolkits never pays for the SDK
-(`tests/test_cli_startup.py` holds it to that).
+The MCP SDK (with its pydantic models, httpx and anyio) is imported only by the names that
+need it: `errors`, `pinning` and `descriptions` load without it, and `UpstreamHost`,
+`UpstreamHandle`, `UpstreamSession`, `StdioServer`, `RemoteServer` and `Launch` are
+imported at their first use through `__getattr__`. A module that only names them in
+annotations imports them under `TYPE_CHECKING`, and one that builds them imports them where
+it does, so a command that lists toolkits never pays for the SDK (`tests/test_cli_startup.py`
+holds it to that); `bootstrap.open_vault` imports it with the vault, off a launch's clock.
 """
 
 from __future__ import annotations
