@@ -113,6 +113,7 @@ TRANSPORT_CALLS = "tests/test_tool_calls_transports.py::"
 GATHERING = "tests/test_call_gathering.py::"
 ANSWER_AFTER = "tests/test_call_answer_after_commit.py::"
 INCREMENTAL = "tests/test_incremental_verify.py::"
+CHAIN_WORD = "tests/adversarial/test_chain_word_reads.py::"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -1756,8 +1757,8 @@ MUTANTS = [
     Mutant(
         "intake: a link used again, or after a newer configure",
         VERSIONS,
-        "        if latest != waiting:",
-        "        if False:",
+        "    if latest != waiting or word.last_version(scope, toolkit) != waiting:",
+        "    if False:",
         (
             "tests/web/test_intake.py::test_a_newer_configure_supersedes_the_link",
             "tests/web/test_intake.py::test_two_submissions_of_one_link_store_one_version",
@@ -1767,8 +1768,8 @@ MUTANTS = [
     Mutant(
         "intake: a config stored after a purge that landed while it was checked or exchanged",
         VERSIONS,
-        'if row is None or row[0] == "purged":',
-        "if row is None:",
+        "    if word.was_purged(scope, toolkit, waiting):",
+        "    if False:",
         (
             OAUTH + "test_a_purge_while_the_code_is_exchanged_voids_the_connection",
             "tests/web/test_intake.py::test_a_purge_while_the_submission_is_checked_voids_it",
@@ -1777,14 +1778,17 @@ MUTANTS = [
     Mutant(
         "oauth: a refresh stored after a purge that landed while its server answered",
         VERSIONS,
-        "if after is not None and not int(latest) == current == after:",
-        "if after is not None and int(latest) != after:",
+        "    if not (latest == current == after) or not (\n"
+        "        word.last_version(scope, toolkit) == after"
+        " and word.pointer(scope, toolkit) == after\n"
+        "    ):",
+        "    if latest != after:",
         (OAUTH + "test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it",),
     ),
     Mutant(
         "oauth: refresh without the lease (every process asks the server)",
         V + "store/leases.py",
-        "if row.holder not in (None, holder) and row.expires_at > now:",
+        "if row.holder not in (None, holder) and held:",
         "if False:",
         (
             OAUTH
@@ -4229,6 +4233,78 @@ MUTANTS = [
         "    if versions_to(store, last_id) != count:",
         "    if False:",
         (INCREMENTAL + "test_a_check_mark_over_a_deleted_version_is_not_believed",),
+    ),
+    Mutant(
+        "CLI start-up: mcp_client imports the MCP SDK at its top again (toolkits list pays it)",
+        V + "mcp_client/__init__.py",
+        "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n",
+        "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n"
+        "from .host import UpstreamHandle, UpstreamHost\n",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+    ),
+    Mutant(
+        "chain's word: an intake submission believes the status column (a pending row put back)",
+        VERSIONS,
+        "    if word.was_purged(scope, toolkit, waiting):",
+        "    if False:",
+        (CHAIN_WORD + "test_a_pending_intake_row_put_back_during_the_check_stores_nothing",),
+    ),
+    Mutant(
+        "chain's word: a refresh believes the pointer row (one put back after a purge)",
+        VERSIONS,
+        "word.last_version(scope, toolkit) == after and word.pointer(scope, toolkit) == after",
+        "True",
+        (CHAIN_WORD + "test_a_pointer_row_put_back_during_a_refresh_stores_nothing",),
+    ),
+    Mutant(
+        "chain's word: an intake link opens on a pending row put back after a purge",
+        VERSIONS,
+        "        if state.was_purged(scope, toolkit, version):",
+        "        if False:",
+        (CHAIN_WORD + "test_a_pending_intake_row_put_back_after_a_purge_does_not_reopen_the_link",),
+    ),
+    Mutant(
+        "chain's word: the write takes the ledger's word without the events after it",
+        V + "store/chain_word.py",
+        "        word.apply(event)\n",
+        "",
+        (CHAIN_WORD + "test_a_pending_intake_row_put_back_during_the_check_stores_nothing",),
+    ),
+    Mutant(
+        "chain's word: the events the write reads are not verified",
+        V + "store/chain_word.py",
+        'if event["seq"] != seq + 1 or not links(sign, mac, event):',
+        'if event["seq"] != seq + 1:',
+        (CHAIN_WORD + "test_an_edited_purge_event_read_by_the_write_stores_nothing",),
+    ),
+    Mutant(
+        "chain's word: the events read need not reach the end the write extends",
+        V + "store/chain_word.py",
+        "    if seq != end[0] or not hmac.compare_digest(mac, end[1]):",
+        "    if False:",
+        (CHAIN_WORD + "test_the_chain_word_reaches_the_end_the_write_extends",),
+    ),
+    Mutant(
+        "refresh leases: a lease row claiming an hour is believed",
+        V + "store/leases.py",
+        "held = now < row.expires_at <= now + self.longest_lease",
+        "held = now < row.expires_at",
+        (CHAIN_WORD + "test_a_forged_lease_holds_a_refresh_no_longer_than_the_vault_would",),
+    ),
+    Mutant(
+        "refresh leases: a backoff of a day is believed",
+        V + "store/leases.py",
+        "if now < row.retry_at <= now + self.longest_backoff:",
+        "if now < row.retry_at:",
+        (CHAIN_WORD + "test_a_forged_lease_holds_a_refresh_no_longer_than_the_vault_would",),
+    ),
+    Mutant(
+        "CLI start-up: the oauth package imports its HTTP client at its top again",
+        V + "oauth/__init__.py",
+        "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n",
+        "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n"
+        "from toolkit_vault.oauth.client import OAuthClient\n",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
     ),
 ]
 

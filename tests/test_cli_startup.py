@@ -116,6 +116,72 @@ def test_a_listing_imports_nothing_of_the_serving_side(
     assert sorted({m.split(".")[0] for m in loaded} & SERVING) == []
 
 
+# `toolkits list` opens the registry (imported definitions are verified under the vault
+# keys), so it does import the packaging side; but not the MCP SDK (loaded only when an
+# imported server is launched or reached), the HTTP server, nor `Vault`.
+# Nor the OAuth client (authlib, httpx: a schema's `x-oauth` is read without it).
+NOT_FOR_THE_REGISTRY = {"fastapi", "mcp", "mcp_types", "starlette", "uvicorn"}
+NOT_FOR_THE_REGISTRY |= {"anyio", "authlib", "httpx", "httpx2"}
+
+
+def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    output, loaded = _probe(
+        "toolkits",
+        "list",
+        env=env,
+        heavy=HEAVY | SERVING | NOT_FOR_THE_REGISTRY | {"toolkit_vault"},
+    )
+    assert "filesystem" in output and "toolkit_vault.toolkits.registry" in loaded
+    assert "sqlalchemy" in loaded and "toolkit_package" in loaded  # it did load the registry
+    assert sorted({m.split(".")[0] for m in loaded} & NOT_FOR_THE_REGISTRY) == []
+    assert "toolkit_vault.core.vault" not in loaded
+    assert "toolkit_vault.mcp_client.session" not in loaded
+    assert "toolkit_vault.oauth.client" not in loaded
+
+
+def test_the_mcp_clients_names_load_the_sdk_at_first_use() -> None:
+    """`mcp_client` imports the SDK only when a name that needs it is asked for."""
+    code = (
+        "import sys; import toolkit_vault.mcp_client as m; before = 'mcp' in sys.modules; "
+        "m.StdioServer; print(before, 'mcp' in sys.modules, m.StdioServer.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "toolkit_vault.mcp_client.session"]
+    from toolkit_vault import mcp_client
+
+    assert all(getattr(mcp_client, name) is not None for name in mcp_client.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        mcp_client.nope  # noqa: B018
+
+
+def test_the_oauth_clients_names_load_authlib_at_first_use() -> None:
+    code = (
+        "import sys; import toolkit_vault.oauth as o; before = 'authlib' in sys.modules; "
+        "o.OAuthFailed; print(before, 'authlib' in sys.modules, o.OAuthFailed.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "toolkit_vault.oauth.client"]
+    from toolkit_vault import oauth
+
+    assert all(getattr(oauth, name) is not None for name in oauth.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        oauth.nope  # noqa: B018
+
+
+def test_the_toolkits_commands_copies_are_their_sources() -> None:
+    from toolkit_package.skeletons import FORMATS
+    from toolkit_vault.cli import toolkits
+    from toolkit_vault.oauth import fetch
+    from toolkit_vault.toolkits import remote_oauth
+
+    assert toolkits.SKELETON_FORMATS == FORMATS
+    assert toolkits.DEFAULT_PUBLIC_URL == remote_oauth.DEFAULT_PUBLIC_URL
+    assert remote_oauth.DEADLINE == fetch.DEADLINE
+
+
 def test_completing_a_command_name_imports_no_command() -> None:
     words = {"_TOOLKIT_VAULT_COMPLETE": "bash_complete", "COMP_CWORD": "1"}
     output, loaded = _probe(env={**words, "COMP_WORDS": "toolkit-vault "})

@@ -33,6 +33,7 @@ from toolkit_vault.store.witness import WITNESS_NAME, Witness
 if TYPE_CHECKING:
     from toolkit_vault.audit.devices import AuditDevices
     from toolkit_vault.core.vault import Vault
+    from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "home_providers",
     "init_vault",
     "open_provider",
+    "open_registry",
     "open_store",
     "open_vault",
 ]
@@ -195,6 +197,51 @@ def open_vault(
     or it is behind the home's witness), so a server never starts on it; operators' commands
     (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
     from toolkit_vault.core.vault import Vault
+    from toolkit_vault.mcp_client import host  # noqa: F401
+
+    # The MCP SDK (`mcp_client.host`) is imported here, with the vault, as it was before it
+    # was made lazy: not at an imported server's first launch, on that launch's clock and
+    # beside the threads serving runs. `toolkits list` opens the registry alone.
+    opened = _open_registry(settings, registry, current, audit_stream)
+    store, keys, (ring, internal), registry, loaded_at = opened
+    vault = Vault(
+        store,
+        ring,
+        internal["fingerprint"],
+        registry,
+        reload_keys=keys.reload,
+        audit_key=internal["audit"],
+        relay_key=crypto.derive_key(internal["state"], "relay"),
+        intake_key=crypto.derive_key(internal["state"], "intake"),
+        registry_loaded_at=loaded_at,
+    )
+    return vault
+
+
+def open_registry(settings: VaultSettings) -> ToolkitRegistry:
+    """The toolkit registry exactly as `open_vault` loads and checks it (imported
+    definitions verified under the vault keys, a store that cannot be believed refused),
+    without the rest of the vault: `toolkits list` needs no more, and importing `Vault`
+    (the serving side: OAuth clients, the tool engine) was most of its start."""
+    store, _, _, registry, _ = _open_registry(settings, None, True, None)
+    store.close()
+    return registry
+
+
+def _open_registry(
+    settings: VaultSettings,
+    registry: ToolkitRegistry | None,
+    current: bool,
+    audit_stream: IO[bytes] | None,
+) -> tuple[
+    Store,
+    VaultKeys,
+    tuple[crypto.KeyRing, dict[str, crypto.SecretBytes]],
+    ToolkitRegistry,
+    int | None,
+]:
+    """The store, its keys opened and the registry loaded: what `open_vault` and
+    `open_registry` share."""
     from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.keys.upgrade import legacy_pending
     from toolkit_vault.toolkits.imports import stored_toolkits
@@ -209,7 +256,7 @@ def open_vault(
         )
     use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
     keys = VaultKeys(store, open_provider(settings), partial(home_providers, settings))
-    ring, internal = keys.open()
+    opened = keys.open()
     loaded_at = None
     if registry is None:
         registry = ToolkitRegistry.default()
@@ -217,18 +264,7 @@ def open_vault(
         registry.load_imported(stored_toolkits(store))  # `toolkits import`, shared via the store
     if current and (failure := store.state_failure()) is not None:
         raise VaultError(failure)
-    vault = Vault(
-        store,
-        ring,
-        internal["fingerprint"],
-        registry,
-        reload_keys=keys.reload,
-        audit_key=internal["audit"],
-        relay_key=crypto.derive_key(internal["state"], "relay"),
-        intake_key=crypto.derive_key(internal["state"], "intake"),
-        registry_loaded_at=loaded_at,
-    )
-    return vault
+    return store, keys, opened, registry, loaded_at
 
 
 def _hidden_from_servers(settings: VaultSettings) -> list[Path]:

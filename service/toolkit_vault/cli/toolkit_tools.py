@@ -9,16 +9,19 @@ server's text and the vault's hashes: shown as plain text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli.shell import emit, epilog, guarded
 from toolkit_vault.cli.tables import Column, Row, echo_table
-from toolkit_vault.core.tool_pins import accept_tools, show_tools
 from toolkit_vault.settings import load_settings
 from toolkit_vault.toolkits.import_report import printable
-from toolkit_vault.toolkits.tool_pins import PinnedTools
+
+if TYPE_CHECKING:  # `toolkits list` loads this group too: its commands import their own
+    from toolkit_vault.toolkits.tool_pins import PinnedTools
 
 __all__ = ["tools"]
 
@@ -68,6 +71,8 @@ def _echo(pinned: PinnedTools) -> None:
 def tools_show(name: str, as_json: bool) -> None:
     """The tools of imported toolkit NAME's server as pinned (`pinned`), and each one a
     later list changed (`changed`) or added (`added`): those are withheld until accepted."""
+    from toolkit_vault.core.tool_pins import show_tools
+
     vault = open_vault(load_settings())
     pinned = show_tools(vault.store, vault.toolkit(name))
     if as_json:
@@ -94,6 +99,8 @@ def tools_accept(name: str, chosen: tuple[str, ...], as_json: bool) -> None:
     """Accept the changed or added tools of imported toolkit NAME's server, as they were
     seen (every waiting one, or each --tool): the pin takes them, and they are listed and
     called again in every process. Audited as tools_accepted."""
+    from toolkit_vault.core.tool_pins import accept_tools
+
     vault = open_vault(load_settings())
     pinned = accept_tools(vault.store, shell_actor(), vault.toolkit(name), chosen)
     if as_json:

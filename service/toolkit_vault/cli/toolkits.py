@@ -12,36 +12,22 @@ from typing import Any
 
 import click
 
-from toolkit_package.selection import Selection
-from toolkit_package.skeletons import FORMATS
 from toolkit_vault.actors import shell_actor
-from toolkit_vault.bootstrap import open_store, open_vault
+from toolkit_vault.bootstrap import open_registry, open_store, open_vault
 from toolkit_vault.cli.ids import resolve_session
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.cli.toolkit_tools import tools
-from toolkit_vault.core.templates import skeleton_of
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.toolkits.import_report import (
-    describe_toolkit,
-    oauth_warnings,
-    printable,
-    report_lines,
-)
-from toolkit_vault.toolkits.imports import (
-    DiscoveryOptions,
-    PackageRefused,
-    import_package,
-    remove_toolkit,
-    stored_toolkits,
-)
-from toolkit_vault.toolkits.package_sources import read_package
+from toolkit_vault.toolkits.import_report import printable
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
-from toolkit_vault.toolkits.remote_oauth import DEFAULT_PUBLIC_URL
-from toolkit_vault.toolkits.server_processes import server_states
-from toolkit_vault.toolkits.server_status import server_line
 
+# `toolkits list` imports only what a listing uses: the import, template and show commands
+# import the packaging side, OAuth discovery and the server states where they run. Their
+# options' values are copies, held equal to their sources by tests/test_cli_startup.py.
+SKELETON_FORMATS = ("json", "env", "vscode", "mcpb")  # toolkit_package.skeletons.FORMATS
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8600"  # toolkits.remote_oauth.DEFAULT_PUBLIC_URL
 NO_DISCOVER_VARIABLE = "TOOLKIT_VAULT_NO_DISCOVER"  # an air-gapped host, a test suite
 
 __all__ = ["toolkits"]
@@ -77,7 +63,7 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
     """
     settings = load_settings()
     try:
-        registered, unchecked = open_vault(settings).registry.all(), None
+        registered, unchecked = open_registry(settings).all(), None
     except VaultError as exc:
         registered, unchecked = _listed_without_keys(settings), exc.message
         click.echo(
@@ -122,6 +108,8 @@ def _short_source(source: str) -> str:
 def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
     """The registry a keyless listing shows: built-in and plugin toolkits, and imported
     definitions as stored, unverified. It only lists; it never configures anything."""
+    from toolkit_vault.toolkits.imports import stored_toolkits
+
     registry = ToolkitRegistry.default()
     store = open_store(settings)
     try:
@@ -149,6 +137,10 @@ def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
 def toolkits_show(name: str, as_json: bool) -> None:
     """One toolkit: its definition, each field's secret mark and the reason for it, and
     the state of each of its local servers this machine's vault processes run."""
+    from toolkit_vault.toolkits.import_report import describe_toolkit
+    from toolkit_vault.toolkits.server_processes import server_states
+    from toolkit_vault.toolkits.server_status import server_line
+
     vault = open_vault(load_settings())
     shown = describe_toolkit(vault.registry.get(name))
     shown["servers"] = server_states(name)  # its local servers, on this machine
@@ -210,7 +202,7 @@ def _renames(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(SKELETON_FORMATS),
     default="json",
     show_default=True,
     help="A configure request, .env lines, a VS Code mcp.json or an MCPB manifest.",
@@ -220,6 +212,8 @@ def toolkits_template(name: str, fmt: str) -> None:
     """Print a skeleton of a client config for toolkit NAME: a placeholder for every field,
     secret ones declared secret (VS Code: password: true; MCPB: sensitive: true), so
     `toolkits import` of it marks the same fields secret. Never a value."""
+    from toolkit_vault.core.templates import skeleton_of
+
     click.echo(skeleton_of(open_vault(load_settings()).toolkit(name), fmt), nl=False)
 
 
@@ -312,6 +306,11 @@ def toolkits_import(
     source (unless --replace). A remote server whose protected resource
     metadata (RFC 9728) names an authorization server gets `x-oauth` (docs/oauth.md).
     """
+    from toolkit_package.selection import Selection
+    from toolkit_vault.toolkits.import_report import oauth_warnings, report_lines
+    from toolkit_vault.toolkits.imports import DiscoveryOptions, PackageRefused, import_package
+    from toolkit_vault.toolkits.package_sources import read_package
+
     selection = Selection(
         only=frozenset(only),
         skip=frozenset(skip),
@@ -366,6 +365,8 @@ def toolkits_import(
 @guarded
 def toolkits_remove(name: str, as_json: bool) -> None:
     """Remove an imported toolkit; sessions that had it configured no longer do."""
+    from toolkit_vault.toolkits.imports import remove_toolkit
+
     vault = open_vault(load_settings())
     removed = remove_toolkit(vault.store, vault.registry, name, shell_actor())
     if as_json:

@@ -60,6 +60,12 @@ WAIT_S = 30.0  # seconds an initialization waits for another process's refresh
 FIRST_POLL, MAX_POLL = 0.02, 0.2  # seconds between two looks at the lease, doubling
 MAX_FAILURES = 3  # the server failed this many refreshes in a row: a person must connect
 RETRY_SPACING = 60.0  # seconds before a try after a failure, doubled with each one in a row
+# The longest lease and backoff this vault writes: a lease row claiming more is not believed
+# (`store.leases`: the rows carry no MAC, and their worst case is bounded by these).
+LEASE_BOUNDS = {
+    "longest_lease": LEASE_TTL,
+    "longest_backoff": RETRY_SPACING * 2 ** (MAX_FAILURES - 1),
+}
 # The server failed rather than refused: worth another try, after the spacing.
 TRANSIENT = frozenset({"unavailable", "metadata", "server_error", "temporarily_unavailable"})
 log = logging.getLogger(__name__)
@@ -136,7 +142,7 @@ class OAuthRefresher:
         the last. None when another process refreshed it meanwhile (read the latest).
         Raises Reconnect (`Marked` when a version marked for reconnecting was stored)."""
         scope, name = record.session_id, record.toolkit_name
-        leases, holder = RefreshLeases(self._store), secrets.token_hex(16)
+        leases, holder = RefreshLeases(self._store, **LEASE_BOUNDS), secrets.token_hex(16)
         delay, give_up = FIRST_POLL, time.monotonic() + WAIT_S
         while True:
             now = self.clock()

@@ -16,7 +16,20 @@ be handed more than its caller chose to pass.
 
 May import: `sandbox` and the shared leaves (`addresses`, `canonical`, `errors`, `logs`,
 `files`, `versions`); never `store`, `keys`, `crypto`, `access` or anything above them.
+
+The MCP SDK (with its pydantic models, httpx and anyio) is imported only by the names that
+need it: `errors`, `pinning` and `descriptions` load without it, and `UpstreamHost`,
+`UpstreamHandle`, `UpstreamSession`, `StdioServer`, `RemoteServer` and `Launch` are
+imported at their first use through `__getattr__`. A module that only names them in
+annotations imports them under `TYPE_CHECKING`, and one that builds them imports them where
+it does, so a command that lists toolkits never pays for the SDK (`tests/test_cli_startup.py`
+holds it to that); `bootstrap.open_vault` imports it with the vault, off a launch's clock.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .descriptions import ToolDescription, describe_tools
 from .errors import (
@@ -27,10 +40,22 @@ from .errors import (
     UpstreamRefused,
     UpstreamUnauthorized,
 )
-from .host import UpstreamHandle, UpstreamHost
 from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest
-from .session import RemoteServer, StdioServer, UpstreamSession
-from .stdio import Launch
+
+if TYPE_CHECKING:
+    from .host import UpstreamHandle, UpstreamHost
+    from .session import RemoteServer, StdioServer, UpstreamSession
+    from .stdio import Launch
+
+# the names that import the MCP SDK, and the module of each
+_WITH_SDK = {
+    "UpstreamHandle": "host",
+    "UpstreamHost": "host",
+    "RemoteServer": "session",
+    "StdioServer": "session",
+    "UpstreamSession": "session",
+    "Launch": "stdio",
+}
 
 __all__ = [
     "CallCancelled",
@@ -53,3 +78,13 @@ __all__ = [
     "pin_tools",
     "tool_digest",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an SDK-bound name at its first use (see the module), then keep it."""
+    module = _WITH_SDK.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

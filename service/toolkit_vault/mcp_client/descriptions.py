@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.canonical import canonical_json
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = [
     "MAX_DESCRIPTION_CHARS",

@@ -10,10 +10,26 @@ May import: schema, errors, logs, canonical (and authlib, httpx); never the stor
 or transports.
 """
 
-from toolkit_vault.oauth.client import OAuthClient, OAuthFailed
-from toolkit_vault.oauth.metadata import Endpoints, discover
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri
 from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set
+
+if TYPE_CHECKING:
+    from toolkit_vault.oauth.client import OAuthClient, OAuthFailed
+    from toolkit_vault.oauth.metadata import Endpoints, discover
+
+# The names whose modules import authlib and httpx, imported at their first use: a command
+# that only reads a schema's `x-oauth` (`toolkits list`) never pays for the HTTP client.
+_WITH_CLIENT = {
+    "OAuthClient": "client",
+    "OAuthFailed": "client",
+    "Endpoints": "metadata",
+    "discover": "metadata",
+}
 
 __all__ = [
     "TOKEN_SET_KEY",
@@ -27,3 +43,13 @@ __all__ = [
     "redirect_uri",
     "without_token_set",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a client-side name at its first use (see above), then keep it."""
+    module = _WITH_CLIENT.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -12,8 +12,14 @@ others find the lease held and wait for that version. A lease ends when its hold
 consecutive failures (`failed`) and says when the next try may be made, so a server that is
 down is never asked in a loop; a purge drops it with what it shreds (`drop_leases`).
 
-The row carries no MAC: whoever can write the database can already make a refresh wait or
-fail; here it can only delay one, or let two happen (the append stays a compare-and-set).
+The row carries no MAC, and nothing it says can make a version stored: the append checks
+the chain's word (`chain_word`), not this row. Its worst case is bounded instead (SECURITY.md,
+"Freshness"): a row that claims a lease longer than the vault ever takes (`longest_lease`)
+or a backoff longer than it ever sets (`longest_backoff`) is not believed, so one write
+holds refreshes up no longer than the vault's own lease or backoff would; a writer who keeps
+writing it can keep a refresh waiting (each initialization waits at most `WAIT_S` and is
+told to try again), let two happen (one is stored), or, with a failure count, make the
+next real failure of the server ask a person to connect again.
 """
 
 from __future__ import annotations
@@ -26,7 +32,12 @@ from sqlalchemy import ColumnElement, Connection, Row, delete, insert, select, u
 from toolkit_vault.store.models import RefreshLease
 from toolkit_vault.store.storage import Store
 
-__all__ = ["Claim", "RefreshLeases", "drop_leases"]
+__all__ = ["LONGEST_BACKOFF", "LONGEST_LEASE", "Claim", "RefreshLeases", "drop_leases"]
+
+# What the vault itself writes at most (`core.oauth_refresh` passes its own: its LEASE_TTL,
+# and RETRY_SPACING doubled up to the last failure before a person is asked).
+LONGEST_LEASE = 60.0
+LONGEST_BACKOFF = 240.0
 
 
 @dataclass(frozen=True)
@@ -44,8 +55,17 @@ class Claim:
 
 
 class RefreshLeases:
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        longest_lease: float = LONGEST_LEASE,
+        longest_backoff: float = LONGEST_BACKOFF,
+    ) -> None:
+        """`longest_lease`, `longest_backoff`: the longest the vault ever writes; a row
+        claiming more was not written by it and is not believed (see the module)."""
         self.store = store
+        self.longest_lease, self.longest_backoff = longest_lease, longest_backoff
 
     @staticmethod
     def _key(scope: str, toolkit: str) -> list[ColumnElement[bool]]:
@@ -59,7 +79,7 @@ class RefreshLeases:
         lease looks free (a `claim` may take it)."""
         with self.store.read() as conn:
             row = self._row(conn, scope, toolkit)
-        return _judge(row, version, holder, now)
+        return self._judge(row, version, holder, now)
 
     def claim(
         self, scope: str, toolkit: str, version: int, holder: str, now: float, ttl: float
@@ -70,7 +90,7 @@ class RefreshLeases:
 
         def work(conn: Connection) -> Claim:
             row = self._row(conn, scope, toolkit)
-            found = _judge(row, version, holder, now)
+            found = self._judge(row, version, holder, now)
             if not found.won:
                 return found
             values = {"version": version, "holder": holder, "expires_at": now + ttl}
@@ -113,6 +133,20 @@ class RefreshLeases:
         failures: int = self.store.transact(work)
         return failures
 
+    def _judge(self, row: Row[Any] | None, version: int, holder: str, now: float) -> Claim:
+        if row is None:
+            return Claim(True)
+        if row.version < version:  # a lease or count of an older version: moot
+            return Claim(True)
+        if row.version > version:  # the caller read a version since replaced: it waits
+            return Claim(False, row.failures, 0.0)
+        held = now < row.expires_at <= now + self.longest_lease  # longer: not the vault's
+        if row.holder not in (None, holder) and held:
+            return Claim(False, row.failures, 0.0)
+        if now < row.retry_at <= now + self.longest_backoff:
+            return Claim(False, row.failures, row.retry_at)
+        return Claim(True, row.failures, min(row.retry_at, now))
+
 
 def drop_leases(conn: Connection, scope: str, toolkit: str | None = None) -> None:
     """(In the caller's transaction.) Forget the leases of a scope (or of one toolkit in
@@ -121,17 +155,3 @@ def drop_leases(conn: Connection, scope: str, toolkit: str | None = None) -> Non
     if toolkit is not None:
         where.append(RefreshLease.toolkit_name == toolkit)
     conn.execute(delete(RefreshLease).where(*where))
-
-
-def _judge(row: Row[Any] | None, version: int, holder: str, now: float) -> Claim:
-    if row is None:
-        return Claim(True)
-    if row.version < version:  # a lease or count of an older version: moot
-        return Claim(True)
-    if row.version > version:  # the caller read a version since replaced: it waits
-        return Claim(False, row.failures, 0.0)
-    if row.holder not in (None, holder) and row.expires_at > now:
-        return Claim(False, row.failures, 0.0)
-    if row.retry_at > now:
-        return Claim(False, row.failures, row.retry_at)
-    return Claim(True, row.failures, row.retry_at)

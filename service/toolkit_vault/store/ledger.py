@@ -277,6 +277,11 @@ class Ledger:
         self.state, self.seq, self.mac = state, seq, mac
         self.applied, self._applied_mac = seq, mac
 
+    def applied_at(self) -> tuple[int, bytes]:
+        """(Lock held.) The last event `state` holds, and its link (`chain_word` reads on
+        from there)."""
+        return self.applied, self._applied_mac
+
     def require(self) -> ChainState:
         """The state, or StateUnknown when it cannot be believed."""
         if self.failure is not None:

@@ -121,14 +121,6 @@ _PRINCIPAL_STANDING = _OnDriver(
         PrincipalRow.principal_id == bindparam("principal_id")
     )
 )
-# A version's status (`Store._check_waiting`).
-_VERSION_STATUS = _OnDriver(
-    select(ConfigVersion.status).where(
-        ConfigVersion.session_id == bindparam("session_id"),
-        ConfigVersion.toolkit_name == bindparam("toolkit_name"),
-        ConfigVersion.version == bindparam("version"),
-    )
-)
 # An imported toolkit's package digest (`Store._check_imported`).
 _IMPORTED = _OnDriver(
     select(ImportedToolkitRow.package_digest).where(

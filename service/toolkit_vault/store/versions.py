@@ -21,7 +21,8 @@ from toolkit_vault.errors import (
     VersionMoved,
 )
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.chain import head_link
+from toolkit_vault.store.chain import head_link, verified_end
+from toolkit_vault.store.chain_word import chain_word
 from toolkit_vault.store.integrity import POINTERS, VERSIONS
 from toolkit_vault.store.ledger import LIVE, ChainState, Ledger, StateUnknown
 from toolkit_vault.store.links import ChainLinks, _write_link
@@ -38,7 +39,6 @@ from toolkit_vault.store.statements import (
     _PG_APPEND,
     _PRINCIPAL_STANDING,
     _VERSION_ROW,
-    _VERSION_STATUS,
     _VERSIONS_BY_SCOPE,
     _WRITE_STATE,
 )
@@ -136,10 +136,12 @@ class ConfigVersions(ChainLinks):
             pointer = {"key_session": session_id, "key_toolkit": toolkit_name}
             state = self._write_state(conn, {**key, **pointer})
             latest, primary, current, chain_end = state[0], state[1], state[2], state[3:]
-            if after is not None and not int(latest) == current == after:
-                raise VersionMoved(f"{toolkit_name}: version {after} is no longer current")
-            if waiting is not None:
-                self._check_waiting(conn, session_id, toolkit_name, waiting, int(latest))
+            if after is not None or waiting is not None:  # the chain's word, not the rows'
+                word = self._chain_word(conn, session_id, toolkit_name, chain_end)
+                if after is not None:
+                    _check_current(word, session_id, toolkit_name, after, int(latest), current)
+                if waiting is not None:
+                    _check_waiting(word, session_id, toolkit_name, waiting, int(latest))
             if primary is None:
                 raise StoreError("the store has no active vault key: run `toolkit-vault init`")
             version = int(latest) + 1
@@ -181,6 +183,9 @@ class ConfigVersions(ChainLinks):
             if then is not None:
                 then(result)
 
+        if after is not None or waiting is not None:
+            with suppress(StateUnknown):  # raised again in the write, which stores nothing
+                self.chain_state()  # followed now: the write reads only the events since
         # keyed: its group may read its state ahead and pipeline it (`_appends_pipelined`);
         # with no `then`, nothing is left to commit (the caller waits for the version)
         key = (session_id, toolkit_name)
@@ -228,20 +233,21 @@ class ConfigVersions(ChainLinks):
                 f"toolkit {toolkit_name!r} was imported again meanwhile: nothing stored"
             )
 
-    @staticmethod
-    def _check_waiting(
-        conn: Connection, session_id: str, toolkit_name: str, waiting: int, latest: int
-    ) -> None:
-        """(In an append's write transaction.) `waiting` is still the last version and not
-        purged. A purge keeps a shredded version's number, so the number alone would let
-        a config typed (or a token exchanged) while the purge landed make the toolkit
-        configured again."""
-        if latest != waiting:
-            raise VersionMoved(f"{toolkit_name}: a version was written after {waiting}")
-        key = {"session_id": session_id, "toolkit_name": toolkit_name, "version": waiting}
-        row = _VERSION_STATUS(conn, key).fetchone()
-        if row is None or row[0] == "purged":  # `audit.history`'s shredded status
-            raise VersionMoved(f"{toolkit_name}: version {waiting} was purged", purged=True)
+    def _chain_word(
+        self, conn: Connection, scope: str, toolkit: str, chain_end: Sequence[Any]
+    ) -> ChainState:
+        """(In an append's write transaction.) What the verified chain says of (scope,
+        toolkit) at the end this write extends (`chain_word`); StoreError, as any write on
+        a chain that cannot be believed, when it cannot be."""
+        if self._ledger is None or self._sign is None:
+            raise StoreError("the audit key is not loaded")
+        end = verified_end(chain_end, self._sign)
+        try:
+            return chain_word(
+                conn, self._ledger, self._sign, self._placeholder, end, scope, toolkit
+            )
+        except StateUnknown as exc:
+            raise StoreError(str(exc)) from None
 
     def _write_state(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """An append's `_WRITE_STATE`: read, or as its group read it ahead (or as the
@@ -369,7 +375,8 @@ class ConfigVersions(ChainLinks):
     def version_if_latest(self, scope: str, toolkit: str, version: int) -> VersionRecord | None:
         """A version, only if it is authentic and the last one the verified chain wrote
         for (scope, toolkit) (an intake link's pending version: one edited, deleted or
-        followed by another is refused)."""
+        followed by another is refused); its status `purged` when the chain purged it,
+        whatever its row says (a row put back after the purge)."""
         with self.read() as conn:
             state = self.chain_state(conn)
             key = {"session_id": scope, "toolkit_name": toolkit, "version": version}
@@ -379,7 +386,10 @@ class ConfigVersions(ChainLinks):
         if not self.authentic(VERSIONS, row._mapping):
             log.warning("%s v%s of scope %s fails its integrity check", toolkit, version, scope)
             return None
-        return version_record(row._mapping)
+        record = version_record(row._mapping)
+        if state.was_purged(scope, toolkit, version):  # the chain's word, not the column's
+            return replace(record, status="purged")
+        return record
 
     def pointers_at_once(self, session_id: str, scope_id: str) -> dict[str, Source] | None:
         """`effective_pointers`, read only if it needs no wait (SQLite: one `SELECT` on the
@@ -405,6 +415,30 @@ class ConfigVersions(ChainLinks):
         with self.read() as conn:
             total, principals = conn.execute(_VERSIONS_BY_SCOPE).one()
         return {"session": int(total) - int(principals), "principal": int(principals)}
+
+
+def _check_current(
+    word: ChainState, scope: str, toolkit: str, after: int, latest: int, current: Any
+) -> None:
+    """`after` is still the last version and the current one, as the chain says (the rows
+    must agree too). A pointer row put back after a purge deleted it would otherwise let a
+    refresh that was under way when the purge landed store its token set again."""
+    if not (latest == current == after) or not (
+        word.last_version(scope, toolkit) == after and word.pointer(scope, toolkit) == after
+    ):
+        raise VersionMoved(f"{toolkit}: version {after} is no longer current")
+
+
+def _check_waiting(word: ChainState, scope: str, toolkit: str, waiting: int, latest: int) -> None:
+    """`waiting` is still the last version and not purged, as the chain says (the rows'
+    last version must agree too). A purge keeps a shredded version's number, so the number
+    alone would let a config typed (or a token exchanged) while the purge landed make the
+    toolkit configured again; and the version's `status` column is the database's word: a
+    pending intake row put back after the purge would pass it."""
+    if latest != waiting or word.last_version(scope, toolkit) != waiting:
+        raise VersionMoved(f"{toolkit}: a version was written after {waiting}")
+    if word.was_purged(scope, toolkit, waiting):
+        raise VersionMoved(f"{toolkit}: version {waiting} was purged", purged=True)
 
 
 def _effective(session_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Source]:

@@ -30,18 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from toolkit_package.importers import ImportedServer
 from toolkit_package.model import StrategyKind
 from toolkit_vault.errors import SchemaRefused
-from toolkit_vault.oauth.client import OAuthFailed
-from toolkit_vault.oauth.fetch import DEADLINE
-from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
-from toolkit_vault.oauth.resource import ProtectedResource, protected_resource
 from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri, secure_url
 from toolkit_vault.schema.values import pointer_tokens
+
+if TYPE_CHECKING:  # the HTTP side (authlib, httpx) is imported where discovery runs
+    from toolkit_vault.oauth.resource import ProtectedResource
 
 __all__ = [
     "DEFAULT_PUBLIC_URL",
@@ -58,6 +57,7 @@ __all__ = [
 MAX_DISCOVERED = 20  # remote servers one import asks over the network (a listing has more)
 DISCOVERY_BUDGET = 30.0  # seconds for all of one import's discovery (each exchange has 5)
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8600"  # where `serve` answers by default
+DEADLINE = 5.0  # oauth.fetch's (a copy: that module imports httpx; a test holds them equal)
 CALLBACK_PATH = "/console/oauth/callback"
 Status = Literal["generated", "none", "failed", "refused", "skipped"]
 
@@ -132,6 +132,9 @@ def _client_id(
     """(client id, where from); raises OAuthFailed when none can be had. An earlier
     import's client id is reused (and said to come from where it came then), so importing
     again registers no new client and changes nothing."""
+    from toolkit_vault.oauth.client import OAuthFailed
+    from toolkit_vault.oauth.registration import authorization_server_metadata, register_client
+
     issuer = found.authorization_servers[0]
     metadata = authorization_server_metadata(  # it must exist for a connect
         issuer, deadline=options.deadline, allow_private=options.allow_private
@@ -164,6 +167,9 @@ def discover_oauth(
 ) -> Discovery:
     """What the metadata of the remote server at `url` says (`earlier`: the schema an
     earlier import of the name stored); never raises for the network."""
+    from toolkit_vault.oauth.client import OAuthFailed
+    from toolkit_vault.oauth.resource import protected_resource
+
     if url is None:
         return Discovery("skipped", "the server's URL is not in the input")
     if not options.enabled:

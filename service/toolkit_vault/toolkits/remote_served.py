@@ -28,16 +28,14 @@ import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit_package.placeholders import fill
 from toolkit_vault.errors import SchemaRefused, VaultError
 from toolkit_vault.mcp_client import (
-    RemoteServer,
     ToolDescription,
     UpstreamError,
     UpstreamFailed,
-    UpstreamHandle,
     UpstreamUnauthorized,
     pin_tools,
 )
@@ -50,6 +48,9 @@ from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Va
 from toolkit_vault.toolkits.served import START_TIMEOUT, VERIFY_TIMEOUT, upstream_host
 from toolkit_vault.toolkits.server_limits import ServerRefused
 from toolkit_vault.toolkits.tool_pins import ToolPins
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server is reached (see `mcp_client`)
+    from toolkit_vault.mcp_client import UpstreamHandle
 
 __all__ = ["RemoteServedToolkit", "connect_of"]
 
@@ -154,6 +155,8 @@ class RemoteServedToolkit:
         return self.definition.name[:80]
 
     def _open(self, config: Mapping[str, Any], timeout: float) -> UpstreamHandle:
+        from toolkit_vault.mcp_client import RemoteServer
+
         url, headers = endpoint(self._connect, self.definition, config)
         server = RemoteServer(self.label, url, headers, transport_of(self._connect))
         return upstream_host().open(server, timeout=timeout)

@@ -35,16 +35,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import (
-    ToolDescription,
-    UpstreamError,
-    UpstreamFailed,
-    UpstreamHost,
-    pin_tools,
-)
+from toolkit_vault.mcp_client import ToolDescription, UpstreamError, UpstreamFailed, pin_tools
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import why_no_sandbox
@@ -70,6 +64,9 @@ from toolkit_vault.toolkits.server_processes import (
     use_limits,
 )
 from toolkit_vault.toolkits.tool_pins import ToolPins
+
+if TYPE_CHECKING:  # the MCP SDK is imported at a server's first launch (see `mcp_client`)
+    from toolkit_vault.mcp_client import UpstreamHost
 
 __all__ = [
     "SANDBOX_ENV",

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from toolkit_vault.mcp_client import StdioServer, UpstreamHost
 from toolkit_vault.sandbox import Bind, Confinement, launch
 from toolkit_vault.toolkits.checked_servers import launch_digest
 from toolkit_vault.toolkits.launches import Built
 
 if TYPE_CHECKING:
+    from toolkit_vault.mcp_client import UpstreamHost
     from toolkit_vault.toolkits.server_processes import ServerProcess, Started
 
 __all__ = ["REDACTED", "digest", "partial_redact", "start", "stop_started"]
@@ -71,6 +71,8 @@ def start(
             process.launched(confined=started.confined)
         elif not started.confined:
             log.warning("imported server %s runs unconfined (the sandbox is off)", label)
+        from toolkit_vault.mcp_client import StdioServer  # the SDK loads at a first launch
+
         server = StdioServer(label, started, partial_redact(set(built.secrets)))
         handle = host.open(server, timeout=timeout)
     except BaseException:

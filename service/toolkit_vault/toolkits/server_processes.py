@@ -33,10 +33,10 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolkit_vault.errors import VaultError
-from toolkit_vault.mcp_client import ToolDescription, UpstreamHandle
+from toolkit_vault.mcp_client import ToolDescription
 from toolkit_vault.telemetry.metrics import observe_mcp_server, set_mcp_server_processes
 from toolkit_vault.toolkits.server_limits import (
     IDLE_ENV,
@@ -47,6 +47,9 @@ from toolkit_vault.toolkits.server_limits import (
     use_limits,
 )
 from toolkit_vault.toolkits.server_status import other_states, write_status
+
+if TYPE_CHECKING:  # the MCP SDK is imported at a server's first launch (see `mcp_client`)
+    from toolkit_vault.mcp_client import UpstreamHandle
 
 __all__ = [
     "IDLE_ENV",
@@ -68,7 +71,7 @@ BACKOFF_CAP = 30.0
 STABLE = 60.0  # a server that ran this long before it crashed starts its backoff afresh
 
 ServerKey = tuple[str, str, int]  # (scope, toolkit, version)
-Started = tuple[UpstreamHandle, Callable[[], None]]  # the session, and what ends its traces
+Started = tuple["UpstreamHandle", Callable[[], None]]  # the session, and what ends its traces
 Status = Literal["ok", "partial", "error"]
 Notify = Callable[[Status, str], None]  # (status, message) to one session holding the process
 log = logging.getLogger(__name__)
