@@ -4287,14 +4287,14 @@ MUTANTS = [
     Mutant(
         "refresh leases: a lease row claiming an hour is believed",
         V + "store/leases.py",
-        "held = now < row.expires_at <= now + self.longest_lease",
+        "held = now < row.expires_at <= now + self.longest_lease + LEEWAY",
         "held = now < row.expires_at",
         (CHAIN_WORD + "test_a_forged_lease_holds_a_refresh_no_longer_than_the_vault_would",),
     ),
     Mutant(
         "refresh leases: a backoff of a day is believed",
         V + "store/leases.py",
-        "if now < row.retry_at <= now + self.longest_backoff:",
+        "if now < row.retry_at <= now + self.longest_backoff + LEEWAY:",
         "if now < row.retry_at:",
         (CHAIN_WORD + "test_a_forged_lease_holds_a_refresh_no_longer_than_the_vault_would",),
     ),

@@ -82,6 +82,7 @@ ELSEWHERE = {
     AuditAction.OAUTH_DISCONNECTED,
     AuditAction.BACKUP_RESTORED,
     AuditAction.RECOVERY_UNSEALED,
+    AuditAction.MASTER_KEY_MOVED,  # tests/test_master_key_move.py
 }
 
 

@@ -71,7 +71,7 @@ def json_of(done: subprocess.CompletedProcess[str]) -> Any:
 
 
 def intact(env: dict[str, str], count: int) -> None:
-    checked = json_of(run(env, "check", "--json"))
+    checked = json_of(run(env, "check", "--full", "--json"))
     assert (checked["versions"], checked["intact"], checked["failed"]) == (count, count, 0)
 
 
@@ -490,7 +490,7 @@ def test_a_running_server_keeps_answering_and_follows_the_move(
         assert last == "vk-2"
     assert answers and set(answers) == {200}
     assert "key ring not reloaded" not in (tmp_path / "serve.log").read_text()
-    count = json_of(run(kms_env, "check", "--json"))
+    count = json_of(run(kms_env, "check", "--full", "--json"))
     assert count["failed"] == 0 and count["intact"] == count["versions"] >= 3
 
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from toolkit_vault.audit.links_check import as_event, first_bad
 from toolkit_vault.errors import StoreError
+from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import Signer, links
 from toolkit_vault.store.chain_snapshot import ChainSnapshot
 from toolkit_vault.store.ledger import ChainState
@@ -164,7 +165,7 @@ class ChainWalk:
                             yield previous, rows[:index]
                         return
                     expected += 1
-                    if row[3] != "tool_called":  # (most events; a call changes no state)
+                    if row[3] != AuditAction.TOOL_CALLED:  # (most events; a call changes no state)
                         self._state.apply(as_event(row))
                 yield previous, rows
                 stored = rows[-1][8]

@@ -38,6 +38,9 @@ __all__ = ["LONGEST_BACKOFF", "LONGEST_LEASE", "Claim", "RefreshLeases", "drop_l
 # and RETRY_SPACING doubled up to the last failure before a person is asked).
 LONGEST_LEASE = 60.0
 LONGEST_BACKOFF = 240.0
+# Added to both when judging a row: its writer's clock may read later than the reader's (the
+# reader took its `now` before its transaction waited on the writer's; replicas' clocks).
+LEEWAY = 30.0
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,10 @@ class RefreshLeases:
             return Claim(True)
         if row.version > version:  # the caller read a version since replaced: it waits
             return Claim(False, row.failures, 0.0)
-        held = now < row.expires_at <= now + self.longest_lease  # longer: not the vault's
+        held = now < row.expires_at <= now + self.longest_lease + LEEWAY  # longer: not the vault's
         if row.holder not in (None, holder) and held:
             return Claim(False, row.failures, 0.0)
-        if now < row.retry_at <= now + self.longest_backoff:
+        if now < row.retry_at <= now + self.longest_backoff + LEEWAY:
             return Claim(False, row.failures, row.retry_at)
         return Claim(True, row.failures, min(row.retry_at, now))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
@@ -82,11 +83,13 @@ def admin_routes(guards: Guards) -> APIRouter:
         return KeysOut(**await in_thread(key_status, vault.store, guards.provider))
 
     @router.get("/v1/check")
-    async def v1_check(_: Principal = Depends(guards.as_operator)) -> dict[str, Any]:
-        """Decrypt-verify every stored version in memory (as `check --json`): operators only,
-        as it decrypts the whole store."""
+    async def v1_check(
+        full: bool = False, _: Principal = Depends(guards.as_operator)
+    ) -> dict[str, Any]:
+        """Decrypt-verify the stored versions in memory (as `check --json`: those since the
+        last check's mark, every one with `?full=true`): operators only, as it decrypts."""
         try:
-            result: dict[str, Any] = await in_thread(vault.check)
+            result: dict[str, Any] = await in_thread(partial(vault.check, full=full))
         except KeyProviderError as exc:  # a vault key made elsewhere, the provider down
             raise Refused(503, "RUNTIME_ERROR", exc.message) from None
         return result
