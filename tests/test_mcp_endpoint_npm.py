@@ -1,10 +1,12 @@
 """MCP clients from npm, nobody's here: the TypeScript SDK's `Client` over `/mcp` on a
 real `serve` (bearer token in its request headers), and the MCP Inspector's CLI mode over
 `toolkit-vault mcp` (stdio; its HTTP mode sends no headers). Both list the tools under
-their MCP names, call `filesystem`'s write then read, and call an imported server's tool
-(our API_KEY test server, run in the sandbox by the vault with the principal's key: its
-`whoami` answers "authorized" only with that key). Installed once by
-scripts/components/mcp_clients.sh (`TKV_MCP_CLIENTS`, else its default cache)."""
+their MCP names, call `filesystem`'s write then read, and call an imported server's tools
+(our API_KEY test server, run in the sandbox by the vault): `whoami` answers "authorized"
+(it has a key) and `echo_key`'s result is withheld (that key is the principal's). Over
+stdio the calls are first refused (no configs; no intake page there), then succeed once
+the local principal's configs are stored. Installed once by scripts/components/mcp_clients.sh
+(`TKV_MCP_CLIENTS`, else its default cache)."""
 
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ import pytest
 
 from spec_support import hello, send
 from test_http import Server, running_server
-from test_imported_servers import KEY, NAME, SITE, served_vault  # noqa: F401 (a fixture)
+from test_imported_servers import KEY, NAME, served_vault  # noqa: F401 (a fixture)
+from test_mcp_endpoint_imported import configure_requests, served_env  # noqa: F401 (a fixture)
 from test_stdio import CLI
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.sandbox import sandbox_available
-from toolkit_vault.toolkits import served
 
 pytestmark = [
     pytest.mark.one_database,
@@ -50,8 +52,10 @@ const written = await client.callTool({
 const read = await client.callTool({
   name: "filesystem__read_file", arguments: { path: "ts.txt" },
 });
-const whoami = await client.callTool({ name: imported, arguments: {} });
-console.log(JSON.stringify({ names: listed.tools.map((t) => t.name), written, read, whoami }));
+const whoami = await client.callTool({ name: `${imported}__whoami`, arguments: {} });
+const echoed = await client.callTool({ name: `${imported}__echo_key`, arguments: {} });
+const names = listed.tools.map((t) => t.name);
+console.log(JSON.stringify({ names, written, read, whoami, echoed }));
 await client.close();
 """
 
@@ -63,41 +67,18 @@ def _installed() -> None:
 
 
 @pytest.fixture
-def served_env(served_vault: Vault, cli_env: dict[str, str]) -> dict[str, str]:  # noqa: F811
-    """`cli_env` with where the vault runs imported servers (set by `served_vault`)."""
-    env = dict(cli_env)
-    for name in (served.SERVERS_DIR_ENV, served.SERVER_BINDS_ENV):
-        env[name] = os.environ[name]
-    return env
-
-
-@pytest.fixture
 def server(
     served_vault: Vault,  # noqa: F811
-    served_env: dict[str, str],
+    served_env: dict[str, str],  # noqa: F811
     tmp_path: Path,
 ) -> Iterator[Server]:
     with running_server(served_env, tmp_path / "serve.log") as base:
         yield Server(base, served_vault)
 
 
-def configs(root: Path) -> dict[str, dict[str, str]]:
-    """Each toolkit's principal-scope config: filesystem's root, the imported server's key."""
-    return {
-        "filesystem": {"root_dir": str(root)},
-        NAME: {"api_key": KEY, "pythonpath": str(SITE)},
-    }
-
-
 def _configure(server: Server, token: str, root: Path) -> None:
     hello = server.post(token, {"type": "handshake/req", "capabilities": ["toolkits"]})
-    for toolkit, config in configs(root).items():
-        configure = {
-            "type": "toolkit/configure/req",
-            "toolkit_name": toolkit,
-            "config": config,
-            "scope": "principal",
-        }
+    for configure in configure_requests(root):
         answer = server.post(token, configure, hello.json()["session_id"])
         assert answer.json()["status"] == "ok", answer.text
 
@@ -110,7 +91,7 @@ def test_the_typescript_sdk_client_over_mcp(server: Server, tmp_path: Path) -> N
     script = tmp_path / "client.mjs"
     script.write_text(TS_CLIENT % {"sdk": SDK.as_posix()})
     done = subprocess.run(
-        ["node", str(script), server.base + "/mcp", token, f"{NAME}__whoami"],
+        ["node", str(script), server.base + "/mcp", token, NAME],
         capture_output=True,
         text=True,
         timeout=60,
@@ -126,12 +107,14 @@ def test_the_typescript_sdk_client_over_mcp(server: Server, tmp_path: Path) -> N
     assert (root / "ts.txt").read_text() == "from typescript"
     assert answer["whoami"].get("isError") is not True, answer
     assert answer["whoami"]["content"] == [{"type": "text", "text": "authorized"}]
+    assert answer["echoed"]["isError"] is True, answer
+    assert "withheld" in answer["echoed"]["content"][0]["text"]
     assert KEY not in done.stdout
 
 
 def test_the_inspector_cli_over_stdio(
     served_vault: Vault,  # noqa: F811
-    served_env: dict[str, str],
+    served_env: dict[str, str],  # noqa: F811
     tmp_path: Path,
 ) -> None:
     def inspect(*args: str) -> dict[str, Any]:
@@ -161,13 +144,7 @@ def test_the_inspector_cli_over_stdio(
     root = tmp_path / "root"
     root.mkdir()
     conn, _ = hello(served_vault)  # the local principal, as `toolkit-vault mcp` runs
-    for toolkit, config in configs(root).items():
-        configure = {
-            "type": "toolkit/configure/req",
-            "toolkit_name": toolkit,
-            "config": config,
-            "scope": "principal",
-        }
+    for configure in configure_requests(root):
         assert send(conn, configure)[0]["status"] == "ok"
     names = {tool["name"] for tool in inspect("--method", "tools/list")["tools"]}
     assert f"{NAME}__whoami" in names  # known once the vault has run the server
@@ -180,3 +157,5 @@ def test_the_inspector_cli_over_stdio(
     whoami = call(f"{NAME}__whoami")
     assert whoami.get("isError") is not True, whoami
     assert whoami["content"] == [{"type": "text", "text": "authorized"}]
+    echoed = call(f"{NAME}__echo_key")  # withheld: the server holds the principal's key
+    assert echoed["isError"] is True and "withheld" in echoed["content"][0]["text"]
