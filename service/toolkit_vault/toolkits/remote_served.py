@@ -27,25 +27,28 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolkit_package.placeholders import fill
-from toolkit_vault.errors import SchemaRefused, VaultError
+from toolkit_vault.errors import VaultError
 from toolkit_vault.mcp_client import (
-    ToolDescription,
     UpstreamError,
     UpstreamFailed,
     UpstreamUnauthorized,
-    pin_tools,
 )
 from toolkit_vault.oauth.spec import secure_url
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition
-from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Values
-from toolkit_vault.toolkits.served import START_TIMEOUT, VERIFY_TIMEOUT, upstream_host
+from toolkit_vault.toolkits.served import (
+    START_TIMEOUT,
+    VERIFY_TIMEOUT,
+    Listed,
+    take_listed,
+    upstream_host,
+)
 from toolkit_vault.toolkits.server_limits import ServerRefused
 from toolkit_vault.toolkits.tool_pins import ToolPins
 
@@ -116,17 +119,6 @@ def endpoint(
     return url, headers
 
 
-@dataclass(frozen=True)
-class _Listed:
-    """One `tools/list` of the server, taken whole (its tools, their pin digests and
-    compiled schemas swapped as one), and the list they were made of."""
-
-    tools: Mapping[str, Tool]
-    digests: Mapping[str, str]
-    schemas: Mapping[str, CompiledSchema]
-    source: tuple[ToolDescription, ...] | None = None
-
-
 class RemoteServedToolkit:
     """The instance of an imported remote server (see the module)."""
 
@@ -141,7 +133,7 @@ class RemoteServedToolkit:
         self.tools = tuple(tools)
         self._connect = connect
         self._handle: UpstreamHandle | None = None
-        self._listed = _Listed({}, {}, {})
+        self._listed = Listed({}, {}, {})
         self._pins = pins  # None: nothing pins its tools (a listing without the store)
         self._relisting = threading.Lock()
         self._config: dict[str, Any] | None = None  # kept to connect again; never shown
@@ -242,10 +234,10 @@ class RemoteServedToolkit:
     def input_schema(self, name: str) -> CompiledSchema:
         return self._listed.schemas[name]
 
-    def _withheld(self, listed: _Listed) -> frozenset[str]:
+    def _withheld(self, listed: Listed) -> frozenset[str]:
         return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
 
-    def _current(self) -> _Listed:
+    def _current(self) -> Listed:
         """The tools of the session's last list, taken (and shown to the pin) when the
         list changed since (the session lists again on `tools/list_changed`)."""
         handle = self._handle
@@ -253,24 +245,8 @@ class RemoteServedToolkit:
         if described is not None and described is not self._listed.source:
             with self._relisting:
                 if described is not self._listed.source:
-                    self._listed = self._take(described)
+                    self._listed = take_listed(self.label, described, self._pins)
         return self._listed
-
-    def _take(self, described: tuple[ToolDescription, ...]) -> _Listed:
-        schemas: dict[str, CompiledSchema] = {}
-        kept: list[ToolDescription] = []
-        for tool in described:
-            try:
-                schemas[tool.name] = compile_schema(tool.input_schema)
-            except SchemaRefused as exc:
-                log.warning("a tool of %s is left out: %s", self.label, exc.message)
-                continue
-            kept.append(tool)
-        digests = pin_tools(kept)
-        if self._pins is not None:
-            self._pins.see(digests)
-        served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
-        return _Listed(served, digests, schemas, described)
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], context: CallContext) -> Any:
         if self._handle is None:

@@ -70,10 +70,12 @@ if TYPE_CHECKING:  # the MCP SDK is imported at a server's first launch (see `mc
 
 __all__ = [
     "SANDBOX_ENV",
+    "Listed",
     "ServedToolkit",
     "ServerSettings",
     "launch_of",
     "sandbox_warning",
+    "take_listed",
     "use_servers",
 ]
 
@@ -182,7 +184,7 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class _Listed:
+class Listed:
     """One `tools/list` of the server, taken whole: its tools, each one's pin digest and
     compiled input schema (swapped as one, so a reader never pairs one list's tools with
     another's digests), and the list they were made of."""
@@ -191,6 +193,28 @@ class _Listed:
     digests: Mapping[str, str]
     schemas: Mapping[str, CompiledSchema]
     source: tuple[ToolDescription, ...] | None = None
+
+
+def take_listed(
+    label: str, described: tuple[ToolDescription, ...], pins: ToolPins | None
+) -> Listed:
+    """A server's `tools/list` as the tools it serves: a tool whose input schema does not
+    compile is left out (logged); the list is shown to its pin first (`ToolPins.see`: pinned
+    at first sight, a change audited). Local and remote servers both take their lists so."""
+    schemas: dict[str, CompiledSchema] = {}
+    kept: list[ToolDescription] = []
+    for tool in described:
+        try:
+            schemas[tool.name] = compile_schema(tool.input_schema)
+        except SchemaRefused as exc:
+            log.warning("a tool of %s is left out: %s", label, exc.message)
+            continue
+        kept.append(tool)
+    digests = pin_tools(kept)
+    if pins is not None:
+        pins.see(digests)
+    served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
+    return Listed(served, digests, schemas, described)
 
 
 class ServedToolkit:
@@ -212,7 +236,7 @@ class ServedToolkit:
         self._adopted: Started | None = None
         self._notify: Notify | None = None
         self._ended = False  # let go of (stopped, retired): it never starts a server again
-        self._listed = _Listed({}, {}, {})
+        self._listed = Listed({}, {}, {})
         self._pins = pins  # None: nothing pins its tools (a listing without the store)
         self._relisting = threading.Lock()
 
@@ -335,10 +359,10 @@ class ServedToolkit:
         """The tools the server lists that its pin withholds until an operator accepts them."""
         return self._withheld(self._current())
 
-    def _withheld(self, listed: _Listed) -> frozenset[str]:
+    def _withheld(self, listed: Listed) -> frozenset[str]:
         return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
 
-    def _current(self) -> _Listed:
+    def _current(self) -> Listed:
         """The served tools of the process's last list, taken (and shown to the pin) when
         the list changed since."""
         try:
@@ -427,22 +451,8 @@ class ServedToolkit:
 
     def _take_tools(self, described: tuple[ToolDescription, ...]) -> None:
         """(Under `_relisting`.) A `tools/list` of the server becomes its served tools,
-        swapped in whole (a tool it no longer lists goes); the list is shown to its pin
-        first (`ToolPins.see`: pinned at first sight, a change audited)."""
-        schemas: dict[str, CompiledSchema] = {}
-        kept: list[ToolDescription] = []
-        for tool in described:
-            try:
-                schemas[tool.name] = compile_schema(tool.input_schema)
-            except SchemaRefused as exc:
-                log.warning("a tool of %s is left out: %s", self.label, exc.message)
-                continue
-            kept.append(tool)
-        digests = pin_tools(kept)
-        if self._pins is not None:
-            self._pins.see(digests)
-        served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
-        self._listed = _Listed(served, digests, schemas, described)
+        swapped in whole (a tool it no longer lists goes)."""
+        self._listed = take_listed(self.label, described, self._pins)
 
 
 _UNBOUND = ServerProcesses()  # instances no sync named a process for: each its own
