@@ -290,15 +290,4 @@ class Forked:
         self.wait()
 
 
-def spawn_cli(
-    args: Sequence[str],
-    env: Mapping[str, str],
-    *,
-    stdin: _Stream = None,
-    stdout: _Stream = None,
-    stderr: _Stream = None,
-    cwd: str | os.PathLike[str] | None = None,
-    text: bool = True,
-) -> Forked:
-    """`subprocess.Popen([CLI, *args], env=env, text=text, ...)`, forked."""
-    return Forked(args, env, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd, text=text)
+spawn_cli = Forked  # `subprocess.Popen([CLI, *args], env=env, ...)`, forked

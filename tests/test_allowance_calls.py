@@ -7,14 +7,13 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spec_support import configure, send
+from spec_support import call_tool, configure, send
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.allowances import remove_allowance, set_allowance
@@ -68,16 +67,7 @@ class Agent:
         return {(t["toolkit"], t["name"]) for t in listed["tools"]}
 
 
-def call(conn: A2EConnection, toolkit: str, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": toolkit,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
-    return answer
+call = call_tool  # (spec_support)
 
 
 def reason(answer: dict[str, Any]) -> str:

@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 
 from mcp_support import CACHE, NODE_SERVERS, OUR_SERVERS
-from spec_support import configure, hello, send
+from spec_support import call_tool, configure, hello, send
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
@@ -79,14 +78,7 @@ def vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vaul
 
 
 def call(conn: A2EConnection, toolkit: str, tool: str, **arguments: Any) -> dict[str, Any]:
-    message = {
-        "type": "tool/call/req",
-        "id": f"c-{time.monotonic_ns()}",
-        "toolkit_name": toolkit,
-        "tool_name": tool,
-        "arguments": arguments,
-    }
-    (answer,) = send(conn, message)
+    answer = call_tool(conn, toolkit, tool, **arguments)
     assert answer["type"] == "tool/call/resp", answer
     return answer
 
