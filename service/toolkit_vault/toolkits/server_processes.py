@@ -162,7 +162,7 @@ class ServerProcess:
         with self._lock:
             if self._holders:
                 return
-            self._closed = True
+            self._closed, self._draining = True, False
         self._stop("stopped")
 
     def adopt(self, started: Started) -> bool:
@@ -215,8 +215,8 @@ class ServerProcess:
             self._calls -= 1
             self._last_used = time.monotonic()
             done = self._draining and self._calls == 0
-            if done:
-                self._closed = True
+            if done:  # drained: no longer live (`toolkits show` forgets it)
+                self._closed, self._draining = True, False
         if done:
             self._stop("stopped")
 
