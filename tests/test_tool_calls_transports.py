@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from sqlalchemy import text
 
@@ -99,9 +100,15 @@ def test_over_http(server: Server, root: Path) -> None:
     check_round_trip(ask, root)
 
 
-def _noted(note: Path) -> str:
+def _noted(note: Path, ending: bool = True) -> str:
+    """What the `slow` tool noted in `note` (written whole: `tkv_tool_plugins._note`):
+    how it ended, or with `ending=False` that it runs; "nothing" (or "started") if it has
+    not said so within 10 seconds."""
     deadline = time.monotonic() + 10
-    while not note.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        said = note.read_text() if note.exists() else "nothing"
+        if said != "nothing" and not (ending and said == "started"):
+            return said
         time.sleep(0.05)
     return note.read_text() if note.exists() else "nothing"
 
@@ -111,10 +118,20 @@ def test_an_http_client_that_leaves_cancels_its_call(server: Server, tmp_path: P
     session = server.post(token, BOTH).json()["session_id"]
     assert server.post(token, configure("calling", CALLING), session).json()["status"] == "ok"
     note = tmp_path / "slow-note"
-    headers = {"Authorization": f"Bearer {token}", "A2E-Session": session}
-    body = json.dumps(call("s1", "calling", "slow", seconds=20, note=str(note)))
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(server.base + "/a2e", content=body, headers=headers, timeout=1.5)
+    body = json.dumps(call("s1", "calling", "slow", seconds=20, note=str(note))).encode()
+    head = (
+        f"POST /a2e HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"A2E-Session: {session}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    where = urlsplit(server.base)
+    with socket.create_connection((where.hostname, where.port), timeout=30) as sock:
+        sock.sendall(head.encode() + body)
+        # it leaves once the tool runs (had it left before, there would be nothing to cancel)
+        assert _noted(note, ending=False) == "started"
+        sock.setblocking(False)
+        with pytest.raises(BlockingIOError):  # no answer yet: the tool waits 20 s
+            sock.recv(1)
     assert _noted(note) == "cancelled"
 
 

@@ -9,6 +9,7 @@ in another process, in the file `note` names), `echo` answers its text.
 from __future__ import annotations
 
 import base64
+import os
 import threading
 import time
 from pathlib import Path
@@ -97,10 +98,12 @@ class CallingToolkit:
             return ToolResult(structured_content={"keys": sorted(arguments)})
         if name == "slow":
             CallingToolkit.started.set()
+            if "note" in arguments:  # a test in another process reads that it runs
+                _note(Path(arguments["note"]), "started")
             told = context.cancelled.wait(min(arguments.get("seconds", 5), 60))
             CallingToolkit.saw_cancel.append(told)
-            if "note" in arguments:  # a test in another process reads how it ended
-                Path(arguments["note"]).write_text("cancelled" if told else "done")
+            if "note" in arguments:  # ... and how it ended
+                _note(Path(arguments["note"]), "cancelled" if told else "done")
             return {"content": [], "structured_content": {"waited": time.monotonic()}}
         raw = self._key.encode()
         form = arguments["form"]
@@ -127,3 +130,11 @@ class CallingToolkit:
         if form == "vault_error":
             raise VaultError(f"refused by the server for {self._key}")
         raise RuntimeError(f"failed with {self._key}")
+
+
+def _note(path: Path, word: str) -> None:
+    """Replace the note whole: a reader in another process never sees it half written
+    (`write_text` creates the file empty, then writes)."""
+    partial = path.with_name(f".{path.name}.{word}")
+    partial.write_text(word)
+    os.replace(partial, path)
