@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from test_call_audit import draft
 from toolkit_vault.access.principals import create_token
@@ -20,6 +21,7 @@ from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.store import call_records
 from toolkit_vault.store.call_records import ExpectedCall
+from toolkit_vault.telemetry import traces
 
 SESSION = "s-gather"
 LONG_S = 30.0  # a gathering bound no test may reach: a test that waits it out has failed
@@ -128,3 +130,40 @@ def test_a_call_that_ends_without_a_record_is_no_longer_waited_for(
     started = time.monotonic()
     _call(vault, None, 0, told := [])
     assert told == [0] and time.monotonic() - started < LONG_S / 3
+
+
+def test_a_record_another_calls_batch_carries_is_traced_in_its_own_call(
+    vault: Vault, calls: Commits
+) -> None:
+    exporter = InMemorySpanExporter()
+    assert traces.configure_tracing(exporter)
+    try:
+        ahead = [vault.store.expect_call() for _ in range(2)]  # each waits for the other
+        told: list[Any] = []
+
+        def traced(i: int) -> None:
+            with traces.span("tool_call", tool=f"t{i}"):
+                _call(vault, ahead[i], i, told)
+
+        threads = [threading.Thread(target=traced, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(LONG_S / 3)
+        spans = exporter.get_finished_spans()
+    finally:
+        traces.stop_tracing()
+    assert sorted(told) == [0, 1] and calls.batches == [[1, 2]]  # one batch: one joined
+    writes = {s.context.span_id: s for s in spans if s.name == "storage.write"}
+    joined = []
+    for call in (s for s in spans if s.name == "tool_call"):
+        beneath = [
+            w for w in writes.values() if w.parent and w.parent.span_id == call.context.span_id
+        ]
+        assert beneath, call.attributes  # every call's trace shows its record's write
+        joined += [w for w in beneath if (w.attributes or {}).get("storage.batch") == "joined"]
+    (join,) = joined
+    (link,) = join.links  # to the write that committed the batch, in the other call's trace
+    committed = writes[link.context.span_id]
+    assert committed.context.trace_id != join.context.trace_id
+    assert not (committed.attributes or {}).get("storage.batch")

@@ -263,7 +263,8 @@ def test_a_purge_after_a_reconfigure_stops_the_draining_version_too(life: Vault)
     conn = configured(life)
     assert text(call(conn, "whoami")) == "authorized"
     old_pid = instance(life, conn).pid
-    slow = threading.Thread(target=lambda: call(conn, "sleep", seconds=5))
+    # long enough to outlive the reconfigure on a loaded machine: the purge cuts it short
+    slow = threading.Thread(target=lambda: call(conn, "sleep", seconds=20))
     slow.start()
     assert until(lambda: life.servers.processes()[0].shown()["calls"] == 1, 5)
     other = connect(life, AGENT)

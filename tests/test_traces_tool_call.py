@@ -101,7 +101,7 @@ def test_a_call_to_an_imported_server_is_one_trace_that_reaches_the_server(
         beneath = children(spans, tool_call)
         (upstream,) = [s for s in beneath if s.name == "mcp.upstream"]
         assert dict(upstream.attributes or {}) == {"toolkit": NAME, "tool": tool}
-        assert {s.name for s in beneath} & {"storage.read", "storage.write"}, beneath
+        assert "storage.write" in {s.name for s in beneath}, beneath  # its record's write
         assert {s.context.trace_id for s in (request, tool_call, *beneath)} == {
             request.context.trace_id
         }

@@ -47,6 +47,7 @@ from toolkit_vault.store.driver import _OnDriver
 from toolkit_vault.store.models import CallChainHead, CallRecordRow
 from toolkit_vault.store.records import AuditDraft, bounded_details
 from toolkit_vault.store.writer import Write, deferring
+from toolkit_vault.telemetry import traces
 
 __all__ = ["ANCHOR_RECORDS", "ANCHOR_S", "CHAIN_ACTOR", "CallChain", "ChainHost"]
 
@@ -129,7 +130,7 @@ class CallChain:
         """Run `work` as one write of this chain and return its result once committed."""
         if not self._postgresql:
             return self._host.transact(work)
-        with self._lock:
+        with traces.span("storage.write"), self._lock:  # its own, not `Store.write`'s
             return self._own_transaction(work)
 
     def leave(self, work: Work) -> Write:

@@ -22,6 +22,13 @@ it gathers while it waits for that one), waits, at most `GATHER_S`, for the
 records of the calls then under way outside their tool (`in_tool`: a slow tool's record is
 not waited for) to join it: a lone caller waits for nothing; sixteen share a commit.
 
+Traced (issue 54), every record's write is a `storage.write` span in its call's trace: the
+batch's own write for the record that writes it; for a record another thread's batch
+carries, a span of its own, `storage.batch` saying how: `joined` (waited for that commit,
+linked to the span of the write that committed it), `deferred` (left for the event loop,
+which waits for the commit before answering), `left` (`wait=False`). Off, each is the
+shared span that does nothing.
+
 `record(..., wait=False)` leaves the record to be written and returns at once
 (`CallChain.leave`: the store's writer thread on SQLite, the chain's on PostgreSQL): then
 every record that arrives during a commit joins the next batch, whatever the callers, at
@@ -44,6 +51,7 @@ from typing import Any
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.writer import Write
+from toolkit_vault.telemetry import traces
 
 __all__ = ["GATHER_S", "MAX_BATCH", "CallRecords", "ExpectedCall", "RecordsToCome", "expected_call"]
 
@@ -66,12 +74,13 @@ class _Batch:
     """The records gathered for one write, and how that write ended: `settle` sets `done`
     and tells the event loops waiting for it (`RecordsToCome`), one hop per loop."""
 
-    __slots__ = ("_loops", "done", "drafts", "error")
+    __slots__ = ("_loops", "committed_by", "done", "drafts", "error")
 
     def __init__(self) -> None:
         self.drafts: list[AuditDraft] = []
         self.done = threading.Event()
         self.error: str | None = None
+        self.committed_by: object | None = None  # the write's span, while tracing (`_write`)
         self._loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] | None = {}
 
     def on_loop(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
@@ -245,16 +254,21 @@ class CallRecords:
                     self._joined.notify()
             if lead and wait and self._writing == 0:  # else it gathers waiting its turn
                 self._gather(batch)
-        if lead and not wait:
-            self._leave(batch)
-        elif lead:
-            self._lead(batch)
-        elif wait and (to_come := _DEFERRED.get()) is not None:
-            to_come.batches.append(batch)  # its loop waits for the commit before answering
-        elif wait:
-            batch.done.wait()
-            if batch.error is not None:
-                raise StoreError(batch.error)
+        if lead and wait:
+            self._lead(batch)  # its `storage.write` span is the write's, in this trace
+        elif not wait:
+            with traces.span("storage.write", storage__batch="left"):
+                if lead:
+                    self._leave(batch)
+        elif (to_come := _DEFERRED.get()) is not None:
+            with traces.span("storage.write", storage__batch="deferred"):
+                to_come.batches.append(batch)  # its loop waits for the commit before answering
+        else:
+            with traces.span("storage.write", storage__batch="joined") as joined:
+                batch.done.wait()
+                joined.link(batch.committed_by)  # the write that committed it, another's
+                if batch.error is not None:
+                    raise StoreError(batch.error)
 
     def _lead(self, batch: _Batch) -> None:
         """Write `batch` on this thread's behalf, in the group commit, and say how it ended."""
@@ -295,6 +309,7 @@ class CallRecords:
         with self._lock:
             if self._open is batch:
                 self._open = None
+        batch.committed_by = traces.current()
         self._append(conn, batch.drafts)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "carried",
     "configure_tracing",
     "continued",
+    "current",
     "environment",
     "inject",
     "span",
@@ -56,7 +57,7 @@ SPANS = frozenset({
 })  # fmt: skip
 ATTRIBUTES = frozenset({
     "transport", "message.type", "outcome", "toolkit", "tool", "http.request.method",
-    "http.response.status_code", "db.system", "retries",
+    "http.response.status_code", "db.system", "retries", "storage.batch",
 })  # fmt: skip
 
 _tracer: Any = None  # an SDK Tracer while tracing is on
@@ -75,6 +76,9 @@ class _Nothing:
         return None
 
     def set(self, **_attributes: object) -> None:
+        return None
+
+    def link(self, _context: object) -> None:
         return None
 
 
@@ -100,6 +104,11 @@ class _Span:
     def set(self, **attributes: object) -> None:
         for key, value in _allowed(attributes).items():
             self._span.set_attribute(key, value)
+
+    def link(self, context: object) -> None:
+        """Link this span to another's (`current`, taken where that one ran), if any."""
+        if context is not None:
+            self._span.add_link(context)
 
 
 Traced = _Span | _Nothing  # what `span` hands back: `with` it, `set` attributes on it
@@ -148,6 +157,16 @@ def _allowed(attributes: Mapping[str, object]) -> dict[str, Any]:
         ):
             kept[key] = value
     return kept
+
+
+def current() -> object | None:
+    """The current span's context, for another span to link to (`Traced.link`: a write
+    that committed other threads' records too); None while tracing is off."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    return trace.get_current_span().get_span_context()
 
 
 def annotate(**attributes: object) -> None:
