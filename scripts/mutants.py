@@ -4306,6 +4306,39 @@ MUTANTS = [
         "from toolkit_vault.oauth.client import OAuthClient\n",
         ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
     ),
+    Mutant(
+        "server states: a drained server that stopped is still shown (its call ended)",
+        V + "toolkits/server_processes.py",
+        "            if done:  # drained: no longer live (`toolkits show` forgets it)\n"
+        "                self._closed, self._draining = True, False",
+        "            if done:\n                self._closed = True",
+        ("tests/test_server_states.py",),
+    ),
+    Mutant(
+        "server states: a draining server a purge stopped is still shown",
+        V + "toolkits/server_processes.py",
+        '            self._closed, self._draining = True, False\n        self._stop("stopped")',
+        '            self._closed = True\n        self._stop("stopped")',
+        ("tests/test_server_states.py",),
+    ),
+    Mutant(
+        "traces: a call record another call's batch carries leaves no span in its trace",
+        V + "store/call_records.py",
+        'with traces.span("storage.write", storage__batch="joined") as joined:',
+        'with traces.span("untraced") as joined:',
+        (
+            "tests/test_call_gathering.py::test_a_record_another_calls_batch_carries_is_traced_in_its_own_call",
+        ),
+    ),
+    Mutant(
+        "traces: a joined record's span is not linked to the write that committed it",
+        V + "store/call_records.py",
+        "        batch.committed_by = traces.current()\n",
+        "",
+        (
+            "tests/test_call_gathering.py::test_a_record_another_calls_batch_carries_is_traced_in_its_own_call",
+        ),
+    ),
 ]
 
 

@@ -42,11 +42,10 @@ def test_a_drained_server_that_stopped_is_no_longer_shown(ends: str) -> None:
     table.hold((scope, toolkit, 2), newer, starter)  # the reconfigure's version
     table.release(process, holder, at_once=False)  # retired: it drains its call
     assert (scope, "running") in _shown(toolkit)
-    if ends == "its call ends":
-        process.leave()
-    else:
+    if ends == "a purge of its toolkit":
         process.stop_unheld()
-        process.leave()  # the call then ends (cancelled)
+        assert _shown(toolkit) == [(scope, "stopped")]  # gone at once, its call cut short
+    process.leave()  # the call ends
     assert process.state == "stopped"
     assert _shown(toolkit) == [(scope, "stopped")]  # version 2, never started, still held
     assert all(s["version"] == 2 for s in server_states(toolkit))
