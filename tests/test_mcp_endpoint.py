@@ -211,9 +211,14 @@ def test_a_call_the_client_cancels_is_cancelled_in_the_vault(
 
     async def run() -> None:
         async with mcp_over_http(server.base, token) as session:
-            slow = session.call_tool("calling__slow", {"seconds": 20, "note": str(note)})
-            with pytest.raises(TimeoutError):  # the SDK sends notifications/cancelled
-                await asyncio.wait_for(slow, 1.5)
+            slow = asyncio.ensure_future(
+                session.call_tool("calling__slow", {"seconds": 20, "note": str(note)})
+            )
+            # cancelled once the tool runs (before, there would be nothing to cancel)
+            assert await asyncio.to_thread(_noted, note, False) == "started"
+            slow.cancel()  # the SDK sends notifications/cancelled
+            with pytest.raises(asyncio.CancelledError):
+                await slow
             assert await asyncio.to_thread(_noted, note) == "cancelled"  # the session open
             assert (await session.list_tools()).tools  # and going on
 
