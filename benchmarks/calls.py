@@ -61,15 +61,18 @@ def _measure(ctx: Context, database: str) -> Result:
 
             ours: list[float] = []
             theirs: list[float] = []
+            cpu = {id(ours): 0.0, id(theirs): 0.0}
             for _ in range(20):  # warm
                 _through_the_vault(conn)
             for _ in range(calls):
                 for work, into in ((direct, theirs), (lambda: _through_the_vault(conn), ours)):
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     work()
                     into.append((time.perf_counter() - started) * 1000)
+                    cpu[id(into)] += time.process_time() - used
         finally:
             vault.store.engine.dispose()
+    cpu_ms = (cpu[id(ours)] / calls * 1000, cpu[id(theirs)] / calls * 1000)
     ours_ms, direct_ms = median(ours), median(theirs)
     overhead = ours_ms - direct_ms
     return Result(
@@ -87,6 +90,10 @@ def _measure(ctx: Context, database: str) -> Result:
             "ours_p50_ms": ours_ms,
             "direct_p50_ms": direct_ms,
             "calls": calls,
+            # the process's CPU a call (every thread's: the tool's and the writer's too), less
+            # swayed by a loaded machine than the wall times above
+            "ours_cpu_ms": cpu_ms[0],
+            "direct_cpu_ms": cpu_ms[1],
             # each call waits for its audit record's commit: what one costs on this disk now
             "durable_commit_ms": _durable_commit_ms(directory) if database == "sqlite" else None,
         },

@@ -97,7 +97,7 @@ class Listing(InstanceSync):
         scope_id = principal_scope(principal.principal_id)
         if self.store.pointers_at_once(session_id, scope_id) != had:
             return None  # something to bring in line, or no quick read: `_sync` it
-        chain = self.store.chain_state_at_once()
+        chain = self.store.chain_state_at_mark(mark[0])  # the mark read before the pointers
         if chain is None or self._stale(had, chain):
             return None  # a version the chain no longer makes current, or no quick read
         if chain.registry_changes != self.registry_follower.seen:

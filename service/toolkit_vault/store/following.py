@@ -80,13 +80,16 @@ class Following(Transactions):
             raise StoreError("the audit key is not loaded")
         return ledger.require()
 
-    def chain_state_at_once(self) -> ChainState | None:
+    def chain_state_at_once(self, mark: int | None = None) -> ChainState | None:
         """`chain_state`, followed only if that needs no wait (SQLite: one statement on the
         watching connection, which never waits for a lock), so it may run on an event loop;
         PostgreSQL: the ledger as it is, while no other process committed since its last
         read (`notices.foreign`), which its own commits kept current (`Ledger.committed`).
         None when it cannot be read so (a lock held, a first walk, a failure, a commit of
-        another process or a doubt)."""
+        another process or a doubt). `mark` (SQLite): a commit mark the caller read before
+        calling (`chain_state_at_mark`), taken as the one the read follows instead of
+        reading it again: older than the rows read here, so at worst the next caller reads
+        once more."""
         ledger = self._ledger
         if ledger is None or ledger.failure is not None or ledger.seq == 0:
             return None
@@ -95,9 +98,10 @@ class Following(Transactions):
             if foreign is None or foreign != self._followed_mark:
                 return None
             return None if ledger.failure is not None else ledger.state
-        mark = self._exact_mark()
         if mark is None:
-            return None
+            mark = self._exact_mark()
+            if mark is None:
+                return None
         if mark != self._followed_mark:
             witness = self.witnessed()
             after = ledger.seq
@@ -111,7 +115,8 @@ class Following(Transactions):
         """`chain_state_at_once` for a caller holding a commit mark it just read
         (`commit_mark`): on SQLite, when the ledger was followed at that very mark nothing
         was committed between them, so its state is handed out without reading the mark
-        again; otherwise `chain_state_at_once`."""
+        again; otherwise `chain_state_at_once` at that mark (under tool calls, each a
+        commit, the mark moves between any two calls: one read of it a call, not two)."""
         ledger = self._ledger
         if (
             self.notices is None
@@ -122,7 +127,7 @@ class Following(Transactions):
             and mark == self._followed_mark
         ):
             return ledger.state
-        return self.chain_state_at_once()
+        return self.chain_state_at_once(mark if self.notices is None else None)
 
     def _take_rows(
         self,
