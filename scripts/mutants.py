@@ -903,7 +903,8 @@ MUTANTS = [
     Mutant(
         "live registry: a configure follows the latest import",
         V + "core/registry_follow.py",
-        "        self.follow()\n        return self.registry.get(name)",
+        "        if chain is None:\n            self.follow()\n        else:\n"
+        "            self.follow_chain(chain)\n        return self.registry.get(name)",
         "        return self.registry.get(name)",
         LIVE_REGISTRY,
     ),
@@ -3759,6 +3760,13 @@ MUTANTS = [
         "            progress=context.progress,",
         "            progress=None,",
         ("tests/test_mcp_endpoint_progress.py",),
+        also=(
+            (
+                V + "toolkits/served.py",
+                "context.deadline, context.cancelled, context.progress",
+                "context.deadline, context.cancelled, None",
+            ),
+        ),
     ),
     Mutant(
         "mcp lists: a list answered on the event loop is not narrowed",
@@ -4338,6 +4346,21 @@ MUTANTS = [
         (
             "tests/test_call_gathering.py::test_a_record_another_calls_batch_carries_is_traced_in_its_own_call",
         ),
+    ),
+    # -- issue 51 (stdiospeed): an imported server's call waited for on the caller's thread --
+    Mutant(
+        "tool call: an imported server's result is answered unsearched (the caller waits)",
+        V + "tools/calls.py",
+        "return self.checked(_answer(lambda _: future.result(0), context), withholder)",
+        "return _answer(lambda _: future.result(0), context)",
+        ("tests/test_imported_servers.py::test_a_result_carrying_the_key_is_withheld",),
+    ),
+    Mutant(
+        "live registry: a call's follow at once (the watching connection) loads nothing",
+        V + "core/registry_follow.py",
+        "            self.follow_chain(chain)\n        return self.registry.get(name)",
+        "            pass\n        return self.registry.get(name)",
+        LIVE_REGISTRY,
     ),
 ]
 

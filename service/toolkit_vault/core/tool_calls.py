@@ -177,12 +177,18 @@ class ToolCalling(Configuring):
             instance = claim.instance
             if not answers_calls(instance):
                 raise CallRefused("unavailable", "the toolkit answers no calls")
-            run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))
+            started = None if here else getattr(instance, "started_call", None)
             with self.call_limits.admit(principal.principal_id, (session_id, name)) as slot:
                 cancellation.slot = slot
-                engine = self.call_engine.run_here if here else self.call_engine.run
+                withholder = lambda: claim.secrets.withholder  # noqa: E731
                 with self.store.call_in_tool():
-                    result = engine(name, run, cancellation, lambda: claim.secrets.withholder)
+                    if started is not None:  # an imported server's: waited for right here
+                        start = partial(started, tool_name, msg.arguments)
+                        result = self.call_engine.run_started(name, start, cancellation, withholder)
+                    else:
+                        run = traces.carried(partial(instance.call_tool, tool_name, msg.arguments))
+                        engine = self.call_engine.run_here if here else self.call_engine.run
+                        result = engine(name, run, cancellation, withholder)
         finally:
             claim.release()
         if getattr(claim.instance, "unauthorized", False):  # a remote server's 401

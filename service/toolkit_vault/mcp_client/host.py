@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
 from toolkit_vault.telemetry import traces
@@ -127,30 +127,40 @@ class UpstreamHandle:
     ) -> dict[str, Any]:
         """`UpstreamSession.call_tool` from a worker thread; `cancel` is the engine's flag
         (a `threading.Event`): once set, the call is abandoned with MCP cancellation;
-        `progress` hears the server's progress notifications (on the host's thread). Within
-        an `mcp.upstream` span, whose W3C context the request carries in `_meta` (MCP's
-        `traceparent`: the server's own spans become its children)."""
-        with traces.span("mcp.upstream", toolkit=self.session.server.label, tool=name):
-            meta = dict(traces.inject({}))
-            return self._call_tool(name, arguments, deadline, cancel, progress, meta)
+        `progress` hears the server's progress notifications (on the host's thread)."""
+        with self.started_call(
+            name, arguments, deadline=deadline, cancel=cancel, progress=progress
+        ) as future:
+            return self._wait(future, deadline)
 
-    def _call_tool(
+    @contextlib.contextmanager
+    def started_call(
         self,
         name: str,
         arguments: Mapping[str, Any],
+        *,
         deadline: float,
-        cancel: threading.Event | None,
-        progress: Progress | None,
-        meta: dict[str, str],
+        cancel: threading.Event | None = None,
+        progress: Progress | None = None,
+    ) -> Iterator[concurrent.futures.Future[dict[str, Any]]]:
+        """The call handed to the loop, its future given to wait for (`call_tool`, or the
+        engine's caller itself: `CallEngine.run_started`), within an `mcp.upstream` span
+        whose W3C context the request carries in `_meta` (MCP's `traceparent`: the
+        server's own spans become its children). The session ends the call at its
+        deadline or once `cancel` is set (its watcher looks at the flag), so a waiter
+        neither polls nor wakes before the answer."""
+        with traces.span("mcp.upstream", toolkit=self.session.server.label, tool=name):
+            meta = dict(traces.inject({}))
+            call = self.session.call_tool(
+                name, arguments, deadline=deadline, cancel=cancel, progress=progress, meta=meta
+            )
+            yield asyncio.run_coroutine_threadsafe(call, self._host.loop)
+
+    def _wait(
+        self, future: concurrent.futures.Future[dict[str, Any]], deadline: float
     ) -> dict[str, Any]:
-        """Hand the call to the loop and wait for its answer, once: the session ends it at
-        its deadline or when `cancel` is set (its watcher looks at the flag), so this
-        thread neither polls nor wakes before the answer. Waited for a moment past the
-        deadline at most, should the loop itself be stuck."""
-        call = self.session.call_tool(
-            name, arguments, deadline=deadline, cancel=cancel, progress=progress, meta=meta
-        )
-        future = asyncio.run_coroutine_threadsafe(call, self._host.loop)
+        """The call's answer, waited for once: a moment past the deadline at most, should
+        the loop itself be stuck."""
         label = self.session.server.label
         try:
             return future.result(max(0.0, deadline - time.monotonic()) + _STOP_TIMEOUT)

@@ -27,12 +27,14 @@ for clients that run their servers themselves).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -398,6 +400,26 @@ class ServedToolkit:
             )
         finally:
             process.leave()
+
+    @contextlib.contextmanager
+    def started_call(
+        self, name: str, arguments: Mapping[str, Any], context: CallContext
+    ) -> Iterator[Future[dict[str, Any]]]:
+        """`call_tool` handed to the server's session, its future given to the engine's
+        caller to wait for (`CallEngine.run_started`): counted in flight until it ends."""
+        process = self._held()
+        handle, handed = process.enter(), False
+        try:
+            deadline, cancel, progress = context.deadline, context.cancelled, context.progress
+            with handle.started_call(
+                name, arguments, deadline=deadline, cancel=cancel, progress=progress
+            ) as future:
+                future.add_done_callback(lambda _: process.leave())
+                handed = True
+                yield future
+        finally:
+            if not handed:
+                process.leave()
 
     def stop(self) -> None:
         """Let go of the server at once (a purge, a revocation, an expiry, a removal): when

@@ -16,6 +16,7 @@ raises (searched like any result), otherwise only the exception's type.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -258,6 +260,45 @@ class CallEngine:
             raise CallRefused("cancelled", "the call was cancelled")
         return self.checked(future.result(), withholder)
 
+    def run_started(
+        self,
+        toolkit_name: str,
+        start: Callable[[CallContext], AbstractContextManager[Future[Any]]],
+        cancellation: Cancellation,
+        withholder: Callable[[], Withholder],
+    ) -> ToolResult:
+        """`run`, for a tool that only waits on an event loop (an imported server's call):
+        `start(context)` hands the call to the loop and gives its future (within a context
+        it keeps open while the call is waited for: its trace span), and the caller's
+        thread waits for that future itself, woken as `run` is (the answer, the deadline,
+        or a cancel, at once): no hand-over to a tool thread and back, two thread wake-ups
+        a call. A call abandoned here is told through `context` (its session sends MCP's
+        cancellation to the server)."""
+        seconds = self.limits.deadline_of(toolkit_name)
+        context = CallContext(
+            time.monotonic() + seconds,
+            cancellation.context.cancelled,
+            cancellation.context.progress,
+        )
+        if cancellation.cancelled:
+            raise CallRefused("cancelled", "the call was cancelled")
+        wake = cancellation._wake
+        with contextlib.ExitStack() as stack:
+            try:
+                future = stack.enter_context(start(context))
+            except Exception as exc:  # refused before it reached the loop: as a tool's failure
+                return self.checked(_answer(_raising(exc), context), withholder)
+            future.add_done_callback(lambda _: wake.set())
+            wake.wait(seconds)
+            if not future.done():
+                cancellation.context.cancelled.set()  # its session abandons it
+                if wake.is_set():
+                    raise CallRefused("cancelled", "the call was cancelled")
+                raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
+        if cancellation.cancelled or future.cancelled():  # its loop's task was cancelled
+            raise CallRefused("cancelled", "the call was cancelled")
+        return self.checked(_answer(lambda _: future.result(0), context), withholder)
+
     def submit(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
         """`work(*args)` on one of the engine's threads (a call run whole there: `run_here`)."""
         return self._pool.submit(work, *args)
@@ -316,6 +357,13 @@ def _answer(tool: Callable[[CallContext], Any], context: CallContext) -> ToolRes
     except Exception as exc:
         log.warning("a tool failed (%s)", type(exc).__name__)
         return ToolResult.text(f"the tool failed ({type(exc).__name__})", is_error=True)
+
+
+def _raising(exc: Exception) -> Callable[[CallContext], Any]:
+    def tool(_: CallContext) -> Any:
+        raise exc
+
+    return tool
 
 
 @dataclass(frozen=True)
