@@ -19,10 +19,11 @@ __all__ = ["installed_entry_points"]
 
 def installed_entry_points(group: str) -> EntryPoints:
     """The entry points of `group`, as `importlib.metadata.entry_points(group=group)`."""
-    return _scan(tuple(sys.path)).select(group=group)
+    return _scan(tuple(sys.path)).get(group, EntryPoints(()))
 
 
 @functools.lru_cache(maxsize=4)
-def _scan(path: tuple[str, ...]) -> EntryPoints:
+def _scan(path: tuple[str, ...]) -> dict[str, EntryPoints]:
     """Every group's entry points on this `sys.path` (the argument is the cache's key)."""
-    return entry_points()
+    scanned = entry_points()
+    return {group: scanned.select(group=group) for group in scanned.groups}

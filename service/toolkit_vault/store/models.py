@@ -37,6 +37,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 from toolkit_vault.versions import SCHEMA_REVISION
 
@@ -69,6 +70,12 @@ NAMING = {
 }
 
 
+# What a column read from a table class is to a type checker. SQLAlchemy 2.1 types a
+# `Column` read from a class as `Never` (it would have `table.c.name`); as a keyed column
+# element it compares, orders and selects with its Python type, as the ORM's attribute did.
+ColumnOf = KeyedColumnElement
+
+
 class Base:
     """One table: a subclass declares `__tablename__`, its columns as attributes (named by
     the attribute) and `__table_args__`; the `Table` is made in `metadata` as it is defined."""
@@ -97,7 +104,7 @@ class Base:
 _BIG = BigInteger().with_variant(Integer(), "sqlite")
 
 
-def _mac() -> Column[bytes]:
+def _mac() -> ColumnOf[bytes]:
     """`integrity.RowAuthenticator`'s MAC; NULL only until an upgraded vault backfills it."""
     return Column(LargeBinary(32), nullable=True)
 
@@ -108,12 +115,12 @@ class VaultKey(Base):
     new data keys are wrapped under it. Retired keys keep their record, not their key."""
 
     __tablename__ = "vault_keys"
-    key_id: Column[str] = Column(String(64), primary_key=True)
-    wrapped_key: Column[bytes] = Column(LargeBinary, nullable=True)
-    is_active: Column[bool] = Column(Boolean, default=False, nullable=False)
-    created_at: Column[float] = Column(Float, nullable=False)
-    retired_at: Column[float] = Column(Float, nullable=True)
-    mac: Column[bytes] = _mac()
+    key_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=True)
+    is_active: ColumnOf[bool] = Column(Boolean, default=False, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    retired_at: ColumnOf[float] = Column(Float, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class MasterKey(Base):
@@ -122,12 +129,12 @@ class MasterKey(Base):
     its data keys to a vault key; nothing writes here any more."""
 
     __tablename__ = "master_keys"
-    kek_id: Column[str] = Column(String(64), primary_key=True)
-    check_value: Column[bytes] = Column(LargeBinary(16), nullable=False)
-    is_primary: Column[bool] = Column(Boolean, default=False, nullable=False)
-    created_at: Column[float] = Column(Float, nullable=False)
-    retired_at: Column[float] = Column(Float, nullable=True)
-    mac: Column[bytes] = _mac()
+    kek_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    check_value: ColumnOf[bytes] = Column(LargeBinary(16), nullable=False)
+    is_primary: ColumnOf[bool] = Column(Boolean, default=False, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    retired_at: ColumnOf[float] = Column(Float, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class InternalKey(Base):
@@ -135,9 +142,9 @@ class InternalKey(Base):
     rewrapped with the data keys when the vault key rotates; their values never change."""
 
     __tablename__ = "internal_keys"
-    name: Column[str] = Column(String(32), primary_key=True)
-    kek_id: Column[str] = Column(String(64), nullable=False)
-    wrapped_key: Column[bytes] = Column(LargeBinary, nullable=False)
+    name: ColumnOf[str] = Column(String(32), primary_key=True)
+    kek_id: ColumnOf[str] = Column(String(64), nullable=False)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
 
 
 class RecoveryKey(Base):
@@ -146,36 +153,36 @@ class RecoveryKey(Base):
     lost. The wrap is bound to its vault key id and share set (`keys.recovery`)."""
 
     __tablename__ = "recovery_keys"
-    key_id: Column[str] = Column(String(64), primary_key=True)
-    set_id: Column[str] = Column(String(64), nullable=False)
-    wrapped_key: Column[bytes] = Column(LargeBinary, nullable=False)
-    created_at: Column[float] = Column(Float, nullable=False)
+    key_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    set_id: ColumnOf[str] = Column(String(64), nullable=False)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
 
 
 class PrincipalRow(Base):
     """Who acts: an agent, operator or auditor; tokens are stored hashed."""
 
     __tablename__ = "principals"
-    principal_id: Column[str] = Column(String(64), primary_key=True)
-    name: Column[str] = Column(String(200), unique=True, nullable=False)
-    role: Column[str] = Column(String(16), nullable=False)
-    token_hash: Column[str] = Column(String(128), unique=True, nullable=True)
-    created_at: Column[float] = Column(Float, nullable=False)
-    revoked_at: Column[float] = Column(Float, nullable=True)
-    expires_at: Column[float] = Column(Float, nullable=True)  # None: never
-    mac: Column[bytes] = _mac()
+    principal_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    name: ColumnOf[str] = Column(String(200), unique=True, nullable=False)
+    role: ColumnOf[str] = Column(String(16), nullable=False)
+    token_hash: ColumnOf[str] = Column(String(128), unique=True, nullable=True)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    revoked_at: ColumnOf[float] = Column(Float, nullable=True)
+    expires_at: ColumnOf[float] = Column(Float, nullable=True)  # None: never
+    mac: ColumnOf[bytes] = _mac()
 
 
 class SessionRow(Base):
     """An A2E session, owned by exactly one principal."""
 
     __tablename__ = "sessions"
-    session_id: Column[str] = Column(String(64), primary_key=True)
-    principal_id: Column[str] = Column(
+    session_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    principal_id: ColumnOf[str] = Column(
         ForeignKey("principals.principal_id"), index=True, nullable=False
     )
-    created_at: Column[float] = Column(Float, nullable=False)
-    mac: Column[bytes] = _mac()
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class ConfigVersion(Base):
@@ -183,62 +190,62 @@ class ConfigVersion(Base):
 
     __tablename__ = "config_versions"
     __table_args__ = (UniqueConstraint("session_id", "toolkit_name", "version"),)
-    id: Column[int] = Column(_BIG, primary_key=True, autoincrement=True)
-    session_id: Column[str] = Column(ForeignKey("sessions.session_id"), nullable=False)
-    toolkit_name: Column[str] = Column(String(200), nullable=False)
-    version: Column[int] = Column(Integer, nullable=False)
-    status: Column[str] = Column(String(16), nullable=False)
-    message: Column[str] = Column(Text, nullable=True)
-    actor: Column[str] = Column(String(64), nullable=False)
-    created_at: Column[float] = Column(Float, nullable=False)
-    schema_digest: Column[str] = Column(String(80), nullable=False)
-    public_config: Column[str] = Column(Text, nullable=False)
-    secret_fingerprints: Column[str] = Column(Text, nullable=False)
-    sealed_secrets: Column[str] = Column(Text, nullable=True)
-    dek_id: Column[str] = Column(String(64), nullable=True)
-    kek_id: Column[str] = Column(String(64), nullable=True, index=True)
-    wrapped_dek: Column[bytes] = Column(LargeBinary, nullable=True)
-    mac: Column[bytes] = _mac()
+    id: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=True)
+    session_id: ColumnOf[str] = Column(ForeignKey("sessions.session_id"), nullable=False)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=False)
+    version: ColumnOf[int] = Column(Integer, nullable=False)
+    status: ColumnOf[str] = Column(String(16), nullable=False)
+    message: ColumnOf[str] = Column(Text, nullable=True)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    schema_digest: ColumnOf[str] = Column(String(80), nullable=False)
+    public_config: ColumnOf[str] = Column(Text, nullable=False)
+    secret_fingerprints: ColumnOf[str] = Column(Text, nullable=False)
+    sealed_secrets: ColumnOf[str] = Column(Text, nullable=True)
+    dek_id: ColumnOf[str] = Column(String(64), nullable=True)
+    kek_id: ColumnOf[str] = Column(String(64), nullable=True, index=True)
+    wrapped_dek: ColumnOf[bytes] = Column(LargeBinary, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class CurrentConfig(Base):
     """The current version pointer of a (session, toolkit); moved by compare-and-set."""
 
     __tablename__ = "current_configs"
-    session_id: Column[str] = Column(ForeignKey("sessions.session_id"), primary_key=True)
-    toolkit_name: Column[str] = Column(String(200), primary_key=True)
-    version: Column[int] = Column(Integer, nullable=False)
-    updated_at: Column[float] = Column(Float, nullable=False)
-    mac: Column[bytes] = _mac()
+    session_id: ColumnOf[str] = Column(ForeignKey("sessions.session_id"), primary_key=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), primary_key=True)
+    version: ColumnOf[int] = Column(Integer, nullable=False)
+    updated_at: ColumnOf[float] = Column(Float, nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class ImportedToolkitRow(Base):
     """A toolkit definition imported from public MCP metadata (`toolkits import`); no value."""
 
     __tablename__ = "imported_toolkits"
-    name: Column[str] = Column(String(200), primary_key=True)
-    definition: Column[str] = Column(Text, nullable=False)
-    package_digest: Column[str] = Column(String(80), nullable=False)
-    strategy: Column[str] = Column(String(32), nullable=False)
-    format: Column[str] = Column(String(32), nullable=False)
-    imported_at: Column[float] = Column(Float, nullable=False)
-    actor: Column[str] = Column(String(64), nullable=False)
-    mac: Column[bytes] = _mac()
+    name: ColumnOf[str] = Column(String(200), primary_key=True)
+    definition: ColumnOf[str] = Column(Text, nullable=False)
+    package_digest: ColumnOf[str] = Column(String(80), nullable=False)
+    strategy: ColumnOf[str] = Column(String(32), nullable=False)
+    format: ColumnOf[str] = Column(String(32), nullable=False)
+    imported_at: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class AuditEvent(Base):
     """A link of the audit chain: `mac` = HMAC(audit key, previous mac || this event)."""
 
     __tablename__ = "audit_events"
-    seq: Column[int] = Column(_BIG, primary_key=True, autoincrement=False)
-    ts: Column[float] = Column(Float, nullable=False)
-    actor: Column[str] = Column(String(64), nullable=False)
-    action: Column[str] = Column(String(32), nullable=False)
-    session_id: Column[str] = Column(String(64), nullable=True)
-    toolkit_name: Column[str] = Column(String(200), nullable=True)
-    version: Column[int] = Column(Integer, nullable=True)
-    details: Column[str] = Column(Text, nullable=False)
-    mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=False)
+    ts: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    action: ColumnOf[str] = Column(String(32), nullable=False)
+    session_id: ColumnOf[str] = Column(String(64), nullable=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=True)
+    version: ColumnOf[int] = Column(Integer, nullable=True)
+    details: ColumnOf[str] = Column(Text, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 Index(  # a version's configure event, in one lookup (`audit verify` joins on it)
@@ -255,10 +262,10 @@ class AuditHead(Base):
     """
 
     __tablename__ = "audit_head"
-    id: Column[int] = Column(Integer, primary_key=True, autoincrement=False)
-    seq: Column[int] = Column(_BIG, nullable=False)
-    mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
-    head_mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
+    id: ColumnOf[int] = Column(Integer, primary_key=True, autoincrement=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    head_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 class CallRecordRow(Base):
@@ -267,17 +274,17 @@ class CallRecordRow(Base):
     the order listings page in; (`chain`, `seq`) is its place in its own chain."""
 
     __tablename__ = "call_records"
-    id: Column[int] = Column(_BIG, primary_key=True, autoincrement=True)
-    chain: Column[str] = Column(String(64), nullable=False)
-    seq: Column[int] = Column(_BIG, nullable=False)
-    ts: Column[float] = Column(Float, nullable=False)
-    actor: Column[str] = Column(String(64), nullable=False)
-    action: Column[str] = Column(String(32), nullable=False)
-    session_id: Column[str] = Column(String(64), nullable=True)
-    toolkit_name: Column[str] = Column(String(200), nullable=True)
-    version: Column[int] = Column(Integer, nullable=True)
-    details: Column[str] = Column(Text, nullable=False)
-    mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
+    id: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=True)
+    chain: ColumnOf[str] = Column(String(64), nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    ts: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    action: ColumnOf[str] = Column(String(32), nullable=False)
+    session_id: ColumnOf[str] = Column(String(64), nullable=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=True)
+    version: ColumnOf[int] = Column(Integer, nullable=True)
+    details: ColumnOf[str] = Column(Text, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
     __table_args__ = (UniqueConstraint("chain", "seq"),)
 
 
@@ -287,11 +294,11 @@ class CallChainHead(Base):
     (`calls_anchored` events) vouch for it up to their seq; this row for the rest."""
 
     __tablename__ = "call_chains"
-    chain: Column[str] = Column(String(64), primary_key=True)
-    started_at: Column[float] = Column(Float, nullable=False)
-    seq: Column[int] = Column(_BIG, nullable=False)
-    mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
-    head_mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
+    chain: ColumnOf[str] = Column(String(64), primary_key=True)
+    started_at: ColumnOf[float] = Column(Float, nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    head_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 class RefreshLease(Base):
@@ -301,13 +308,15 @@ class RefreshLease(Base):
     No MAC: a database writer can only make a refresh wait, back off or happen twice."""
 
     __tablename__ = "refresh_leases"
-    session_id: Column[str] = Column(String(64), primary_key=True)
-    toolkit_name: Column[str] = Column(String(200), primary_key=True)
-    version: Column[int] = Column(Integer, nullable=False)  # the version the holder read
-    holder: Column[str] = Column(String(64), nullable=True)
-    expires_at: Column[float] = Column(Float, nullable=False)  # the lease's end (a killed holder's)
-    failures: Column[int] = Column(Integer, nullable=False)  # consecutive tries the server failed
-    retry_at: Column[float] = Column(Float, nullable=False)  # no try before (backing off)
+    session_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), primary_key=True)
+    version: ColumnOf[int] = Column(Integer, nullable=False)  # the version the holder read
+    holder: ColumnOf[str] = Column(String(64), nullable=True)
+    expires_at: ColumnOf[float] = Column(
+        Float, nullable=False
+    )  # the lease's end (a killed holder's)
+    failures: ColumnOf[int] = Column(Integer, nullable=False)  # consecutive tries the server failed
+    retry_at: ColumnOf[float] = Column(Float, nullable=False)  # no try before (backing off)
 
 
 class AuditCheckpoint(Base):
@@ -317,8 +326,8 @@ class AuditCheckpoint(Base):
     `state`); the home's checkpoint record names the newest one by seq and digest."""
 
     __tablename__ = "audit_checkpoints"
-    seq: Column[int] = Column(_BIG, primary_key=True, autoincrement=False)
-    mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
-    state: Column[bytes] = Column(LargeBinary, nullable=False)
-    checkpoint_mac: Column[bytes] = Column(LargeBinary(32), nullable=False)
-    created_at: Column[float] = Column(Float, nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    state: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
+    checkpoint_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
