@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit_package.imported import ImportedServer, SkippedServer
 from toolkit_package.jsonbound import loads_bounded
-from toolkit_package.model import StrategyKind
+from toolkit_package.strategy import StrategyKind
 from toolkit_package.toolkit import property_names, to_toolkit_definition
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ToolkitDefinition
