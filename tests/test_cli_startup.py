@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -237,3 +238,88 @@ def test_lazy_commands_behave_as_a_dict_of_commands() -> None:
     wrong = LazyCommands({"history": version._replace(attribute="PACKAGE")})
     with pytest.raises(TypeError, match=r"about\.PACKAGE is not a click command"):
         wrong["history"]
+
+
+# Issue 53's third pass: no listing imports the ORM (the store's tables are SQLAlchemy Core
+# tables and it only executes statements), and `toolkits list` no JSON Schema validator (a
+# listing's schema digest needs none; the built-in's schemas compile at their first use)
+# nor the packaging side's importers (only `toolkits import` runs them).
+VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
+IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
+
+
+@pytest.mark.parametrize(
+    "argv", [["tokens", "list"], ["audit", "list"], ["toolkits", "list"]], ids=" ".join
+)
+def test_a_listing_loads_no_orm_no_schema_validator_and_no_importers(
+    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    _, loaded = _probe(*argv, env=env, heavy=HEAVY | VALIDATOR)
+    assert "sqlalchemy.engine" in loaded  # it did open the store
+    assert [m for m in loaded if m.startswith(("sqlalchemy.orm", "sqlalchemy.ext"))] == []
+    assert sorted({m.split(".")[0] for m in loaded} & VALIDATOR) == []
+    assert sorted(set(loaded) & IMPORTERS) == []
+
+
+_COUNTED = r"""
+import importlib.metadata, json, sys
+real, callers = importlib.metadata.entry_points, []
+def counted(**params):
+    callers.append(sys._getframe(1).f_globals.get("__name__", ""))
+    return real(**params)
+importlib.metadata.entry_points = counted
+from toolkit_vault.cli import main
+try:
+    main(sys.argv[1:], prog_name="toolkit-vault")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code
+print("\n" + json.dumps(callers))
+"""
+
+
+def test_toolkits_list_reads_the_installed_entry_points_once(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """The key providers (settings, then the provider) and the toolkit plugins share one
+    scan of every distribution's metadata (`installed`), not one each."""
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKIT_VAULT_")}
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNTED, "toolkits", "list"],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    output, _, report = done.stdout.rstrip("\n").rpartition("\n")
+    assert "filesystem" in output
+    ours = [caller for caller in json.loads(report) if caller.startswith("toolkit_vault")]
+    assert ours == ["toolkit_vault.installed"]
+
+
+def test_installed_entry_points_are_importlibs_and_follow_the_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from importlib.metadata import entry_points
+
+    from toolkit_vault.installed import installed_entry_points
+
+    for group in ("toolkit_vault.key_providers", "toolkit_vault.toolkits", "no.such.group"):
+        assert list(installed_entry_points(group)) == list(entry_points(group=group))
+    info = tmp_path / "tkv_late-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tkv-late\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[tkv.late]\nlate = tkv_late:Late\n")
+    assert list(installed_entry_points("tkv.late")) == []
+    monkeypatch.syspath_prepend(str(tmp_path))  # a path added later is scanned afresh
+    assert [entry.name for entry in installed_entry_points("tkv.late")] == ["late"]
+
+
+def test_a_listings_schema_digest_is_the_compiled_schemas() -> None:
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
+
+    for toolkit in ToolkitRegistry.default().all():
+        listed = toolkit.schema_digest
+        assert listed == toolkit.schema.digest and listed.startswith("sha256:")

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from jsonpointer import JsonPointer
 
-from toolkit_package.model import StrategyKind
+from toolkit_package.strategy import StrategyKind
 
 __all__ = [
     "MAX_NAME_CHARS",

@@ -16,6 +16,7 @@ from pydantic import Field, StrictBool, StrictStr, model_validator
 
 from toolkit_package.common import ContractRef, Digest, Frozen, Ident, Millis, Name, Text, Version
 from toolkit_package.roles import Export
+from toolkit_package.strategy import StrategyKind
 
 __all__ = [
     "ActivationScope",
@@ -44,17 +45,6 @@ __all__ = [
     "StrategyKind",
     "TimeoutBehaviour",
 ]
-
-
-class StrategyKind(StrEnum):
-    """How a package reaches the host. An acquisition form (a CLI pack, say) is a composition
-    choice, never an extra value here."""
-
-    REMOTE_MCP = "remote_mcp"
-    LOCAL_MCP = "local_mcp"
-    NATIVE_ADAPTER = "native_adapter"
-    CONFIGURATION_RECIPE = "configuration_recipe"
-    RESEARCH_SKILL = "research_skill"
 
 
 class Lifetime(StrEnum):

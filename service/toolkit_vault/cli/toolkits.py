@@ -76,7 +76,7 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
             "category": t.definition.category,
             "version": t.definition.version,
             "tools": t.definition.tools,
-            "schema_digest": t.schema.digest,
+            "schema_digest": t.schema_digest,
             "source": str(t.source),
             "verified": unchecked is None or t.source.kind is not SourceKind.PACKAGE,
         }

@@ -8,13 +8,24 @@ carry `mac` (see `integrity`): a row without a valid one is not believed.
 Key ids (`kek_id` columns) name a vault key (`vk-N`, `vault_keys`); before the key
 hierarchy (schema 0003) they named a master key directly (`kek-N`, `master_keys`), and
 `init` moves such rows to a vault key (`keyupgrade`).
+
+Tables are SQLAlchemy Core tables, not ORM mappings: the store only ever executes
+statements on a `Connection` and never loads objects, and the ORM (`sqlalchemy.orm` and the
+mapping of these classes) was about a fifth of every CLI command's start (issue 53). Each
+class names one table and keeps the spelling the ORM gave it: its columns as attributes
+(`PrincipalRow.name`), its `Table` as `__table__`, and the class itself where SQLAlchemy
+takes a table (`select(AuditEvent)`, `insert(PrincipalRow)`). A column is NOT NULL unless
+it says `nullable=True`, as `Mapped[...]` without `None` said.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     Float,
     ForeignKey,
     Index,
@@ -22,10 +33,11 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 from toolkit_vault.versions import SCHEMA_REVISION
 
@@ -58,8 +70,33 @@ NAMING = {
 }
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
+# What a column read from a table class is to a type checker. SQLAlchemy 2.1 types a
+# `Column` read from a class as `Never` (it would have `table.c.name`); as a keyed column
+# element it compares, orders and selects with its Python type, as the ORM's attribute did.
+ColumnOf = KeyedColumnElement
+
+
+class Base:
+    """One table: a subclass declares `__tablename__`, its columns as attributes (named by
+    the attribute) and `__table_args__`; the `Table` is made in `metadata` as it is defined."""
+
+    metadata: ClassVar[MetaData] = MetaData(naming_convention=NAMING)
+    __tablename__: ClassVar[str]
+    __table__: ClassVar[Table]
+    __table_args__: ClassVar[tuple[Any, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        columns = [value for value in vars(cls).values() if isinstance(value, Column)]
+        for key, column in vars(cls).items():
+            if isinstance(column, Column):
+                column.name = column.key = key
+        cls.__table__ = Table(cls.__tablename__, cls.metadata, *columns, *cls.__table_args__)
+
+    @classmethod
+    def __clause_element__(cls) -> Table:
+        """What SQLAlchemy uses where the class stands for its table."""
+        return cls.__table__
 
 
 # A chain position or a version row's id: 64-bit on PostgreSQL (a busy vault passes 2**31
@@ -67,9 +104,9 @@ class Base(DeclarativeBase):
 _BIG = BigInteger().with_variant(Integer(), "sqlite")
 
 
-def _mac() -> Mapped[bytes | None]:
+def _mac() -> ColumnOf[bytes]:
     """`integrity.RowAuthenticator`'s MAC; NULL only until an upgraded vault backfills it."""
-    return mapped_column(LargeBinary(32), nullable=True)
+    return Column(LargeBinary(32), nullable=True)
 
 
 class VaultKey(Base):
@@ -78,12 +115,12 @@ class VaultKey(Base):
     new data keys are wrapped under it. Retired keys keep their record, not their key."""
 
     __tablename__ = "vault_keys"
-    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    wrapped_key: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
-    is_active: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[float] = mapped_column(Float)
-    retired_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    mac: Mapped[bytes | None] = _mac()
+    key_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=True)
+    is_active: ColumnOf[bool] = Column(Boolean, default=False, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    retired_at: ColumnOf[float] = Column(Float, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class MasterKey(Base):
@@ -92,12 +129,12 @@ class MasterKey(Base):
     its data keys to a vault key; nothing writes here any more."""
 
     __tablename__ = "master_keys"
-    kek_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    check_value: Mapped[bytes] = mapped_column(LargeBinary(16))
-    is_primary: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[float] = mapped_column(Float)
-    retired_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    mac: Mapped[bytes | None] = _mac()
+    kek_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    check_value: ColumnOf[bytes] = Column(LargeBinary(16), nullable=False)
+    is_primary: ColumnOf[bool] = Column(Boolean, default=False, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    retired_at: ColumnOf[float] = Column(Float, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class InternalKey(Base):
@@ -105,9 +142,9 @@ class InternalKey(Base):
     rewrapped with the data keys when the vault key rotates; their values never change."""
 
     __tablename__ = "internal_keys"
-    name: Mapped[str] = mapped_column(String(32), primary_key=True)
-    kek_id: Mapped[str] = mapped_column(String(64))
-    wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
+    name: ColumnOf[str] = Column(String(32), primary_key=True)
+    kek_id: ColumnOf[str] = Column(String(64), nullable=False)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
 
 
 class RecoveryKey(Base):
@@ -116,34 +153,36 @@ class RecoveryKey(Base):
     lost. The wrap is bound to its vault key id and share set (`keys.recovery`)."""
 
     __tablename__ = "recovery_keys"
-    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    set_id: Mapped[str] = mapped_column(String(64))
-    wrapped_key: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[float] = mapped_column(Float)
+    key_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    set_id: ColumnOf[str] = Column(String(64), nullable=False)
+    wrapped_key: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
 
 
 class PrincipalRow(Base):
     """Who acts: an agent, operator or auditor; tokens are stored hashed."""
 
     __tablename__ = "principals"
-    principal_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    role: Mapped[str] = mapped_column(String(16))
-    token_hash: Mapped[str | None] = mapped_column(String(128), unique=True, nullable=True)
-    created_at: Mapped[float] = mapped_column(Float)
-    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
-    mac: Mapped[bytes | None] = _mac()
+    principal_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    name: ColumnOf[str] = Column(String(200), unique=True, nullable=False)
+    role: ColumnOf[str] = Column(String(16), nullable=False)
+    token_hash: ColumnOf[str] = Column(String(128), unique=True, nullable=True)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    revoked_at: ColumnOf[float] = Column(Float, nullable=True)
+    expires_at: ColumnOf[float] = Column(Float, nullable=True)  # None: never
+    mac: ColumnOf[bytes] = _mac()
 
 
 class SessionRow(Base):
     """An A2E session, owned by exactly one principal."""
 
     __tablename__ = "sessions"
-    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.principal_id"), index=True)
-    created_at: Mapped[float] = mapped_column(Float)
-    mac: Mapped[bytes | None] = _mac()
+    session_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    principal_id: ColumnOf[str] = Column(
+        ForeignKey("principals.principal_id"), index=True, nullable=False
+    )
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class ConfigVersion(Base):
@@ -151,62 +190,62 @@ class ConfigVersion(Base):
 
     __tablename__ = "config_versions"
     __table_args__ = (UniqueConstraint("session_id", "toolkit_name", "version"),)
-    id: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"))
-    toolkit_name: Mapped[str] = mapped_column(String(200))
-    version: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))
-    message: Mapped[str | None] = mapped_column(Text, nullable=True)
-    actor: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[float] = mapped_column(Float)
-    schema_digest: Mapped[str] = mapped_column(String(80))
-    public_config: Mapped[str] = mapped_column(Text)
-    secret_fingerprints: Mapped[str] = mapped_column(Text)
-    sealed_secrets: Mapped[str | None] = mapped_column(Text, nullable=True)
-    dek_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    kek_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
-    wrapped_dek: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
-    mac: Mapped[bytes | None] = _mac()
+    id: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=True)
+    session_id: ColumnOf[str] = Column(ForeignKey("sessions.session_id"), nullable=False)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=False)
+    version: ColumnOf[int] = Column(Integer, nullable=False)
+    status: ColumnOf[str] = Column(String(16), nullable=False)
+    message: ColumnOf[str] = Column(Text, nullable=True)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)
+    schema_digest: ColumnOf[str] = Column(String(80), nullable=False)
+    public_config: ColumnOf[str] = Column(Text, nullable=False)
+    secret_fingerprints: ColumnOf[str] = Column(Text, nullable=False)
+    sealed_secrets: ColumnOf[str] = Column(Text, nullable=True)
+    dek_id: ColumnOf[str] = Column(String(64), nullable=True)
+    kek_id: ColumnOf[str] = Column(String(64), nullable=True, index=True)
+    wrapped_dek: ColumnOf[bytes] = Column(LargeBinary, nullable=True)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class CurrentConfig(Base):
     """The current version pointer of a (session, toolkit); moved by compare-and-set."""
 
     __tablename__ = "current_configs"
-    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.session_id"), primary_key=True)
-    toolkit_name: Mapped[str] = mapped_column(String(200), primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)
-    updated_at: Mapped[float] = mapped_column(Float)
-    mac: Mapped[bytes | None] = _mac()
+    session_id: ColumnOf[str] = Column(ForeignKey("sessions.session_id"), primary_key=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), primary_key=True)
+    version: ColumnOf[int] = Column(Integer, nullable=False)
+    updated_at: ColumnOf[float] = Column(Float, nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class ImportedToolkitRow(Base):
     """A toolkit definition imported from public MCP metadata (`toolkits import`); no value."""
 
     __tablename__ = "imported_toolkits"
-    name: Mapped[str] = mapped_column(String(200), primary_key=True)
-    definition: Mapped[str] = mapped_column(Text)
-    package_digest: Mapped[str] = mapped_column(String(80))
-    strategy: Mapped[str] = mapped_column(String(32))
-    format: Mapped[str] = mapped_column(String(32))
-    imported_at: Mapped[float] = mapped_column(Float)
-    actor: Mapped[str] = mapped_column(String(64))
-    mac: Mapped[bytes | None] = _mac()
+    name: ColumnOf[str] = Column(String(200), primary_key=True)
+    definition: ColumnOf[str] = Column(Text, nullable=False)
+    package_digest: ColumnOf[str] = Column(String(80), nullable=False)
+    strategy: ColumnOf[str] = Column(String(32), nullable=False)
+    format: ColumnOf[str] = Column(String(32), nullable=False)
+    imported_at: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    mac: ColumnOf[bytes] = _mac()
 
 
 class AuditEvent(Base):
     """A link of the audit chain: `mac` = HMAC(audit key, previous mac || this event)."""
 
     __tablename__ = "audit_events"
-    seq: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=False)
-    ts: Mapped[float] = mapped_column(Float)
-    actor: Mapped[str] = mapped_column(String(64))
-    action: Mapped[str] = mapped_column(String(32))
-    session_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    toolkit_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    details: Mapped[str] = mapped_column(Text)
-    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    seq: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=False)
+    ts: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    action: ColumnOf[str] = Column(String(32), nullable=False)
+    session_id: ColumnOf[str] = Column(String(64), nullable=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=True)
+    version: ColumnOf[int] = Column(Integer, nullable=True)
+    details: ColumnOf[str] = Column(Text, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 Index(  # a version's configure event, in one lookup (`audit verify` joins on it)
@@ -223,10 +262,10 @@ class AuditHead(Base):
     """
 
     __tablename__ = "audit_head"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    seq: Mapped[int] = mapped_column(_BIG)
-    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
-    head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    id: ColumnOf[int] = Column(Integer, primary_key=True, autoincrement=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    head_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 class CallRecordRow(Base):
@@ -235,17 +274,17 @@ class CallRecordRow(Base):
     the order listings page in; (`chain`, `seq`) is its place in its own chain."""
 
     __tablename__ = "call_records"
-    id: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=True)
-    chain: Mapped[str] = mapped_column(String(64))
-    seq: Mapped[int] = mapped_column(_BIG)
-    ts: Mapped[float] = mapped_column(Float)
-    actor: Mapped[str] = mapped_column(String(64))
-    action: Mapped[str] = mapped_column(String(32))
-    session_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    toolkit_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    details: Mapped[str] = mapped_column(Text)
-    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    id: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=True)
+    chain: ColumnOf[str] = Column(String(64), nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    ts: ColumnOf[float] = Column(Float, nullable=False)
+    actor: ColumnOf[str] = Column(String(64), nullable=False)
+    action: ColumnOf[str] = Column(String(32), nullable=False)
+    session_id: ColumnOf[str] = Column(String(64), nullable=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), nullable=True)
+    version: ColumnOf[int] = Column(Integer, nullable=True)
+    details: ColumnOf[str] = Column(Text, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
     __table_args__ = (UniqueConstraint("chain", "seq"),)
 
 
@@ -255,11 +294,11 @@ class CallChainHead(Base):
     (`calls_anchored` events) vouch for it up to their seq; this row for the rest."""
 
     __tablename__ = "call_chains"
-    chain: Mapped[str] = mapped_column(String(64), primary_key=True)
-    started_at: Mapped[float] = mapped_column(Float)
-    seq: Mapped[int] = mapped_column(_BIG)
-    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
-    head_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
+    chain: ColumnOf[str] = Column(String(64), primary_key=True)
+    started_at: ColumnOf[float] = Column(Float, nullable=False)
+    seq: ColumnOf[int] = Column(_BIG, nullable=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    head_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
 
 
 class RefreshLease(Base):
@@ -269,13 +308,15 @@ class RefreshLease(Base):
     No MAC: a database writer can only make a refresh wait, back off or happen twice."""
 
     __tablename__ = "refresh_leases"
-    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    toolkit_name: Mapped[str] = mapped_column(String(200), primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)  # the version the holder read
-    holder: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    expires_at: Mapped[float] = mapped_column(Float)  # the lease's end (a killed holder's)
-    failures: Mapped[int] = mapped_column(Integer)  # consecutive tries the server failed
-    retry_at: Mapped[float] = mapped_column(Float)  # no try before (backing off)
+    session_id: ColumnOf[str] = Column(String(64), primary_key=True)
+    toolkit_name: ColumnOf[str] = Column(String(200), primary_key=True)
+    version: ColumnOf[int] = Column(Integer, nullable=False)  # the version the holder read
+    holder: ColumnOf[str] = Column(String(64), nullable=True)
+    expires_at: ColumnOf[float] = Column(
+        Float, nullable=False
+    )  # the lease's end (a killed holder's)
+    failures: ColumnOf[int] = Column(Integer, nullable=False)  # consecutive tries the server failed
+    retry_at: ColumnOf[float] = Column(Float, nullable=False)  # no try before (backing off)
 
 
 class AuditCheckpoint(Base):
@@ -285,8 +326,8 @@ class AuditCheckpoint(Base):
     `state`); the home's checkpoint record names the newest one by seq and digest."""
 
     __tablename__ = "audit_checkpoints"
-    seq: Mapped[int] = mapped_column(_BIG, primary_key=True, autoincrement=False)
-    mac: Mapped[bytes] = mapped_column(LargeBinary(32))
-    state: Mapped[bytes] = mapped_column(LargeBinary)
-    checkpoint_mac: Mapped[bytes] = mapped_column(LargeBinary(32))
-    created_at: Mapped[float] = mapped_column(Float)
+    seq: ColumnOf[int] = Column(_BIG, primary_key=True, autoincrement=False)
+    mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    state: ColumnOf[bytes] = Column(LargeBinary, nullable=False)
+    checkpoint_mac: ColumnOf[bytes] = Column(LargeBinary(32), nullable=False)
+    created_at: ColumnOf[float] = Column(Float, nullable=False)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import Connection, and_, exists, func, or_, select
-from sqlalchemy.orm import aliased
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
@@ -363,7 +362,7 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
         AuditEvent.toolkit_name == ConfigVersion.toolkit_name,
         AuditEvent.version == ConfigVersion.version,
     )
-    purge = aliased(AuditEvent)  # its own FROM, never correlated with the joined event
+    purge = AuditEvent.__table__.alias().c  # its own FROM, never correlated with the joined event
     purged_audited = exists().where(
         _unindexed(purge.action) == AuditAction.PURGE,
         purge.session_id == ConfigVersion.session_id,

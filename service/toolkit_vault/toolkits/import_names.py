@@ -11,9 +11,12 @@ the one would silently run the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from toolkit_package.selection import Selected
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
+
+if TYPE_CHECKING:
+    from toolkit_package.selection import Selected
 
 __all__ = ["REGISTRY_FORMATS", "Skip", "check_name", "same_source"]
 

@@ -31,14 +31,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkit_package.imported import SkippedServer
-from toolkit_package.importers import ImportedServer, ImportRefused, import_metadata
+from toolkit_package.imported import ImportedServer, SkippedServer
 from toolkit_package.jsonbound import loads_bounded
-from toolkit_package.model import StrategyKind
-from toolkit_package.selection import Selected, Selection, SelectionRefused
-from toolkit_package.selection import select as select_servers
+from toolkit_package.strategy import StrategyKind
 from toolkit_package.toolkit import property_names, to_toolkit_definition
 from toolkit_vault.errors import VaultError
 from toolkit_vault.protocol import ToolkitDefinition
@@ -85,6 +82,9 @@ from toolkit_vault.toolkits.remote_served import RemoteServedToolkit, connect_of
 from toolkit_vault.toolkits.served import ServedToolkit, launch_of, runs_servers
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 from toolkit_vault.toolkits.tool_pins import ToolPins, package_of
+
+if TYPE_CHECKING:
+    from toolkit_package.selection import Selected, Selection
 
 __all__ = [
     "MAX_IMPORT_BYTES",
@@ -348,6 +348,11 @@ def import_package(
     when a choice names nothing in the input, or (with `strict`) when any server fails;
     then nothing was stored.
     """
+    # the importers and bundles are this command's alone (a listing has no use for them)
+    from toolkit_package.importers import ImportRefused, import_metadata
+    from toolkit_package.selection import Selection, SelectionRefused
+    from toolkit_package.selection import select as select_servers
+
     if len(data) > MAX_IMPORT_BYTES:
         raise _refuse(f"input_too_large: input exceeds {MAX_IMPORT_BYTES} bytes")
     try:

@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, VaultError
+from toolkit_vault.installed import installed_entry_points
 from toolkit_vault.plugin import (
     SpecToolkit,
     Tool,
@@ -39,7 +39,7 @@ from toolkit_vault.plugin import (
     listed_definitions,
 )
 from toolkit_vault.protocol import ToolkitDefinition
-from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.schema import CompiledSchema, compile_schema, schema_digest
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
@@ -116,6 +116,14 @@ class RegisteredToolkit:
         """The checked, compiled schema (raises SchemaRefused): made once, when first needed."""
         return compile_schema(self.definition.config_schema)
 
+    @cached_property
+    def schema_digest(self) -> str:
+        """The config schema's digest, as `schema.digest` would give it, without compiling
+        the schema: a listing shows it and needs no validator (nor jsonschema, issue 53)."""
+        if "schema" in self.__dict__:
+            return self.schema.digest
+        return schema_digest(self.definition.config_schema)
+
     def tool(self, name: str) -> Tool | None:
         """The tool of that name, or None when the definition lists no such tool."""
         return self._tools_by_name.get(name)
@@ -183,10 +191,15 @@ class ToolkitRegistry:
         source: ToolkitSource,
         check: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> RegisteredToolkit:
-        """Register a single-toolkit factory."""
+        """Register a single-toolkit factory. The built-in toolkit's schemas are the vault's
+        own (its tests compile them): they compile when a request first needs them, as an
+        imported toolkit's do, so a process that only lists toolkits never loads the
+        validator; every other source's are checked and compiled here."""
         sample = factory()
         definition = coerce_definition(sample.definition)
-        return self._add(definition, factory, source, check, tools=_declared(sample))
+        compile_now = source != BUILT_IN
+        tools = _declared(sample)
+        return self._add(definition, factory, source, check, tools=tools, compile_now=compile_now)
 
     def register_plugin(
         self, factory: Callable[[], Any], source: ToolkitSource
@@ -233,7 +246,7 @@ class ToolkitRegistry:
 
     def load_entry_points(self) -> None:
         """Register every installed plugin; a broken one is logged and left out (fail closed)."""
-        for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for entry in sorted(installed_entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
             try:
                 self.register_plugin(
                     entry.load(), ToolkitSource(SourceKind.ENTRY_POINT, entry.name)

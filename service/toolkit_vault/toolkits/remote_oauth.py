@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from toolkit_package.importers import ImportedServer
-from toolkit_package.model import StrategyKind
+from toolkit_package.imported import ImportedServer
+from toolkit_package.strategy import StrategyKind
 from toolkit_vault.errors import SchemaRefused
 from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri, secure_url
 from toolkit_vault.schema.values import pointer_tokens
