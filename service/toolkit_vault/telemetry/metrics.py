@@ -6,10 +6,13 @@ engine and the transports call the `observe_*` functions below, and `/metrics` r
 `METRICS.registry` (with what `readings` reads at scrape time). Turned off
 (`TOOLKIT_VAULT_METRICS=off`), every `observe_*` returns at its first line.
 
-The hot path pays a dictionary lookup and an increment: children are cached by their label
-values (`prometheus_client`'s `labels()` validates and locks on every call), and labels are
-bounded (`labels`): fixed sets for transports and outcomes, capped names for message
-types, toolkits and tools.
+What every request or statement counts (messages, statements, configures, tool calls) is
+kept in `tallies`: a message answered costs a dictionary lookup by the values given, a
+`bisect` and two additions under one lock, and Prometheus's shapes are built when it
+scrapes. What happens now and then (MCP server events, refreshes, credential checks, rate
+limit refusals) stays on `prometheus_client`'s own metrics, children cached by their label
+values. Labels are bounded (`labels`): fixed sets for transports and outcomes, capped
+names for message types, toolkits and tools.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from toolkit_vault.telemetry.labels import (
     NAME_SHAPE,
@@ -28,6 +31,7 @@ from toolkit_vault.telemetry.labels import (
     fixed,
 )
 from toolkit_vault.telemetry.readings import Readings
+from toolkit_vault.telemetry.tallies import Series, Tally, Timings
 
 __all__ = [
     "CHECK_OUTCOMES",
@@ -79,26 +83,24 @@ class VaultMetrics:
         self.enabled = enabled
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter(
-            f"{PREFIX}_requests", "A2E (and MCP) messages answered, by transport, message "
-            "type and outcome", ["transport", "type", "outcome"], registry=r,
-        )  # fmt: skip
-        self.request_seconds = Histogram(
+        self.requests = Timings(
             f"{PREFIX}_request_seconds", "Time to answer a message, by transport and type",
-            ["transport", "type"], buckets=_LATENCY, registry=r,
+            ["transport", "type"], _LATENCY, counted=(f"{PREFIX}_requests",
+            "A2E (and MCP) messages answered, by transport, message type and outcome"),
         )  # fmt: skip
-        self.configures = Counter(
-            f"{PREFIX}_configures", "toolkit/configure requests by outcome", ["outcome"],
-            registry=r,
-        )  # fmt: skip
-        self.tool_calls = Counter(
-            f"{PREFIX}_tool_calls", "Tool calls by toolkit, tool and outcome",
-            ["toolkit", "tool", "outcome"], registry=r,
-        )  # fmt: skip
-        self.tool_call_seconds = Histogram(
+        self.configures = Tally(
+            f"{PREFIX}_configures", "toolkit/configure requests by outcome", ["outcome"]
+        )
+        self.tool_calls = Timings(
             f"{PREFIX}_tool_call_seconds", "Tool call duration by toolkit and tool",
-            ["toolkit", "tool"], buckets=_LATENCY, registry=r,
+            ["toolkit", "tool"], _LATENCY,
+            counted=(f"{PREFIX}_tool_calls", "Tool calls by toolkit, tool and outcome"),
         )  # fmt: skip
+        self.statements = Timings(
+            f"{PREFIX}_db_statement_seconds", "Database statement latency", (), _STATEMENT
+        )
+        for tallied in (self.requests, self.configures, self.tool_calls, self.statements):
+            r.register(tallied)
         self.mcp_processes = Gauge(
             f"{PREFIX}_mcp_server_processes", "Local MCP server processes by state",
             ["state"], registry=r,
@@ -123,10 +125,6 @@ class VaultMetrics:
             f"{PREFIX}_rate_limit_refusals", "Requests refused by a rate limit, by transport",
             ["transport"], registry=r,
         )  # fmt: skip
-        self.statement_seconds = Histogram(
-            f"{PREFIX}_db_statement_seconds", "Database statement latency", buckets=_STATEMENT,
-            registry=r,
-        )  # fmt: skip
         self.readings = Readings()  # figures read at scrape time (`readings`)
         r.register(self.readings)
         for state in MCP_STATES:
@@ -135,7 +133,11 @@ class VaultMetrics:
         self._toolkits = BoundedNames(TOOLKITS_CAP)
         self._tools = BoundedNames(TOOLS_CAP, shape=None)  # pairs of names checked apart
         self._children: dict[tuple[Any, ...], Any] = {}
-        self._requests: dict[tuple[str, str, str], tuple[Any, Any]] = {}  # `observe_request`
+        # The series of the values given, once those values are their own labels (a value
+        # made `other` takes the slow path each time, so these hold no more than the series).
+        self._requests: dict[tuple[str, str, str], Series] = {}  # `observe_request`
+        self._calls: dict[tuple[str, str, str], Series] = {}  # `observe_tool_call`
+        self._statements = self.statements.series(())
         self._lock = threading.Lock()
 
     def _child(self, metric: Any, *values: str) -> Any:
@@ -148,40 +150,41 @@ class VaultMetrics:
         return child
 
     def observe_request(self, transport: str, kind: str, outcome: str, seconds: float) -> None:
-        """One message answered: the busiest call, so its two children are cached together
-        by the values given, once those values are their own labels (a value made `other`
-        takes the slow path each time, so the cache holds no more than the series)."""
+        """One message answered: the busiest call."""
         if not self.enabled:
             return
-        pair = self._requests.get((transport, kind, outcome))
-        if pair is None:
-            pair = self._request_pair(transport, kind, outcome)
-        pair[0].inc()
-        pair[1].observe(seconds)
+        series = self._requests.get((transport, kind, outcome))
+        if series is None:
+            series = self._request_series(transport, kind, outcome)
+        self.requests.observe(series, seconds)
 
-    def _request_pair(self, transport: str, kind: str, outcome: str) -> tuple[Any, Any]:
-        labels = (
-            fixed(transport, TRANSPORTS),
-            self._types.admit(kind),
-            fixed(outcome, REQUEST_OUTCOMES),
-        )
-        pair = (self._child(self.requests, *labels), self._child(self.request_seconds, *labels[:2]))
-        if labels == (transport, kind, outcome):
-            self._requests[labels] = pair
-        return pair
+    def _request_series(self, transport: str, kind: str, outcome: str) -> Series:
+        given = (transport, kind, outcome)
+        transport, kind = fixed(transport, TRANSPORTS), self._types.admit(kind)
+        outcome = fixed(outcome, REQUEST_OUTCOMES)
+        series = self.requests.series((transport, kind), outcome)
+        if (transport, kind, outcome) == given:
+            self._requests[given] = series
+        return series
 
     def observe_configure(self, outcome: str) -> None:
         if self.enabled:
-            self._child(self.configures, fixed(outcome, CONFIGURE_OUTCOMES)).inc()
+            self.configures.inc((fixed(outcome, CONFIGURE_OUTCOMES),))
 
     def observe_tool_call(self, toolkit: str, tool: str, outcome: str, seconds: float) -> None:
         """One tool call. Pass the names of a registered toolkit and its tool; a refusal
         for one that does not exist passes `OTHER` for both (the name is the agent's)."""
         if not self.enabled:
             return
-        toolkit, tool = self.tool_labels(toolkit, tool)
-        self._child(self.tool_calls, toolkit, tool, fixed(outcome, TOOL_OUTCOMES)).inc()
-        self._child(self.tool_call_seconds, toolkit, tool).observe(seconds)
+        given = (toolkit, tool, outcome)
+        series = self._calls.get(given)
+        if series is None:
+            toolkit, tool = self.tool_labels(toolkit, tool)
+            outcome = fixed(outcome, TOOL_OUTCOMES)
+            series = self.tool_calls.series((toolkit, tool), outcome)
+            if (toolkit, tool, outcome) == given:
+                self._calls[given] = series
+        self.tool_calls.observe(series, seconds)
 
     def tool_labels(self, toolkit: str, tool: str) -> tuple[str, str]:
         """The label values of a (toolkit, tool): each bounded, the pair bounded too."""
@@ -221,7 +224,7 @@ class VaultMetrics:
 
     def observe_statement(self, seconds: float) -> None:
         if self.enabled:
-            self.statement_seconds.observe(seconds)
+            self.statements.observe(self._statements, seconds)
 
 
 METRICS = VaultMetrics()
