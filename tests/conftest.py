@@ -121,6 +121,8 @@ SLOW = frozenset(
         "tests/adversarial/test_key_refusals.py::test_insecure_keyrings_are_refused_and_nothing_is_generated",
         "tests/package/test_corpus_imports.py::test_more_than_one_mebibyte_imports_and_the_bulk_bound_holds",
         "tests/package/test_import_canaries.py::test_no_canary_of_an_imported_secret_field_is_stored_or_shown",
+        "tests/package/test_toolkits_commands.py::test_show_gives_each_field_its_mark_and_reason",
+        "tests/test_allowances.py::test_the_command_line",
         "tests/test_audit_devices.py::test_serve_reopens_its_audit_file_on_sighup_and_writes_stdout",
         "tests/test_audit_trail.py::test_every_action_shows_in_the_cli_the_api_and_the_console_with_its_actor",
         "tests/test_http_app.py::test_openapi_finds_no_server_error",
@@ -129,6 +131,8 @@ SLOW = frozenset(
         "tests/test_key_hierarchy.py::test_an_outage_after_a_rotation_elsewhere_fails_alone",
         "tests/test_key_hierarchy.py::test_an_outage_after_start_stops_no_configure_list_or_resume",
         "tests/test_live_registry.py::test_a_running_server_sees_an_import_a_reimport_and_a_removal_made_elsewhere",
+        "tests/test_mcp_endpoint_npm.py::test_the_inspector_cli_over_stdio",
+        "tests/test_recovery.py::test_a_backup_restores_with_shares_when_the_master_key_and_the_database_are_gone",
         "tests/test_rotation.py::test_master_rotation_rewraps_the_vault_keys_only",
         "tests/test_rotation.py::test_rotate_master_key_script",
         "tests/test_upgrade.py::test_a_broken_chain_stops_the_upgrade",
@@ -191,9 +195,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in _heavy_marks(item):
             item.add_marker(getattr(pytest.mark, mark))
             heavy.add(id(item))
-    # The heavy tests first: xdist hands tests out in this order, and one of them started
-    # last would leave the other workers idle while it runs (the same order in every
-    # worker, as xdist requires: a stable sort of the collection order).
+        if item.get_closest_marker("wheel"):
+            heavy.add(id(item))  # not one more mark: `wheel` is its own already
+    # The heavy tests first: one of them started last would leave the other workers idle
+    # while it runs (the same order in every worker, as xdist requires: a stable sort of
+    # the collection order). xdist's `load` hands each worker a quarter of a quarter of the
+    # collection at first, in order (180 tests of 2,900): all the heavy ones went to one
+    # worker, which ran them one after the other while the others ran the rest, then waited.
+    # So `scripts/test` passes `--maxschedchunk 1`: a worker is given one test as it
+    # finishes one (keeping two in hand), and the heavy ones spread over the workers.
     items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)

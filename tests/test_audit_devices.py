@@ -30,7 +30,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select, update
 
-from cli_support import CLI, run_cli
+from cli_support import run_cli, spawn_cli
 from toolkit_vault.access.principals import Principal, create_token
 from toolkit_vault.actors import shell_actor
 from toolkit_vault.audit.devices import AuditDevices, Batch, Device, reopen_on_sighup
@@ -442,9 +442,7 @@ def test_serve_reopens_its_audit_file_on_sighup_and_writes_stdout(
     token = create_token(vault.store, "agent", "rotated")[1]
     out, err = tmp_path / "serve.out", tmp_path / "serve.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [CLI, "serve", "--port", str(port)], env=env, stdout=stdout, stderr=stderr
-        )
+        proc = spawn_cli(["serve", "--port", str(port)], env, stdout=stdout, stderr=stderr)
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 30

@@ -20,7 +20,7 @@ from markupsafe import escape
 from sqlalchemy import delete
 from starlette.testclient import TestClient
 
-from cli_support import CLI, run_cli
+from cli_support import Forked, run_cli, spawn_cli
 from toolkit_vault.access.principals import create_token, revoke
 from toolkit_vault.actors import shell_actor, shell_actor_name
 from toolkit_vault.audit.trail import (
@@ -439,7 +439,7 @@ def test_filters_and_the_cursor(
     del database_url
 
 
-def read_line(proc: subprocess.Popen[str], timeout: float = 10) -> str:
+def read_line(proc: Forked, timeout: float = 10) -> str:
     """One line of the process's stdout, or fail after `timeout` seconds."""
     import selectors
 
@@ -451,8 +451,8 @@ def read_line(proc: subprocess.Popen[str], timeout: float = 10) -> str:
 
 
 @pytest.fixture
-def tailing(cli_env: dict[str, str]) -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
+def tailing(cli_env: dict[str, str]) -> Iterator[list[Forked]]:
+    started: list[Forked] = []
     yield started
     for proc in started:
         if proc.poll() is None:
@@ -461,15 +461,13 @@ def tailing(cli_env: dict[str, str]) -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_tail_follows_commits_and_stops_cleanly(
-    vault: Vault, cli_env: dict[str, str], database_url: str, tailing: list[subprocess.Popen[str]]
+    vault: Vault, cli_env: dict[str, str], database_url: str, tailing: list[Forked]
 ) -> None:
     """SQLite ends it with SIGTERM, PostgreSQL with Ctrl-C (SIGINT): both exit 0, quietly."""
     sig = signal.SIGTERM if database_url.startswith("sqlite") else signal.SIGINT
     create_token(vault.store, "agent", "first")
-    args = [CLI, "audit", "tail", "-n", "1", "--follow", "--json", "--action", "token_created"]
-    proc = subprocess.Popen(
-        args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    args = ["audit", "tail", "-n", "1", "--follow", "--json", "--action", "token_created"]
+    proc = spawn_cli(args, cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     tailing.append(proc)
     last = json.loads(read_line(proc))
     assert (last["action"], last["principal_name"]) == ("token_created", "first")

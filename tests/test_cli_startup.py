@@ -299,24 +299,6 @@ def test_toolkits_list_reads_the_installed_entry_points_once(
     assert ours == ["toolkit_vault.installed"]
 
 
-def test_installed_entry_points_are_importlibs_and_follow_the_path(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from importlib.metadata import entry_points
-
-    from toolkit_vault.installed import installed_entry_points
-
-    for group in ("toolkit_vault.key_providers", "toolkit_vault.toolkits", "no.such.group"):
-        assert list(installed_entry_points(group)) == list(entry_points(group=group))
-    info = tmp_path / "tkv_late-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tkv-late\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[tkv.late]\nlate = tkv_late:Late\n")
-    assert list(installed_entry_points("tkv.late")) == []
-    monkeypatch.syspath_prepend(str(tmp_path))  # a path added later is scanned afresh
-    assert [entry.name for entry in installed_entry_points("tkv.late")] == ["late"]
-
-
 def test_a_listings_schema_digest_is_the_compiled_schemas() -> None:
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 

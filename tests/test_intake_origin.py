@@ -20,7 +20,8 @@ import pytest
 from starlette.testclient import TestClient
 from websockets.sync.client import connect
 
-from test_http import CLI, free_port, running_server
+from cli_support import run_cli, spawn_cli
+from test_http import free_port, running_server
 from toolkit_vault.access.principals import create_token
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.core.vault import Vault
@@ -112,8 +113,8 @@ def test_on_port_0_the_link_names_the_socket_not_a_forwarded_header(
     address and scheme; uvicorn's X-Forwarded-* handling (which trusts 127.0.0.1) is off."""
     token = create_token(vault.store, "agent", "port-zero")[1]
     port = None
-    args = [CLI, "serve", "--host", "127.0.0.1", "--port", "0"]
-    proc = subprocess.Popen(args, env=cli_env, stderr=subprocess.PIPE, text=True)
+    args = ["serve", "--host", "127.0.0.1", "--port", "0"]
+    proc = spawn_cli(args, cli_env, stderr=subprocess.PIPE)
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -142,13 +143,7 @@ def test_on_port_0_the_link_names_the_socket_not_a_forwarded_header(
 def test_a_public_url_that_is_not_one_is_refused(
     vault: Vault, cli_env: dict[str, str], url: str
 ) -> None:
-    done = subprocess.run(
-        [CLI, "serve", "--port", str(free_port()), "--public-url", url],
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["serve", "--port", str(free_port()), "--public-url", url], cli_env, timeout=60)
     assert done.returncode != 0
     assert (
         done.stderr.strip()

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 from sqlalchemy import text
 
+from cli_support import spawn_cli
 from test_http import CANARY, Server, running_server
-from test_stdio import CLI
 from toolkit_vault.access.principals import revoke
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.core.vault import Vault
@@ -220,13 +220,8 @@ class Stdio:
     """`toolkit-vault stdio` in a process of its own, spoken to line by line."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [CLI, "stdio"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        self.proc = spawn_cli(
+            ["stdio"], env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
 
     @property

@@ -13,8 +13,9 @@ from typing import IO, Any
 
 import pytest
 
+from cli_support import Forked, spawn_cli
 from spec_support import CANARY, configure, hello, mail_config, spec_module
-from test_http import CLI, Server, running_server
+from test_http import Server, running_server
 from toolkit_vault.core.events import EventGate, EventLimits
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import Message, ToolkitListResponse, ToolkitStatusEvent
@@ -220,15 +221,11 @@ def _expected(session: str, message: str) -> dict[str, Any]:
 
 def _stdio_session(
     env: dict[str, str], log: Path, session: str | None, config: dict[str, Any] | None
-) -> tuple[subprocess.Popen[str], Lines, str]:
-    proc = subprocess.Popen(
-        [CLI, "stdio"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=log.open("a"),
-        text=True,
-        env=env,
-    )
+) -> tuple[Forked, Lines, str]:
+    with log.open("a") as stderr:
+        proc = spawn_cli(
+            ["stdio"], env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+        )
     assert proc.stdin is not None and proc.stdout is not None
     lines = Lines(proc.stdout)
     hello_req: dict[str, Any] = {"type": "handshake/req", "capabilities": ["toolkits"]}
@@ -247,7 +244,7 @@ def _stdio_session(
     return proc, lines, str(answer["session_id"])
 
 
-def _finish(proc: subprocess.Popen[str]) -> None:
+def _finish(proc: Forked) -> None:
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0

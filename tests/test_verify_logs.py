@@ -13,8 +13,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +23,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from cli_support import run_cli
+from cli_support import run_cli, spawn_cli
 from http_support import QuietHandler, loopback_http
 from toolkit_vault import logs
 from toolkit_vault.access.principals import Principal, create_token
@@ -40,7 +38,6 @@ from toolkit_vault.transports.http_api import create_app
 pytestmark = pytest.mark.one_database
 
 HERE = Path(__file__).parent
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
 CHECK_PLUGINS = HERE / "check_plugins"  # not on this process's path: no other test sees it
 _loaded = importlib.util.spec_from_file_location(
     "tkv_check_plugins", CHECK_PLUGINS / "tkv_check_plugins.py"
@@ -123,9 +120,7 @@ def test_an_incoming_secret_is_redacted_from_the_moment_it_is_split(
 def serving(env: dict[str, str], log_path: Path) -> Iterator[str]:
     """A real `toolkit-vault serve` on a free loopback port (stderr to `log_path`)."""
     with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [CLI, "serve", "--port", "0", "--rate", "1000"], env=env, stdout=log, stderr=log
-        )
+        proc = spawn_cli(["serve", "--port", "0", "--rate", "1000"], env, stdout=log, stderr=log)
         try:
             deadline = time.monotonic() + 30
             while not (found := RUNNING.search(log_path.read_text())):

@@ -25,13 +25,14 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from cli_support import spawn_cli
 from oauth_server import AuthServer
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
 
-from web_support import CLI, Server, agent, free_port, web_registry
+from web_support import Server, agent, free_port, web_registry
 
 OAUTH_PLUGINS = Path(__file__).resolve().parents[1] / "oauth_plugins"
 AGENTS = 50
@@ -98,10 +99,10 @@ def _serve(env: dict[str, str], workdir: Path, vault: Vault) -> Iterator[Server]
     proofs.mkdir()
     env = {**env, "TKV_WEB_PROOF_DIR": str(proofs)}
     log = workdir / "serve.log"
-    args = [CLI, "serve", "--port", str(port), "--rate", "1000"]
+    args = ["serve", "--port", str(port), "--rate", "1000"]
     args += ["--connections-per-principal", str(AGENTS)]
     with log.open("w") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = spawn_cli(args, env, stdout=out, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         try:

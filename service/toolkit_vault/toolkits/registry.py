@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, VaultError
-from toolkit_vault.installed import installed_entry_points
+from toolkit_vault.installed import group
 from toolkit_vault.plugin import (
     SpecToolkit,
     Tool,
@@ -246,7 +246,7 @@ class ToolkitRegistry:
 
     def load_entry_points(self) -> None:
         """Register every installed plugin; a broken one is logged and left out (fail closed)."""
-        for entry in sorted(installed_entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for entry in sorted(group(ENTRY_POINT_GROUP), key=lambda e: e.name):
             try:
                 self.register_plugin(
                     entry.load(), ToolkitSource(SourceKind.ENTRY_POINT, entry.name)

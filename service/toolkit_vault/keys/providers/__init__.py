@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint
 
-from toolkit_vault.installed import installed_entry_points
+from toolkit_vault.installed import group
 from toolkit_vault.keys.providers.base import (
     Context,
     KeyProvider,
@@ -39,7 +39,7 @@ ENTRY_POINT_GROUP = "toolkit_vault.key_providers"
 
 def _entries() -> dict[str, list[EntryPoint]]:
     found: dict[str, list[EntryPoint]] = {}
-    for entry in installed_entry_points(ENTRY_POINT_GROUP):
+    for entry in group(ENTRY_POINT_GROUP):
         same = found.setdefault(entry.name, [])
         if all(other.value != entry.value for other in same):  # one dist seen twice is fine
             same.append(entry)
