@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, exists, func, or_, select
+from sqlalchemy import Connection, and_, case, exists, func, or_, select
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
@@ -352,6 +352,15 @@ def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
 # -- config versions and pointers -------------------------------------------------------------
 
 
+# What the versions' rule reads: the row's MAC and what it covers (`integrity`), its id;
+# not the sealed half or its key id, which authenticate themselves and are not compared here.
+_VERSION_COLUMNS = tuple(
+    column
+    for column in ConfigVersion.__table__.columns
+    if column.name not in ("sealed_secrets", "kek_id")
+)
+
+
 def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[Finding]:
     """Versions whose `configure` event is missing or disagrees (actor, status), purged
     versions with no `purge` event, versions the chain purged that hold a live row again,
@@ -370,10 +379,13 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
     )
     query = (
         select(
-            ConfigVersion,
+            *_VERSION_COLUMNS,
             AuditEvent.actor.label("event_actor"),
             AuditEvent.details.label("event_details"),
-            purged_audited.label("purge_audited"),
+            # asked of purged rows only (`_disagreement`): SQLite's CASE runs it for them alone
+            case((ConfigVersion.status == "purged", purged_audited), else_=None).label(
+                "purge_audited"
+            ),
         )
         .outerjoin(AuditEvent, configure)
         .order_by(ConfigVersion.id)
