@@ -4362,6 +4362,41 @@ MUTANTS = [
         "            pass\n        return self.registry.get(name)",
         LIVE_REGISTRY,
     ),
+    Mutant(
+        "CLI start-up: the store's models import the ORM again",
+        V + "store/models.py",
+        "from sqlalchemy.sql.elements import KeyedColumnElement\n",
+        "from sqlalchemy.sql.elements import KeyedColumnElement\nimport sqlalchemy.orm  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: compiled schemas import jsonschema at their top again",
+        V + "schema/compiled.py",
+        "from toolkit_vault.schema.split import INVALID, SecretSplit\n",
+        "from toolkit_vault.schema.split import INVALID, SecretSplit\n"
+        "from toolkit_vault.schema import refusals  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the built-in toolkit's schemas compile at registration again",
+        V + "toolkits/registry.py",
+        "compile_now = source != BUILT_IN",
+        "compile_now = True",
+        (
+            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: every entry-point group is a scan of its own again",
+        V + "installed.py",
+        "@functools.lru_cache(maxsize=4)\n",
+        "",
+        ("tests/test_cli_startup.py::test_toolkits_list_reads_the_installed_entry_points_once",),
+    ),
 ]
 
 

@@ -242,9 +242,10 @@ def test_lazy_commands_behave_as_a_dict_of_commands() -> None:
 # Issue 53's third pass: no listing imports the ORM (the store's tables are SQLAlchemy Core
 # tables and it only executes statements), and `toolkits list` no JSON Schema validator (a
 # listing's schema digest needs none; the built-in's schemas compile at their first use)
-# nor the packaging side's importers (only `toolkits import` runs them).
+# nor the packaging side's importers (only `toolkits import` runs them) and package model.
 VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
 IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
+IMPORTERS |= {"toolkit_package.model", "toolkit_package.roles"}
 
 
 @pytest.mark.parametrize(
