@@ -4393,8 +4393,8 @@ MUTANTS = [
     Mutant(
         "CLI start-up: every entry-point group is a scan of its own again",
         V + "installed.py",
-        "@functools.lru_cache(maxsize=4)\n",
-        "",
+        "found = _groups[name] = tuple(_select(group=name))",
+        "found = _groups[name] = tuple(entry_points(group=name))",
         ("tests/test_cli_startup.py::test_toolkits_list_reads_the_installed_entry_points_once",),
     ),
 ]
