@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -112,3 +113,42 @@ def test_a_call_to_an_imported_server_is_one_trace_that_reaches_the_server(
             assert (version, told_trace, told_span) == ("00", trace_id, span_id), told
             assert int(flags, 16) & 1  # sampled
     attributes_hold_no_value(spans, KEY, session, ARGUMENT, "/nowhere")
+
+
+def test_a_plugin_tool_runs_on_the_engines_thread_within_the_calls_trace(
+    home: VaultSettings, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An imported server's call is waited for on the caller's thread; a plugin's tool runs
+    on one of the engine's threads, which starts with no trace of its own: the call's
+    context is carried there (its spans are the `tool_call`'s children)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins" / "tool_dist"))
+    import tkv_tool_plugins
+    from opentelemetry import trace
+
+    seen: list[tuple[int, int]] = []
+    answer = tkv_tool_plugins.CallingToolkit.call_tool
+
+    def observed(self: Any, name: str, arguments: dict[str, Any], context: Any) -> Any:
+        current = trace.get_current_span().get_span_context()
+        seen.append((current.trace_id, current.span_id))
+        return answer(self, name, arguments, context)
+
+    monkeypatch.setattr(tkv_tool_plugins.CallingToolkit, "call_tool", observed)
+    vault = open_vault(home)
+    try:
+        lines = [
+            {"type": "handshake/req", "capabilities": ["toolkits", "tools"]},
+            {"type": "toolkit/configure/req", "toolkit_name": "calling",
+             "config": {"endpoint": "https://api.test", "api_key": KEY}},
+            {"type": "tool/call/req", "id": "c-echo", "toolkit_name": "calling",
+             "tool_name": "echo", "arguments": {"text": "hi"}},
+        ]  # fmt: skip
+        stdin = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        stdout = io.StringIO()
+        serve_stdio(vault, Principal("local", "agent"), stdin, stdout)
+    finally:
+        vault.store.engine.dispose()
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert [a["type"] for a in answers][-1] == "tool/call/resp", answers
+    (tool_call,) = [s for s in exporter.get_finished_spans() if s.name == "tool_call"]
+    assert seen == [(tool_call.context.trace_id, tool_call.context.span_id)]
