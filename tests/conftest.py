@@ -194,9 +194,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for mark in _heavy_marks(item):
             item.add_marker(getattr(pytest.mark, mark))
-            heavy.add(id(item))
-        if item.get_closest_marker("wheel"):
-            heavy.add(id(item))  # not one more mark: `wheel` is its own already
+        if any(item.get_closest_marker(m) for m in (*HEAVY_MARKS, "slow", "wheel")):
+            heavy.add(id(item))  # marked here, or by a decorator of its own
     # The heavy tests first: one of them started last would leave the other workers idle
     # while it runs (the same order in every worker, as xdist requires: a stable sort of
     # the collection order). xdist's `load` hands each worker a quarter of a quarter of the
