@@ -20,7 +20,9 @@ import cProfile
 import dataclasses
 import json
 import logging
+import os
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,15 +86,43 @@ async def _setup(app: App, tokens: list[str]) -> list[str]:
 
 
 async def _block(app: App, case: str, tokens: list[str], sessions: list[str], n: int) -> float:
-    """CPU seconds a request over `n` requests, 16 at a time (one per principal)."""
+    """CPU seconds a request over `n` requests, 16 at a time (one per principal); under
+    callgrind (`--instructions`), instructions a request instead."""
     body = LIST if case == "list" else CONFIGURE
+    if CALLGRIND:
+        await _callgrind("-z")
     started = time.process_time()
     for round_ in range(n // len(tokens)):
         await asyncio.gather(*(
             _post(app, t, body.replace("%d", f"r{round_}-{i}"), s)
             for i, (t, s) in enumerate(zip(tokens, sessions, strict=True))
         ))  # fmt: skip
-    return (time.process_time() - started) / (n // len(tokens) * len(tokens))
+    spent = time.process_time() - started
+    if CALLGRIND:
+        spent = await _callgrind("-d")
+    return spent / (n // len(tokens) * len(tokens))
+
+
+CALLGRIND: list[Path] = []  # `--instructions`: the dump file callgrind writes to
+
+
+async def _callgrind(command: str) -> float:
+    """`callgrind_control` on this process (`-z`: zero the counts, `-d`: dump them), the
+    loop kept turning meanwhile (callgrind takes a command only while the program runs);
+    after a dump, the instructions it counted since the counts were zeroed."""
+    before = set(CALLGRIND[0].parent.glob(CALLGRIND[0].name + ".*"))
+    control = subprocess.Popen(
+        ["callgrind_control", command, str(os.getpid())], stdout=subprocess.DEVNULL
+    )
+    while control.poll() is None:
+        await asyncio.sleep(0.005)
+    if command != "-d":
+        return 0.0
+    (dump,) = set(CALLGRIND[0].parent.glob(CALLGRIND[0].name + ".*")) - before
+    for line in dump.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return float(line.split()[1])
+    raise RuntimeError(f"no totals in {dump}")
 
 
 async def _run(args: argparse.Namespace, app: App, tokens: list[str]) -> None:
@@ -108,9 +138,10 @@ async def _run(args: argparse.Namespace, app: App, tokens: list[str]) -> None:
             on_cpu.append(got[True])
             off_cpu.append(got[False])
             ratios.append(got[True] / got[False])
+        unit, scale = ("instructions", 1.0) if CALLGRIND else ("us CPU", 1e6)
         print(
-            f"HTTP {case}: metrics on {median(on_cpu) * 1e6:.1f} us CPU a request, off "
-            f"{median(off_cpu) * 1e6:.1f} us; on/off {median(ratios):.3f}x (median of "
+            f"HTTP {case}: metrics on {median(on_cpu) * scale:.1f} {unit} a request, off "
+            f"{median(off_cpu) * scale:.1f}; on/off {median(ratios):.3f}x (median of "
             f"{args.pairs} pairs of {args.requests} requests; min {min(ratios):.3f}, "
             f"max {max(ratios):.3f})",
             flush=True,
@@ -137,7 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="a block (a multiple of 16)")
     parser.add_argument("--aa", action="store_true", help="metrics on in both (calibration)")
     parser.add_argument("--profile", help="write PREFIX-CASE-on.prof and -off.prof")
+    parser.add_argument(
+        "--instructions",
+        type=Path,
+        help="run under valgrind --tool=callgrind --callgrind-out-file=THIS: count instructions",
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        CALLGRIND.append(args.instructions)
     args.cases = [c.strip() for c in args.cases.split(",")]
     from toolkit_vault.transports.http_api import create_app
     from toolkit_vault.transports.http_guards import MAX_MESSAGE_BYTES, Limits

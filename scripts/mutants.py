@@ -4397,6 +4397,27 @@ MUTANTS = [
         "found = _groups[name] = tuple(entry_points(group=name))",
         ("tests/test_cli_startup.py::test_toolkits_list_reads_the_installed_entry_points_once",),
     ),
+    Mutant(
+        "metrics: a made-up message type is cached (the cache outgrows the series)",
+        V + "telemetry/metrics.py",
+        "        if (transport, kind, outcome) == given:\n"
+        "            self._requests[given] = series",
+        "        if True:\n            self._requests[given] = series",
+        (
+            "tests/test_metrics.py::"
+            "test_requests_share_one_histogram_by_type_and_no_count_is_lost_across_threads",
+        ),
+    ),
+    Mutant(
+        "metrics: an observation at a bucket's bound is counted in the next bucket",
+        V + "telemetry/tallies.py",
+        "        at = bisect_left(self.bounds, seconds)",
+        "        at = __import__('bisect').bisect_right(self.bounds, seconds)",
+        (
+            "tests/test_metrics.py::"
+            "test_requests_share_one_histogram_by_type_and_no_count_is_lost_across_threads",
+        ),
+    ),
 ]
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import random
 import string
+import threading
+
+import pytest
 
 from metrics_support import outside, scrape, value
 from toolkit_vault.telemetry.labels import NAME_SHAPE, OTHER, BoundedNames
@@ -118,3 +121,40 @@ def test_metrics_turned_off_count_nothing() -> None:
     assert value(samples, CALLS) == 0
     assert value(samples, "toolkit_vault_configures_total") == 0
     assert value(samples, "toolkit_vault_db_statement_seconds_count") == 0
+
+
+def test_requests_share_one_histogram_by_type_and_no_count_is_lost_across_threads() -> None:
+    """The tallies (`telemetry.tallies`): outcomes apart in the counter and together in the
+    histogram, a value at a bound in that bound's bucket, buckets cumulative; threads
+    counting at once lose nothing; a made-up type is not cached past its series."""
+    metrics = VaultMetrics()
+    kind = "toolkit/list/req"
+    for outcome, seconds in (("ok", 0.0004), ("ok", 0.005), ("error", 0.003), ("refused", 40)):
+        metrics.observe_request("http", kind, outcome, seconds)
+
+    def count() -> None:
+        for _ in range(5_000):
+            metrics.observe_request("websocket", kind, "ok", 0.001)
+
+    threads = [threading.Thread(target=count) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for n in range(3 * MESSAGE_TYPES_CAP):
+        metrics.observe_request("stdio", f"made/up/{n}", "ok", 0.001)
+    samples = scrape(metrics)
+    requests, seconds = "toolkit_vault_requests_total", "toolkit_vault_request_seconds"
+    assert [value(samples, requests, type=kind, outcome=o) for o in ("ok", "error", "refused")] == [
+        2 + 20_000,
+        1,
+        1,
+    ]
+    http = {"transport": "http", "type": kind}
+    assert value(samples, f"{seconds}_count", **http) == 4
+    assert value(samples, f"{seconds}_sum", **http) == pytest.approx(40.0084)
+    bounds = ("0.0005", "0.0025", "0.005", "30.0", "+Inf")
+    buckets = {le: value(samples, f"{seconds}_bucket", le=le, **http) for le in bounds}
+    assert buckets == {"0.0005": 1, "0.0025": 1, "0.005": 3, "30.0": 3, "+Inf": 4}
+    assert value(samples, f"{seconds}_count", transport="websocket") == 20_000
+    assert len(metrics._requests) <= 3 + 1 + MESSAGE_TYPES_CAP  # what the series allow
