@@ -2917,8 +2917,10 @@ MUTANTS = [
     Mutant(
         "call audit: a record is answered before its batch is committed",
         V + "store/call_records.py",
-        "            batch.done.wait()\n            if batch.error is not None:",
-        "            if False:",
+        "                batch.done.wait()\n"
+        "                joined.link(batch.committed_by)  # the write that committed it, another's\n"
+        "                if batch.error is not None:",
+        "                if False:",
         (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
     ),
     Mutant(
