@@ -2918,7 +2918,8 @@ MUTANTS = [
         "call audit: a record is answered before its batch is committed",
         V + "store/call_records.py",
         "                batch.done.wait()\n"
-        "                joined.link(batch.committed_by)  # the write that committed it, another's\n"
+        "                joined.link(batch.committed_by)"
+        "  # the write that committed it, another's\n"
         "                if batch.error is not None:",
         "                if False:",
         (CALL_AUDIT + "test_a_failed_batch_fails_every_record_in_it_and_writes_none",),
