@@ -4306,6 +4306,24 @@ MUTANTS = [
         "from toolkit_vault.oauth.client import OAuthClient\n",
         ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
     ),
+    # -- issue 53: checkspeed (row checks written inline) --
+    Mutant(
+        "row MAC encoding: the inline path writes a string without its length",
+        V + "store/integrity.py",
+        '            append(b"s" + _LENGTH(len(data)) + data)',
+        '            append(b"s" + data)',
+        ("tests/test_row_encoding.py::test_the_inline_encoding_is_the_definition",),
+    ),
+    Mutant(
+        "reconcile: a purged version's purge event is never asked for (a purge fails verify)",
+        RECONCILE,
+        'case((ConfigVersion.status == "purged", purged_audited), else_=None)',
+        'case((ConfigVersion.status == "never", purged_audited), else_=None)',
+        (
+            "tests/test_row_encoding.py::"
+            "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
+        ),
+    ),
 ]
 
 
