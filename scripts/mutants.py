@@ -4421,6 +4421,24 @@ MUTANTS = [
             "test_requests_share_one_histogram_by_type_and_no_count_is_lost_across_threads",
         ),
     ),
+    # -- issue 53: checkspeed (row checks written inline) --
+    Mutant(
+        "row MAC encoding: the inline path writes a string without its length",
+        V + "store/integrity.py",
+        '            append(b"s" + _LENGTH(len(data)) + data)',
+        '            append(b"s" + data)',
+        ("tests/test_row_encoding.py::test_the_inline_encoding_is_the_definition",),
+    ),
+    Mutant(
+        "reconcile: a purged version's purge event is never asked for (a purge fails verify)",
+        RECONCILE,
+        'case((ConfigVersion.status == "purged", purged_audited), else_=None)',
+        'case((ConfigVersion.status == "never", purged_audited), else_=None)',
+        (
+            "tests/test_row_encoding.py::"
+            "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
+        ),
+    ),
 ]
 
 

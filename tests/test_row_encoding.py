@@ -9,9 +9,13 @@ from typing import Any
 
 from hypothesis import example, given
 from hypothesis import strategies as st
+from sqlalchemy import update
 
+from test_vault import configure, handshake, secret_config
+from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import SecretBytes, state_mac
 from toolkit_vault.store.integrity import VERSIONS, RowAuthenticator, _encode, _field
+from toolkit_vault.store.models import ConfigVersion
 
 
 class _Word(enum.StrEnum):
@@ -70,3 +74,22 @@ def test_a_row_mac_is_the_state_mac_of_its_encoding() -> None:
     authenticator = RowAuthenticator(key)
     assert authenticator.mac(VERSIONS, row) == state_mac(key, _encode(VERSIONS, covered))
     assert authenticator.verify(VERSIONS, {**row, "mac": authenticator.mac(VERSIONS, row)})
+
+
+def test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not(
+    vault: Vault,
+) -> None:
+    """`reconcile` asks for a version's purge event only when its row says purged (issue
+    53): a purge made by the vault verifies; a live row marked purged by hand does not."""
+    conn, session = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    conn2, other = handshake(vault)
+    configure(conn2, "secretive", secret_config())
+    vault.purge("operator", session)
+    assert vault.verify_audit(full=True).ok
+    with vault.store.engine.begin() as db:
+        db.execute(
+            update(ConfigVersion).where(ConfigVersion.session_id == other).values(status="purged")
+        )
+    report = vault.verify_audit(full=True)
+    assert not report.ok and report.state_problem_count >= 1

@@ -126,7 +126,7 @@ def _encode(table: str, values: tuple[Any, ...]) -> bytes:
     inline, chosen by their exact type; anything else (a subclass, a memoryview, a type no
     row holds) goes the long way (`_field`, the definition). Both write the same bytes (a
     property test holds them alike): `check` and `audit verify` pay this once a row, and
-    the long way was half of their row checks (issue 53)."""
+    the long way was most of a row MAC's cost (issue 53)."""
     parts = [table.encode()]
     append = parts.append
     for value in values:

@@ -352,15 +352,6 @@ def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
 # -- config versions and pointers -------------------------------------------------------------
 
 
-# What the versions' rule reads: the row's MAC and what it covers (`integrity`), its id;
-# not the sealed half or its key id, which authenticate themselves and are not compared here.
-_VERSION_COLUMNS = tuple(
-    column
-    for column in ConfigVersion.__table__.columns
-    if column.name not in ("sealed_secrets", "kek_id")
-)
-
-
 def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[Finding]:
     """Versions whose `configure` event is missing or disagrees (actor, status), purged
     versions with no `purge` event, versions the chain purged that hold a live row again,
@@ -379,7 +370,7 @@ def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[
     )
     query = (
         select(
-            *_VERSION_COLUMNS,
+            ConfigVersion,  # whole: the upgrade's backfill reads the sealed half too
             AuditEvent.actor.label("event_actor"),
             AuditEvent.details.label("event_details"),
             # asked of purged rows only (`_disagreement`): SQLite's CASE runs it for them alone
