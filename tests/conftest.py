@@ -201,8 +201,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # the collection order). xdist's `load` hands each worker a quarter of a quarter of the
     # collection at first, in order (180 tests of 2,900): all the heavy ones went to one
     # worker, which ran them one after the other while the others ran the rest, then waited.
-    # So `scripts/test` passes `--maxschedchunk 1`: a worker is given one test as it
-    # finishes one (keeping two in hand), and the heavy ones spread over the workers.
+    # Spreading them (`--maxschedchunk 1`) ran four heavy tests at once on two cores and cost
+    # as much as it saved (tests/durations.md), so the default stays.
     items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)
