@@ -4371,7 +4371,8 @@ MUTANTS = [
         "from sqlalchemy.sql.elements import KeyedColumnElement\n",
         "from sqlalchemy.sql.elements import KeyedColumnElement\nimport sqlalchemy.orm  # noqa\n",
         (
-            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
         ),
     ),
     Mutant(
@@ -4381,7 +4382,8 @@ MUTANTS = [
         "from toolkit_vault.schema.split import INVALID, SecretSplit\n"
         "from toolkit_vault.schema import refusals  # noqa\n",
         (
-            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
         ),
     ),
     Mutant(
@@ -4390,7 +4392,8 @@ MUTANTS = [
         "compile_now = source != BUILT_IN",
         "compile_now = True",
         (
-            "tests/test_cli_startup.py::test_a_listing_loads_no_orm_no_schema_validator_and_no_importers",
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
         ),
     ),
     Mutant(

@@ -106,14 +106,31 @@ SERVING = {
 }
 
 
+# Issue 53's third pass: no listing imports the ORM (the store's tables are SQLAlchemy Core
+# tables and it only executes statements), and `toolkits list` no JSON Schema validator (a
+# listing's schema digest needs none; the built-in's schemas compile at their first use)
+# nor the packaging side's importers (only `toolkits import` runs them) and package model.
+VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
+IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
+IMPORTERS |= {"toolkit_package.model", "toolkit_package.roles"}
+
+
 @pytest.mark.parametrize("argv", [["tokens", "list"], ["audit", "list"]], ids=" ".join)
 def test_a_listing_imports_nothing_of_the_serving_side(
     argv: list[str], home: VaultSettings, cli_env: dict[str, str]
 ) -> None:
     env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
-    _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING)
+    _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | VALIDATOR)
     assert "sqlalchemy" in loaded  # it did open the vault
     assert sorted({m.split(".")[0] for m in loaded} & SERVING) == []
+    _no_orm_validator_or_importers(loaded)
+
+
+def _no_orm_validator_or_importers(loaded: list[str]) -> None:
+    assert "sqlalchemy.engine" in loaded  # it did open the store
+    assert [m for m in loaded if m.startswith(("sqlalchemy.orm", "sqlalchemy.ext"))] == []
+    assert sorted({m.split(".")[0] for m in loaded} & VALIDATOR) == []
+    assert sorted(set(loaded) & IMPORTERS) == []
 
 
 # `toolkits list` opens the registry (imported definitions are verified under the vault
@@ -132,7 +149,7 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
         "toolkits",
         "list",
         env=env,
-        heavy=HEAVY | SERVING | NOT_FOR_THE_REGISTRY | {"toolkit_vault"},
+        heavy=HEAVY | SERVING | NOT_FOR_THE_REGISTRY | VALIDATOR | {"toolkit_vault"},
     )
     assert "filesystem" in output and "toolkit_vault.toolkits.registry" in loaded
     assert "sqlalchemy" in loaded and "toolkit_package" in loaded  # it did load the registry
@@ -140,6 +157,7 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
     assert "toolkit_vault.core.vault" not in loaded
     assert "toolkit_vault.mcp_client.session" not in loaded
     assert "toolkit_vault.oauth.client" not in loaded
+    _no_orm_validator_or_importers(loaded)
 
 
 def test_the_mcp_clients_names_load_the_sdk_at_first_use() -> None:
@@ -237,29 +255,6 @@ def test_lazy_commands_behave_as_a_dict_of_commands() -> None:
     wrong = LazyCommands({"history": version._replace(attribute="PACKAGE")})
     with pytest.raises(TypeError, match=r"about\.PACKAGE is not a click command"):
         wrong["history"]
-
-
-# Issue 53's third pass: no listing imports the ORM (the store's tables are SQLAlchemy Core
-# tables and it only executes statements), and `toolkits list` no JSON Schema validator (a
-# listing's schema digest needs none; the built-in's schemas compile at their first use)
-# nor the packaging side's importers (only `toolkits import` runs them) and package model.
-VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
-IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
-IMPORTERS |= {"toolkit_package.model", "toolkit_package.roles"}
-
-
-@pytest.mark.parametrize(
-    "argv", [["tokens", "list"], ["audit", "list"], ["toolkits", "list"]], ids=" ".join
-)
-def test_a_listing_loads_no_orm_no_schema_validator_and_no_importers(
-    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
-) -> None:
-    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
-    _, loaded = _probe(*argv, env=env, heavy=HEAVY | VALIDATOR)
-    assert "sqlalchemy.engine" in loaded  # it did open the store
-    assert [m for m in loaded if m.startswith(("sqlalchemy.orm", "sqlalchemy.ext"))] == []
-    assert sorted({m.split(".")[0] for m in loaded} & VALIDATOR) == []
-    assert sorted(set(loaded) & IMPORTERS) == []
 
 
 _COUNTED = r"""
