@@ -240,22 +240,9 @@ class CallEngine:
         """`tool(context)`'s result, bounded and searched; `CallRefused` (`timeout`,
         `cancelled`, `too_large`, `withheld`) otherwise, at once when a deadline passes or
         the call is cancelled."""
-        seconds = self.limits.deadline_of(toolkit_name)
-        deadline = time.monotonic() + seconds
-        context = CallContext(
-            deadline, cancellation.context.cancelled, cancellation.context.progress
-        )
-        if cancellation.cancelled:
-            raise CallRefused("cancelled", "the call was cancelled")
+        seconds, context = self._context(toolkit_name, cancellation)
         future = self._pool.submit(_answer, tool, context)
-        wake = cancellation._wake
-        future.add_done_callback(lambda _: wake.set())
-        wake.wait(seconds)
-        if not future.done():
-            cancellation.context.cancelled.set()  # the tool is told; its thread is its own
-            if wake.is_set():
-                raise CallRefused("cancelled", "the call was cancelled")
-            raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
+        _wait(future, seconds, cancellation)  # a tool left runs on: its thread is its own
         if cancellation.cancelled:
             raise CallRefused("cancelled", "the call was cancelled")
         return self.checked(future.result(), withholder)
@@ -274,6 +261,19 @@ class CallEngine:
         or a cancel, at once): no hand-over to a tool thread and back, two thread wake-ups
         a call. A call abandoned here is told through `context` (its session sends MCP's
         cancellation to the server)."""
+        seconds, context = self._context(toolkit_name, cancellation)
+        with contextlib.ExitStack() as stack:
+            try:
+                future = stack.enter_context(start(context))
+            except Exception as exc:  # refused before it reached the loop: as a tool's failure
+                return self.checked(_answer(_raising(exc), context), withholder)
+            _wait(future, seconds, cancellation)  # one left is abandoned by its session
+        if cancellation.cancelled or future.cancelled():  # its loop's task was cancelled
+            raise CallRefused("cancelled", "the call was cancelled")
+        return self.checked(_answer(lambda _: future.result(0), context), withholder)
+
+    def _context(self, toolkit_name: str, cancellation: Cancellation) -> tuple[float, CallContext]:
+        """The call's deadline in seconds and its context; refused if already cancelled."""
         seconds = self.limits.deadline_of(toolkit_name)
         context = CallContext(
             time.monotonic() + seconds,
@@ -282,22 +282,7 @@ class CallEngine:
         )
         if cancellation.cancelled:
             raise CallRefused("cancelled", "the call was cancelled")
-        wake = cancellation._wake
-        with contextlib.ExitStack() as stack:
-            try:
-                future = stack.enter_context(start(context))
-            except Exception as exc:  # refused before it reached the loop: as a tool's failure
-                return self.checked(_answer(_raising(exc), context), withholder)
-            future.add_done_callback(lambda _: wake.set())
-            wake.wait(seconds)
-            if not future.done():
-                cancellation.context.cancelled.set()  # its session abandons it
-                if wake.is_set():
-                    raise CallRefused("cancelled", "the call was cancelled")
-                raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
-        if cancellation.cancelled or future.cancelled():  # its loop's task was cancelled
-            raise CallRefused("cancelled", "the call was cancelled")
-        return self.checked(_answer(lambda _: future.result(0), context), withholder)
+        return seconds, context
 
     def submit(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
         """`work(*args)` on one of the engine's threads (a call run whole there: `run_here`)."""
@@ -357,6 +342,19 @@ def _answer(tool: Callable[[CallContext], Any], context: CallContext) -> ToolRes
     except Exception as exc:
         log.warning("a tool failed (%s)", type(exc).__name__)
         return ToolResult.text(f"the tool failed ({type(exc).__name__})", is_error=True)
+
+
+def _wait(future: Future[Any], seconds: float, cancellation: Cancellation) -> None:
+    """Wait for `future`, woken at once by its answer or a cancel; a call that has not ended
+    by then is told it is left (`context.cancelled`) and refused: cancelled or timed out."""
+    wake = cancellation._wake
+    future.add_done_callback(lambda _: wake.set())
+    wake.wait(seconds)
+    if not future.done():
+        cancellation.context.cancelled.set()
+        if wake.is_set():
+            raise CallRefused("cancelled", "the call was cancelled")
+        raise CallRefused("timeout", f"the tool did not answer within {seconds:g} seconds")
 
 
 def _raising(exc: Exception) -> Callable[[CallContext], Any]:
