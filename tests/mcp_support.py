@@ -11,10 +11,13 @@ with the real sandbox's launches too.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,13 +26,41 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-OUR_SERVERS = HERE / "mcp_servers"
 _CACHE_ROOT = (  # as scripts/components/mcp_servers.sh: root's where nobody can read
     Path("/var/cache") if os.geteuid() == 0 else Path.home() / ".cache"
 )
 CACHE = Path(os.environ.get("TKV_MCP_SERVERS", _CACHE_ROOT / "toolkit-vault" / "mcp-servers"))
 PY_SERVERS = CACHE / "venv" / "bin"
 NODE_SERVERS = CACHE / "node" / "node_modules" / "@modelcontextprotocol"
+
+
+def _servers_site() -> Path:
+    """The site-packages our test servers import the MCP SDK from, bound into the sandbox:
+    the published servers' venv (made from /usr/bin/python3, with the SDK at the version of
+    our lock), which the sandbox's user can reach wherever the checkout lies; the vault's own
+    only when that cache is missing (then a checkout under a closed directory fails)."""
+    for site in sorted(CACHE.glob("venv/lib/python3*/site-packages")):
+        if (site / "mcp").is_dir():
+            return site
+    return next(
+        Path(p) for p in sys.path if p.endswith("site-packages") and Path(p, "mcp").is_dir()
+    )
+
+
+def _reachable_copy(source: Path) -> Path:
+    """Our test servers copied where a root vault's sandbox user (nobody) can read them: a
+    checkout may lie under a directory closed to others (`mktemp -d` makes one 0700, and so
+    is /root), which the sandbox refuses to bind (sandbox/launch.py, `_require_reachable`).
+    One copy per test process, removed when it exits."""
+    copy = Path(tempfile.mkdtemp(prefix="tkv-our-servers-"))
+    atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    os.chmod(copy, 0o755)  # noqa: S103 (others pass through and read: test servers only)
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    return copy
+
+
+SITE = _servers_site()
+OUR_SERVERS = _reachable_copy(HERE / "mcp_servers")
 
 
 @dataclass(frozen=True)

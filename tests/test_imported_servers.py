@@ -6,8 +6,9 @@ engine (a result carrying the key is withheld), and a purge stops its process wi
 second.
 
 The server runs on the system's Python (`/usr/bin/python3`, visible in the sandbox) with
-the vault's own site-packages bound read-only for the MCP SDK: as root, the sandbox runs
-as nobody, who cannot reach an interpreter under /root.
+the published servers' site-packages bound read-only for the MCP SDK (`mcp_support.SITE`),
+from a copy of tests/mcp_servers: as root, the sandbox runs as nobody, who cannot reach an
+interpreter under /root, nor a checkout in a directory closed to others.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import dataclasses
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from mcp_support import OUR_SERVERS, PY_SERVERS, alive, published
+from mcp_support import OUR_SERVERS, PY_SERVERS, SITE, alive, published
 from spec_support import call_tool, configure, hello, result_text, send
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection
@@ -38,7 +38,6 @@ from toolkit_vault.tools.calls import CallRecord
 
 KEY = "sk-served-canary-Zq81Wm4TvR"
 NAME = "api-key-test"
-SITE = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p, "mcp").is_dir())
 BOTH = ("toolkits", "tools")
 
 pytestmark = [

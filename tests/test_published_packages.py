@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mcp_support import CACHE, NODE_SERVERS, OUR_SERVERS
+from mcp_support import CACHE, NODE_SERVERS, OUR_SERVERS, SITE
 from spec_support import call_tool, configure, hello, send
 from toolkit_vault.audit.trail import EventFilter, list_events
 from toolkit_vault.bootstrap import open_vault
@@ -37,7 +36,6 @@ from toolkit_vault.toolkits import launches, served
 from toolkit_vault.toolkits.imports import PackageRefused, import_package
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published_servers"
-SITE = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p, "mcp").is_dir())
 BOTH = ("toolkits", "tools")
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="no sandbox on this machine")

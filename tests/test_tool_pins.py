@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from cli_support import run_cli
-from mcp_support import OUR_SERVERS
+from mcp_support import OUR_SERVERS, SITE
 from spec_support import AGENT, call_tool, configure, hello, send
 from toolkit_package.selection import Selection
 from toolkit_vault.bootstrap import open_vault
@@ -39,7 +38,6 @@ from toolkit_vault.toolkits.imports import import_package
 
 KEY = "sk-pinned-canary-Hx27Lp9QvN"
 NAME = "pinned-test"
-SITE = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p, "mcp").is_dir())
 BOTH = ("toolkits", "tools")
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="no sandbox on this machine")

@@ -15,12 +15,16 @@ fi
 export TKV_MCP_SERVERS="$mcp_servers"
 mcp_python_servers=(mcp-server-time mcp-server-git)
 mcp_node_servers=(@modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem)
-if ! [ -x "$mcp_servers/venv/bin/mcp-server-time" ] || ! [ -x "$mcp_servers/venv/bin/mcp-server-git" ]; then
-    echo "installing ${mcp_python_servers[*]} into $mcp_servers/venv..." >&2
+# Our own test servers (tests/mcp_servers) import the SDK from this venv too, at our lock's
+# version: the sandbox's user can reach it wherever the checkout lies (tests/mcp_support.py).
+mcp_sdk="mcp==$(sed -n 's/^mcp==\([^ ]*\).*/\1/p' "${BASH_SOURCE[0]%/*}/../../requirements/lock.txt")"
+if ! [ -x "$mcp_servers/venv/bin/mcp-server-time" ] || ! [ -x "$mcp_servers/venv/bin/mcp-server-git" ] \
+    || ! "$mcp_servers/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(f'mcp=={m.version(\"mcp\")}' != '$mcp_sdk')" 2>/dev/null; then
+    echo "installing ${mcp_python_servers[*]} ($mcp_sdk) into $mcp_servers/venv..." >&2
     mkdir -p -m 755 "$mcp_servers"
     /usr/bin/python3 -m venv "$mcp_servers/venv" >&2 \
         || { echo "mcp_servers.sh: /usr/bin/python3 -m venv failed" >&2; return 1; }
-    "$mcp_servers/venv/bin/pip" install -q "${mcp_python_servers[@]}" >&2 \
+    "$mcp_servers/venv/bin/pip" install -q "${mcp_python_servers[@]}" "$mcp_sdk" >&2 \
         || { echo "mcp_servers.sh: pip install ${mcp_python_servers[*]} failed" >&2; return 1; }
 fi
 if ! [ -f "$mcp_servers/node/node_modules/@modelcontextprotocol/server-everything/package.json" ] \
@@ -31,4 +35,4 @@ if ! [ -f "$mcp_servers/node/node_modules/@modelcontextprotocol/server-everythin
     npm install --silent --no-audit --no-fund --prefix "$mcp_servers/node" "${mcp_node_servers[@]}" >&2 \
         || { echo "mcp_servers.sh: npm install ${mcp_node_servers[*]} failed" >&2; return 1; }
 fi
-unset mcp_servers mcp_python_servers mcp_node_servers
+unset mcp_servers mcp_python_servers mcp_node_servers mcp_sdk
