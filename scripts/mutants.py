@@ -4442,6 +4442,25 @@ MUTANTS = [
             "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
         ),
     ),
+    # -- issue 52/54: a checkout or bind under a directory closed to a root vault's sandbox --
+    Mutant(
+        "serve says nothing of a bound directory its root sandbox user cannot reach",
+        V + "toolkits/served.py",
+        "    return unreachable((settings.private_root, *settings.read_only, *settings.packages))",
+        "    return None",
+        (
+            "tests/test_imported_servers.py::test_serve_names_a_directory_its_sandbox_user_cannot_reach",
+        ),
+    ),
+    Mutant(
+        "the reachability check reads a closed directory as open",
+        V + "sandbox/launch.py",
+        "        if not info.st_mode & stat.S_IXOTH and info.st_uid != SANDBOX_UID:",
+        "        if False:",
+        (
+            "tests/test_imported_servers.py::test_serve_names_a_directory_its_sandbox_user_cannot_reach",
+        ),
+    ),
 ]
 
 

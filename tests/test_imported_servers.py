@@ -180,6 +180,21 @@ def test_serve_states_the_sandbox_being_off(served_vault: Vault) -> None:
         served.use_servers(settings)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root vault's sandbox runs as another user")
+def test_serve_names_a_directory_its_sandbox_user_cannot_reach(
+    served_vault: Vault, tmp_path: Path
+) -> None:
+    closed = tmp_path / "closed"
+    (closed / "packages").mkdir(parents=True)
+    closed.chmod(0o700)
+    settings = served._servers.settings
+    try:
+        served.use_servers(dataclasses.replace(settings, packages=(closed / "packages",)))
+        assert f"{closed} is closed to the sandbox user" in (served.sandbox_warning() or "")
+    finally:
+        served.use_servers(settings)
+
+
 def test_the_published_time_server_runs_through_the_vault(
     home: VaultSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,15 @@ confine a process); everything above may import it.
 
 from .bubblewrap import HOME_INSIDE
 from .errors import ConfinementRefused, SandboxError, SandboxUnavailable
-from .launch import Launch, confine, launch, sandbox_available, unconfined, why_no_sandbox
+from .launch import (
+    Launch,
+    confine,
+    launch,
+    sandbox_available,
+    unconfined,
+    unreachable,
+    why_no_sandbox,
+)
 from .policy import Bind, Confinement
 
 __all__ = [
@@ -30,5 +38,6 @@ __all__ = [
     "launch",
     "sandbox_available",
     "unconfined",
+    "unreachable",
     "why_no_sandbox",
 ]

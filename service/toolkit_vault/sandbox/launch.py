@@ -21,7 +21,7 @@ import os
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,15 @@ from .environment import clean_environment, unset_inherited
 from .errors import ConfinementRefused, SandboxUnavailable
 from .policy import Confinement
 
-__all__ = ["Launch", "confine", "launch", "sandbox_available", "unconfined", "why_no_sandbox"]
+__all__ = [
+    "Launch",
+    "confine",
+    "launch",
+    "sandbox_available",
+    "unconfined",
+    "unreachable",
+    "why_no_sandbox",
+]
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,22 @@ def _require_directory(path: Path) -> None:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise ConfinementRefused(f"{path}: a private directory must be a directory, not a link")
+
+
+def unreachable(paths: Iterable[Path]) -> str | None:
+    """Why a root vault's sandbox user could not reach one of `paths` (a directory above it
+    closed to others), or None: `serve` says so at start-up, before the first launch that
+    binds it is refused. A vault that is not root runs its sandbox as itself: None."""
+    if os.geteuid() != 0:
+        return None
+    for path in paths:
+        try:
+            _require_reachable(path)
+        except ConfinementRefused as refused:
+            return str(refused)
+        except OSError:
+            continue  # not there yet: a launch that binds it says so
+    return None
 
 
 def _require_reachable(path: Path) -> None:

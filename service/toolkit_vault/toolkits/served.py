@@ -43,7 +43,7 @@ from toolkit_vault.errors import SchemaRefused, VaultError
 from toolkit_vault.mcp_client import ToolDescription, UpstreamError, UpstreamFailed, pin_tools
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
-from toolkit_vault.sandbox import why_no_sandbox
+from toolkit_vault.sandbox import unreachable, why_no_sandbox
 from toolkit_vault.schema import CompiledSchema, compile_schema
 from toolkit_vault.toolkits.checked_servers import CheckedServers
 from toolkit_vault.toolkits.launches import (
@@ -164,14 +164,16 @@ def runs_servers() -> bool:
 
 def sandbox_warning() -> str | None:
     """What `serve` states at start-up about the sandbox, when it is not running servers
-    confined; None when it is."""
-    if not _servers.settings.run:
+    confined, or a directory it binds is closed to a root vault's sandbox user; None when
+    all is well."""
+    settings = _servers.settings
+    if not settings.run:
         return None
-    if not _servers.settings.sandbox:
+    if not settings.sandbox:
         return "the sandbox is off (TOOLKIT_VAULT_SANDBOX=off): imported servers run unconfined"
     if (reason := why_no_sandbox()) is not None:
         return f"no sandbox on this machine ({reason}): imported local servers are refused"
-    return None
+    return unreachable((settings.private_root, *settings.read_only, *settings.packages))
 
 
 def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
