@@ -547,3 +547,44 @@ def test_a_dry_run_into_a_new_home_creates_nothing(
     assert plan["restored"] is False and plan["database_empty"] is True, plan
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == before
     assert not Path(url.removeprefix("sqlite:///")).exists()
+
+
+# -- issue 53: `backup verify` opens each version as its audit verification reads it --
+
+
+def test_backup_verify_names_each_version_that_fails_its_mac_or_does_not_decrypt(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    """Rows a database writer edited before the backup was taken: one edited in a column
+    its MAC covers (not opened: it fails its MAC), one whose ciphertext was replaced and
+    re-MACed with the state key (its MAC holds, it does not decrypt). Each is named once,
+    with its reason, and the intact one counts as intact: every version is checked once."""
+    conn, session_id = session(vault)
+    for n in range(3):
+        assert configure(conn, n) == "ok"
+    store = vault.store
+    with store.engine.begin() as db:
+        rows = {
+            r.version: dict(r._mapping)
+            for r in db.execute(select(ConfigVersion).order_by(ConfigVersion.version))
+        }
+        db.execute(text("UPDATE config_versions SET message = 'edited' WHERE version = 1"))
+        forged = dict(rows[2])
+        sealed = json.loads(forged["sealed_secrets"])
+        first = next(iter(sealed))
+        sealed[first] = json.loads(rows[3]["sealed_secrets"])[first]  # another version's
+        forged["sealed_secrets"] = json.dumps(sealed)
+        forged["mac"] = store.mac("config_versions", forged)
+        db.execute(
+            text("UPDATE config_versions SET sealed_secrets = :s, mac = :m WHERE version = 2"),
+            {"s": forged["sealed_secrets"], "m": forged["mac"]},
+        )
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    verified = verify_backup(file, resolve_settings(header_of(file)))
+    assert not verified.ok
+    assert verified.versions == {"versions": 3, "intact": 1, "failed": 2, "no_ciphertext": 0}
+    reasons = {v["version"]: v["reason"] for v in verified.failed_versions}
+    assert reasons == {1: "fails its integrity check", 2: "does not decrypt"}
+    assert {v["session_id"] for v in verified.failed_versions} == {session_id}
+    assert CANARY not in json.dumps(verified.as_json())

@@ -41,6 +41,7 @@ from toolkit_vault.store import vault_keys
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.data_keys import (
     Rewrap,
+    ScannedVersion,
     count_versions,
     data_key_batches,
     move_data_keys,
@@ -64,6 +65,7 @@ from toolkit_vault.store.vault_keys import (
 __all__ = [
     "MasterRotationReport",
     "RotationReport",
+    "VersionTally",
     "check_store",
     "pending_rewraps",
     "rotate_master_key",
@@ -241,12 +243,11 @@ def check_store(
     failed without being opened. Each batch asks `ring_for` the key ids it names, so a ring
     rotated elsewhere is reloaded. `last_id`: the last row id read. `chain`: the state the
     verified chain makes, when the caller has it (None: the store's, as followed)."""
-    counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
-    failed: list[dict[str, Any]] = []
     try:
         chain = chain if chain is not None else store.chain_state()
     except StateUnknown:
         chain = None  # the audit part of `check` says why
+    tally = VersionTally(chain)
     total = count_versions(store, after)
     advance = start(total) if start else None
     last_id = after
@@ -254,30 +255,55 @@ def check_store(
         last_id = rows[-1].row_id
         ring = ring_for(*{r.record.kek_id for r in rows if isinstance(r.record.kek_id, str)})
         for row in rows:
-            record, reason = row.record, None
-            if not row.authentic:
-                reason = "fails its integrity check"
-            elif (
-                chain is not None
-                and record.status != "purged"
-                and chain.was_purged(record.session_id, record.toolkit_name, record.version)
-            ):
-                reason = "was purged (the audit chain says so); its row was put back"
-            elif row.no_ciphertext:
-                counts["no_ciphertext"] += 1
-                continue
-            else:
-                try:
-                    context, sealed = record.sealed()
-                    crypto.open_config(ring, context, sealed)
-                except DecryptionError:
-                    reason = "does not decrypt"
-            if reason is None:
-                counts["intact"] += 1
-                continue
-            counts["failed"] += 1
-            if len(failed) < 100:
-                failed.append({**row.name.as_json(), "reason": reason})
+            tally.see(ring, row)
         if advance:
             advance(len(rows))
-    return {"versions": total, **counts, "failed_versions": failed, "last_id": last_id}
+    return tally.result(total, last_id)
+
+
+class VersionTally:
+    """`check_store`'s verdict on each version, one row at a time, given its MAC's verdict:
+    a row that fails its MAC, or that the chain purged, fails unopened; the others are
+    opened in memory. `backup verify` feeds it the rows its audit verification reads (and
+    MACs) already, so each version is read and MACed once."""
+
+    def __init__(self, chain: ChainState | None) -> None:
+        self.chain = chain
+        self.counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
+        self.failed: list[dict[str, Any]] = []
+        self.seen = 0
+
+    def see(self, ring: KeyRing, row: ScannedVersion) -> None:
+        self.seen += 1
+        record, reason, chain = row.record, None, self.chain
+        if not row.authentic:
+            reason = "fails its integrity check"
+        elif (
+            chain is not None
+            and record.status != "purged"
+            and chain.was_purged(record.session_id, record.toolkit_name, record.version)
+        ):
+            reason = "was purged (the audit chain says so); its row was put back"
+        elif row.no_ciphertext:
+            self.counts["no_ciphertext"] += 1
+            return
+        else:
+            try:
+                context, sealed = record.sealed()
+                crypto.open_config(ring, context, sealed)
+            except DecryptionError:
+                reason = "does not decrypt"
+        if reason is None:
+            self.counts["intact"] += 1
+            return
+        self.counts["failed"] += 1
+        if len(self.failed) < 100:
+            self.failed.append({**row.name.as_json(), "reason": reason})
+
+    def result(self, total: int, last_id: int) -> dict[str, Any]:
+        return {
+            "versions": total,
+            **self.counts,
+            "failed_versions": self.failed,
+            "last_id": last_id,
+        }
