@@ -4442,6 +4442,47 @@ MUTANTS = [
             "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
         ),
     ),
+    # -- issue 53: verifyspeed (`backup verify` opens each version as reconcile reads it) --
+    Mutant(
+        "backup verify: a version row that fails its MAC is handed on as authentic (opened)",
+        RECONCILE,
+        "                    versions(row, holds)",
+        "                    versions(row, True)",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "backup verify: reconcile hands no version row on (none is opened or counted)",
+        RECONCILE,
+        "if versions is not None and table == VERSIONS:",
+        'if versions is not None and table == "none":',
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "backup verify: the versions are not held to the state the verified walk made",
+        V + "backup/check.py",
+        "    tally = VersionTally(chain)",
+        "    tally = VersionTally(None)",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "a version's tally counts it intact without opening it",
+        V + "keys/rotation.py",
+        "                crypto.open_config(ring, context, sealed)",
+        "                pass",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
 ]
 
 
