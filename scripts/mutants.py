@@ -4465,9 +4465,9 @@ MUTANTS = [
     ),
     Mutant(
         "backup verify: the versions are not held to the state the verified walk made",
-        V + "backup/check.py",
-        "    tally = VersionTally(chain)",
-        "    tally = VersionTally(None)",
+        V + "keys/rotation.py",
+        "        self.tally = VersionTally(chain)",
+        "        self.tally = VersionTally(None)",
         (
             BACKUP_TESTS
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",

@@ -559,7 +559,8 @@ def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_c
     its MAC covers (not opened: it fails its MAC), one whose ciphertext was replaced and
     re-MACed with the state key (its MAC holds, it does not decrypt), one the chain purged
     and put back as it was. Each is named once, with its reason, and the intact one counts
-    as intact: every version is checked, once."""
+    as intact: every version is checked, once. A full `check` (each version opened as its
+    audit part reads it) names them as the check that reads them apart does."""
     conn, session_id = session(vault)
     for n in range(3):
         assert configure(conn, n) == "ok"
@@ -590,15 +591,22 @@ def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_c
             .where(ConfigVersion.id == forged["id"])
             .values(sealed_secrets=forged["sealed_secrets"], mac=forged["mac"])
         )
-    file = tmp_path / "vault.tkvb"
-    create_backup(home, file)
-    verified = verify_backup(file, resolve_settings(header_of(file)))
-    assert not verified.ok
-    assert verified.versions == {"versions": 4, "intact": 1, "failed": 3, "no_ciphertext": 0}
-    reasons = {(v["session_id"], v["version"]): v["reason"] for v in verified.failed_versions}
-    assert reasons == {
+    expected = {
         (session_id, 1): "fails its integrity check",
         (session_id, 2): "does not decrypt",
         (purged_id, 1): "was purged (the audit chain says so); its row was put back",
     }
+    counts = {"versions": 4, "intact": 1, "failed": 3, "no_ciphertext": 0}
+    for checked in (vault.check(full=True), vault.check()):  # one pass; read apart
+        assert not checked["ok"] and {k: checked[k] for k in counts} == counts
+        assert {
+            (v["session_id"], v["version"]): v["reason"] for v in checked["failed_versions"]
+        } == expected
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    verified = verify_backup(file, resolve_settings(header_of(file)))
+    assert not verified.ok
+    assert verified.versions == counts
+    reasons = {(v["session_id"], v["version"]): v["reason"] for v in verified.failed_versions}
+    assert reasons == expected
     assert CANARY not in json.dumps(verified.as_json())

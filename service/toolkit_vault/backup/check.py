@@ -5,33 +5,29 @@ directory (never the live vault's), its vault keys are unwrapped with the key pr
 the error names the master keys it needs), and then the same checks the live vault runs:
 the file's MAC under the backup key, the audit chain walked to its head and every
 authenticated table reconciled with it (`audit.verify`), every row MAC and every version
-decrypted in memory (`keys.rotation.check_store`). Nothing decrypted is kept or shown.
+decrypted in memory (`keys.rotation`'s verdicts: each version opened as the reconciliation
+reads and MACs it, not read and MACed again). Nothing decrypted is kept or shown.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from toolkit_vault.audit.verify import verify_audit_chain
 from toolkit_vault.backup.archive import BackupError, Header, Reader, backup_key, decode_row
 from toolkit_vault.bootstrap import open_provider
-from toolkit_vault.crypto import KeyRing
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.recovery import open_with_shares
-from toolkit_vault.keys.rotation import VersionTally, check_store
+from toolkit_vault.keys.rotation import TallyAsRead, check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store import snapshots
-from toolkit_vault.store.data_keys import scanned
-from toolkit_vault.store.integrity import Row
-from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import SCHEMA_REVISION
 from toolkit_vault.store.snapshots import (
     TABLES,
@@ -166,18 +162,15 @@ def verify_stream(
         load_rows(reader, store)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        tallies: list[VersionTally] = []
+        opened = TallyAsRead(lambda *_ids: ring)  # each version, as reconcile reads it
         audit = verify_audit_chain(
-            store,
-            internal["audit"],
-            recovery=internal.get("recovery"),
-            versions=partial(_tally_versions, ring, tallies),
+            store, internal["audit"], recovery=internal.get("recovery"), versions=opened.begin
         )
         _same_head(store, header)
         mac_at = None if at_seq is None else event_mac(store, at_seq)
-        if tallies:  # every version was opened as the reconciliation read and MACed it
-            result = tallies[0].result(tallies[0].seen, 0)
-        else:  # the walk broke: each version read again, held to the store's state
+        if opened.tally is not None:
+            result = opened.result()
+        else:  # the walk broke: the versions read again, held to the store's state
             result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
@@ -191,19 +184,6 @@ def verify_stream(
         master_keys=masters,
         mac_at=mac_at,
     )
-
-
-def _tally_versions(
-    ring: KeyRing, tallies: list[VersionTally], chain: ChainState | None
-) -> Callable[[Row, bool], None] | None:
-    """What opens each version row as the audit verification reads it, held to the state
-    its verified walk made; None when the walk broke (then `check_store`, as a check does).
-    The scratch database is this process's alone, so that read is every row there is."""
-    if chain is None:
-        return None
-    tally = VersionTally(chain)
-    tallies.append(tally)
-    return lambda row, holds: tally.see(ring, scanned(row, holds))
 
 
 def _open_keys(

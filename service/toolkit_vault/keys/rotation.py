@@ -46,10 +46,12 @@ from toolkit_vault.store.data_keys import (
     data_key_batches,
     move_data_keys,
     scan_versions,
+    scanned,
     version_batches,
     version_name,
     write_rewraps,
 )
+from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
@@ -65,6 +67,7 @@ from toolkit_vault.store.vault_keys import (
 __all__ = [
     "MasterRotationReport",
     "RotationReport",
+    "TallyAsRead",
     "VersionTally",
     "check_store",
     "pending_rewraps",
@@ -307,3 +310,45 @@ class VersionTally:
             "failed_versions": self.failed,
             "last_id": last_id,
         }
+
+
+class TallyAsRead:
+    """A `VersionTally` fed by another reader: the audit verification's reconciliation,
+    which reads and MACs every version row in its snapshot anyway (`audit.verify`'s
+    `versions`), so a full check or `backup verify` reads and MACs each version once.
+    The ring is asked (`ring_for`) again whenever a row names a key id not met before."""
+
+    def __init__(self, ring_for: RingFor, advance: Progress | None = None) -> None:
+        self.ring_for, self.advance = ring_for, advance
+        self.tally: VersionTally | None = None
+        self.last_id = 0
+        self._keys: set[str] = set()
+        self._ring: KeyRing | None = None
+
+    def begin(self, chain: ChainState | None) -> Callable[[Row, bool], None] | None:
+        """What sees each row, held to `chain`, the verified walk's state; None when the
+        walk broke (the caller then runs `check_store`, which reads the versions again)."""
+        if chain is None:
+            return None
+        self.tally = VersionTally(chain)
+        return self._see
+
+    def _see(self, row: Row, authentic: bool) -> None:
+        version, tally = scanned(row, authentic), self.tally
+        assert tally is not None
+        key_id = version.record.kek_id
+        if self._ring is None or (isinstance(key_id, str) and key_id not in self._keys):
+            if isinstance(key_id, str):
+                self._keys.add(key_id)
+            self._ring = self.ring_for(*sorted(self._keys))
+        tally.see(self._ring, version)
+        self.last_id = version.row_id
+        if self.advance and tally.seen % 1000 == 0:
+            self.advance(1000)
+
+    def result(self) -> dict[str, Any]:
+        tally = self.tally
+        assert tally is not None
+        if self.advance and tally.seen % 1000:
+            self.advance(tally.seen % 1000)
+        return tally.result(tally.seen, self.last_id)
