@@ -4444,7 +4444,7 @@ MUTANTS = [
     ),
     # -- issue 53: verifyspeed (`backup verify` opens each version as reconcile reads it) --
     Mutant(
-        "backup verify: a version row that fails its MAC is handed on as authentic (opened)",
+        "one-pass versions (backup verify, check --full): a row that fails its MAC is handed on as authentic (opened)",
         RECONCILE,
         "                    versions(row, holds)",
         "                    versions(row, True)",
@@ -4454,7 +4454,7 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "backup verify: reconcile hands no version row on (none is opened or counted)",
+        "one-pass versions (backup verify, check --full): reconcile hands no row on (none is opened or counted)",
         RECONCILE,
         "if versions is not None and table == VERSIONS:",
         'if versions is not None and table == "none":',
@@ -4464,7 +4464,7 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "backup verify: the versions are not held to the state the verified walk made",
+        "one-pass versions (backup verify, check --full): not held to the walk's state",
         V + "keys/rotation.py",
         "        self.tally = VersionTally(chain)",
         "        self.tally = VersionTally(None)",
