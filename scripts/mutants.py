@@ -4442,9 +4442,10 @@ MUTANTS = [
             "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
         ),
     ),
-    # -- issue 53: verifyspeed (`backup verify` opens each version as reconcile reads it) --
+    # -- issue 53: verifyspeed (one-pass versions: `backup verify` and `check --full` open each
+    # version as reconcile reads and MACs it) --
     Mutant(
-        "one-pass versions (backup verify, check --full): a row that fails its MAC is handed on as authentic (opened)",
+        "one-pass versions: a row that fails its MAC is handed on as authentic (opened)",
         RECONCILE,
         "                    versions(row, holds)",
         "                    versions(row, True)",
@@ -4454,7 +4455,7 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "one-pass versions (backup verify, check --full): reconcile hands no row on (none is opened or counted)",
+        "one-pass versions: reconcile hands no row on (none is opened or counted)",
         RECONCILE,
         "if versions is not None and table == VERSIONS:",
         'if versions is not None and table == "none":',
@@ -4464,7 +4465,7 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "one-pass versions (backup verify, check --full): not held to the walk's state",
+        "one-pass versions: not held to the walk's state",
         V + "keys/rotation.py",
         "        self.tally = VersionTally(chain)",
         "        self.tally = VersionTally(None)",
