@@ -4461,6 +4461,48 @@ MUTANTS = [
             "tests/test_imported_servers.py::test_serve_names_a_directory_its_sandbox_user_cannot_reach",
         ),
     ),
+    # -- issue 53: verifyspeed (one-pass versions: `backup verify` and `check --full` open each
+    # version as reconcile reads and MACs it) --
+    Mutant(
+        "one-pass versions: a row that fails its MAC is handed on as authentic (opened)",
+        RECONCILE,
+        "                    versions(row, holds)",
+        "                    versions(row, True)",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "one-pass versions: reconcile hands no row on (none is opened or counted)",
+        RECONCILE,
+        "if versions is not None and table == VERSIONS:",
+        'if versions is not None and table == "none":',
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "one-pass versions: not held to the walk's state",
+        V + "keys/rotation.py",
+        "        self.tally = VersionTally(chain)",
+        "        self.tally = VersionTally(None)",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
+    Mutant(
+        "a version's tally counts it intact without opening it",
+        V + "keys/rotation.py",
+        "                crypto.open_config(ring, context, sealed)",
+        "                pass",
+        (
+            BACKUP_TESTS
+            + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
+        ),
+    ),
 ]
 
 

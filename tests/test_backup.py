@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, delete, insert, select, text, update
 
 from cli_support import CLI, run_cli
 from test_rotation import fill
@@ -35,7 +35,7 @@ from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.store.models import AuditEvent, ConfigVersion
+from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
 
 pytestmark = pytest.mark.key_providers("file")
 AGENT = Principal("local", "agent")
@@ -547,3 +547,66 @@ def test_a_dry_run_into_a_new_home_creates_nothing(
     assert plan["restored"] is False and plan["database_empty"] is True, plan
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == before
     assert not Path(url.removeprefix("sqlite:///")).exists()
+
+
+# -- issue 53: `backup verify` opens each version as its audit verification reads it --
+
+
+def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    """Rows a database writer changed before the backup was taken: one edited in a column
+    its MAC covers (not opened: it fails its MAC), one whose ciphertext was replaced and
+    re-MACed with the state key (its MAC holds, it does not decrypt), one the chain purged
+    and put back as it was. Each is named once, with its reason, and the intact one counts
+    as intact: every version is checked, once. A full `check` (each version opened as its
+    audit part reads it) names them as the check that reads them apart does."""
+    conn, session_id = session(vault)
+    for n in range(3):
+        assert configure(conn, n) == "ok"
+    other, purged_id = session(vault)
+    assert configure(other, 9) == "ok"
+    store = vault.store
+    with store.engine.connect() as db:
+        copied = [dict(r._mapping) for r in db.execute(select(ConfigVersion))]
+        pointers = [dict(r._mapping) for r in db.execute(select(CurrentConfig))]
+    vault.purge("operator", purged_id)
+    with store.engine.begin() as db:
+        db.execute(delete(CurrentConfig).where(CurrentConfig.session_id == purged_id))
+        db.execute(delete(ConfigVersion).where(ConfigVersion.session_id == purged_id))
+        db.execute(insert(ConfigVersion), [r for r in copied if r["session_id"] == purged_id])
+        db.execute(insert(CurrentConfig), [r for r in pointers if r["session_id"] == purged_id])
+        ours = {r["version"]: r for r in copied if r["session_id"] == session_id}
+        db.execute(
+            update(ConfigVersion).where(ConfigVersion.id == ours[1]["id"]).values(message="edited")
+        )
+        forged = dict(ours[2])
+        sealed = json.loads(forged["sealed_secrets"])
+        first = next(iter(sealed))
+        sealed[first] = json.loads(ours[3]["sealed_secrets"])[first]  # another version's
+        forged["sealed_secrets"] = json.dumps(sealed)
+        forged["mac"] = store.mac("config_versions", forged)
+        db.execute(
+            update(ConfigVersion)
+            .where(ConfigVersion.id == forged["id"])
+            .values(sealed_secrets=forged["sealed_secrets"], mac=forged["mac"])
+        )
+    expected = {
+        (session_id, 1): "fails its integrity check",
+        (session_id, 2): "does not decrypt",
+        (purged_id, 1): "was purged (the audit chain says so); its row was put back",
+    }
+    counts = {"versions": 4, "intact": 1, "failed": 3, "no_ciphertext": 0}
+    for checked in (vault.check(full=True), vault.check()):  # one pass; read apart
+        assert not checked["ok"] and {k: checked[k] for k in counts} == counts
+        assert {
+            (v["session_id"], v["version"]): v["reason"] for v in checked["failed_versions"]
+        } == expected
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    verified = verify_backup(file, resolve_settings(header_of(file)))
+    assert not verified.ok
+    assert verified.versions == counts
+    reasons = {(v["session_id"], v["version"]): v["reason"] for v in verified.failed_versions}
+    assert reasons == expected
+    assert CANARY not in json.dumps(verified.as_json())

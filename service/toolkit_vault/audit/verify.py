@@ -49,9 +49,11 @@ from toolkit_vault.store.reconcile import StateProblem, StateReport
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.verified import AUDIT, Mark, MarkRefused, mark_path, read_mark, write_mark
 
-__all__ = ["AuditReport", "Problem", "verify_audit_chain"]
+__all__ = ["AuditReport", "Problem", "VersionsFor", "verify_audit_chain"]
 
 BATCH_SIZE = 5000
+# given the state the verified walk made (None: it broke), what sees each version row
+VersionsFor = Callable[[ChainState | None], Callable[[Row, bool], None] | None]
 
 
 @dataclass(frozen=True)
@@ -106,19 +108,24 @@ def verify_audit_chain(
     recovery: SecretBytes | None = None,
     batch_size: int = BATCH_SIZE,
     full: bool = False,
+    versions: VersionsFor | None = None,
 ) -> AuditReport:
     """Walk the chain and its head, then reconcile the stored state with it. Recovery
     wraps are authentic when they open under `recovery`, the vault's recovery key (None:
     the vault holds none, and no wrap is believed). Without `full`, the walk starts after
     the last run's mark when it is believed (`store.verified`), and a run whose chains
-    verify leaves a new one."""
+    verify leaves a new one. `versions`: asked, once the walk is done, for what to hand
+    each config version row the reconciliation reads (with its MAC's verdict), given the
+    state the verified chain makes (None: the walk broke); it may answer None."""
 
     def authentic(table: str, row: Row) -> bool:
         if table == RECOVERY:
             return recovery_wrap_opens(recovery, row)
         return store.authentic(table, row)
 
-    return _verify(store, audit_key, authentic, batch_size, full=full, remember=True)
+    return _verify(
+        store, audit_key, authentic, batch_size, full=full, remember=True, versions=versions
+    )
 
 
 def verify_chain_only(store: Store, audit_key: SecretBytes) -> AuditReport:
@@ -137,6 +144,7 @@ def _verify(
     *,
     full: bool,
     remember: bool,
+    versions: VersionsFor | None = None,
 ) -> AuditReport:
     sign: Signer = partial(crypto.chain_hash, audit_key)
     path = mark_path(store, AUDIT) if remember else None
@@ -173,7 +181,9 @@ def _verify(
             since=None if mark is None else mark.body.get("calls"),
             main_since=since,
         )
-        state = snapshot.reconcile(authentic, batch_size, made if broken is None else None)
+        walked = made if broken is None else None
+        seen = None if versions is None else versions(walked)
+        state = snapshot.reconcile(authentic, batch_size, walked, seen)
     if broken is None and calls.broken is None and path is not None:
         body = {"calls": calls.marks}
         write_mark(path, Mark(AUDIT, verified, last_mac, time.time(), body, made), sign)

@@ -20,10 +20,14 @@ from functools import partial
 from typing import Any
 
 from toolkit_vault import crypto
+from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.keystore import read_vault_keys
-from toolkit_vault.keys.rotation import RingFor, check_store
-from toolkit_vault.store.chain import CHAIN_START
+from toolkit_vault.keys.rotation import RingFor, TallyAsRead, check_store
+from toolkit_vault.store.chain import CHAIN_START, Signer
+from toolkit_vault.store.data_keys import count_versions
+from toolkit_vault.store.integrity import Row
+from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.verified import (
     CHECK,
@@ -36,7 +40,7 @@ from toolkit_vault.store.verified import (
     write_mark,
 )
 
-__all__ = ["check_versions"]
+__all__ = ["check_all", "check_versions"]
 
 Start = Callable[[int], Callable[[int], None]]
 
@@ -65,14 +69,48 @@ def check_versions(
             mark, refused = None, why
     since = 0 if mark is None else int(mark.body["last_id"])
     result = check_store(store, ring_for, start, since)
-    last_id = int(result.pop("last_id"))
-    if not result["failed"] and last_id and (link := version_link(store, last_id)) is not None:
-        body = {"last_id": last_id, "count": versions_to(store, last_id), "keys": _keys(store)}
-        write_mark(path, Mark(CHECK, 0, link, time.time(), body), sign)
+    _leave_mark(store, sign, result)
     result["since_id"] = since
     result["mark_refused"] = refused
     result["full"] = mark is None
     return result
+
+
+def check_all(
+    store: Store,
+    ring_for: RingFor,
+    audit_key: SecretBytes,
+    recovery: SecretBytes | None,
+    start: Start | None = None,
+) -> tuple[dict[str, Any], AuditReport]:
+    """A full `check` in one pass: the full audit verification, whose reconciliation reads
+    and MACs every version row in its snapshot, hands each row on to be opened there
+    (`TallyAsRead`), so a version is read and MACed once, not once here and again there.
+    When the walk breaks, the versions are opened as `check_versions` does (read again)."""
+    opened = TallyAsRead(ring_for)
+
+    def begin(chain: ChainState | None) -> Callable[[Row, bool], None] | None:
+        see = opened.begin(chain)
+        if see is not None and start is not None:
+            opened.advance = start(count_versions(store))
+        return see
+
+    audit = verify_audit_chain(store, audit_key, recovery=recovery, full=True, versions=begin)
+    if opened.tally is None:
+        return check_versions(store, ring_for, audit_key, start, full=True), audit
+    result = opened.result()
+    _leave_mark(store, partial(crypto.chain_hash, audit_key), result)
+    result.update(since_id=0, mark_refused=None, full=True)
+    return result, audit
+
+
+def _leave_mark(store: Store, sign: Signer, result: dict[str, Any]) -> None:
+    """The check's mark, when every version it read opened (the next check starts after
+    the last of them); `result` loses its `last_id`."""
+    last_id = int(result.pop("last_id"))
+    if not result["failed"] and last_id and (link := version_link(store, last_id)) is not None:
+        body = {"last_id": last_id, "count": versions_to(store, last_id), "keys": _keys(store)}
+        write_mark(mark_path(store, CHECK), Mark(CHECK, 0, link, time.time(), body), sign)
 
 
 def _disbelieved(store: Store, mark: Mark) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import find_principal
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
-from toolkit_vault.core.checking import check_versions
+from toolkit_vault.core.checking import check_all, check_versions
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import TokenSource
 from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
@@ -139,11 +139,15 @@ class Upkeep:
         if self._audit_key is None:
             raise VaultError("the audit key is not loaded")
         ring_for = partial(self._sealing.ring_for, strict=True)
-        result = check_versions(self._store, ring_for, self._audit_key, start, full=full)
+        if full:  # one pass: each version opened as the audit's reconciliation reads it
+            recovery = held_recovery_key(self._store, self._sealing.ring_for)
+            result, audit = check_all(self._store, ring_for, self._audit_key, recovery, start)
+        else:
+            result = check_versions(self._store, ring_for, self._audit_key, start)
+            audit = self.verify_audit(full)
         for failed in result["failed_versions"]:
             failed["scope"] = scope_of(failed["session_id"])
         result["scopes"] = self._store.versions_by_scope()
-        audit = self.verify_audit(full)
         result["audit"] = {
             "ok": audit.problem in (None, "unaudited", "state"),
             "message": audit.message,

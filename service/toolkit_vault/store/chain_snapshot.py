@@ -99,10 +99,11 @@ class ChainSnapshot:
         authentic: Callable[[str, Row], bool],
         batch_size: int,
         state: ChainState | None = None,
+        versions: Callable[[Row, bool], None] | None = None,
     ) -> StateReport:
         """Every authenticated table held to its MAC and the chain (`reconcile`); `state`:
-        the chain's, when the walk made it."""
-        return reconcile(self._conn, authentic, batch_size, state)
+        the chain's, when the walk made it; `versions`: handed each version row."""
+        return reconcile(self._conn, authentic, batch_size, state, versions)
 
 
 @contextmanager

@@ -169,14 +169,14 @@ def scan_versions(
         where = and_(where, ConfigVersion.kek_id.in_(sorted(under)))
     for rows in version_batches(store, where, batch_size):
         yield [
-            ScannedVersion(
-                row.id,
-                version_record(row._mapping),
-                store.authentic(VERSIONS, row._mapping) if authenticate else None,
-                row.wrapped_dek is None,
-            )
+            scanned(row._mapping, store.authentic(VERSIONS, row._mapping) if authenticate else None)
             for row in rows
         ]
+
+
+def scanned(row: Any, authentic: bool | None) -> ScannedVersion:
+    """A whole version row (by column) as `ScannedVersion`, its MAC's verdict given."""
+    return ScannedVersion(row["id"], version_record(row), authentic, row["wrapped_dek"] is None)
 
 
 def count_versions(store: Store, after: int = 0) -> int:

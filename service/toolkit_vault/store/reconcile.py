@@ -105,10 +105,12 @@ def reconcile(
     authentic: Callable[[str, Row], bool],
     batch_size: int,
     state: ChainState | None = None,
+    versions: Callable[[Row, bool], None] | None = None,
 ) -> StateReport:
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain
     (recovery wraps too, authenticated by opening: `integrity`). `state`: the state the
-    verified chain makes, when the caller built it on its walk (None: built here)."""
+    verified chain makes, when the caller built it on its walk (None: built here).
+    `versions`: handed each config version row once, whole, with its MAC's verdict."""
     report = StateReport()
     every = {**rules(batch_size, authentic, state), RECOVERY: recovery_wraps}
     for table, rule in every.items():
@@ -116,7 +118,10 @@ def reconcile(
         for row, name, disagreement in rule(conn):
             if row is not None:
                 report.rows[table] += 1
-                if not authentic(table, row):
+                holds = authentic(table, row)
+                if versions is not None and table == VERSIONS:
+                    versions(row, holds)
+                if not holds:
                     what = "no MAC" if row.get("mac") is None else "its MAC does not match"
                     if table == RECOVERY:
                         what = "its wrap does not open under the vault's recovery key"
