@@ -221,7 +221,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.definition.add_marker(
             pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
         )
-    if "key_provider" not in metafunc.fixturenames:
+    if "key_provider" not in metafunc.fixturenames or _own_cells(metafunc.definition):
         return
     marker = metafunc.definition.get_closest_marker("key_providers")
     if marker is not None:  # a module's own choice wins (an upgrade needs its release's)
@@ -231,6 +231,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         names = [module_provider(metafunc.module.__name__)]
     metafunc.parametrize("key_provider", names)
+
+
+def _own_cells(definition: pytest.Function) -> bool:
+    """Whether a test names its key providers itself, paired with its databases
+    (`provider_support.key_cells`), not the whole product of the two."""
+    for mark in definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if isinstance(names, str):
+            names = [name.strip() for name in names.split(",")]
+        if "key_provider" in names:
+            return True
+    return False
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
