@@ -4442,6 +4442,13 @@ MUTANTS = [
             "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
         ),
     ),
+    Mutant(
+        "the upgrade signs rows over an audit chain that does not verify",
+        V + "audit/upgrade.py",
+        'if chain.problem not in (None, "unaudited", "state"):',
+        "if False:",
+        ("tests/test_upgrade.py::test_a_broken_chain_stops_the_upgrade",),
+    ),
 ]
 
 
