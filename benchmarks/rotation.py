@@ -68,7 +68,6 @@ from .toolkit import bench_config, bench_registry
 __all__ = ["BATCH", "plot", "run"]
 
 BATCH = 500
-MASTER_REPEATS = 15  # a master rotation takes milliseconds: more repeats, a steadier median
 MIB = 1024 * 1024
 
 
@@ -228,7 +227,7 @@ def run(ctx: Context) -> list[Result]:
                 vaults[size] = Rotations(ctx, database, url, home, size, fernet=size != tiny)
                 stack.callback(vaults[size].close)
             ctx.log(f"rotation: {database}, master key at {tiny:,}, {small:,} and {large:,}")
-            masters = _master_times(list(vaults.values()), MASTER_REPEATS)
+            masters = _master_times(list(vaults.values()), ctx.scale.master_repeats)
             for size, times in zip(vaults, masters, strict=True):
                 seconds[("master", size)] = median(times)
             for size in (small, large):

@@ -4503,6 +4503,13 @@ MUTANTS = [
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
         ),
     ),
+    Mutant(
+        "the upgrade signs rows over an audit chain that does not verify",
+        V + "audit/upgrade.py",
+        'if chain.problem not in (None, "unaudited", "state"):',
+        "if False:",
+        ("tests/test_upgrade.py::test_a_broken_chain_stops_the_upgrade",),
+    ),
 ]
 
 

@@ -202,13 +202,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # collection at first, in order (180 tests of 2,900): all the heavy ones went to one
     # worker, which ran them one after the other while the others ran the rest, then waited.
     # Spreading them (`--maxschedchunk 1`) ran four heavy tests at once on two cores and cost
-    # as much as it saved (tests/durations.md), so the default stays.
+    # as much as it saved (tests/durations.md), so the default stays. TKV_HEAVY_WORKERS=2
+    # puts half of them at the head of each of the first two workers' batches instead (at
+    # most two at once, every test's batch as long as by default): to be measured against
+    # the default in a full run before it becomes one.
     items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    spread = int(os.environ.get("TKV_HEAVY_WORKERS", "1"))
+    if 1 < spread <= workers:
+        items[:] = _spread_heavy(items, heavy, workers, spread)
+
+
+def _spread_heavy(
+    items: list[pytest.Item], heavy: set[int], workers: int, spread: int
+) -> list[pytest.Item]:
+    """The order that gives each of the first `spread` workers an equal share of the heavy
+    tests at the head of its first batch: xdist's `load` sends worker n the n-th run of
+    (tests // workers // 4) consecutive tests first (xdist/scheduler/load.py)."""
+    chunk = max(len(items) // workers // 4, 2)
+    heavy_items = [item for item in items if id(item) in heavy]
+    light = [item for item in items if id(item) not in heavy]
+    ordered: list[pytest.Item] = []
+    spilled: list[pytest.Item] = []
+    for slot in range(spread):
+        share = heavy_items[slot::spread]
+        head, rest = share[:chunk], share[chunk:]
+        spilled += rest
+        fill = chunk - len(head)
+        ordered += head + light[:fill]
+        light = light[fill:]
+    return ordered + spilled + light
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest parametrizes the fixture with both databases
@@ -221,7 +249,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.definition.add_marker(
             pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
         )
-    if "key_provider" not in metafunc.fixturenames:
+    if "key_provider" not in metafunc.fixturenames or _own_cells(metafunc.definition):
         return
     marker = metafunc.definition.get_closest_marker("key_providers")
     if marker is not None:  # a module's own choice wins (an upgrade needs its release's)
@@ -231,6 +259,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         names = [module_provider(metafunc.module.__name__)]
     metafunc.parametrize("key_provider", names)
+
+
+def _own_cells(definition: pytest.Function) -> bool:
+    """Whether a test names its key providers itself, paired with its databases
+    (`provider_support.key_cells`), not the whole product of the two."""
+    for mark in definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if isinstance(names, str):
+            names = [name.strip() for name in names.split(",")]
+        if "key_provider" in names:
+            return True
+    return False
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

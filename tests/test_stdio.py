@@ -1,13 +1,14 @@
-"""End to end over `toolkit-vault stdio` in real processes, on SQLite and PostgreSQL."""
+"""End to end over `toolkit-vault stdio` in real processes (forked: `cli_support`), on SQLite
+and PostgreSQL."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from cli_support import run_cli
 from toolkit_vault.settings import VaultSettings
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "wire_examples.json").read_text())
@@ -15,19 +16,12 @@ SPEC_LIST_REQ = VECTORS["messages"][0]["json"]
 SPEC_LIST_RESP = json.loads(VECTORS["messages"][1]["json"])
 SPEC_CONFIGURE_REQ = json.loads(VECTORS["messages"][2]["json"])
 
-CLI = str(Path(sys.executable).parent / "toolkit-vault")
+CLI = str(Path(sys.executable).parent / "toolkit-vault")  # for the modules that need a real start
 
 
 def run_stdio(env: dict[str, str], *lines: str) -> tuple[list[dict[str, Any]], str]:
-    done = subprocess.run(
-        [CLI, "stdio"],
-        input="".join(line + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=True,
-    )
+    done = run_cli(["stdio"], env, input="".join(line + "\n" for line in lines), timeout=60)
+    assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
 
@@ -105,9 +99,7 @@ def test_errors_over_stdio(home: VaultSettings, cli_env: dict[str, str]) -> None
 
 def test_stdio_refuses_without_init(tmp_path: Path, cli_env: dict[str, str]) -> None:
     env = {**cli_env, "TOOLKIT_VAULT_HOME": str(tmp_path / "elsewhere")}
-    done = subprocess.run(
-        [CLI, "stdio"], input="", capture_output=True, text=True, env=env, timeout=60
-    )
+    done = run_cli(["stdio"], env, timeout=60)
     assert done.returncode == 1
     elsewhere = tmp_path / "elsewhere"
     assert done.stderr.strip().splitlines() == [

@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from adversarial_support import CLI, ConnectionChannel, audit_actions, line
+from adversarial_support import ConnectionChannel, audit_actions, line
 from click.testing import CliRunner
 from sqlalchemy import select
 
+from cli_support import spawn_cli
 from toolkit_vault.cli import main
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.keys.rotation import check_store
@@ -71,13 +72,12 @@ def test_eight_processes_configure_without_losing_a_write(
     ]
     procs = []
     for session, _ in plan:  # start all, and wait until each has its session open
-        proc = subprocess.Popen(
-            [CLI, "stdio"],
-            env=cli_env,
+        proc = spawn_cli(  # forked (cli_support): concurrent writers, not start-ups
+            ["stdio"],
+            cli_env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         hello = {"type": "handshake/req", "capabilities": ["toolkits"]}
         assert proc.stdin is not None

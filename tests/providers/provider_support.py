@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import keyring.backend
 import keyring.errors
@@ -26,6 +27,24 @@ SOFTHSM_MODULE = os.environ.get(
 TOKEN_LABEL = "tkv-test"
 USER_PIN = "4711-tkv-test"
 SO_PIN = "8765-tkv-so"
+
+
+def key_cells(*cells: tuple[str, str]) -> Any:
+    """A test's (key provider, database) pairs, not the whole product of the two (conftest.py
+    then leaves its key provider alone): where a test proves storage on both databases and
+    each provider's part of a flow, the file provider runs on both and every other provider
+    on one. What a provider does alone is its own tests' (tests/providers/)."""
+    import pytest
+
+    params = [
+        pytest.param(provider, database, marks=pytest.mark.postgres)
+        if database == "postgres"
+        else pytest.param(provider, database)
+        for provider, database in cells
+    ]
+    return pytest.mark.parametrize(
+        ("key_provider", "database_url"), params, indirect=["database_url"]
+    )
 
 
 def free_port() -> int:
