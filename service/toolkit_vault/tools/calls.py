@@ -323,7 +323,7 @@ class CallEngine:
         # keys as text, tuples as lists: what the wire carries; and a copy of the tool's own,
         # which its thread could still change once searched
         plain = json.loads(text)
-        if withholder().withholds(plain):
+        if withholder().withholds_json(text, plain):
             raise CallRefused("withheld", "the result was withheld: it carried a secret")
         return ToolResult(plain[0], plain[1], bool(result.is_error))
 
