@@ -3070,8 +3070,8 @@ MUTANTS = [
     Mutant(
         "tool call: arguments reach the tool unchecked",
         V + "core/tool_calls.py",
-        "        checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)",
-        "        pass",
+        "            checked.canonical = checked_arguments(schema, msg.arguments, limit)",
+        "            pass",
         (TOOL_CALLS + "test_refusals_before_the_tool_runs",),
     ),
     Mutant(
