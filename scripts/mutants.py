@@ -3063,7 +3063,7 @@ MUTANTS = [
     Mutant(
         "tool call: the live instance is not brought in line with the store first",
         V + "core/tool_calls.py",
-        "        configured = self._configured_for_call(principal, session_id)",
+        "        configured = self._configured_for_call(principal, session_id, mark)",
         "        configured = self.instances.live(session_id)",
         (TOOL_CALLS + "test_a_purge_made_by_another_process_is_seen_before_the_call",),
     ),

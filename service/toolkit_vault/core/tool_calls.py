@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
+from toolkit_vault.core.instances import Mark
 from toolkit_vault.core.listing import served_tools, withheld_tools
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
@@ -170,14 +171,18 @@ class ToolCalling(Configuring):
         here: bool = False,
     ) -> tuple[ToolResult, int]:
         name, tool_name = msg.toolkit_name, msg.tool_name
+        # one commit mark for the call's reads at once, the registry's and the session's
+        # (read before both: at worst the next call reads again); under calls it moves
+        # at every call, each a commit, so two reads of it would follow the chain twice
+        mark = self.mark()
         try:
-            toolkit = self.toolkit(name)
+            toolkit = self.toolkit(name, None if mark is None else mark[0])
         except ToolkitNotFound:
             raise CallRefused("unknown_toolkit", "no such toolkit") from None
         imported = toolkit.source.kind is SourceKind.PACKAGE  # its server may list its own
         if toolkit.tool(tool_name) is None and not imported:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
-        configured = self._configured_for_call(principal, session_id)
+        configured = self._configured_for_call(principal, session_id, mark)
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
         if name not in configured:
@@ -213,13 +218,15 @@ class ToolCalling(Configuring):
             self.oauth.mark_refused(claim.source[0], claim.source[1], toolkit)
         return result, claim.source[1]
 
-    def _configured_for_call(self, principal: Principal, session_id: str) -> set[str]:
+    def _configured_for_call(
+        self, principal: Principal, session_id: str, mark: Mark | None
+    ) -> set[str]:
         """The session's live toolkits, brought in line with the store as a list does, but
         read without a wait where that can tell (`_configured_at_once`): every call's
         record is a commit, so under calls the commit mark moves all the time while the
         session's pointers and the chain's other events stay as they were. Who may call
-        what (`_call_allowed`) is then the ledger this brought in line."""
-        mark = self.mark()
+        what (`_call_allowed`) is then the ledger this brought in line. `mark`: read by
+        the caller (`mark`) before anything of this call was read."""
         if mark is not None:
             configured = self._configured_at_once(principal, session_id, mark)
             if configured is not None:
