@@ -441,14 +441,14 @@ MUTANTS = [
     Mutant(
         "canonical JSON: a float like 2.0 written as Python writes it",
         V + "canonical.py",
-        " and not value.is_integer()",
-        "",
+        "            return int(value) if abs(value) <= _SAFE_INT else _SLOW",
+        "            return value if abs(value) <= _SAFE_INT else _SLOW",
         ("tests/test_canonical.py",),
     ),
     Mutant(
         "canonical JSON: non-ASCII keys sorted by code point",
         V + "canonical.py",
-        " and k.isascii()",
+        " or not key.isascii()",
         "",
         ("tests/test_canonical.py",),
     ),
@@ -2890,8 +2890,8 @@ MUTANTS = [
     Mutant(
         "call audit: arguments_hmac is not keyed",
         V + "tools/call_audit.py",
-        "hmac.new(key.reveal(), encoded, hashlib.sha256)",
-        'hmac.new(b"0" * 32, encoded, hashlib.sha256)',
+        "hmac.new(key.reveal(), canonical, hashlib.sha256)",
+        'hmac.new(b"0" * 32, canonical, hashlib.sha256)',
         (
             CALL_AUDIT + "test_the_hmac_is_of_the_canonical_arguments_under_the_key",
             CALL_AUDIT + "test_another_value_or_another_key_gives_another_hmac",
@@ -3040,7 +3040,7 @@ MUTANTS = [
     Mutant(
         "tool call: a result carrying the scope's secret is answered",
         V + "tools/calls.py",
-        "        if withholder().withholds(plain):",
+        "        if withholder().withholds_json(text, plain):",
         "        if False:",
         (TOOL_CALLS + "test_a_result_carrying_the_secret_is_withheld",),
     ),
@@ -3063,15 +3063,15 @@ MUTANTS = [
     Mutant(
         "tool call: the live instance is not brought in line with the store first",
         V + "core/tool_calls.py",
-        "        configured = self._configured_for_call(principal, session_id)",
+        "        configured = self._configured_for_call(principal, session_id, mark)",
         "        configured = self.instances.live(session_id)",
         (TOOL_CALLS + "test_a_purge_made_by_another_process_is_seen_before_the_call",),
     ),
     Mutant(
         "tool call: arguments reach the tool unchecked",
         V + "core/tool_calls.py",
-        "        checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)",
-        "        pass",
+        "            checked.canonical = checked_arguments(schema, msg.arguments, limit)",
+        "            pass",
         (TOOL_CALLS + "test_refusals_before_the_tool_runs",),
     ),
     Mutant(
@@ -4509,6 +4509,31 @@ MUTANTS = [
         'if chain.problem not in (None, "unaudited", "state"):',
         "if False:",
         ("tests/test_upgrade.py::test_a_broken_chain_stops_the_upgrade",),
+    ),
+    # -- issues 50/51 (callpath): the call's checks reused by its record and its result --
+    Mutant(
+        "withheld: a result's text not found to hold a secret JSON escapes is let through",
+        V + "tools/withhold.py",
+        "        if self._verbatim and self._pattern.search(text) is None:",
+        "        if self._pattern.search(text) is None:",
+        (TOOL_CALLS + "test_the_results_text_is_searched_as_its_values_are",),
+    ),
+    Mutant(
+        "withheld: a match the result's text shows is taken for a secret in its values",
+        V + "tools/withhold.py",
+        "            return False\n        return self.withholds(result)",
+        "            return False\n        return True",
+        (TOOL_CALLS + "test_the_results_text_is_searched_as_its_values_are",),
+    ),
+    Mutant(
+        "tool call: the record's arguments_hmac is not of the arguments the call checked",
+        V + "core/tool_calls.py",
+        "digest = canonical_hmac(self._call_hmac_key, checked.canonical)",
+        'digest = canonical_hmac(self._call_hmac_key, b"{}")',
+        (
+            "tests/test_tool_call_records.py::"
+            "test_a_call_is_recorded_in_the_store_with_the_hmac_audit_hash_gives",
+        ),
     ),
 ]
 

@@ -25,6 +25,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.protocol import ToolCallRequest, parse_message
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.tools.calls import CallEngine, CallLimits, CallRecord
+from toolkit_vault.tools.withhold import Withholder
 
 TOOL_DIST = Path(__file__).parent / "plugins" / "tool_dist"
 KEY = "tkv-canary-call-5e0c9a"
@@ -172,6 +173,33 @@ def test_a_result_carrying_the_secret_is_withheld(
     assert KEY not in json.dumps(answer) + caplog.text
     assert outcomes(tool_vault) == [("leak", "withheld")]
     assert KEY not in json.dumps([r.fields() for r in tool_vault.records])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("secret", "value", "found"),
+    [
+        ("sk-plain-0123", [[{"type": "text", "text": "a sk-plain-0123 b"}], None], True),
+        ("sk-plain-0123", [[], {"sk-plain-0123": 1}], True),  # a key
+        ("sk-plain-0123", [[{"type": "text", "text": "c2stcGxhaW4tMDEyMw"}], None], True),
+        ("sk-plain-0123", [[{"type": "text", "text": "nothing"}], {"n": 1.5}], False),
+        ("12,345,678", [[], {"n": [12, 345, 678]}], False),  # in the text, in no value
+        ("4567890", [[], {"n": 1234567890}], True),  # a number's text
+        ('pa"ss-word', [[{"type": "text", "text": 'x pa"ss-word y'}], None], True),
+        ("back\\slash", [[{"type": "text", "text": "back\\slash"}], None], True),
+        ("line\nbreak", [[], {"t": "line\nbreak"}], True),
+        ("line\nbreak", [[], {"t": "line break"}], False),
+    ],
+)
+def test_the_results_text_is_searched_as_its_values_are(
+    secret: str, value: list[Any], found: bool
+) -> None:
+    """The withheld check searches the result's JSON text once (`withholds_json`) and the
+    values one by one only where that text cannot answer: the same verdict either way,
+    for secrets JSON escapes too (a quote, a backslash, a control character)."""
+    withholder = Withholder([secret])
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert withholder.withholds(value) is found
+    assert withholder.withholds_json(text, value) is found
 
 
 def test_a_tool_that_fails_says_only_how(

@@ -10,10 +10,11 @@ cost as much as the SQL. Where its output provably equals the C encoder's
 - strings escape alike: both write \\b \\f \\n \\r \\t, \\uXXXX in lower case for the other
   control characters, and everything else as itself.
 - a float with no fraction and |x| <= 2**53 (1.0, -0.0, a duration of whole milliseconds)
-  is written by both as the int it equals ("1", "0"): it is turned into that int first
-  (`_whole`), so every call's record, whose duration is such a float, is not the slow case.
-Anything else (a `bool` subclass, a tuple, a float like 1e-7, a non-ASCII key, a lone
-surrogate) goes to `rfc8785.dumps`, with its errors. A property test holds the two
+  is written by both as the int it equals ("1", "0"): it is turned into that int first,
+  so every call's record, whose duration is such a float, is not the slow case.
+One pass (`_fast`) tells both and turns those floats. Anything else (a `bool` subclass, a
+tuple, a float like 1e-7, a non-ASCII key, a lone surrogate) goes to `rfc8785.dumps`, with
+its errors. A property test holds the two
 byte for byte; a stored MAC or chain link never changes with this.
 """
 
@@ -35,9 +36,8 @@ _ENCODE = json.JSONEncoder(
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of `value`; raises `rfc8785.CanonicalizationError` (a ValueError) or
     TypeError for what canonical JSON cannot carry."""
-    plain = _plain(value)
-    fast = value if plain else _whole(value)  # a copy, when it has whole floats to turn
-    if plain or (fast is not value and _plain(fast)):
+    fast = _fast(value)
+    if fast is not _SLOW:
         try:
             return _ENCODE(fast).encode()
         except UnicodeEncodeError:
@@ -46,30 +46,47 @@ def canonical_json(value: Any) -> bytes:
     return encoded
 
 
-def _whole(value: Any) -> Any:
-    """`value` with each float that is a whole number within +-2**53 as that int (RFC 8785
-    writes both alike); dicts and lists copied where they hold one, the rest as it is."""
-    kind = type(value)
-    if kind is float:
-        return int(value) if value.is_integer() and abs(value) <= _SAFE_INT else value
-    if kind is dict:
-        return {k: _whole(v) for k, v in value.items()}
-    if kind is list:
-        return [_whole(item) for item in value]
-    return value
+_SLOW = object()  # `_fast`'s answer for a value the C encoder may write otherwise
 
 
-def _plain(value: Any) -> bool:
-    """Whether the C encoder writes `value` exactly as RFC 8785 does."""
+def _fast(value: Any) -> Any:
+    """`value` as the C encoder writes exactly as RFC 8785 does, in one pass: as it is, or a
+    copy (of the dicts and lists on the way) with each whole float within 2**53 turned
+    into its int; `_SLOW` for anything else. Strings are taken at once: every call's
+    audit record comes here."""
     kind = type(value)
     if kind is str or value is None or kind is bool:
-        return True
+        return value
     if kind is int:
-        return bool(-_SAFE_INT <= value <= _SAFE_INT)
+        return value if -_SAFE_INT <= value <= _SAFE_INT else _SLOW
     if kind is float:
-        return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
+        if value.is_integer():
+            return int(value) if abs(value) <= _SAFE_INT else _SLOW
+        return value if 1e-4 <= abs(value) < 1e16 else _SLOW
     if kind is dict:
-        return all(type(k) is str and k.isascii() and _plain(v) for k, v in value.items())
+        copy: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return _SLOW
+            if type(item) is str:
+                continue
+            fast = _fast(item)
+            if fast is _SLOW:
+                return _SLOW
+            if fast is not item:
+                copy = dict(value) if copy is None else copy
+                copy[key] = fast
+        return value if copy is None else copy
     if kind is list:
-        return all(_plain(item) for item in value)
-    return False
+        items: list[Any] | None = None
+        for n, item in enumerate(value):
+            if type(item) is str:
+                continue
+            fast = _fast(item)
+            if fast is _SLOW:
+                return _SLOW
+            if fast is not item:
+                items = list(value) if items is None else items
+                items[n] = fast
+        return value if items is None else items
+    return _SLOW

@@ -314,9 +314,10 @@ class InstanceSync:
             for event in self._sync(session_id, principal_id, quiet=False, only=toolkit_name):
                 self.deliver(event)
 
-    def toolkit(self, name: str) -> RegisteredToolkit:
-        """`RegistryFollower.toolkit`: the toolkit `name` as the store has it now."""
-        return self.registry_follower.toolkit(name)
+    def toolkit(self, name: str, mark: int | None = None) -> RegisteredToolkit:
+        """`RegistryFollower.toolkit`: the toolkit `name` as the store has it now (`mark`:
+        a commit mark just read, on SQLite, not read again)."""
+        return self.registry_follower.toolkit(name, mark)
 
     # -- push (`push`) -----------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class RegistryFollower:
         self.seen: int | None = loaded_at
         self._lock = threading.Lock()
 
-    def toolkit(self, name: str) -> RegisteredToolkit:
+    def toolkit(self, name: str, mark: int | None = None) -> RegisteredToolkit:
         """The toolkit `name` as the store has it now (raises ToolkitNotFound). Built-in and
         entry-point toolkits are as registered; for any other name the registry is first
         brought in line with the chain, so a configure follows the latest import (a field
@@ -57,13 +57,15 @@ class RegistryFollower:
         data_version` while nothing was committed, and the new events read on the watching
         connection when something was (`chain_state_at_once`: every call's record is a
         commit, so under calls the mark moves all the time; a read transaction each was
-        a sixth of a call's CPU); on PostgreSQL one read of the chain."""
+        a sixth of a call's CPU); on PostgreSQL one read of the chain. `mark`: a commit
+        mark the caller read just before (SQLite; `chain_state_at_once`), not read again."""
         if name in self.registry:
             found = self.registry.get(name)
             if found.source.kind is not SourceKind.PACKAGE:
                 return found
         # PostgreSQL's at-once state may not have heard another process's commit yet
-        chain = None if self.store.notices is not None else self.store.chain_state_at_once()
+        notices = self.store.notices
+        chain = None if notices is not None else self.store.chain_state_at_once(mark)
         if chain is None:
             self.follow()
         else:

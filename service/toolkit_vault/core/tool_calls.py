@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from toolkit_vault.access.principals import Principal
 from toolkit_vault.core.configuring import Configuring
+from toolkit_vault.core.instances import Mark
 from toolkit_vault.core.listing import served_tools, withheld_tools
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import SchemaRefused, ToolkitNotFound, UnknownSession
@@ -31,7 +32,7 @@ from toolkit_vault.telemetry.labels import OTHER
 from toolkit_vault.telemetry.metrics import METRICS
 from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind
 from toolkit_vault.toolkits.server_processes import ServerRefused
-from toolkit_vault.tools.call_audit import arguments_hmac
+from toolkit_vault.tools.call_audit import arguments_hmac, canonical_hmac
 from toolkit_vault.tools.calls import (
     CALL_ENDS,
     CallEngine,
@@ -54,6 +55,17 @@ class NoCallLimits:
         self, principal_id: str, instance_key: tuple[str, str]
     ) -> Iterator[Callable[[], None]]:
         yield lambda: None
+
+
+class _Checked:
+    """What a call's checks found that its record needs again: the arguments' canonical
+    JSON (their HMAC's input) and whether the tool was one its server serves."""
+
+    __slots__ = ("canonical", "served")
+
+    def __init__(self) -> None:
+        self.canonical: bytes | None = None
+        self.served = False
 
 
 class ToolCalling(Configuring):
@@ -101,17 +113,22 @@ class ToolCalling(Configuring):
         outcome: CallOutcome = "refused"
         version: int | None = None
         cancellation = cancellation or Cancellation()
+        checked = _Checked()
         try:
             if msg.session_id not in ("", session_id):
                 raise UnknownSession("unknown session")
-            result, version = self._run_call(principal, session_id, msg, cancellation, here)
+            result, version = self._run_call(
+                principal, session_id, msg, cancellation, checked, here
+            )
             outcome = "tool_error" if result.is_error else "ok"
         except CallRefused as exc:
             outcome = outcome_of(exc.reason)
             raise
         finally:
             if cancellation.end(CALL_ENDS):
-                named = self._record_call(principal, session_id, msg, outcome, version, started)
+                named = self._record_call(
+                    principal, session_id, msg, outcome, version, started, checked
+                )
                 traced.set(toolkit=named[0], tool=named[1], outcome=outcome)
         return ToolCallResponse(
             req_id=msg.id,
@@ -150,17 +167,22 @@ class ToolCalling(Configuring):
         session_id: str,
         msg: ToolCallRequest,
         cancellation: Cancellation,
+        checked: _Checked,
         here: bool = False,
     ) -> tuple[ToolResult, int]:
         name, tool_name = msg.toolkit_name, msg.tool_name
+        # one commit mark for the call's reads at once, the registry's and the session's
+        # (read before both: at worst the next call reads again); under calls it moves
+        # at every call, each a commit, so two reads of it would follow the chain twice
+        mark = self.mark()
         try:
-            toolkit = self.toolkit(name)
+            toolkit = self.toolkit(name, None if mark is None else mark[0])
         except ToolkitNotFound:
             raise CallRefused("unknown_toolkit", "no such toolkit") from None
         imported = toolkit.source.kind is SourceKind.PACKAGE  # its server may list its own
         if toolkit.tool(tool_name) is None and not imported:
             raise CallRefused("unknown_tool", "the toolkit has no such tool")
-        configured = self._configured_for_call(principal, session_id)
+        configured = self._configured_for_call(principal, session_id, mark)
         if not self._call_allowed(principal.principal_id, name, tool_name):
             raise CallRefused("not_allowed", "this principal may not call this tool")
         if name not in configured:
@@ -170,8 +192,9 @@ class ToolCalling(Configuring):
             raise CallRefused("not_configured", "the toolkit is not configured in this session")
         try:
             _ready(claim.instance)
-            schema = _input_schema(toolkit, claim.instance, tool_name)
-            checked_arguments(schema, msg.arguments, self.call_engine.limits.argument_bytes)
+            schema = _input_schema(toolkit, claim.instance, tool_name, checked)
+            limit = self.call_engine.limits.argument_bytes
+            checked.canonical = checked_arguments(schema, msg.arguments, limit)
             if tool_name in claim.unavailable:
                 raise CallRefused("unknown_tool", "the tool is unavailable in this session")
             instance = claim.instance
@@ -195,13 +218,15 @@ class ToolCalling(Configuring):
             self.oauth.mark_refused(claim.source[0], claim.source[1], toolkit)
         return result, claim.source[1]
 
-    def _configured_for_call(self, principal: Principal, session_id: str) -> set[str]:
+    def _configured_for_call(
+        self, principal: Principal, session_id: str, mark: Mark | None
+    ) -> set[str]:
         """The session's live toolkits, brought in line with the store as a list does, but
         read without a wait where that can tell (`_configured_at_once`): every call's
         record is a commit, so under calls the commit mark moves all the time while the
         session's pointers and the chain's other events stay as they were. Who may call
-        what (`_call_allowed`) is then the ledger this brought in line."""
-        mark = self.mark()
+        what (`_call_allowed`) is then the ledger this brought in line. `mark`: read by
+        the caller (`mark`) before anything of this call was read."""
         if mark is not None:
             configured = self._configured_at_once(principal, session_id, mark)
             if configured is not None:
@@ -216,18 +241,25 @@ class ToolCalling(Configuring):
         outcome: CallOutcome,
         version: int | None,
         started: float,
+        checked: _Checked | None = None,
     ) -> tuple[str | None, str | None]:
         """Count and audit one call; the toolkit and tool names it recorded (None for a
-        name the vault does not know: the agent's own text)."""
+        name the vault does not know: the agent's own text). `checked`: what the call's
+        checks found (the arguments' canonical JSON, a served tool), not looked up again."""
+        checked = checked or _Checked()
         digest = ""
-        if self._call_hmac_key is not None:
+        if self._call_hmac_key is not None and checked.canonical is not None:
+            digest = canonical_hmac(self._call_hmac_key, checked.canonical)
+        elif self._call_hmac_key is not None:
             with contextlib.suppress(ValueError, TypeError):  # arguments no JSON can carry
                 digest = arguments_hmac(self._call_hmac_key, msg.arguments)
         # A name the vault does not know is the agent's own text: neither recorded nor a label.
         known = msg.toolkit_name in self.registry
         toolkit = msg.toolkit_name if known else None
         listed = known and msg.tool_name in self.registry.get(msg.toolkit_name).definition.tools
-        if known and not listed:  # an imported server's own tool, while it runs
+        if known and not listed and checked.served:  # its server served it to this call
+            listed = True
+        elif known and not listed:  # an imported server's own tool, while it runs
             served = served_tools(self.instances.instance(session_id, msg.toolkit_name))
             listed = served is not None and msg.tool_name in served
         tool = msg.tool_name if listed else None
@@ -259,7 +291,9 @@ def _ready(instance: object) -> None:
             raise CallRefused(refused.reason, refused.message) from None
 
 
-def _input_schema(toolkit: RegisteredToolkit, instance: object, tool_name: str) -> CompiledSchema:
+def _input_schema(
+    toolkit: RegisteredToolkit, instance: object, tool_name: str, checked: _Checked
+) -> CompiledSchema:
     """The schema a call's arguments are checked against: the live server's own for an
     imported server (`toolkits.served`), else the one its toolkit declares."""
     served = served_tools(instance)
@@ -269,6 +303,7 @@ def _input_schema(toolkit: RegisteredToolkit, instance: object, tool_name: str) 
         )
     if (toolkit.tool(tool_name) if served is None else served.get(tool_name)) is None:
         raise CallRefused("unknown_tool", "the toolkit has no such tool")
+    checked.served = served is not None
     try:
         if served is not None:
             return instance.input_schema(tool_name)  # type: ignore[attr-defined,no-any-return]

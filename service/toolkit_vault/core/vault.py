@@ -249,9 +249,9 @@ class Vault(ToolCalling):
 
     # -- the registry, in line with the chain (`registry_follow`) ----------------------------
 
-    def toolkit(self, name: str) -> RegisteredToolkit:
+    def toolkit(self, name: str, mark: int | None = None) -> RegisteredToolkit:
         """`RegistryFollower.toolkit`: the toolkit `name` as the store has it now."""
-        return self.registry_follower.toolkit(name)
+        return self.registry_follower.toolkit(name, mark)
 
     def follow_registry(self) -> None:
         """`RegistryFollower.follow`: imports and removals made since, taken up here."""

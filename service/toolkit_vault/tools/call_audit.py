@@ -36,6 +36,7 @@ __all__ = [
     "MAX_ARGUMENTS_BYTES",
     "BadArguments",
     "arguments_hmac",
+    "canonical_hmac",
     "parse_arguments",
     "tool_called_draft",
 ]
@@ -65,7 +66,13 @@ def arguments_hmac(key: SecretBytes, arguments: Mapping[str, Any]) -> str:
     except ValueError:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         encoded = text.encode("utf-8", "surrogatepass")
-    return hmac.new(key.reveal(), encoded, hashlib.sha256).hexdigest()
+    return canonical_hmac(key, encoded)
+
+
+def canonical_hmac(key: SecretBytes, canonical: bytes) -> str:
+    """`arguments_hmac` of arguments whose canonical JSON the caller already holds (the
+    engine's argument check made it: `tools.calls.checked_arguments`), not made twice."""
+    return hmac.new(key.reveal(), canonical, hashlib.sha256).hexdigest()
 
 
 def parse_arguments(text: str | bytes) -> dict[str, Any]:

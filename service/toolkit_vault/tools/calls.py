@@ -67,6 +67,9 @@ CALL_ENDS = "call"  # `Cancellation.end`: the call's own thread answers it
 WAITER_ENDS = "waiter"  # ... an event loop's waiter does (`timeout`, `cancelled`)
 log = logging.getLogger(__name__)
 _ENDS = threading.Lock()
+# `json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False)`, its
+# encoder made once rather than at every call's result
+_RESULT_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def _seconds(text: str, where: str) -> float:
@@ -315,7 +318,7 @@ class CallEngine:
             blocks = [dict(block) for block in result.content]
             structured = result.structured_content
             shown = [blocks, None if structured is None else dict(structured)]
-            text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            text = _RESULT_TEXT(shown)
         except (TypeError, ValueError):
             return ToolResult.text(NOT_A_RESULT, is_error=True)
         if len(text.encode()) > self.limits.result_bytes:
@@ -323,7 +326,7 @@ class CallEngine:
         # keys as text, tuples as lists: what the wire carries; and a copy of the tool's own,
         # which its thread could still change once searched
         plain = json.loads(text)
-        if withholder().withholds(plain):
+        if withholder().withholds_json(text, plain):
             raise CallRefused("withheld", "the result was withheld: it carried a secret")
         return ToolResult(plain[0], plain[1], bool(result.is_error))
 

@@ -21,6 +21,7 @@ from urllib.parse import quote, quote_plus
 __all__ = ["MIN_SECRET_CHARS", "Withholder", "secret_values"]
 
 MIN_SECRET_CHARS = 6
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what `json.dumps` writes escaped (ensure_ascii off)
 
 
 def _base64_forms(raw: bytes) -> Iterator[str]:
@@ -47,7 +48,7 @@ def _forms(secret: str) -> Iterator[str]:
 class Withholder:
     """The secrets of one scope's config, compiled once into one search."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_pattern", "_verbatim")
 
     def __init__(self, secrets: Iterable[str]) -> None:
         needles = {
@@ -60,6 +61,8 @@ class Withholder:
         # longest first, so the alternation's first match is never a prefix of a longer one
         ordered = sorted(needles, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        # no needle holds a character JSON text escapes: each shows as is in that text
+        self._verbatim = not any(_ESCAPED.search(needle) for needle in ordered)
 
     def withholds(self, result: Any) -> bool:
         """Whether `result` (a result's content and structured content, as JSON values)
@@ -68,6 +71,19 @@ class Withholder:
             return False
         search = self._pattern.search
         return any(search(text) is not None for text in _strings(result))
+
+    def withholds_json(self, text: str, result: Any) -> bool:
+        """`withholds(result)`, given `text`, the result as `json.dumps` writes it (the
+        engine's size check made it): one search of that text answers for a result
+        carrying none of the secrets, where the secrets hold no character JSON escapes
+        (every string, key and number of `result` is in `text` as is, so a needle in one
+        is in `text`). A match there may span two values (`1,2`), so then, as for secrets
+        JSON escapes, the result is searched value by value."""
+        if self._pattern is None:
+            return False
+        if self._verbatim and self._pattern.search(text) is None:
+            return False
+        return self.withholds(result)
 
     def __repr__(self) -> str:
         return "Withholder(<secrets>)"
