@@ -4442,6 +4442,24 @@ MUTANTS = [
             "test_a_version_purged_with_its_event_verifies_and_the_status_column_alone_does_not",
         ),
     ),
+    Mutant(
+        "CLI start-up: the settings import pydantic-settings at their top again",
+        V + "settings.py",
+        "from toolkit_vault.crypto import SecretBytes\n",
+        "from pydantic_settings import BaseSettings  # noqa\n"
+        "from toolkit_vault.crypto import SecretBytes\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+        ),
+    ),
+    Mutant(
+        "settings: a boolean variable that is no boolean word reads as false",
+        V + "settings.py",
+        "        if word not in _TRUE | _FALSE:\n",
+        "        if word not in _TRUE | _FALSE and False:\n",
+        ("tests/test_settings_env.py",),
+    ),
 ]
 
 

@@ -34,8 +34,10 @@ HEAVY = {
     "keyring",
     "orjson",
     "psycopg",
+    "dotenv",
     "pydantic",
     "pydantic_core",
+    "pydantic_settings",
     "re2",
     "referencing",
     "rich",
@@ -113,6 +115,11 @@ SERVING = {
 VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
 IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
 IMPORTERS |= {"toolkit_package.model", "toolkit_package.roles"}
+# Issue 53's fourth pass: the settings are read without pydantic-settings (and its dotenv),
+# so `tokens list` and `audit list` import no pydantic at all; `toolkits list` still does
+# (the registry's definitions are pydantic models), but not pydantic-settings.
+SETTINGS_LIBRARIES = {"pydantic_settings", "dotenv"}
+PYDANTIC = {"pydantic", "pydantic_core", *SETTINGS_LIBRARIES}
 
 
 @pytest.mark.parametrize("argv", [["tokens", "list"], ["audit", "list"]], ids=" ".join)
@@ -123,6 +130,7 @@ def test_a_listing_imports_nothing_of_the_serving_side(
     _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | VALIDATOR)
     assert "sqlalchemy" in loaded  # it did open the vault
     assert sorted({m.split(".")[0] for m in loaded} & SERVING) == []
+    assert sorted({m.split(".")[0] for m in loaded} & PYDANTIC) == []
     _no_orm_validator_or_importers(loaded)
 
 
@@ -157,6 +165,7 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
     assert "toolkit_vault.core.vault" not in loaded
     assert "toolkit_vault.mcp_client.session" not in loaded
     assert "toolkit_vault.oauth.client" not in loaded
+    assert sorted({m.split(".")[0] for m in loaded} & SETTINGS_LIBRARIES) == []
     _no_orm_validator_or_importers(loaded)
 
 
