@@ -4460,6 +4460,41 @@ MUTANTS = [
         "        if word not in _TRUE | _FALSE and False:\n",
         ("tests/test_settings_env.py",),
     ),
+    Mutant(
+        "CLI start-up: the metrics import prometheus_client at their top again",
+        V + "telemetry/metrics.py",
+        "from toolkit_vault.telemetry.readings import Readings\n",
+        "from toolkit_vault.telemetry.readings import Readings\n"
+        "from prometheus_client import CollectorRegistry  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the tallies import prometheus_client at their top again",
+        V + "telemetry/tallies.py",
+        "from typing import TYPE_CHECKING\n",
+        "from typing import TYPE_CHECKING\n\nfrom prometheus_client.core import Metric  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the readings import prometheus_client at their top again",
+        V + "telemetry/readings.py",
+        "from typing import TYPE_CHECKING, NamedTuple\n",
+        "from typing import TYPE_CHECKING, NamedTuple\n\n"
+        "from prometheus_client.registry import Collector  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
 ]
 
 
