@@ -4251,7 +4251,12 @@ MUTANTS = [
         "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n",
         "from .pinning import PinChanges, compare_pins, pin_digest, pin_tools, tool_digest\n"
         "from .host import UpstreamHandle, UpstreamHost\n",
-        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+        (
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            # a listing reaches `mcp_client` only once a definition is stored (issue 53)
+            "tests/test_cli_startup.py::"
+            "test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored",
+        ),
     ),
     Mutant(
         "chain's word: an intake submission believes the status column (a pending row put back)",
@@ -4315,7 +4320,12 @@ MUTANTS = [
         "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n",
         "from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set\n"
         "from toolkit_vault.oauth.client import OAuthClient\n",
-        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+        (
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            # a listing reaches `oauth` only once a definition is stored (issue 53)
+            "tests/test_cli_startup.py::"
+            "test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored",
+        ),
     ),
     Mutant(
         "server states: a drained server that stopped is still shown (its call ended)",
@@ -4533,6 +4543,76 @@ MUTANTS = [
         (
             "tests/test_tool_call_records.py::"
             "test_a_call_is_recorded_in_the_store_with_the_hmac_audit_hash_gives",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the settings import pydantic-settings at their top again",
+        V + "settings.py",
+        "from toolkit_vault.crypto import SecretBytes\n",
+        "from pydantic_settings import BaseSettings  # noqa\n"
+        "from toolkit_vault.crypto import SecretBytes\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+        ),
+    ),
+    Mutant(
+        "settings: a boolean variable that is no boolean word reads as false",
+        V + "settings.py",
+        "        if word not in _TRUE | _FALSE:\n",
+        "        if word not in _TRUE | _FALSE and False:\n",
+        ("tests/test_settings_env.py",),
+    ),
+    Mutant(
+        "CLI start-up: the metrics import prometheus_client at their top again",
+        V + "telemetry/metrics.py",
+        "from toolkit_vault.telemetry.readings import Readings\n",
+        "from toolkit_vault.telemetry.readings import Readings\n"
+        "from prometheus_client import CollectorRegistry  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the tallies import prometheus_client at their top again",
+        V + "telemetry/tallies.py",
+        "from typing import TYPE_CHECKING\n",
+        "from typing import TYPE_CHECKING\n\nfrom prometheus_client.core import Metric  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: the readings import prometheus_client at their top again",
+        V + "telemetry/readings.py",
+        "from typing import TYPE_CHECKING, NamedTuple\n",
+        "from typing import TYPE_CHECKING, NamedTuple\n\n"
+        "from prometheus_client.registry import Collector  # noqa\n",
+        (
+            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
+            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
+            "tests/test_metrics.py::test_prometheus_client_is_imported_at_the_first_use_of_the_registry",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: toolkits list imports what runs imported servers with none stored",
+        V + "bootstrap.py",
+        "imported = not listing or any_imported(store)",
+        "imported = True",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+    ),
+    Mutant(
+        "toolkits list: a stored definition is left out of the listing",
+        V + "bootstrap.py",
+        "imported = not listing or any_imported(store)",
+        "imported = not listing",
+        (
+            "tests/test_cli_startup.py::"
+            "test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored",
         ),
     ),
 ]

@@ -4,6 +4,7 @@ side effects, a banner only for a person at a terminal, a busy port said plainly
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
@@ -25,7 +26,7 @@ from toolkit_vault.keys.providers.base import ProviderError, ProviderSettings
 from toolkit_vault.keys.providers.document import KeyDocument
 from toolkit_vault.keys.providers.env import ENV_KEYS, EnvProvider
 from toolkit_vault.protocol import PROTOCOL_VERSION
-from toolkit_vault.settings import EnvSettings
+from toolkit_vault.settings import ENV_PREFIX, EnvSettings
 from toolkit_vault.store.models import SCHEMA_REVISION
 
 pytestmark = pytest.mark.one_database
@@ -255,9 +256,8 @@ def variables_read() -> set[str]:
     for path in (ROOT / "service" / "toolkit_vault").rglob("*.py"):
         if "_migrations" not in path.parts:
             found.update(named.findall(path.read_text(encoding="utf-8")))
-    prefix = EnvSettings.model_config.get("env_prefix")
-    assert prefix == "TOOLKIT_VAULT_"
-    found.update(prefix + field.upper() for field in EnvSettings.model_fields)
+    assert ENV_PREFIX == "TOOLKIT_VAULT_"
+    found.update(ENV_PREFIX + field.name.upper() for field in dataclasses.fields(EnvSettings))
     return found
 
 

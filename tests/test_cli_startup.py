@@ -15,11 +15,13 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from cli_support import run_cli
 from toolkit_vault.cli import COMMANDS, main
 from toolkit_vault.cli import about as about_module
 from toolkit_vault.cli.lazy import LazyCommands
@@ -34,8 +36,11 @@ HEAVY = {
     "keyring",
     "orjson",
     "psycopg",
+    "dotenv",
     "pydantic",
     "pydantic_core",
+    "pydantic_settings",
+    "prometheus_client",
     "re2",
     "referencing",
     "rich",
@@ -113,6 +118,13 @@ SERVING = {
 VALIDATOR = {"jsonschema", "jsonschema_specifications", "referencing", "rfc3986_validator"}
 IMPORTERS = {"toolkit_package.importers", "toolkit_package.bundles", "toolkit_package.selection"}
 IMPORTERS |= {"toolkit_package.model", "toolkit_package.roles"}
+# Issue 53's fourth pass: the settings are read without pydantic-settings (and its dotenv),
+# so `tokens list` and `audit list` import no pydantic at all; `toolkits list` still does
+# (the registry's definitions are pydantic models), but not pydantic-settings.
+# Nor any listing `prometheus_client`: statements are counted in `tallies`, and the registry
+# and the metrics kept on `prometheus_client`'s own are made at their first use.
+NEVER_FOR_A_LISTING = {"pydantic_settings", "dotenv", "prometheus_client"}
+PYDANTIC = {"pydantic", "pydantic_core", *NEVER_FOR_A_LISTING}
 
 
 @pytest.mark.parametrize("argv", [["tokens", "list"], ["audit", "list"]], ids=" ".join)
@@ -123,6 +135,7 @@ def test_a_listing_imports_nothing_of_the_serving_side(
     _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | VALIDATOR)
     assert "sqlalchemy" in loaded  # it did open the vault
     assert sorted({m.split(".")[0] for m in loaded} & SERVING) == []
+    assert sorted({m.split(".")[0] for m in loaded} & PYDANTIC) == []
     _no_orm_validator_or_importers(loaded)
 
 
@@ -139,6 +152,8 @@ def _no_orm_validator_or_importers(loaded: list[str]) -> None:
 # Nor the OAuth client (authlib, httpx: a schema's `x-oauth` is read without it).
 NOT_FOR_THE_REGISTRY = {"fastapi", "mcp", "mcp_types", "starlette", "uvicorn"}
 NOT_FOR_THE_REGISTRY |= {"anyio", "authlib", "httpx", "httpx2"}
+IMPORTED_SIDE = {"toolkit_vault.toolkits.imports", "toolkit_vault.toolkits.served"}
+IMPORTED_SIDE |= {"toolkit_vault.toolkits.remote_served", "toolkit_vault.toolkits.launches"}
 
 
 def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
@@ -152,12 +167,36 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
         heavy=HEAVY | SERVING | NOT_FOR_THE_REGISTRY | VALIDATOR | {"toolkit_vault"},
     )
     assert "filesystem" in output and "toolkit_vault.toolkits.registry" in loaded
-    assert "sqlalchemy" in loaded and "toolkit_package" in loaded  # it did load the registry
+    assert "sqlalchemy" in loaded  # it did open the store
+    # a vault with no imported definition: nothing of what loads and runs them (issue 53)
+    assert [m for m in loaded if m.split(".")[0] == "toolkit_package"] == []
+    assert sorted(set(loaded) & IMPORTED_SIDE) == []
     assert sorted({m.split(".")[0] for m in loaded} & NOT_FOR_THE_REGISTRY) == []
     assert "toolkit_vault.core.vault" not in loaded
     assert "toolkit_vault.mcp_client.session" not in loaded
     assert "toolkit_vault.oauth.client" not in loaded
+    assert sorted({m.split(".")[0] for m in loaded} & NEVER_FOR_A_LISTING) == []
     _no_orm_validator_or_importers(loaded)
+
+
+@pytest.mark.usefixtures("stored_only")
+def test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored(
+    home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """What the listing above leaves out is loaded, and the imported toolkit listed, once
+    the vault stores a definition."""
+    vector = Path(__file__).parent / "vectors" / "package" / "server-secret-env.json"
+    done = run_cli(("toolkits", "import", str(vector), "--json"), cli_env)
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)["toolkits"]
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    heavy = {"toolkit_vault", "toolkit_package", *NOT_FOR_THE_REGISTRY}
+    output, loaded = _probe("toolkits", "list", env=env, heavy=heavy)
+    assert entry["name"] in output and "filesystem" in output
+    assert IMPORTED_SIDE - {"toolkit_vault.toolkits.remote_served"} <= set(loaded)
+    assert "toolkit_package.imported" in loaded and "toolkit_vault.mcp_client" in loaded
+    # still not the MCP SDK: it is loaded when an imported server is launched or reached
+    assert sorted({m.split(".")[0] for m in loaded} & NOT_FOR_THE_REGISTRY) == []
 
 
 def test_the_mcp_clients_names_load_the_sdk_at_first_use() -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import string
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -158,3 +160,30 @@ def test_requests_share_one_histogram_by_type_and_no_count_is_lost_across_thread
     assert buckets == {"0.0005": 1, "0.0025": 1, "0.005": 3, "30.0": 3, "+Inf": 4}
     assert value(samples, f"{seconds}_count", transport="websocket") == 20_000
     assert len(metrics._requests) <= 3 + 1 + MESSAGE_TYPES_CAP  # what the series allow
+
+
+def test_prometheus_client_is_imported_at_the_first_use_of_the_registry() -> None:
+    """Counting (statements, requests, configures) needs no `prometheus_client`; the registry
+    and the metrics on `prometheus_client`'s own are made once, at their first use, and the
+    registry then holds every family, the ones counted before included."""
+    code = (
+        "import sys, threading\n"
+        "from toolkit_vault.telemetry.metrics import VaultMetrics\n"
+        "m = VaultMetrics()\n"
+        "m.observe_statement(0.001); m.observe_request('http', 'x', 'ok', 0.01)\n"
+        "m.observe_configure('ok')\n"
+        "before = 'prometheus_client' in sys.modules\n"
+        "seen = []\n"
+        "threads = [threading.Thread(target=lambda: seen.append(m.registry)) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "names = sorted(f.name for f in m.registry.collect())\n"
+        "print(before, 'prometheus_client' in sys.modules, len({id(r) for r in seen}))\n"
+        "print(' '.join(names))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, names = done.stdout.splitlines()
+    assert first.split() == ["False", "True", "1"]
+    for family in ("db_statement_seconds", "requests", "configures", "mcp_server_processes"):
+        assert f"toolkit_vault_{family}" in names.split()
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        VaultMetrics().nope  # noqa: B018

@@ -223,7 +223,7 @@ def open_registry(settings: VaultSettings) -> ToolkitRegistry:
     definitions verified under the vault keys, a store that cannot be believed refused),
     without the rest of the vault: `toolkits list` needs no more, and importing `Vault`
     (the serving side: OAuth clients, the tool engine) was most of its start."""
-    store, _, _, registry, _ = _open_registry(settings, None, True, None)
+    store, _, _, registry, _ = _open_registry(settings, None, True, None, listing=True)
     store.close()
     return registry
 
@@ -233,6 +233,8 @@ def _open_registry(
     registry: ToolkitRegistry | None,
     current: bool,
     audit_stream: IO[bytes] | None,
+    *,
+    listing: bool = False,
 ) -> tuple[
     Store,
     VaultKeys,
@@ -241,12 +243,13 @@ def _open_registry(
     int | None,
 ]:
     """The store, its keys opened and the registry loaded: what `open_vault` and
-    `open_registry` share."""
+    `open_registry` share. `listing` (`open_registry`): a vault that stores no imported
+    definition is listed without importing what runs imported servers (`served`, `imports`:
+    issue 53), which such a listing has no use for."""
     from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.keys.upgrade import legacy_pending
-    from toolkit_vault.toolkits.imports import stored_toolkits
+    from toolkit_vault.store.imports import any_imported
     from toolkit_vault.toolkits.registry import ToolkitRegistry
-    from toolkit_vault.toolkits.served import ServerSettings, use_servers
 
     store = open_store(settings, audit_stream=audit_stream)
     if legacy_pending(store):
@@ -254,14 +257,21 @@ def _open_registry(
             "this vault was made before the key hierarchy and its upgrade has not finished: "
             "run `toolkit-vault init`"
         )
-    use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
+    imported = not listing or any_imported(store)
+    if imported:
+        from toolkit_vault.toolkits.served import ServerSettings, use_servers
+
+        use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
     keys = VaultKeys(store, open_provider(settings), partial(home_providers, settings))
     opened = keys.open()
     loaded_at = None
     if registry is None:
         registry = ToolkitRegistry.default()
         loaded_at = _registry_changes(store)  # read first: never newer than what loads
-        registry.load_imported(stored_toolkits(store))  # `toolkits import`, shared via the store
+        if imported:
+            from toolkit_vault.toolkits.imports import stored_toolkits
+
+            registry.load_imported(stored_toolkits(store))  # `toolkits import`, via the store
     if current and (failure := store.state_failure()) is not None:
         raise VaultError(failure)
     return store, keys, opened, registry, loaded_at

@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.errors import VaultError
 from toolkit_vault.files import PrivateFileError, open_private, write_atomically
@@ -40,10 +37,20 @@ __all__ = [
 RECORD_NAME = "vault.json"
 
 
-class EnvSettings(BaseSettings):
-    """The `TOOLKIT_VAULT_*` environment variables the design names."""
+ENV_PREFIX = "TOOLKIT_VAULT_"
+# the words a boolean setting takes, in any case (what pydantic-settings took before)
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
-    model_config = SettingsConfigDict(env_prefix="TOOLKIT_VAULT_", frozen=True, extra="ignore")
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """The `TOOLKIT_VAULT_*` environment variables the design names (`from_environment`).
+
+    Read by hand, not by pydantic-settings: every command reads them, and importing that
+    library (and pydantic with it) cost a listing more than the listing's own work. A
+    variable's name matches in any case; a value that does not parse is a `VaultError`
+    naming the variable and what it takes, never the value (it may be a misplaced secret)."""
 
     home: Path = Path("./var")
     database_url: str | None = None
@@ -53,7 +60,7 @@ class EnvSettings(BaseSettings):
     # the identity provider people sign in to the console through (`oidc_settings`)
     oidc_issuer: str | None = None
     oidc_client_id: str | None = None
-    oidc_client_secret: SecretStr | None = None  # hidden in every repr
+    oidc_client_secret: SecretBytes | None = None  # hidden in every repr
     oidc_client_secret_file: Path | None = None
     oidc_scopes: str | None = None  # space-separated; `openid` is always asked for
     oidc_session_minutes: float | None = None
@@ -62,6 +69,41 @@ class EnvSettings(BaseSettings):
     metrics: bool = True
     metrics_listen: str | None = None
     otel_traces: bool = False
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> EnvSettings:
+        """The settings `environ` (default `os.environ`) sets; the defaults for the rest."""
+        prefix = ENV_PREFIX.lower()
+        found = {
+            name.lower()[len(prefix) :]: value
+            for name, value in (os.environ if environ is None else environ).items()
+            if name.lower().startswith(prefix)
+        }
+        values: dict[str, Any] = {}
+        for each in dataclasses.fields(cls):
+            if each.name in found:
+                values[each.name] = _parse(each.name, each.type, found[each.name])
+        return cls(**values)
+
+
+def _parse(name: str, kind: Any, text: str) -> Any:
+    """One variable's value as its field's type (the annotation, a string here)."""
+    variable = ENV_PREFIX + name.upper()
+    if kind.startswith("bool"):
+        word = text.lower()
+        if word not in _TRUE | _FALSE:
+            raise VaultError(f"{variable} must be true or false (or on/off, yes/no, 1/0)")
+        return word in _TRUE
+    if kind.startswith("float"):
+        try:
+            return float(text)
+        except ValueError:
+            raise VaultError(f"{variable} must be a number") from None
+    if kind.startswith("Path"):
+        return Path(text)
+    if kind.startswith("SecretBytes"):
+        return SecretBytes(text.encode())
+    return text
 
 
 @dataclass(frozen=True)
@@ -97,7 +139,7 @@ def load_settings(
     The recorded provider options apply to the recorded provider; `key_options` (flags)
     are added to them, and may not change one the record holds. `home`: read that home's
     record now (a running process following a master key move), not the environment's."""
-    env = EnvSettings()
+    env = EnvSettings.from_environment()
     home = home or env.home.expanduser().absolute()
     record: dict[str, Any] = {}
     path = home / RECORD_NAME
@@ -242,7 +284,7 @@ def oidc_settings(
 ) -> OidcSettings | None:
     """Flags, then the environment (`TOOLKIT_VAULT_OIDC_ISSUER`, ...); None when no issuer
     is set (bearer tokens only)."""
-    env = EnvSettings()
+    env = EnvSettings.from_environment()
     issuer = issuer or env.oidc_issuer
     if not issuer:
         return None
@@ -252,8 +294,8 @@ def oidc_settings(
     secret_file = client_secret_file or env.oidc_client_secret_file
     if secret_file is not None:
         secret: SecretBytes | None = _secret_file(secret_file)
-    elif env.oidc_client_secret is not None and env.oidc_client_secret.get_secret_value():
-        secret = SecretBytes(env.oidc_client_secret.get_secret_value().encode())
+    elif env.oidc_client_secret is not None and len(env.oidc_client_secret):
+        secret = env.oidc_client_secret
     else:
         secret = None  # a public client: PKCE alone
     words = tuple((scopes or env.oidc_scopes or "openid profile email").split())

@@ -92,7 +92,8 @@ def resolve_settings(
     header's record is only suggested to the operator, to state with flags
     (`trust_header`: the provider is not used, as when shares open the backup)."""
     settings = load_settings(key_provider, key_options)
-    if key_provider is None and not settings.initialized and EnvSettings().key_provider is None:
+    named = EnvSettings.from_environment().key_provider
+    if key_provider is None and not settings.initialized and named is None:
         if not trust_header:
             options = "".join(f" --key-option {k}={v}" for k, v in header.key_options.items())
             raise BackupError(

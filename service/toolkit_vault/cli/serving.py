@@ -297,7 +297,7 @@ def _start_telemetry() -> list[str]:
     from toolkit_vault.telemetry.metrics import METRICS
     from toolkit_vault.transports.http_health import serve_metrics_on_loopback
 
-    env = EnvSettings()
+    env = EnvSettings.from_environment()
     METRICS.enabled = env.metrics
     said = ["metrics: /metrics (operator or auditor token)" if env.metrics else "metrics: off"]
     if env.metrics and env.metrics_listen:

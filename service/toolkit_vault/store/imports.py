@@ -27,6 +27,7 @@ from toolkit_vault.store.storage import Store
 __all__ = [
     "ImportedDefinition",
     "Written",
+    "any_imported",
     "imported_rows",
     "remove_imported",
     "write_imported",
@@ -129,6 +130,13 @@ def remove_imported(store: Store, name: str, actor: str) -> tuple[str, tuple[str
         lambda conn: _remove(store, name, actor, conn)
     )
     return removed
+
+
+def any_imported(store: Store) -> bool:
+    """Whether any definition is stored (believed or not): a listing of a vault with none
+    needs none of the machinery that runs imported servers."""
+    with store.read() as conn:
+        return conn.execute(select(ImportedToolkitRow.name).limit(1)).first() is not None
 
 
 def imported_rows(

@@ -13,14 +13,16 @@ scrapes. What happens now and then (MCP server events, refreshes, credential che
 limit refusals) stays on `prometheus_client`'s own metrics, children cached by their label
 values. Labels are bounded (`labels`): fixed sets for transports and outcomes, capped
 names for message types, toolkits and tools.
+
+`prometheus_client` is imported, and the registry and its own metrics made, at their first
+use (a scrape, an MCP server event, ...): a command that only counts statements (a CLI
+listing) never needs it (issue 53).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.telemetry.labels import (
     NAME_SHAPE,
@@ -32,6 +34,9 @@ from toolkit_vault.telemetry.labels import (
 )
 from toolkit_vault.telemetry.readings import Readings
 from toolkit_vault.telemetry.tallies import Series, Tally, Timings
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = [
     "CHECK_OUTCOMES",
@@ -76,13 +81,34 @@ _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 _STATEMENT = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2)
 
 
+# `VaultMetrics`'s attributes made at their first use (`_own`), with `prometheus_client`
+_OWN = frozenset(
+    {
+        "registry",
+        "mcp_processes",
+        "mcp_events",
+        "mcp_remote",
+        "oauth_refreshes",
+        "credential_checks",
+        "rate_limited",
+    }
+)
+
+
 class VaultMetrics:
     """The process's metrics on their own registry."""
 
+    # made by `_own` at the first use of any of them (`__getattr__`), then plain attributes
+    registry: CollectorRegistry
+    mcp_processes: Gauge
+    mcp_events: Counter
+    mcp_remote: Gauge
+    oauth_refreshes: Counter
+    credential_checks: Counter
+    rate_limited: Counter
+
     def __init__(self, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
         self.requests = Timings(
             f"{PREFIX}_request_seconds", "Time to answer a message, by transport and type",
             ["transport", "type"], _LATENCY, counted=(f"{PREFIX}_requests",
@@ -99,36 +125,8 @@ class VaultMetrics:
         self.statements = Timings(
             f"{PREFIX}_db_statement_seconds", "Database statement latency", (), _STATEMENT
         )
-        for tallied in (self.requests, self.configures, self.tool_calls, self.statements):
-            r.register(tallied)
-        self.mcp_processes = Gauge(
-            f"{PREFIX}_mcp_server_processes", "Local MCP server processes by state",
-            ["state"], registry=r,
-        )  # fmt: skip
-        self.mcp_events = Counter(
-            f"{PREFIX}_mcp_server_events", "Local MCP server starts, restarts and failures, "
-            "by toolkit", ["toolkit", "event"], registry=r,
-        )  # fmt: skip
-        self.mcp_remote = Gauge(
-            f"{PREFIX}_mcp_remote_connections", "Open sessions to remote MCP servers",
-            registry=r,
-        )  # fmt: skip
-        self.oauth_refreshes = Counter(
-            f"{PREFIX}_oauth_refreshes", "OAuth token refreshes by outcome", ["outcome"],
-            registry=r,
-        )  # fmt: skip
-        self.credential_checks = Counter(
-            f"{PREFIX}_credential_checks", "Credential checks by outcome", ["outcome"],
-            registry=r,
-        )  # fmt: skip
-        self.rate_limited = Counter(
-            f"{PREFIX}_rate_limit_refusals", "Requests refused by a rate limit, by transport",
-            ["transport"], registry=r,
-        )  # fmt: skip
         self.readings = Readings()  # figures read at scrape time (`readings`)
-        r.register(self.readings)
-        for state in MCP_STATES:
-            self.mcp_processes.labels(state=state).set(0)
+        self._own_lock = threading.Lock()
         self._types = BoundedNames(MESSAGE_TYPES_CAP, (INVALID,), shape=TYPE_SHAPE)
         self._toolkits = BoundedNames(TOOLKITS_CAP)
         self._tools = BoundedNames(TOOLS_CAP, shape=None)  # pairs of names checked apart
@@ -139,6 +137,56 @@ class VaultMetrics:
         self._calls: dict[tuple[str, str, str], Series] = {}  # `observe_tool_call`
         self._statements = self.statements.series(())
         self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        """The registry and `prometheus_client`'s own metrics: made at the first use."""
+        if name not in _OWN:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._own()
+        return self.__dict__[name]
+
+    def _own(self) -> None:
+        """Import `prometheus_client`; make the registry, register the tallies and readings
+        on it, and make the metrics counted on `prometheus_client`'s own (once)."""
+        from prometheus_client import CollectorRegistry, Counter, Gauge
+
+        with self._own_lock:
+            if "registry" in self.__dict__:
+                return
+            r = CollectorRegistry(auto_describe=True)
+            for tallied in (self.requests, self.configures, self.tool_calls, self.statements):
+                r.register(tallied)
+            made: dict[str, Any] = {
+                "mcp_processes": Gauge(
+                    f"{PREFIX}_mcp_server_processes", "Local MCP server processes by state",
+                    ["state"], registry=r,
+                ),
+                "mcp_events": Counter(
+                    f"{PREFIX}_mcp_server_events", "Local MCP server starts, restarts and "
+                    "failures, by toolkit", ["toolkit", "event"], registry=r,
+                ),
+                "mcp_remote": Gauge(
+                    f"{PREFIX}_mcp_remote_connections", "Open sessions to remote MCP servers",
+                    registry=r,
+                ),
+                "oauth_refreshes": Counter(
+                    f"{PREFIX}_oauth_refreshes", "OAuth token refreshes by outcome", ["outcome"],
+                    registry=r,
+                ),
+                "credential_checks": Counter(
+                    f"{PREFIX}_credential_checks", "Credential checks by outcome", ["outcome"],
+                    registry=r,
+                ),
+                "rate_limited": Counter(
+                    f"{PREFIX}_rate_limit_refusals", "Requests refused by a rate limit, by "
+                    "transport", ["transport"], registry=r,
+                ),
+            }  # fmt: skip
+            r.register(self.readings)
+            for state in MCP_STATES:
+                made["mcp_processes"].labels(state=state).set(0)
+            self.__dict__.update(made)
+            self.__dict__["registry"] = r  # last: it says the rest is made
 
     def _child(self, metric: Any, *values: str) -> Any:
         """`metric.labels(*values)`, cached: the hot path skips its checks and lock."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, NamedTuple
 
 from toolkit_vault.telemetry.labels import PREFIX
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = ["FAMILIES", "Reader", "Reading", "Readings"]
 
@@ -52,8 +52,9 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 Reader = Callable[[], Iterable[Reading]]
 
 
-class Readings(Collector):
-    """A `prometheus_client` collector over the registered readers."""
+class Readings:
+    """A `prometheus_client` collector over the registered readers (its `collect` and
+    `describe`; `prometheus_client` itself is imported when Prometheus first scrapes)."""
 
     def __init__(self) -> None:
         self._readers: dict[str, list[Reader]] = {}
@@ -69,6 +70,8 @@ class Readings(Collector):
         return []  # families appear only once read: registering never calls a reader
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         with self._lock:
             readers = [reader for each in self._readers.values() for reader in each]
@@ -98,6 +101,8 @@ class Readings(Collector):
 def _family(
     name: str, kind: str, help_text: str, labels: tuple[str, ...]
 ) -> GaugeMetricFamily | CounterMetricFamily:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     full = f"{PREFIX}_{name}"
     if kind == "counter":
         return CounterMetricFamily(full, help_text, labels=list(labels))

@@ -19,9 +19,10 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["Tally", "Timings"]
 
@@ -41,6 +42,8 @@ class Tally:
             self._counts[values] = self._counts.get(values, 0.0) + 1.0
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily
+
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         with self._lock:
             counts = sorted(self._counts.items())
@@ -67,7 +70,6 @@ class Timings:
         if list(self.bounds) != sorted(set(self.bounds)):
             raise ValueError("bucket bounds in increasing order, each once")
         self.counted = counted
-        self._le = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
         self._series: dict[tuple[str, ...], Series] = {}  # by (*values, outcome)
         self._lock = threading.Lock()
 
@@ -88,6 +90,10 @@ class Timings:
             series[-1] += seconds
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        bounds = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
         with self._lock:
             taken = [(key, list(series)) for key, series in self._series.items()]
         taken.sort()
@@ -106,7 +112,7 @@ class Timings:
         histogram = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         for values, series in merged.items():
             running, buckets = 0.0, []
-            for le, count in zip(self._le, series[:-1], strict=True):
+            for le, count in zip(bounds, series[:-1], strict=True):
                 running += count
                 buckets.append((le, running))
             histogram.add_metric(values, buckets, series[-1])
