@@ -1801,7 +1801,7 @@ MUTANTS = [
         V + "core/oauth_refresh.py",
         "new, refused = self._ask(spec, tokens, client_secret)  # no transaction open",
         "with self._store.write():\n"
-        "                    new, refused = self._ask(spec, tokens, client_secret)",
+        "                        new, refused = self._ask(spec, tokens, client_secret)",
         (OAUTH + "test_a_token_request_in_flight_blocks_no_other_write",),
     ),
     Mutant(
