@@ -374,6 +374,7 @@ def test_a_missing_witness_is_refused_until_init(
     never had one: nothing is believed and no write lands until `init` witnesses it again."""
     conn, session = handshake(vault)
     configure(conn, "secretive", secret_config())
+    vault.store.close()  # as the process exits: nothing of it writes the witness again later
     settle(vault)
     (home.home / WITNESS_NAME).unlink()
     with pytest.raises(VaultError, match=r"witness .* is missing"):
