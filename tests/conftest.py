@@ -35,6 +35,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from toolkit_vault import logs
 from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
@@ -502,6 +503,21 @@ def _migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         engine.dispose()
     return path
+
+
+@pytest.fixture(autouse=True)
+def _secrets_of_this_test_only() -> Iterator[None]:
+    """The secrets `logs.redact` knows are the process's: in a test worker, every secret
+    every earlier test registered (hypothesis registers thousands of short random ones). A
+    status event whose ordinary words held one of them was dropped as "carries a secret
+    value", a flake that depended on which tests ran before. Each test keeps what was
+    registered before it began (its wider-scoped fixtures') and what it registers."""
+    with logs._secrets_lock:
+        kept = {prefix: set(found) for prefix, found in logs._secrets.items()}
+    yield
+    with logs._secrets_lock:
+        logs._secrets.clear()
+        logs._secrets.update(kept)
 
 
 @pytest.fixture
