@@ -21,6 +21,7 @@ byte for byte; a stored MAC or chain link never changes with this.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import rfc8785
@@ -64,29 +65,25 @@ def _fast(value: Any) -> Any:
             return int(value) if abs(value) <= _SAFE_INT else _SLOW
         return value if 1e-4 <= abs(value) < 1e16 else _SLOW
     if kind is dict:
-        copy: dict[str, Any] | None = None
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii():
-                return _SLOW
-            if type(item) is str:
-                continue
-            fast = _fast(item)
-            if fast is _SLOW:
-                return _SLOW
-            if fast is not item:
-                copy = dict(value) if copy is None else copy
-                copy[key] = fast
-        return value if copy is None else copy
+        if any(type(key) is not str or not key.isascii() for key in value):
+            return _SLOW
+        return _turned(value, value.items(), dict)
     if kind is list:
-        items: list[Any] | None = None
-        for n, item in enumerate(value):
-            if type(item) is str:
-                continue
-            fast = _fast(item)
-            if fast is _SLOW:
-                return _SLOW
-            if fast is not item:
-                items = list(value) if items is None else items
-                items[n] = fast
-        return value if items is None else items
+        return _turned(value, enumerate(value), list)
     return _SLOW
+
+
+def _turned(value: Any, members: Iterable[tuple[Any, Any]], copy_of: Any) -> Any:
+    """`_fast` of a dict's or a list's `members` (key or index, item): `value` itself when
+    none changes, a copy (`copy_of`) with the changed ones, or `_SLOW`."""
+    copy = None
+    for key, item in members:
+        if type(item) is str:
+            continue
+        fast = _fast(item)
+        if fast is _SLOW:
+            return _SLOW
+        if fast is not item:
+            copy = copy_of(value) if copy is None else copy
+            copy[key] = fast
+    return value if copy is None else copy
