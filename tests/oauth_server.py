@@ -49,6 +49,7 @@ class Knobs:
     rotate_refresh_tokens: bool = False  # the old refresh token dies on use
     invalid_grant: bool = False  # every refresh answers invalid_grant
     token_delay: float = 0.0  # seconds the token endpoint takes
+    token_gate: threading.Event | None = None  # the token endpoint answers once it is set
     metadata_issuer: str | None = None  # the issuer its metadata names (None: its own)
     registration: bool = False  # RFC 7591: metadata offers a registration_endpoint
     metadata_padding: int = 0  # bytes of filler in its metadata document (size bounds)
@@ -335,6 +336,10 @@ class AuthServer:
                 server_state.token_requests.append(form)
                 if form.get("grant_type") == "refresh_token":
                     server_state.refresh_calls += 1
+            gate = server_state.knobs.token_gate
+            if gate is not None:  # outside the lock: a revocation meanwhile is answered
+                gate.wait(timeout=30)
+            with server_state.lock:
                 if server_state.knobs.token_delay:
                     time.sleep(server_state.knobs.token_delay)
                 forward = server_state.knobs.forward_to

@@ -531,7 +531,7 @@ def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig
     version is current afterwards and the agent's list says so."""
     principal, _ = connected(rig)
     side = rig.sides[0]
-    rig.auth.knobs.token_delay = 1.0
+    rig.auth.knobs.token_gate = answer = threading.Event()  # the server answers when told
     rig.clock.offset = 7200  # the access token has expired: the next list refreshes it
     listed: list[dict[str, bool]] = []
     refreshing = threading.Thread(
@@ -541,6 +541,7 @@ def test_a_purge_while_the_server_answers_a_refresh_is_not_undone_by_it(rig: Rig
     until_asked(lambda: rig.auth.refresh_calls)
     assert rig.auth.refresh_calls == 1  # the server is answering
     side.vault.purge_principal("operator", principal.principal_id, "calendar")
+    answer.set()
     refreshing.join(timeout=30)
     assert listed == [listed[0]] and listed[0]["calendar"] is False
     scope = f"principal:{principal.principal_id}"
@@ -566,11 +567,12 @@ def test_a_purge_while_the_code_is_exchanged_voids_the_connection(rig: Rig) -> N
     url, cookie = side.connections.start(link, CALLBACK, None)
     allowed = httpx.post(url, data={"confirm": "yes"})
     back = answered(allowed.headers["location"])
-    rig.auth.knobs.token_delay = 1.0
+    rig.auth.knobs.token_gate = answer = threading.Event()  # the server answers when told
 
     def purge_during_the_exchange() -> None:
         until_asked(lambda: rig.auth.token_calls)
         side.vault.purge_principal("operator", principal.principal_id, "calendar")
+        answer.set()
 
     purging = threading.Thread(target=purge_during_the_exchange)
     purging.start()

@@ -209,7 +209,7 @@ def test_a_pointer_row_put_back_during_a_refresh_stores_nothing(rig: Rig, what: 
     scope = f"principal:{principal.principal_id}"
     backup = copy_of(side.vault, scope)
     assert backup["pointers"], backup
-    rig.auth.knobs.token_delay = 1.0
+    rig.auth.knobs.token_gate = answer = threading.Event()  # the server answers when told
     rig.clock.offset = 7200  # the access token has expired: the next list refreshes it
     listed_: list[dict[str, bool]] = []
     refreshing = threading.Thread(
@@ -224,6 +224,7 @@ def test_a_pointer_row_put_back_during_a_refresh_stores_nothing(rig: Rig, what: 
             db.execute(insert(CurrentConfig), backup["pointers"])
     else:
         put_back(side.vault, scope, backup)
+    answer.set()
     refreshing.join(timeout=30)
     assert rig.auth.refresh_calls == 1 and listed_ == [{**listed_[0], "calendar": False}]
     versions = history(side.vault.store, scope, "calendar")
