@@ -36,8 +36,15 @@ def odd(host: UpstreamHost, tmp_path: Path) -> UpstreamHandle:
     return host.open(server, timeout=30)
 
 
-def _call(handle: UpstreamHandle, name: str) -> dict:  # type: ignore[type-arg]
-    return handle.call_tool(name, {}, deadline=time.monotonic() + 20)
+@pytest.fixture
+def modern(host: UpstreamHost, tmp_path: Path) -> UpstreamHandle:
+    launch = unconfined(our_server("odd_results_server.py", "--modern"), {}, tmp_path)
+    server = StdioServer(label="odd", launch=launch, redact=lambda text: text)
+    return host.open(server, timeout=30)
+
+
+def _call(handle: UpstreamHandle, name: str, seconds: float = 20) -> dict:  # type: ignore[type-arg]
+    return handle.call_tool(name, {}, deadline=time.monotonic() + seconds)
 
 
 def test_a_result_its_output_schema_accepts_is_taken(odd: UpstreamHandle) -> None:
@@ -58,6 +65,25 @@ def test_structured_content_its_output_schema_refuses_is_no_result(odd: Upstream
     assert _call(odd, "fits")["structuredContent"] == {"n": 1}  # the session lives on
 
 
+def test_on_2026_07_28_a_result_asking_for_input_is_no_result(modern: UpstreamHandle) -> None:
+    assert modern.session.protocol_version == "2026-07-28"
+    with pytest.raises(UpstreamFailed, match="asked for input"):
+        _call(modern, "asks_for_input")
+    with pytest.raises(UpstreamFailed, match="fails its schema"):
+        _call(modern, "mismatch")
+    result = _call(modern, "fits")
+    assert (result["structuredContent"], result["isError"]) == ({"n": 1}, False)
+
+
+def test_an_answer_that_is_no_tool_result_fails_without_its_text(
+    odd: UpstreamHandle, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(UpstreamFailed, match="not a tool result") as raised:
+        _call(odd, "not_a_result")
+    assert "sk-odd-canary" not in str(raised.value) + caplog.text
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
 def test_an_error_result_is_not_held_to_the_output_schema(odd: UpstreamHandle) -> None:
     result = _call(odd, "failing")
     assert result["isError"] is True
@@ -67,8 +93,8 @@ def test_an_error_result_is_not_held_to_the_output_schema(odd: UpstreamHandle) -
 def test_a_line_over_the_bound_ends_the_session(odd: UpstreamHandle) -> None:
     began = time.monotonic()
     with pytest.raises(UpstreamFailed):
-        _call(odd, "huge_line")
-    assert time.monotonic() - began < 15
+        _call(odd, "huge_line", seconds=10)
+    assert time.monotonic() - began < 8
     with pytest.raises(UpstreamFailed):
         _call(odd, "fits")
 

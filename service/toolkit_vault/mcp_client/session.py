@@ -28,6 +28,7 @@ from mcp import ClientSession
 from mcp.client._probe import negotiate_auto  # the SDK's own mode="auto" (mcp.Client's)
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from toolkit_vault import __version__
 
@@ -215,6 +216,8 @@ class UpstreamSession:
                 )
         except MCPError as error:
             raise self._named(error, "the call failed") from None
+        except ValidationError:  # not a result of the revision (its text holds the result's)
+            raise UpstreamFailed(f"{self.server.label}: the answer is not a tool result") from None
         finally:
             self._cancels.pop(scope, None)
         if scope.cancelled_caught or result is None:
