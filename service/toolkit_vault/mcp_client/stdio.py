@@ -7,7 +7,9 @@ environment is exactly the launch's (the SDK's merges the vault's HOME, PATH and
 over it); stderr is captured and redacted (the SDK's passes it to a file); and a stop ends
 the whole process group within a second (the SDK's waits up to four, polite to the
 server, while a purge must be final at once). A line from the server is bounded too: a
-server that never ends a line cannot grow the vault's memory.
+server that never ends a line cannot grow the vault's memory. The session's streams are
+its own (`ServerLines`, `ServerInput`), on asyncio's primitives: every session runs on the
+host's asyncio loop.
 """
 
 from __future__ import annotations
