@@ -67,6 +67,7 @@ NAMES = "tests/test_import_names.py::"
 PUBLISHED = "tests/test_published_packages.py::"
 REMOTE = "tests/test_remote_servers.py::"
 SSE_CLIENT, SSE_VAULT = "tests/test_mcp_client_remote.py::", "tests/test_remote_sse.py::"
+RESULTS = "tests/test_mcp_client_results.py::"
 SERVED = "tests/test_imported_servers.py::"
 OPENID = V + "oauth/openid.py"
 OIDC_TESTS = "tests/test_oidc.py"
@@ -4616,6 +4617,63 @@ MUTANTS = [
             "tests/test_cli_startup.py::"
             "test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored",
         ),
+    ),
+    # -- issue 51 (sdkpath): a call taken as the checked wire JSON, handed over in batches --
+    Mutant(
+        "mcp client: structured content its tool's output schema refuses is taken",
+        V + "mcp_client/results.py",
+        "        if not valid:\n",
+        "        if False:\n",
+        (RESULTS + "test_structured_content_its_output_schema_refuses_is_no_result",),
+    ),
+    Mutant(
+        "mcp client: a result without the structured content its schema asks for is taken",
+        V + "mcp_client/results.py",
+        "        if not present:\n",
+        "        if False:\n",
+        (RESULTS + "test_structured_content_its_output_schema_refuses_is_no_result",),
+    ),
+    Mutant(
+        "mcp client: a result asking for input is taken as the tool's result",
+        V + "mcp_client/results.py",
+        'if raw.get("resultType") == "input_required":',
+        "if False:",
+        (RESULTS + "test_on_2026_07_28_a_result_asking_for_input_is_no_result",),
+    ),
+    Mutant(
+        "mcp client: an error result is held to the output schema",
+        V + "mcp_client/results.py",
+        'if raw.get("isError") is not True:',
+        "if True:",
+        (RESULTS + "test_an_error_result_is_not_held_to_the_output_schema",),
+    ),
+    Mutant(
+        "mcp client: an answer of no revision's shape escapes as the validator's error",
+        V + "mcp_client/session.py",
+        "        except ValidationError:",
+        "        except ZeroDivisionError:",
+        (RESULTS + "test_an_answer_that_is_no_tool_result_fails_without_its_text",),
+    ),
+    Mutant(
+        "mcp client: a line from the server over the bound no longer ends the session",
+        V + "mcp_client/stdio.py",
+        "        if len(buffer) > MAX_MESSAGE_BYTES:\n",
+        "        if False:\n",
+        (RESULTS + "test_a_line_over_the_bound_ends_the_session",),
+    ),
+    Mutant(
+        "mcp client: coroutines handed over together all run in the first caller's context",
+        V + "mcp_client/host.py",
+        "_settled(coro, future), context=context)",
+        "_settled(coro, future), context=handed[0][2])",
+        (RESULTS + "test_coroutines_handed_over_together_run_each_in_its_callers_context",),
+    ),
+    Mutant(
+        "mcp client: a call's future cancelled by its waiter leaves the call running",
+        V + "mcp_client/host.py",
+        "    if future.cancelled():\n        loop.call_soon_threadsafe(task.cancel)",
+        "    if False:\n        loop.call_soon_threadsafe(task.cancel)",
+        (RESULTS + "test_a_future_cancelled_while_its_coroutine_runs_cancels_it",),
     ),
 ]
 

@@ -10,6 +10,8 @@ be handed more than its caller chose to pass.
 - `session`: one server's session (`UpstreamSession`, `StdioServer`, `RemoteServer`).
 - `host`: the synchronous face for worker threads, one loop thread a process.
 - `stdio`, `remote`: the two transports (a sandbox `Launch`; HTTP held to one origin).
+- `results`: a call's answer as the vault takes it (what the SDK's `call_tool` checked on
+  top of the wire's schema: no input asked for, structured content its output schema takes).
 - `stderr`: a local server's stderr, bounded and redacted into the log.
 - `descriptions`, `pinning`: tools made safe to show, and their pin against a rug pull.
 - `errors`: what a session fails with, by kind.

@@ -12,9 +12,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
+from concurrent.futures import Future
+from contextvars import Context
+from functools import partial
 from typing import Any, TypeVar
 
 from toolkit_vault.telemetry import traces
@@ -41,10 +45,38 @@ class UpstreamHost:
         self._thread.start()
         self._handles: set[UpstreamHandle] = set()
         self._lock = threading.Lock()
+        self._handed: list[tuple[Coroutine[Any, Any, Any], Future[Any], Context]] = []
+        self._handing = threading.Lock()  # guards `_handed` and `_woken`
+        self._woken = False  # the loop is to take `_handed`
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """`coro` run on the loop, in a copy of the caller's context (its trace), its
+        future given back at once (what `asyncio.run_coroutine_threadsafe` does;
+        cancelling the future cancels the run).
+        Coroutines handed over while the loop has yet to take the last ones go with them:
+        one wake-up of the loop for a burst of calls from many threads, not one a call."""
+        future: Future[T] = Future()
+        context = contextvars.copy_context()  # each its own: a batch shares no caller's
+        with self._handing:
+            self._handed.append((coro, future, context))
+            wake, self._woken = not self._woken, True
+        if wake:
+            self._loop.call_soon_threadsafe(self._take_handed)
+        return future
+
+    def _take_handed(self) -> None:
+        with self._handing:
+            handed, self._handed, self._woken = self._handed, [], False
+        for coro, future, context in handed:
+            if future.cancelled():  # by its waiter, before it ever ran
+                coro.close()
+                continue
+            task = self._loop.create_task(_settled(coro, future), context=context)
+            future.add_done_callback(partial(_cancel_if_cancelled, self._loop, task))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
         """Run `coro` on the loop and wait for it at most `timeout` seconds (then it is
@@ -52,7 +84,7 @@ class UpstreamHost:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("UpstreamHost.run called from its own loop thread")
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        future = self.submit(coro)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -142,7 +174,7 @@ class UpstreamHandle:
         deadline: float,
         cancel: threading.Event | None = None,
         progress: Progress | None = None,
-    ) -> Iterator[concurrent.futures.Future[dict[str, Any]]]:
+    ) -> Iterator[Future[dict[str, Any]]]:
         """The call handed to the loop, its future given to wait for (`call_tool`, or the
         engine's caller itself: `CallEngine.run_started`), within an `mcp.upstream` span
         whose W3C context the request carries in `_meta` (MCP's `traceparent`: the
@@ -154,11 +186,9 @@ class UpstreamHandle:
             call = self.session.call_tool(
                 name, arguments, deadline=deadline, cancel=cancel, progress=progress, meta=meta
             )
-            yield asyncio.run_coroutine_threadsafe(call, self._host.loop)
+            yield self._host.submit(call)
 
-    def _wait(
-        self, future: concurrent.futures.Future[dict[str, Any]], deadline: float
-    ) -> dict[str, Any]:
+    def _wait(self, future: Future[dict[str, Any]], deadline: float) -> dict[str, Any]:
         """The call's answer, waited for once: a moment past the deadline at most, should
         the loop itself be stuck."""
         label = self.session.server.label
@@ -175,3 +205,30 @@ class UpstreamHandle:
         self._host._forget(self)
         with contextlib.suppress(TimeoutError):
             self._host.run(self.session.close(), _STOP_TIMEOUT + 0.5)
+
+
+async def _settled(coro: Coroutine[Any, Any, T], future: Future[T]) -> None:
+    """Run `coro` and give its outcome to `future` from within the task (one step less
+    than chaining the task's own future to it). A future cancelled by its waiter meanwhile
+    takes nothing."""
+    try:
+        result = await coro
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except BaseException as exc:
+        if future.set_running_or_notify_cancel():
+            future.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+    else:
+        if future.set_running_or_notify_cancel():
+            future.set_result(result)
+
+
+def _cancel_if_cancelled(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], future: Future[Any]
+) -> None:
+    """A future its waiter cancelled cancels its task (on the loop's thread)."""
+    if future.cancelled():
+        loop.call_soon_threadsafe(task.cancel)

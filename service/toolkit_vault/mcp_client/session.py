@@ -28,6 +28,7 @@ from mcp import ClientSession
 from mcp.client._probe import negotiate_auto  # the SDK's own mode="auto" (mcp.Client's)
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from toolkit_vault import __version__
 
@@ -41,6 +42,7 @@ from .errors import (
     UpstreamUnauthorized,
 )
 from .remote import Answered, open_remote
+from .results import OutputSchemas, RawResult, tool_result
 from .stderr import Redactor, StderrSink
 from .stdio import Launch, open_stdio
 
@@ -97,6 +99,7 @@ class UpstreamSession:
         self.state = "new"  # starting, running, stopped, failed
         self.failure: UpstreamError | None = None
         self.tools: tuple[ToolDescription, ...] = ()
+        self._outputs = OutputSchemas()  # of `tools`: a call's structured content checked
         self.pid: int | None = None  # a local server's process (and process group)
         self._on_tools_changed = on_tools_changed
         self._answered = Answered()
@@ -156,8 +159,9 @@ class UpstreamSession:
             if not page.next_cursor or page.next_cursor == cursor:
                 break
             cursor = page.next_cursor
-        self.tools = describe_tools(tools)
-        return self.tools
+        self.tools = described = describe_tools(tools)
+        self._outputs = OutputSchemas(described)
+        return described
 
     async def call_tool(
         self,
@@ -180,14 +184,17 @@ class UpstreamSession:
 
         One cancel scope a call, its flag looked at by the session's one watcher
         (`_watch_cancels`), rather than a task group and a waiting task a call: a call is
-        the hot path, and a thread's `threading.Event` cannot wake a task anyway."""
+        the hot path, and a thread's `threading.Event` cannot wake a task anyway. Sent with
+        `send_request` (the SDK's checks of the result against the negotiated revision)
+        rather than `call_tool`, whose parse into `CallToolResult`, dumped back to JSON
+        here, was work done twice; `results` keeps what `call_tool` checks on top."""
         session = self._live_session()
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise CallTimedOut(f"{self.server.label}: the call's deadline had passed")
         if cancel is not None and cancel.is_set():
             raise CallCancelled(f"{self.server.label}: the call was cancelled")
-        result: Any = None
+        result: RawResult | None = None
         scope = anyio.CancelScope(
             deadline=math.inf if remaining is None else anyio.current_time() + remaining
         )
@@ -196,27 +203,28 @@ class UpstreamSession:
             self._watched.set()
         try:
             with scope:
-                result = await session.call_tool(
-                    name,
-                    dict(arguments),
+                result = await session.send_request(
+                    types.CallToolRequest(
+                        params=types.CallToolRequestParams(
+                            name=name,
+                            arguments=dict(arguments),
+                            _meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
+                        )
+                    ),
+                    RawResult,
                     progress_callback=_relay(progress),
-                    meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
                 )
         except MCPError as error:
             raise self._named(error, "the call failed") from None
-        except RuntimeError:  # an input-required result (2026-07-28) unanswered
-            raise UpstreamFailed(f"{self.server.label}: the tool asked for input") from None
+        except ValidationError:  # not a result of the revision (its text holds the result's)
+            raise UpstreamFailed(f"{self.server.label}: the answer is not a tool result") from None
         finally:
             self._cancels.pop(scope, None)
-        if scope.cancelled_caught:
+        if scope.cancelled_caught or result is None:
             if cancel is not None and cancel.is_set():
                 raise CallCancelled(f"{self.server.label}: the call was cancelled")
             raise CallTimedOut(f"{self.server.label}: the call ran past its deadline")
-        if not isinstance(result, types.CallToolResult):
-            raise UpstreamFailed(f"{self.server.label}: the server's answer is not a tool result")
-        plain: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        plain.setdefault("isError", False)
-        return plain
+        return tool_result(self.server.label, name, result.root, self._outputs)
 
     async def _watch_cancels(self) -> None:
         """The calls' cancel flags, looked at every `CANCEL_POLL` while a call that has one
