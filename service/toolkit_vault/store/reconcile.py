@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy import Connection, and_, case, exists, func, or_, select
@@ -50,6 +51,9 @@ from toolkit_vault.store.models import (
 
 __all__ = [
     "LOCAL_PRINCIPAL_ID",
+    "Finding",
+    "Judge",
+    "Judged",
     "StateProblem",
     "StateReport",
     "imported_as_audited",
@@ -63,6 +67,10 @@ LOCAL_PRINCIPAL_ID = "local"  # the tokenless principal `init` makes; it has no 
 MAX_LISTED = 100
 VersionKey = tuple[str, str, int]  # (session, toolkit, version)
 Finding = tuple[Row | None, str | VersionKey, tuple[Kind, str] | None]
+Judged = tuple[Finding, bool | None]  # a finding and its row's MAC verdict (None: no row)
+# what judges the version rows in place of the MAC check (given it): each finding yielded
+# back in order with its verdict, the rows opened on the way (`keys.opening`)
+Judge = Callable[[Iterator[Finding], Callable[[Row], bool]], Iterator[Judged]]
 
 
 @dataclass(frozen=True)
@@ -105,22 +113,25 @@ def reconcile(
     authentic: Callable[[str, Row], bool],
     batch_size: int,
     state: ChainState | None = None,
-    versions: Callable[[Row, bool], None] | None = None,
+    versions: Judge | None = None,
 ) -> StateReport:
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain
     (recovery wraps too, authenticated by opening: `integrity`). `state`: the state the
     verified chain makes, when the caller built it on its walk (None: built here).
-    `versions`: handed each config version row once, whole, with its MAC's verdict."""
+    `versions`: what judges the config version rows' MACs in place of `authentic` (and
+    opens each: `keys.opening`), handed every one once, whole."""
     report = StateReport()
     every = {**rules(batch_size, authentic, state), RECOVERY: recovery_wraps}
     for table, rule in every.items():
         report.rows[table] = 0
-        for row, name, disagreement in rule(conn):
+        mac = partial(authentic, table)
+        if versions is not None and table == VERSIONS:
+            judged = versions(rule(conn), mac)
+        else:
+            judged = _judged(rule(conn), mac)
+        for (row, name, disagreement), holds in judged:
             if row is not None:
                 report.rows[table] += 1
-                holds = authentic(table, row)
-                if versions is not None and table == VERSIONS:
-                    versions(row, holds)
                 if not holds:
                     what = "no MAC" if row.get("mac") is None else "its MAC does not match"
                     if table == RECOVERY:
@@ -130,6 +141,12 @@ def reconcile(
             if disagreement is not None:
                 report.add(StateProblem.of(table, name, *disagreement))
     return report
+
+
+def _judged(found: Iterator[Finding], mac: Callable[[Row], bool]) -> Iterator[Judged]:
+    """Each finding with its row's MAC verdict (None: no row), checked here, in order."""
+    for finding in found:
+        yield finding, None if finding[0] is None else mac(finding[0])
 
 
 def rules(
