@@ -24,6 +24,7 @@ import contextlib
 import gc
 import os
 import pickle
+import select
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -31,10 +32,11 @@ from typing import Any
 from toolkit_vault import crypto
 from toolkit_vault.crypto import KeyRing
 from toolkit_vault.errors import DecryptionError, StoreError
-from toolkit_vault.store.data_keys import ScannedVersion, VersionName, scanned
+from toolkit_vault.store.data_keys import ScannedVersion, VersionName
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.reconcile import Finding, Judge, Judged
+from toolkit_vault.store.records import open_stored
 
 __all__ = ["BATCH", "RingFor", "TallyAsRead", "VersionTally", "verdict", "workers"]
 
@@ -42,6 +44,7 @@ RingFor = Callable[..., KeyRing]  # key ids -> a ring holding them (`Vault.ring_
 Progress = Callable[[int], None]
 
 BATCH = 1000  # rows a batch; a vault with fewer versions is judged in this process
+AHEAD = 2  # batches the child is sent before it answers; past them, this process judges too
 INTACT, NO_CIPHERTEXT = "intact", "no_ciphertext"
 FAILS_MAC = "fails its integrity check"
 PURGED = "was purged (the audit chain says so); its row was put back"
@@ -51,9 +54,29 @@ _UNKNOWN_KEY = len(_OUTCOMES)  # the child's ring lacks the row's vault key: jud
 _HOLDS = 0x80  # a verdict byte's bit for "its MAC holds"
 
 
-def verdict(ring: KeyRing, row: ScannedVersion, chain: ChainState | None) -> str:
-    """What `check` says of one version row, given its MAC's verdict (`row.authentic`):
-    `INTACT`, `NO_CIPHERTEXT`, or why it fails."""
+def verdict(ring: KeyRing, row: Row, holds: bool, chain: ChainState | None) -> str:
+    """What `check` says of one version row as stored, given its MAC's verdict (`holds`):
+    `INTACT`, `NO_CIPHERTEXT`, or why it fails (`check_store`'s `VersionTally.see`, which
+    reads a `VersionRecord`, says the same: a test holds them alike)."""
+    if not holds:
+        return FAILS_MAC
+    if (
+        chain is not None
+        and row["status"] != "purged"
+        and chain.was_purged(row["session_id"], row["toolkit_name"], row["version"])
+    ):
+        return PURGED
+    if row["wrapped_dek"] is None:
+        return NO_CIPHERTEXT
+    try:
+        open_stored(ring, row)
+    except DecryptionError:
+        return NOT_OPENED
+    return INTACT
+
+
+def _record_verdict(ring: KeyRing, row: ScannedVersion, chain: ChainState | None) -> str:
+    """`verdict` of a version read as a `VersionRecord` (`check_store`, incremental)."""
     record = row.record
     if not row.authentic:
         return FAILS_MAC
@@ -83,7 +106,7 @@ class VersionTally:
         self.seen = 0
 
     def see(self, ring: KeyRing, row: ScannedVersion) -> None:
-        self.count(row.name, verdict(ring, row, self.chain))
+        self.count(row.name, _record_verdict(ring, row, self.chain))
 
     def count(self, name: VersionName, outcome: str) -> None:
         self.seen += 1
@@ -143,17 +166,30 @@ class TallyAsRead:
                 batch = _batch(found)
             return
         ring = self._ring_now()
-        child = _Forked(lambda keys, rows: self._child_verdicts(ring, mac, keys, rows))
+
+        def work(keys: Sequence[str], rows: list[Any]) -> bytes:
+            return self._verdicts(ring, mac, keys, rows)
+
+        child = _Forked(work)
         try:
-            pending: deque[list[Finding]] = deque()
+            pending: deque[tuple[list[Finding], bytes | None]] = deque()  # None: the child's
+            asked = 0  # batches the child has not answered yet
             while batch:
-                child.send(_as_sent(batch))
-                pending.append(batch)
-                if len(pending) > 2:
-                    yield from self._merge(pending.popleft(), child.receive(), mac)
+                while pending and (pending[0][1] is not None or child.ready()):
+                    asked -= pending[0][1] is None
+                    yield from self._merge(*pending.popleft(), child, mac)
+                if asked < AHEAD:
+                    child.send(_as_sent(batch))
+                    pending.append((batch, None))
+                    asked += 1
+                else:  # the child is busy: this batch is judged here, by the same function
+                    pending.append((batch, work(*_as_sent(batch))))
+                while len(pending) > 4 * AHEAD:  # bounded memory whatever the child's pace
+                    asked -= pending[0][1] is None
+                    yield from self._merge(*pending.popleft(), child, mac)
                 batch = _batch(found)
             while pending:
-                yield from self._merge(pending.popleft(), child.receive(), mac)
+                yield from self._merge(*pending.popleft(), child, mac)
         finally:
             child.close()
 
@@ -168,12 +204,16 @@ class TallyAsRead:
             yield finding, holds
 
     def _merge(
-        self, batch: list[Finding], verdicts: bytes, mac: Callable[[Row], bool]
+        self,
+        batch: list[Finding],
+        verdicts: bytes | None,
+        child: _Forked,
+        mac: Callable[[Row], bool],
     ) -> Iterator[Judged]:
-        """A batch as the child judged it (a byte a row, in order)."""
+        """A batch as judged (a byte a row, in order; None: the child's answer, awaited)."""
         tally = self.tally
         assert tally is not None
-        answers = iter(verdicts)
+        answers = iter(child.receive() if verdicts is None else verdicts)
         for finding in batch:
             row = finding[0]
             if row is None:
@@ -184,27 +224,26 @@ class TallyAsRead:
             if outcome == _UNKNOWN_KEY:
                 yield from self._here([finding], mac)
                 continue
-            name = VersionName(row["id"], row["session_id"], row["toolkit_name"], row["version"])
-            tally.count(name, _OUTCOMES[outcome])
+            tally.count(_name(row), _OUTCOMES[outcome])
             self._advanced(row["id"])
             yield finding, bool(byte & _HOLDS)
 
-    def _child_verdicts(
+    def _verdicts(
         self, ring: KeyRing, mac: Callable[[Row], bool], keys: Sequence[str], rows: list[Any]
     ) -> bytes:
-        """In the child: each row's MAC verdict and outcome, a byte each."""
+        """Each row's MAC verdict and outcome, a byte each (in the child, or here when it
+        is busy); a row under a vault key `ring` lacks is left to `_here` (`_merge`)."""
         tally = self.tally
         assert tally is not None
         out = bytearray()
         for values in rows:
             row = dict(zip(keys, values, strict=True))
             holds = mac(row)
-            version = scanned(row, holds)
-            key_id = version.record.kek_id
+            key_id = row["kek_id"]
             if holds and isinstance(key_id, str) and key_id not in ring:
                 out.append(_UNKNOWN_KEY)
                 continue
-            outcome = _OUTCOMES.index(verdict(ring, version, tally.chain))
+            outcome = _OUTCOMES.index(verdict(ring, row, holds, tally.chain))
             out.append(outcome | (_HOLDS if holds else 0))
         return bytes(out)
 
@@ -214,15 +253,15 @@ class TallyAsRead:
         return self._ring
 
     def _see(self, row: Row, authentic: bool) -> None:
-        version, tally = scanned(row, authentic), self.tally
+        tally = self.tally
         assert tally is not None
-        key_id = version.record.kek_id
+        key_id = row["kek_id"]
         if self._ring is None or (isinstance(key_id, str) and key_id not in self._keys):
             if isinstance(key_id, str):
                 self._keys.add(key_id)
             self._ring = self.ring_for(*sorted(self._keys))
-        tally.see(self._ring, version)
-        self._advanced(version.row_id)
+        tally.count(_name(row), verdict(self._ring, row, authentic, tally.chain))
+        self._advanced(row["id"])
 
     def _advanced(self, row_id: int) -> None:
         tally = self.tally
@@ -237,6 +276,10 @@ class TallyAsRead:
         if self.advance and tally.seen % 1000:
             self.advance(tally.seen % 1000)
         return tally.result(tally.seen, self.last_id)
+
+
+def _name(row: Row) -> VersionName:
+    return VersionName(row["id"], row["session_id"], row["toolkit_name"], row["version"])
 
 
 def _batch(found: Iterator[Finding]) -> list[Finding]:
@@ -283,20 +326,29 @@ class _Forked:
         os.close(down_r)
         os.close(up_w)
         self._down = os.fdopen(down_w, "wb")
-        self._up = os.fdopen(up_r, "rb")
+        self._up = up_r  # read unbuffered: `ready` asks the pipe itself
+
+    def ready(self) -> bool:
+        """Whether an answer (or the child's end) is waiting, without waiting for it."""
+        return bool(select.select([self._up], [], [], 0)[0])
 
     def send(self, batch: Any) -> None:
         pickle.dump(batch, self._down, protocol=pickle.HIGHEST_PROTOCOL)
         self._down.flush()
 
     def receive(self) -> bytes:
-        try:
-            answer = pickle.load(self._up)  # noqa: S301 (our own child's pipe)
-        except (EOFError, pickle.UnpicklingError):
-            raise StoreError("the process opening the versions ended early") from None
-        if not isinstance(answer, bytes):
-            raise StoreError("the process opening the versions answered nonsense")
-        return answer
+        """The next answer: its length in 4 bytes, then its bytes (`_serve`)."""
+        size = int.from_bytes(self._read(4), "big")
+        return self._read(size)
+
+    def _read(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            more = os.read(self._up, size - len(data))
+            if not more:
+                raise StoreError("the process opening the versions ended early")
+            data += more
+        return data
 
     def close(self) -> None:
         """Its pipes closed, then reaped: at the end of its input it exits; a child still
@@ -304,16 +356,18 @@ class _Forked:
         with contextlib.suppress(OSError):
             self._down.close()
         with contextlib.suppress(OSError):
-            self._up.close()
+            os.close(self._up)
         os.waitpid(self._pid, 0)
 
 
 def _serve(work: Callable[..., bytes], down: int, up: int) -> None:
-    given, answers = os.fdopen(down, "rb"), os.fdopen(up, "wb")
+    given = os.fdopen(down, "rb")
     while True:
         try:
             batch = pickle.load(given)  # noqa: S301 (its parent, over a pipe only it holds)
         except EOFError:
             return
-        pickle.dump(work(*batch), answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        answer = work(*batch)
+        data = len(answer).to_bytes(4, "big") + answer
+        while data:
+            data = data[os.write(up, data) :]
