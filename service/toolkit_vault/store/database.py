@@ -20,7 +20,6 @@ import contextlib
 import os
 import sqlite3
 import time
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,9 +147,8 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-# `bytes.decode(data, "utf-8", "replace")`, called by the driver without a Python frame:
-# a full `audit verify` reads millions of text values (issue 53)
-_lenient_text = partial(str, encoding="utf-8", errors="replace")
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 def read_only(error: BaseException | None) -> bool:
