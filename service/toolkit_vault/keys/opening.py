@@ -25,6 +25,7 @@ import gc
 import os
 import pickle
 import select
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -127,7 +128,11 @@ class VersionTally:
 
 
 def workers() -> int:
-    """How many children judge versions: one when this process may run on two cores."""
+    """How many children judge versions: one when this process may run on two cores and
+    runs one thread (the CLI's): a fork copies only the thread that forks, so a lock another
+    thread held at that moment (in OpenSSL, say) would never be released in the child."""
+    if threading.active_count() > 1:
+        return 0
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
