@@ -1062,10 +1062,18 @@ MUTANTS = [
     ),
     Mutant(
         "check: a purged version put back",
-        V + "keys/rotation.py",
+        V + "keys/opening.py",
         "and chain.was_purged(record.session_id, record.toolkit_name, record.version)",
         "and False",
         REPLAY_TESTS,
+        # the same rule on a row as stored (`verdict`: full checks, on either core)
+        also=(
+            (
+                V + "keys/opening.py",
+                'and chain.was_purged(row["session_id"], row["toolkit_name"], row["version"])',
+                "and False",
+            ),
+        ),
     ),
     Mutant(
         "session MAC",
