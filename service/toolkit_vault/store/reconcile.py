@@ -51,9 +51,6 @@ from toolkit_vault.store.models import (
 
 __all__ = [
     "LOCAL_PRINCIPAL_ID",
-    "Finding",
-    "Judge",
-    "Judged",
     "StateProblem",
     "StateReport",
     "imported_as_audited",
@@ -68,8 +65,7 @@ MAX_LISTED = 100
 VersionKey = tuple[str, str, int]  # (session, toolkit, version)
 Finding = tuple[Row | None, str | VersionKey, tuple[Kind, str] | None]
 Judged = tuple[Finding, bool | None]  # a finding and its row's MAC verdict (None: no row)
-# what judges the version rows in place of the MAC check (given it): each finding yielded
-# back in order with its verdict, the rows opened on the way (`keys.opening`)
+# judges version rows for the MAC check it is given, in order, opening them (`keys.opening`)
 Judge = Callable[[Iterator[Finding], Callable[[Row], bool]], Iterator[Judged]]
 
 
@@ -118,8 +114,7 @@ def reconcile(
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain
     (recovery wraps too, authenticated by opening: `integrity`). `state`: the state the
     verified chain makes, when the caller built it on its walk (None: built here).
-    `versions`: what judges the config version rows' MACs in place of `authentic` (and
-    opens each: `keys.opening`), handed every one once, whole."""
+    `versions`: judges the version rows' MACs in place of `authentic`, and opens them."""
     report = StateReport()
     every = {**rules(batch_size, authentic, state), RECOVERY: recovery_wraps}
     for table, rule in every.items():
@@ -128,7 +123,7 @@ def reconcile(
         if versions is not None and table == VERSIONS:
             judged = versions(rule(conn), mac)
         else:
-            judged = _judged(rule(conn), mac)
+            judged = ((f, None if f[0] is None else mac(f[0])) for f in rule(conn))
         for (row, name, disagreement), holds in judged:
             if row is not None:
                 report.rows[table] += 1
@@ -141,12 +136,6 @@ def reconcile(
             if disagreement is not None:
                 report.add(StateProblem.of(table, name, *disagreement))
     return report
-
-
-def _judged(found: Iterator[Finding], mac: Callable[[Row], bool]) -> Iterator[Judged]:
-    """Each finding with its row's MAC verdict (None: no row), checked here, in order."""
-    for finding in found:
-        yield finding, None if finding[0] is None else mac(finding[0])
 
 
 def rules(
