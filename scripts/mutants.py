@@ -101,7 +101,6 @@ DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
 TARGETS = V + "audit/targets.py"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 BACKUP, BACKUP_TESTS = V + "backup/", "tests/test_backup.py::"
-PARALLEL_TESTS = "tests/test_parallel_verify.py::"
 RECOVERY_TESTS = "tests/test_recovery.py::"
 RESTORE_TEST = (
     BACKUP_TESTS + "test_restore_over_a_newer_witness_needs_the_explicit_step_and_is_audited"
@@ -1063,18 +1062,10 @@ MUTANTS = [
     ),
     Mutant(
         "check: a purged version put back",
-        V + "keys/opening.py",
+        V + "keys/rotation.py",
         "and chain.was_purged(record.session_id, record.toolkit_name, record.version)",
         "and False",
         REPLAY_TESTS,
-        # the same rule on a row as stored (`verdict`: full checks, on either core)
-        also=(
-            (
-                V + "keys/opening.py",
-                'and chain.was_purged(row["session_id"], row["toolkit_name"], row["version"])',
-                "and False",
-            ),
-        ),
     ),
     Mutant(
         "session MAC",
@@ -4487,9 +4478,9 @@ MUTANTS = [
     # version as reconcile reads and MACs it) --
     Mutant(
         "one-pass versions: a row that fails its MAC is handed on as authentic (opened)",
-        V + "keys/opening.py",
-        "            self._see(row, holds)",
-        "            self._see(row, True)",
+        RECONCILE,
+        "                    versions(row, holds)",
+        "                    versions(row, True)",
         (
             BACKUP_TESTS
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
@@ -4507,7 +4498,7 @@ MUTANTS = [
     ),
     Mutant(
         "one-pass versions: not held to the walk's state",
-        V + "keys/opening.py",
+        V + "keys/rotation.py",
         "        self.tally = VersionTally(chain)",
         "        self.tally = VersionTally(None)",
         (
@@ -4517,9 +4508,9 @@ MUTANTS = [
     ),
     Mutant(
         "a version's tally counts it intact without opening it",
-        V + "keys/opening.py",
-        "        crypto.open_config(ring, context, sealed)",
-        "        pass",
+        V + "keys/rotation.py",
+        "                crypto.open_config(ring, context, sealed)",
+        "                pass",
         (
             BACKUP_TESTS
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
@@ -4683,59 +4674,6 @@ MUTANTS = [
         "    if future.cancelled():\n        loop.call_soon_threadsafe(task.cancel)",
         "    if False:\n        loop.call_soon_threadsafe(task.cancel)",
         (RESULTS + "test_a_future_cancelled_while_its_coroutine_runs_cancels_it",),
-    ),
-    # -- issue 53, verifypar: the versions judged by a child forked from the verifying process --
-    Mutant(
-        "parallel versions: the child's verdict ignored (every row it judged counted intact)",
-        V + "keys/opening.py",
-        "            tally.count(_name(row), _OUTCOMES[outcome])",
-        "            tally.count(_name(row), INTACT)",
-        (PARALLEL_TESTS + "test_the_forked_child_gives_the_one_core_verdicts_row_for_row",),
-    ),
-    Mutant(
-        "parallel versions: the child's MAC verdict ignored (a row failing it is not named)",
-        V + "keys/opening.py",
-        "            yield finding, bool(byte & _HOLDS)",
-        "            yield finding, True",
-        (PARALLEL_TESTS + "test_the_forked_child_gives_the_one_core_verdicts_row_for_row",),
-    ),
-    Mutant(
-        "parallel versions: the child opens a row without checking its MAC",
-        V + "keys/opening.py",
-        "            holds = mac(row)\n            key_id",
-        "            holds = True\n            key_id",
-        (PARALLEL_TESTS + "test_the_forked_child_gives_the_one_core_verdicts_row_for_row",),
-    ),
-    Mutant(
-        "parallel versions: a row under a key the child lacks is not judged again here",
-        V + "keys/opening.py",
-        "            if outcome == _UNKNOWN_KEY:",
-        "            if False:",
-        (PARALLEL_TESTS + "test_the_forked_child_gives_the_one_core_verdicts_row_for_row",),
-    ),
-    Mutant(
-        "parallel versions: the lean path counts a version intact without opening it",
-        V + "keys/opening.py",
-        "        open_stored(ring, row)",
-        "        pass",
-        (
-            PARALLEL_TESTS + "test_the_forked_child_gives_the_one_core_verdicts_row_for_row",
-            PARALLEL_TESTS + "test_the_lean_open_says_what_the_record_path_says",
-        ),
-    ),
-    Mutant(
-        "lean open: a row whose version is not an integer (SQLite keeps text) is opened",
-        V + "store/records.py",
-        "        or not isinstance(version, int)\n",
-        "",
-        (PARALLEL_TESTS + "test_the_lean_open_says_what_the_record_path_says",),
-    ),
-    Mutant(
-        "parallel versions: a child that ended is taken as having judged nothing wrong",
-        V + "keys/opening.py",
-        '                raise StoreError("the process opening the versions ended early")',
-        "                return bytes(size)",
-        (PARALLEL_TESTS + "test_a_child_that_dies_fails_the_check_and_is_reaped",),
     ),
 ]
 

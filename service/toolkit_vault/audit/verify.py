@@ -45,16 +45,15 @@ from toolkit_vault.store.chain import CHAIN_START, Signer, head_link
 from toolkit_vault.store.chain_snapshot import ChainHead, ChainSnapshot, chain_snapshot
 from toolkit_vault.store.integrity import RECOVERY, VERSIONS, Row, recovery_wrap_opens
 from toolkit_vault.store.ledger import ChainState, behind
-from toolkit_vault.store.reconcile import Judge, StateProblem, StateReport
+from toolkit_vault.store.reconcile import StateProblem, StateReport
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.verified import AUDIT, Mark, MarkRefused, mark_path, read_mark, write_mark
 
 __all__ = ["AuditReport", "Problem", "VersionsFor", "verify_audit_chain"]
 
 BATCH_SIZE = 5000
-# given the state the verified walk made (None: it broke), what judges and opens the version
-# rows in place of their MAC check (`reconcile.Judge`), or None
-VersionsFor = Callable[[ChainState | None], Judge | None]
+# given the state the verified walk made (None: it broke), what sees each version row
+VersionsFor = Callable[[ChainState | None], Callable[[Row, bool], None] | None]
 
 
 @dataclass(frozen=True)
@@ -115,8 +114,8 @@ def verify_audit_chain(
     wraps are authentic when they open under `recovery`, the vault's recovery key (None:
     the vault holds none, and no wrap is believed). Without `full`, the walk starts after
     the last run's mark when it is believed (`store.verified`), and a run whose chains
-    verify leaves a new one. `versions`: asked, once the walk is done, for what judges
-    each config version row the reconciliation reads (its MAC, and opening it), given the
+    verify leaves a new one. `versions`: asked, once the walk is done, for what to hand
+    each config version row the reconciliation reads (with its MAC's verdict), given the
     state the verified chain makes (None: the walk broke); it may answer None."""
 
     def authentic(table: str, row: Row) -> bool:

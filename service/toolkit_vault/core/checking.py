@@ -26,8 +26,8 @@ from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.rotation import RingFor, TallyAsRead, check_store
 from toolkit_vault.store.chain import CHAIN_START, Signer
 from toolkit_vault.store.data_keys import count_versions
+from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
-from toolkit_vault.store.reconcile import Judge
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.verified import (
     CHECK,
@@ -89,7 +89,7 @@ def check_all(
     When the walk breaks, the versions are opened as `check_versions` does (read again)."""
     opened = TallyAsRead(ring_for)
 
-    def begin(chain: ChainState | None) -> Judge | None:
+    def begin(chain: ChainState | None) -> Callable[[Row, bool], None] | None:
         see = opened.begin(chain)
         if see is not None and start is not None:
             opened.advance = start(count_versions(store))

@@ -21,7 +21,7 @@ from toolkit_vault.store.call_chain_reads import CallChainReads
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import AuditEvent, AuditHead
-from toolkit_vault.store.reconcile import Judge, StateReport, reconcile
+from toolkit_vault.store.reconcile import StateReport, reconcile
 from toolkit_vault.store.storage import Store
 
 __all__ = ["ChainHead", "ChainSnapshot", "chain_snapshot"]
@@ -99,10 +99,10 @@ class ChainSnapshot:
         authentic: Callable[[str, Row], bool],
         batch_size: int,
         state: ChainState | None = None,
-        versions: Judge | None = None,
+        versions: Callable[[Row, bool], None] | None = None,
     ) -> StateReport:
         """Every authenticated table held to its MAC and the chain (`reconcile`); `state`:
-        the chain's, when the walk made it; `versions`: what judges each version row."""
+        the chain's, when the walk made it; `versions`: handed each version row."""
         return reconcile(self._conn, authentic, batch_size, state, versions)
 
 

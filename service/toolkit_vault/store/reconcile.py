@@ -19,7 +19,6 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy import Connection, and_, case, exists, func, or_, select
@@ -64,9 +63,6 @@ LOCAL_PRINCIPAL_ID = "local"  # the tokenless principal `init` makes; it has no 
 MAX_LISTED = 100
 VersionKey = tuple[str, str, int]  # (session, toolkit, version)
 Finding = tuple[Row | None, str | VersionKey, tuple[Kind, str] | None]
-Judged = tuple[Finding, bool | None]  # a finding and its row's MAC verdict (None: no row)
-# judges version rows for the MAC check it is given, in order, opening them (`keys.opening`)
-Judge = Callable[[Iterator[Finding], Callable[[Row], bool]], Iterator[Judged]]
 
 
 @dataclass(frozen=True)
@@ -109,24 +105,22 @@ def reconcile(
     authentic: Callable[[str, Row], bool],
     batch_size: int,
     state: ChainState | None = None,
-    versions: Judge | None = None,
+    versions: Callable[[Row, bool], None] | None = None,
 ) -> StateReport:
     """Every authenticated table, row by row: a missing or bad MAC first, then the chain
     (recovery wraps too, authenticated by opening: `integrity`). `state`: the state the
     verified chain makes, when the caller built it on its walk (None: built here).
-    `versions`: judges the version rows' MACs in place of `authentic`, and opens them."""
+    `versions`: handed each config version row once, whole, with its MAC's verdict."""
     report = StateReport()
     every = {**rules(batch_size, authentic, state), RECOVERY: recovery_wraps}
     for table, rule in every.items():
         report.rows[table] = 0
-        mac = partial(authentic, table)
-        if versions is not None and table == VERSIONS:
-            judged = versions(rule(conn), mac)
-        else:
-            judged = ((f, None if f[0] is None else mac(f[0])) for f in rule(conn))
-        for (row, name, disagreement), holds in judged:
+        for row, name, disagreement in rule(conn):
             if row is not None:
                 report.rows[table] += 1
+                holds = authentic(table, row)
+                if versions is not None and table == VERSIONS:
+                    versions(row, holds)
                 if not holds:
                     what = "no MAC" if row.get("mac") is None else "its MAC does not match"
                     if table == RECOVERY:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit_vault.crypto import KeyRing, RecordContext, SealedConfig, open_config, public_digest
+from toolkit_vault.crypto import RecordContext, SealedConfig, public_digest
 from toolkit_vault.errors import DecryptionError, StoreError
 from toolkit_vault.store.actions import AuditAction
 
@@ -23,7 +23,6 @@ __all__ = [
     "VersionRecord",
     "as_bytes",
     "bounded_details",
-    "open_stored",
     "version_record",
 ]
 
@@ -178,39 +177,6 @@ def version_record(row: Any, *, authentic: bool = True) -> VersionRecord:
         or not isinstance(row["schema_digest"], str),
         authentic=authentic,
     )
-
-
-def open_stored(ring: KeyRing, row: Mapping[str, Any]) -> None:
-    """`version_record(row).sealed()` opened by `crypto.open_config` (nothing kept), without
-    the objects on the way: `check` and `backup verify` pay this once a version, and the
-    objects were a third of it (issue 53). It raises `DecryptionError` wherever that path
-    does, and only there (`tests/test_parallel_verify.py` holds the two alike); the
-    row's MAC is the caller's (an unauthenticated row is never opened)."""
-    public, raw = _json_object(row["public_config"]), row["sealed_secrets"]
-    sealed, wrapped = _json_object(raw), as_bytes(row["wrapped_dek"])
-    version, digest, kek_id, dek_id = (
-        row["version"],
-        row["schema_digest"],
-        row["kek_id"],
-        row["dek_id"],
-    )
-    if (
-        public is None
-        or (sealed is None and raw is not None)
-        or wrapped is None
-        or not isinstance(version, int)
-        or not isinstance(digest, str)
-        or not isinstance(kek_id, str)
-        or not isinstance(dek_id, str)
-    ):
-        raise DecryptionError
-    try:
-        envelopes = {p: base64.b64decode(v, validate=True) for p, v in (sealed or {}).items()}
-        bound = public_digest(public)
-    except (ValueError, TypeError):
-        raise DecryptionError from None
-    context = RecordContext(row["session_id"], row["toolkit_name"], version, digest, bound)
-    open_config(ring, context, SealedConfig(dek_id, kek_id, wrapped, envelopes, {}))
 
 
 def as_bytes(value: Any) -> bytes | None:
