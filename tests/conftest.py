@@ -203,10 +203,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # collection at first, in order (180 tests of 2,900): all the heavy ones went to one
     # worker, which ran them one after the other while the others ran the rest, then waited.
     # Spreading them (`--maxschedchunk 1`) ran four heavy tests at once on two cores and cost
-    # as much as it saved (tests/durations.md). So half of them go at the head of each of the
-    # first two workers' batches (at most two at once, every test's batch as long as by
-    # default): one worker alone ran them for longer than the other three ran the rest and
-    # left them idle at the end (docs/testing.md). TKV_HEAVY_WORKERS=1 is the old order.
+    # as much as it saved, and TKV_HEAVY_WORKERS=2 (half of them at the head of each of the
+    # first two workers' batches, two at once) made them 1.6x slower and the whole run 4%
+    # longer than this order's tail (tests/durations.md), so the default stays one worker.
     items.sort(key=lambda item: id(item) not in heavy)
     if QUICK:
         kept, dropped = _sampled(items)
@@ -214,7 +213,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
     workers = getattr(config, "workerinput", {}).get("workercount", 0)
-    spread = int(os.environ.get("TKV_HEAVY_WORKERS", "2"))
+    spread = int(os.environ.get("TKV_HEAVY_WORKERS", "1"))
     if 1 < spread <= workers:
         items[:] = _spread_heavy(items, heavy, workers, spread)
 
