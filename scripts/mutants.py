@@ -4675,6 +4675,14 @@ MUTANTS = [
         "    if False:\n        loop.call_soon_threadsafe(task.cancel)",
         (RESULTS + "test_a_future_cancelled_while_its_coroutine_runs_cancels_it",),
     ),
+    Mutant(
+        "mcp client: a server's output schema run on jsonschema and Python's re (not RE2)",
+        V + "schema/compiled.py",
+        "    return compile_schema(schema).is_valid",
+        "    from jsonschema.validators import validator_for\n\n"
+        "    return validator_for(schema)(schema).is_valid",
+        (RESULTS + "test_an_output_schemas_pattern_runs_in_linear_time",),
+    ),
 ]
 
 

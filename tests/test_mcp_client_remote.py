@@ -29,6 +29,7 @@ from toolkit_vault.mcp_client import (
     UpstreamRefused,
     UpstreamUnauthorized,
 )
+from toolkit_vault.schema import output_check
 
 TOKEN = "tok-remote-9fKq2LwX7vRz"
 
@@ -68,7 +69,7 @@ def remote(elsewhere: str) -> Iterator[str]:
 
 @pytest.fixture
 def host() -> Iterator[UpstreamHost]:
-    upstream = UpstreamHost()
+    upstream = UpstreamHost(output_check)
     yield upstream
     upstream.close()
 

@@ -18,13 +18,14 @@ import pytest
 
 from mcp_support import our_server, unconfined
 from toolkit_vault.mcp_client import StdioServer, UpstreamFailed, UpstreamHandle, UpstreamHost
+from toolkit_vault.schema import output_check
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")
 
 
 @pytest.fixture
 def host() -> Iterator[UpstreamHost]:
-    upstream = UpstreamHost()
+    upstream = UpstreamHost(output_check)
     yield upstream
     upstream.close()
 
@@ -63,6 +64,17 @@ def test_structured_content_its_output_schema_refuses_is_no_result(odd: Upstream
     with pytest.raises(UpstreamFailed, match="output schema cannot be used"):
         _call(odd, "bad_schema")
     assert _call(odd, "fits")["structuredContent"] == {"n": 1}  # the session lives on
+
+
+def test_an_output_schemas_pattern_runs_in_linear_time(odd: UpstreamHandle) -> None:
+    """The output schema is the server's text and is checked on the loop thread every
+    upstream session shares: `^(a+)+$` against 27 a's and a "!" takes seconds on Python's
+    `re` (jsonschema's, the SDK's), microseconds on the vault's compiler (RE2)."""
+    started = time.monotonic()
+    with pytest.raises(UpstreamFailed, match="fails its schema"):
+        _call(odd, "backtracks")
+    assert time.monotonic() - started < 1.5
+    assert _call(odd, "fits")["structuredContent"] == {"n": 1}
 
 
 def test_on_2026_07_28_a_result_asking_for_input_is_no_result(modern: UpstreamHandle) -> None:

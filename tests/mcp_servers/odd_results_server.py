@@ -3,8 +3,9 @@ speaks 2025-11-25 through `initialize` (or, with `--modern`, 2026-07-28 through
 `server/discover`) and answers `tools/call` with results an imported server may send that
 a client must not take as they are: structured content its own output schema refuses, or
 none where the schema asks for it; a result of no revision's shape; a request for input
-(2026-07-28); and a line longer than the client's bound. `fits` and `failing` answer as
-a server should.
+(2026-07-28); a line longer than the client's bound; and an output schema whose `pattern`
+backtracks for seconds on Python's `re` (`backtracks`: 27 a's and a "!" against
+`^(a+)+$`). `fits` and `failing` answer as a server should.
 
 Run: python odd_results_server.py [--modern]
 """
@@ -24,6 +25,15 @@ TOOLS = [
     for name in ("asks_for_input", "not_a_result", "huge_line")
 ]
 TOOLS[4]["outputSchema"] = {"type": "object", "properties": {"n": {"type": 12}}}
+CATASTROPHIC = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+TOOLS.append(
+    {
+        "name": "backtracks",
+        "description": "x",
+        "inputSchema": {"type": "object"},
+        "outputSchema": CATASTROPHIC,
+    }
+)
 RESULTS = {
     "fits": {"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}},
     "mismatch": {"content": [{"type": "text", "text": "one"}], "structuredContent": {"n": "one"}},
@@ -32,6 +42,7 @@ RESULTS = {
     "bad_schema": {"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}},
     "asks_for_input": {"resultType": "input_required", "requestState": "opaque"},
     "not_a_result": {"content": "sk-odd-canary: not a list of blocks"},
+    "backtracks": {"content": [], "structuredContent": {"s": "a" * 27 + "!"}},
 }
 # what 2026-07-28's results of lists carry
 CACHE = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}

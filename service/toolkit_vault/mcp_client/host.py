@@ -25,6 +25,7 @@ from toolkit_vault.telemetry import traces
 
 from .descriptions import ToolDescription
 from .errors import CallCancelled, CallTimedOut
+from .results import OutputCheck
 from .session import Progress, RemoteServer, StdioServer, ToolsChanged, UpstreamSession
 
 __all__ = ["UpstreamHandle", "UpstreamHost"]
@@ -35,9 +36,11 @@ _STOP_TIMEOUT = 1.0  # a session's stop: the process group is killed well within
 
 class UpstreamHost:
     """The loop thread. `run(coro, timeout)` runs a coroutine on it from any thread;
-    `open` starts a session; `close` stops every session it opened and then the loop."""
+    `open` starts a session; `close` stops every session it opened and then the loop.
+    `output_check` compiles a tool's output schema for its sessions (`OutputCheck`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, output_check: OutputCheck) -> None:
+        self._output_check = output_check
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="mcp-upstream", daemon=True
@@ -102,7 +105,7 @@ class UpstreamHost:
         failure: nothing is left running)."""
 
         async def start() -> UpstreamSession:
-            session = UpstreamSession(server, on_tools_changed)
+            session = UpstreamSession(server, self._output_check, on_tools_changed)
             await session.start(timeout)
             return session
 

@@ -12,7 +12,10 @@ to JSON. What `call_tool` adds on top is done here, the same way:
 - a result that is not an error, of a tool that declares an output schema, must carry
   structured content that schema accepts (MCP: clients SHOULD validate it). The schema is
   the one of the session's last `tools/list`, the list the vault serves and pins, compiled
-  once per list by `jsonschema` as the SDK does (its own draft, no remote `$ref`).
+  at its first use by the check the host was given (`OutputCheck`): the vault's own
+  schema compiler, bounded and with a linear-time regex engine, since the schema is the
+  server's text and runs on the loop thread every upstream session shares (the SDK's
+  `jsonschema` with Python's `re` let a `pattern` take minutes on a short string).
 
 The rest of a result's checks are the tool engine's (`plugin.as_tool_result`: content blocks
 of the types MCP defines, a boolean `isError`, structured content an object; the result's
@@ -21,18 +24,19 @@ size and the scope's secrets), on what is sent, so they are not repeated here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import RootModel
 
 from .descriptions import ToolDescription
 from .errors import UpstreamFailed
 
-if TYPE_CHECKING:
-    from jsonschema.protocols import Validator
+__all__ = ["OutputCheck", "OutputSchemas", "RawResult", "tool_result"]
 
-__all__ = ["OutputSchemas", "RawResult", "tool_result"]
+OutputCheck = Callable[[dict[str, Any]], Callable[[Any], bool]]
+"""A tool's output schema -> whether a structured result fits it (raises for a schema it
+refuses). The vault's is `schema.output_check`, given by the layer above."""
 
 
 class RawResult(RootModel[dict[str, Any]]):
@@ -42,9 +46,10 @@ class RawResult(RootModel[dict[str, Any]]):
 class OutputSchemas:
     """The output schemas of one list of tools, each compiled at its first use."""
 
-    def __init__(self, tools: Iterable[ToolDescription] = ()) -> None:
+    def __init__(self, tools: Iterable[ToolDescription], compile: OutputCheck) -> None:
         self._schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
-        self._validators: dict[str, Validator] = {}
+        self._compile = compile
+        self._fits: dict[str, Callable[[Any], bool]] = {}
 
     def check(self, label: str, name: str, structured: Any, present: bool) -> None:
         """Raise `UpstreamFailed` unless `structured` fits `name`'s output schema (none: it
@@ -55,23 +60,17 @@ class OutputSchemas:
         if not present:
             raise UpstreamFailed(f"{label}: the tool's result lacks its structured content")
         try:
-            valid = self._validator(name, schema).is_valid(structured)
+            valid = self._fit(name, schema)(structured)
         except Exception:  # an invalid schema, a `$ref` that does not resolve: the server's
             raise UpstreamFailed(f"{label}: the tool's output schema cannot be used") from None
         if not valid:
             raise UpstreamFailed(f"{label}: the tool's structured content fails its schema")
 
-    def _validator(self, name: str, schema: dict[str, Any]) -> Validator:
-        validator = self._validators.get(name)
-        if validator is None:
-            from jsonschema.validators import validator_for
-            from referencing import Registry
-
-            kind = validator_for(schema)
-            kind.check_schema(schema)
-            # resolved within the schema and the bundled metaschemas only, as the SDK does
-            validator = self._validators[name] = kind(schema, registry=Registry())
-        return validator
+    def _fit(self, name: str, schema: dict[str, Any]) -> Callable[[Any], bool]:
+        fit = self._fits.get(name)
+        if fit is None:
+            fit = self._fits[name] = self._compile(schema)
+        return fit
 
 
 def tool_result(

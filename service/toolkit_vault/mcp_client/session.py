@@ -42,7 +42,7 @@ from .errors import (
     UpstreamUnauthorized,
 )
 from .remote import Answered, open_remote
-from .results import OutputSchemas, RawResult, tool_result
+from .results import OutputCheck, OutputSchemas, RawResult, tool_result
 from .stderr import Redactor, StderrSink
 from .stdio import Launch, open_stdio
 
@@ -93,13 +93,18 @@ class UpstreamSession:
     fetched after the server said its tools changed."""
 
     def __init__(
-        self, server: StdioServer | RemoteServer, on_tools_changed: ToolsChanged | None = None
+        self,
+        server: StdioServer | RemoteServer,
+        output_check: OutputCheck,
+        on_tools_changed: ToolsChanged | None = None,
     ) -> None:
         self.server = server
+        self._output_check = output_check
         self.state = "new"  # starting, running, stopped, failed
         self.failure: UpstreamError | None = None
         self.tools: tuple[ToolDescription, ...] = ()
-        self._outputs = OutputSchemas()  # of `tools`: a call's structured content checked
+        # of `tools`: a call's structured content checked
+        self._outputs = OutputSchemas((), output_check)
         self.pid: int | None = None  # a local server's process (and process group)
         self._on_tools_changed = on_tools_changed
         self._answered = Answered()
@@ -160,7 +165,7 @@ class UpstreamSession:
                 break
             cursor = page.next_cursor
         self.tools = described = describe_tools(tools)
-        self._outputs = OutputSchemas(described)
+        self._outputs = OutputSchemas(described, self._output_check)
         return described
 
     async def call_tool(

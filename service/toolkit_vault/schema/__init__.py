@@ -11,7 +11,7 @@
 """
 
 from toolkit_vault.canonical import canonical_json
-from toolkit_vault.schema.compiled import CompiledSchema, compile_schema
+from toolkit_vault.schema.compiled import CompiledSchema, compile_schema, output_check
 from toolkit_vault.schema.split import MAX_SECRETS, check_sealable, merge_secrets
 from toolkit_vault.schema.values import schema_digest
 
@@ -22,5 +22,6 @@ __all__ = [
     "check_sealable",
     "compile_schema",
     "merge_secrets",
+    "output_check",
     "schema_digest",
 ]

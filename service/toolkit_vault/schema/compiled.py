@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -30,7 +30,7 @@ from toolkit_vault.schema.values import (
 )
 from toolkit_vault.schema.verify_spec import VerifySpec, read_verify
 
-__all__ = ["CompiledSchema", "compile_schema"]
+__all__ = ["CompiledSchema", "compile_schema", "output_check"]
 
 MAX_DETAILS = 50
 
@@ -80,6 +80,11 @@ class CompiledSchema:
         """`split`'s public half of a config missing only required fields (intake links)."""
         return self._splitter.public_half(config)
 
+    def is_valid(self, instance: Any) -> bool:
+        """Whether `instance` fits, on the same validator (RE2 for `pattern`): for what is
+        not a config (`output_check`)."""
+        return bool(self._validator.is_valid(instance))
+
 
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """Check the schema (raises SchemaRefused) and compile it once per schema digest."""
@@ -90,6 +95,14 @@ def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     if len(canonical) > MAX_SCHEMA_BYTES:
         raise SchemaRefused(f"schema is larger than {MAX_SCHEMA_BYTES} bytes")
     return _compile("sha256:" + hashlib.sha256(canonical).hexdigest(), canonical)
+
+
+def output_check(schema: Mapping[str, Any]) -> Callable[[Any], bool]:
+    """How an imported server's structured result is held to its tool's output schema
+    (`mcp_client.OutputSchemas`): the schema is the server's own text, so it is refused and
+    compiled as a config schema is (bounds, no remote `$ref`, RE2 for `pattern`), never run
+    on Python's backtracking `re` on the loop thread every upstream session shares."""
+    return compile_schema(schema).is_valid
 
 
 @functools.lru_cache(maxsize=256)

@@ -44,7 +44,7 @@ from toolkit_vault.mcp_client import ToolDescription, UpstreamError, UpstreamFai
 from toolkit_vault.plugin import CallContext, Tool
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import unreachable, why_no_sandbox
-from toolkit_vault.schema import CompiledSchema, compile_schema
+from toolkit_vault.schema import CompiledSchema, compile_schema, output_check
 from toolkit_vault.toolkits.checked_servers import CheckedServers
 from toolkit_vault.toolkits.launches import (
     PACKAGES_ENV,
@@ -137,7 +137,7 @@ class _Servers:
             if self._host is None:
                 from toolkit_vault.mcp_client import UpstreamHost
 
-                self._host = UpstreamHost()
+                self._host = UpstreamHost(output_check)
             return self._host
 
 
