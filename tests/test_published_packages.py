@@ -124,6 +124,9 @@ def test_npm_everything_server_from_its_server_json(vault: Vault) -> None:
     assert configure(conn, stdio, {})[0]["status"] == "ok"
     assert "echo" in listed(conn, stdio)
     assert "hello vault" in text(call(conn, stdio, "echo", message="hello vault"))
+    # its output schema (zod's JSON Schema) held by the vault's compiler: the result fits
+    weather = call(conn, stdio, "get-structured-content", location="New York")
+    assert weather["is_error"] is False and "temperature" in weather["structured_content"]
 
 
 def test_npm_filesystem_server_gets_its_directory_on_argv(vault: Vault) -> None:
