@@ -59,6 +59,7 @@ from log_scan import note_secrets, scan  # noqa: E402
 
 if TYPE_CHECKING:
     from oauth_server import AuthServer
+    from toolkit_vault.mcp_client import UpstreamHost
 
 KEY_PROVIDERS = ("file", "aws-kms", "pkcs11")
 FORCED_PROVIDER = os.environ.get("TOOLKIT_VAULT_TEST_KEY_PROVIDER")
@@ -517,6 +518,18 @@ def _secrets_of_this_test_only() -> Iterator[None]:
     with logs._secrets_lock:
         logs._secrets.clear()
         logs._secrets.update(kept)
+
+
+@pytest.fixture
+def host() -> Iterator[UpstreamHost]:
+    """An MCP client's loop thread for the tests of `mcp_client`, holding results to their
+    output schemas as the vault does (`schema.output_check`)."""
+    from toolkit_vault.mcp_client import UpstreamHost
+    from toolkit_vault.schema import output_check
+
+    upstream = UpstreamHost(output_check)
+    yield upstream
+    upstream.close()
 
 
 @pytest.fixture

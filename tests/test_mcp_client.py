@@ -14,7 +14,6 @@ import logging
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,16 +30,8 @@ from toolkit_vault.mcp_client import (
     compare_pins,
     pin_tools,
 )
-from toolkit_vault.schema import output_check
 
 KEY = "sk-test-7Qz4Vb9LmN2pXc5R"  # the API key our server is given: a canary
-
-
-@pytest.fixture
-def host() -> Iterator[UpstreamHost]:
-    upstream = UpstreamHost(output_check)
-    yield upstream
-    upstream.close()
 
 
 def _no_redaction(text: str) -> str:

@@ -29,7 +29,6 @@ from toolkit_vault.mcp_client import (
     UpstreamRefused,
     UpstreamUnauthorized,
 )
-from toolkit_vault.schema import output_check
 
 TOKEN = "tok-remote-9fKq2LwX7vRz"
 
@@ -65,13 +64,6 @@ def remote(elsewhere: str) -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     process.kill()
     process.wait()
-
-
-@pytest.fixture
-def host() -> Iterator[UpstreamHost]:
-    upstream = UpstreamHost(output_check)
-    yield upstream
-    upstream.close()
 
 
 def _server(url: str, token: str | None) -> RemoteServer:

@@ -11,23 +11,14 @@ import asyncio
 import contextvars
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mcp_support import our_server, unconfined
 from toolkit_vault.mcp_client import StdioServer, UpstreamFailed, UpstreamHandle, UpstreamHost
-from toolkit_vault.schema import output_check
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="none")
-
-
-@pytest.fixture
-def host() -> Iterator[UpstreamHost]:
-    upstream = UpstreamHost(output_check)
-    yield upstream
-    upstream.close()
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ MAX_WAITING_BYTES = 1024 * 1024  # lines to the server waiting for the pipe
 _STDIN_GRACE = 0.2  # after stdin closes, before the group is killed
 _REAP_WAIT = 0.6  # for the kernel to take a killed process
 _DRAIN_WAIT = 0.2  # for its stdout's end, once killed
+_PIPE_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)  # as its end
 
 
 class Launch(Protocol):
@@ -125,9 +126,7 @@ class ServerLines:
                 raise anyio.EndOfStream
             try:
                 self._take(await self._stdout.receive())
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._ended = True
-            except OSError:  # the pipe failed: as its end
+            except (anyio.EndOfStream, *_PIPE_GONE):
                 self._ended = True
         return self._parsed.popleft()
 
@@ -207,7 +206,7 @@ class ServerInput:
                 self._room.set()
                 if data:
                     await stdin.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        except _PIPE_GONE:
             self._ended = anyio.BrokenResourceError
             self._lines, self._size = [], 0
             self._room.set()
@@ -244,7 +243,7 @@ async def _stop(process: anyio.abc.Process) -> None:
     """Close stdin (MCP's polite stop), give the server a moment, then SIGKILL its whole
     process group, whether or not the leader has exited: children it spawned (`npx` starts
     `node`) are in the group and die with it. Bounded: well within a second."""
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+    with contextlib.suppress(*_PIPE_GONE):
         if process.stdin is not None:
             await process.stdin.aclose()
     with anyio.move_on_after(_STDIN_GRACE):
@@ -254,8 +253,7 @@ async def _stop(process: anyio.abc.Process) -> None:
         await process.wait()
     # what no one read (a line over the bound stops the reader) to the pipe's end, so that
     # the process's transport ends too rather than with the loop
-    ended = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
-    with anyio.move_on_after(_DRAIN_WAIT), contextlib.suppress(*ended):
+    with anyio.move_on_after(_DRAIN_WAIT), contextlib.suppress(*_PIPE_GONE):
         if process.stdout is not None:
             async for _ in process.stdout:
                 pass
