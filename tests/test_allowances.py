@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,20 @@ def on_the_loop(vault: Vault, agent: Agent, msg: Any) -> dict[str, Any] | None:
     return None if answered is None else dict(json.loads(answered))
 
 
+def answered_on_the_loop(vault: Vault, agent: Agent, within: float = 10) -> dict[str, Any] | None:
+    """The loop's answer to a tool list once it gives one: it hands the list to a worker
+    while another process's commit notice is on its way, or the listener has not been
+    heard from lately (a loaded machine); a worker's read, as the hand-off makes, between
+    tries."""
+    deadline = time.monotonic() + within
+    while (answered := on_the_loop(vault, agent, ToolListRequest())) is None:
+        if time.monotonic() > deadline:
+            return None
+        agent.tools()
+        time.sleep(0.05)
+    return answered
+
+
 @pytest.fixture
 def agent(vault: Vault, tmp_path: Path) -> Agent:
     principal_id, _ = create_token(vault.store, "agent", "bot")
@@ -131,7 +146,7 @@ def test_the_event_loop_path_filters_as_the_worker_path_does(
 ) -> None:
     tools_req, toolkits_req = ToolListRequest(), ToolkitListRequest()
     agent.tools()  # a read: the loop may answer from memory from now on
-    before = on_the_loop(vault, agent, tools_req)
+    before = answered_on_the_loop(vault, agent)
     assert before is not None and len(before["tools"]) == len(FILESYSTEM_TOOLS) + 2
 
     set_allowance(vault.store, "operator", vault.toolkit, "bot", tools=[("filesystem", "list_dir")])
@@ -145,7 +160,7 @@ def test_the_event_loop_path_filters_as_the_worker_path_does(
         if kits is not None:
             assert [t["name"] for t in kits["toolkits"]] == ["filesystem"]
         assert agent.tools() == {("filesystem", "list_dir")}
-    assert on_the_loop(vault, agent, tools_req) is not None  # answered there, filtered
+    assert answered_on_the_loop(vault, agent) is not None  # answered there, filtered
 
 
 def test_another_process_follows_a_narrowing_made_elsewhere(
@@ -161,7 +176,7 @@ def test_another_process_follows_a_narrowing_made_elsewhere(
         assert ("secretive", "upload") in there.tools()
         set_allowance(vault.store, "operator", vault.toolkit, "bot", toolkits=["filesystem"])
         assert {kit for kit, _ in there.tools()} == {"filesystem"}
-        answered = on_the_loop(other, there, ToolListRequest())
+        answered = answered_on_the_loop(other, there)
         assert answered is not None and {t["toolkit"] for t in answered["tools"]} == {"filesystem"}
         assert not other._call_allowed(there.principal.principal_id, "secretive", "upload")
         remove_allowance(vault.store, "operator", "bot")

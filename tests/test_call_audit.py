@@ -459,7 +459,11 @@ def test_records_left_to_the_writer_are_all_committed_in_few_writes(vault: Vault
         time.sleep(0.05)
     assert sum(len(seqs) for seqs in sink.commits) == total
     assert len(sink.commits) <= 3, sink.commits  # the first, then what queued meanwhile
-    page = list_events(vault.store, EventFilter(actions=("tool_called",)), limit=1000)
+    called = EventFilter(actions=("tool_called",))
+    while len(list_events(vault.store, called, limit=1000).events) < total:
+        assert time.monotonic() < deadline  # the sink hears a batch just before its commit
+        time.sleep(0.05)
+    page = list_events(vault.store, called, limit=1000)
     for n in range(threads):
         mine = [e.details["arguments_hmac"] for e in page.events if e.actor == f"p-{n}"]
         assert mine == [vault.upkeep.hash_arguments({"thread": n, "i": i}) for i in range(40)]
