@@ -1040,11 +1040,18 @@ MUTANTS = [
     Mutant(
         "witness: made in place, so a reader can find it empty",
         V + "store/witness.py",
-        "        self._create()\n        try:\n            fd = open_private(self.path, os.O_RDWR)",
-        "        try:\n            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))\n"
-        "            fd = open_private(self.path, os.O_RDWR)",
+        "        if not self._create(_encode(head) + (_encode(head) if force else _EMPTY)):\n",
+        "        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))\n        if True:\n",
         ("tests/adversarial/test_replays.py",),
         "being_made",
+    ),
+    Mutant(
+        "witness: made empty, its first head written after (a kill between leaves no head)",
+        V + "store/witness.py",
+        "if not self._create(_encode(head) + (_encode(head) if force else _EMPTY)):",
+        "if not (self._create(_EMPTY + _EMPTY) and False):",
+        ("tests/adversarial/test_replays.py",),
+        "killed_as_its_witness",
     ),
     Mutant(
         "witness: audit verify compares it",

@@ -10,7 +10,10 @@ running process, a fresh one (a restarted server), `check` and `audit verify`.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from contextlib import closing
@@ -382,6 +385,41 @@ def test_a_witness_being_made_is_never_read_short(tmp_path: Path) -> None:
         reader.join()
     assert not [s for s in seen if isinstance(s, VaultError)]
     assert [p.name for p in tmp_path.iterdir()] == [WITNESS_NAME]
+
+
+_KILLED_AS_THE_WITNESS_APPEARS = """
+import os, sys
+from pathlib import Path
+from toolkit_vault.store.witness import Witness
+
+link = os.link
+def link_then_die(*args, **kwargs):  # the moment a SIGKILL may land: the witness just made
+    link(*args, **kwargs)
+    os._exit(9)
+os.link = link_then_die
+witness, head = Witness(Path(sys.argv[1])), (7, b"m" * 32, b"h" * 32)
+if sys.argv[2] == "put":
+    witness.put(head)
+else:
+    witness.advance(head)
+    witness.flush()
+"""
+
+
+@pytest.mark.parametrize("how", ["advance", "put"])
+def test_a_process_killed_as_its_witness_appears_leaves_its_head(tmp_path: Path, how: str) -> None:
+    """`init` killed just after the vault key's commit (whose head the flusher writes at
+    once) may die the moment the witness appears: it must hold that head already. Two empty
+    slots hold no head whose MAC holds, so every process, `init` too, would refuse the vault
+    until an operator accepted a restore."""
+    path = tmp_path / WITNESS_NAME
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_AS_THE_WITNESS_APPEARS, str(path), how], env=env
+    )
+    assert done.returncode == 9
+    heads = Witness(path).read()
+    assert heads and set(heads) == {(7, b"m" * 32, b"h" * 32)}  # put writes both slots
 
 
 def test_a_missing_witness_is_refused_until_init(

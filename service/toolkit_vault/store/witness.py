@@ -31,7 +31,6 @@ committed database.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import fcntl
 import logging
 import os
@@ -175,7 +174,12 @@ class Witness:
         later one (another process's), under an exclusive lock on the file."""
         if head[0] <= self._written and not force:
             return
-        self._create()
+        if not self._create(_encode(head) + (_encode(head) if force else _EMPTY)):
+            self._write_over(head, force=force)
+        self._written = head[0] if force else max(self._written, head[0])
+
+    def _write_over(self, head: Head, *, force: bool) -> None:
+        """(Lock held.) `_write` to a witness that exists."""
         try:
             fd = open_private(self.path, os.O_RDWR)
         except FileNotFoundError:
@@ -198,20 +202,23 @@ class Witness:
                 os.ftruncate(fd, 2 * _SLOT)
         finally:
             os.close(fd)
-        self._written = head[0] if force else max(self._written, head[0])
 
-    def _create(self) -> None:
-        """Make the witness, two empty slots, if there is none: written beside it and linked
-        into place, so no reader, and no crash, ever finds a witness shorter than two slots
-        (an empty file is not a witness: `read` refuses it)."""
+    def _create(self, slots: bytes) -> bool:
+        """Make the witness holding `slots` (its first head) if there is none: written beside
+        it and linked into place, so no reader, and no crash, ever finds a witness shorter
+        than two slots (an empty file is not a witness: `read` refuses it) or without a head
+        (two empty slots hold no head whose MAC holds). False when there is one already."""
         if os.path.lexists(self.path):
-            return  # a witness, or something that is not one: `open_private` says which
+            return False  # a witness, or something that is not one: `open_private` says which
         fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{WITNESS_NAME}.")
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(_EMPTY + _EMPTY)
-            with contextlib.suppress(FileExistsError):  # another process made it first
+                file.write(slots)
+            try:
                 os.link(temporary, self.path)
+            except FileExistsError:
+                return False  # another process made it first
+            return True
         finally:
             os.unlink(temporary)
 
