@@ -3649,6 +3649,20 @@ MUTANTS = [
         (PUBLISHED + "test_a_server_that_exits_makes_the_configure_an_error_and_stores_nothing",),
     ),
     Mutant(
+        "served: a listed tool whose input schema the vault cannot run is offered",
+        V + "toolkits/served.py",
+        "            schemas[tool.name] = compile_schema(tool.input_schema)",
+        '            schemas[tool.name] = compile_schema({"type": "object"})',
+        ("tests/test_tool_pins.py::test_a_tool_whose_schema_the_vault_cannot_run_is_left_out",),
+    ),
+    Mutant(
+        "served: a listed tool whose output schema the vault cannot run is offered",
+        V + "toolkits/served.py",
+        "                compile_schema(tool.output_schema)  # its results",
+        "                pass  # its results",
+        ("tests/test_tool_pins.py::test_a_tool_whose_schema_the_vault_cannot_run_is_left_out",),
+    ),
+    Mutant(
         "launch_recipe: a secret input's published default is kept in the recipe",
         "toolkit_package/launch_recipe.py",
         "    public = name not in secret and not isinstance(default, bool)",

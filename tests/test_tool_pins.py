@@ -28,6 +28,7 @@ from toolkit_vault.core.connection import A2EConnection
 from toolkit_vault.core.tool_pins import accept_tools, show_tools
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
+from toolkit_vault.mcp_client import ToolDescription
 from toolkit_vault.sandbox import sandbox_available
 from toolkit_vault.settings import VaultSettings
 from toolkit_vault.store.actions import AuditAction
@@ -109,6 +110,29 @@ def _event(action: AuditAction, details: dict[str, Any], toolkit: str = NAME) ->
         "version": None,
         "details": json.dumps(details),
     }
+
+
+def test_a_tool_whose_schema_the_vault_cannot_run_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A listed tool whose input or output schema the vault's compiler refuses could never
+    be called (its arguments, or its results, cannot be checked): it is not offered, and
+    the log says why; the server's other tools are."""
+    fine = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+    def tool(name: str, given: dict[str, Any], output: dict[str, Any] | None) -> ToolDescription:
+        return ToolDescription(name, None, name, given, output, None)
+
+    described = (
+        tool("kept", fine, fine),
+        tool("bad_input", {"type": "object", "properties": {"n": {"type": 12}}}, None),
+        tool("bad_output", fine, {"type": "object", "properties": {"n": {"type": 12}}}),
+        tool("remote_output", fine, {"$ref": "https://schemas.test/result.json"}),
+    )
+    listed = served.take_listed("odd-server", described, None)
+    assert list(listed.tools) == ["kept"]
+    left = [r.getMessage() for r in caplog.records if "is left out" in r.getMessage()]
+    assert len(left) == 3 and all("odd-server" in line for line in left)
 
 
 def test_the_chain_keeps_the_first_pin_and_moves_it_only_on_accept() -> None:

@@ -202,13 +202,16 @@ class Listed:
 def take_listed(
     label: str, described: tuple[ToolDescription, ...], pins: ToolPins | None
 ) -> Listed:
-    """A server's `tools/list` as the tools it serves: a tool whose input schema does not
-    compile is left out (logged); the list is shown to its pin first (`ToolPins.see`: pinned
-    at first sight, a change audited). Local and remote servers both take their lists so."""
+    """A server's `tools/list` as the tools it serves: a tool whose input schema, or output
+    schema, does not compile is left out (logged), as no call of it could be checked; the
+    list is shown to its pin first (`ToolPins.see`: pinned at first sight, a change
+    audited). Local and remote servers both take their lists so."""
     schemas: dict[str, CompiledSchema] = {}
     kept: list[ToolDescription] = []
     for tool in described:
         try:
+            if tool.output_schema is not None:
+                compile_schema(tool.output_schema)  # its results are held to it (`output_check`)
             schemas[tool.name] = compile_schema(tool.input_schema)
         except SchemaRefused as exc:
             log.warning("a tool of %s is left out: %s", label, exc.message)
