@@ -12,6 +12,9 @@ from typing import Any
 __all__ = ["QuietHandler", "loopback_http"]
 
 
+SHUTDOWN_POLL_S = 0.05  # `serve_forever`'s poll: `shutdown` waits for the next (0.5 s by default)
+
+
 class QuietHandler(BaseHTTPRequestHandler):
     """A request handler that writes no access log to the test's stderr."""
 
@@ -24,7 +27,7 @@ def loopback_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve `handler` on 127.0.0.1 (a free port, a thread per request) while inside."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:

@@ -36,6 +36,8 @@ from authlib.oauth2.rfc9207 import IssuerParameter
 from flask import Flask, Response, jsonify, redirect, request
 from werkzeug.serving import make_server
 
+from http_support import SHUTDOWN_POLL_S
+
 CLIENT_ID = "tkv-test-client"
 CONFIDENTIAL_ID = "tkv-confidential-client"  # a confidential client: `AuthServer.client_secret`
 SECRET_METHODS = ["client_secret_basic", "client_secret_post"]
@@ -381,7 +383,7 @@ def running_auth_server() -> Iterator[AuthServer]:
     server = AuthServer()
     http = make_server("127.0.0.1", 0, server.app, threaded=True)
     server.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     try:
         yield server

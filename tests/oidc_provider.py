@@ -31,6 +31,8 @@ from flask import Flask, Response, jsonify, request
 from joserfc.jwk import KeySet, RSAKey
 from werkzeug.serving import make_server
 
+from http_support import SHUTDOWN_POLL_S
+
 CLIENT_ID = "tkv-console"
 KEY_ID = "provider-key-1"
 SIGN_IN_BUTTON = "Continue"
@@ -267,7 +269,7 @@ def running_provider(client_secret: str | None = None) -> Iterator[Provider]:
     provider = Provider(client_secret)
     http = make_server("127.0.0.1", 0, provider.app, threaded=True)
     provider.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     try:
         yield provider

@@ -23,6 +23,7 @@ from flask import Flask, jsonify, redirect, request
 from werkzeug.serving import make_server
 
 from cli_support import run_cli
+from http_support import SHUTDOWN_POLL_S
 from oauth_server import CLIENT_ID, AuthServer
 from test_oauth import CALLBACK, Agent, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
@@ -117,7 +118,7 @@ def resource(auth: AuthServer) -> Iterator[ResourceServer]:
     server = ResourceServer(auth.issuer)
     http = make_server("127.0.0.1", 0, server.app(), threaded=True)
     server.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     yield server
     http.shutdown()

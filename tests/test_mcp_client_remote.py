@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import pytest
 
+from http_support import SHUTDOWN_POLL_S
 from mcp_support import free_port, our_server, published, start_http_server
 from toolkit_vault.mcp_client import (
     RemoteServer,
@@ -52,7 +53,7 @@ class _Elsewhere(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Elsewhere)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -209,7 +210,7 @@ def test_an_sse_endpoint_on_another_origin_gets_no_message(
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     _Elsewhere.hits.clear()
     started = time.monotonic()
     try:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import pytest
 
 from cli_support import run_cli
+from http_support import SHUTDOWN_POLL_S
 from toolkit_vault.toolkits import package_sources
 from toolkit_vault.toolkits.imports import PackageRefused
 from toolkit_vault.toolkits.package_sources import fetch_listing
@@ -70,7 +71,7 @@ def registry() -> Iterator[str]:
     Registry.seen = []
     Registry.mode = "listing"
     server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -17,6 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from websockets.sync.client import connect
 
+from http_support import SHUTDOWN_POLL_S
 from toolkit_vault.access.principals import list_principals, revoke
 from toolkit_vault.audit.history import history
 from toolkit_vault.transports.web.console import HISTORY_PAGE
@@ -194,7 +195,7 @@ def attacker_site(target: str, principal_id: str) -> Iterator[str]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/"
