@@ -64,6 +64,12 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind(sys.argv[1])
 listener.listen(64)
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+# Everything imported so far out of the collector's reach (as the gc module's docs advise a
+# server that forks without exec): a forked command's collections, and its interpreter's at
+# exit, would otherwise walk every inherited object, and so make the kernel copy the whole
+# heap, page by page: most of a command's time (tests/durations.md).
+import gc
+gc.freeze()
 print("ready", flush=True)
 while True:
     if 0 in select.select([listener, 0], [], [])[0]:
