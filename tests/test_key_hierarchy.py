@@ -25,6 +25,7 @@ from websockets.sync.client import connect
 
 from cli_support import run_cli
 from test_http import running_server
+from toolkit_vault.access.principals import create_token
 from toolkit_vault.bootstrap import init_vault, open_provider, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import KeyProviderError
@@ -340,9 +341,11 @@ def test_a_server_follows_rotations_made_elsewhere_without_a_false_alarm(
     vault: Vault, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Three paths learn of a rotation the same way (`Vault.ring_for`): `/v1/check` on one
-    server, a resume and a configure on another that was started before the rotation."""
-    agent = token(cli_env, "agent", "agent")
-    operator = token(cli_env, "operator", "operator")
+    server, a resume and a configure on another that was started before the rotation.
+    (Its tokens are made in this process, whose vault is open: `tokens create` is not what
+    it is about; the outage tests, whose vaults this process does not open, use the CLI.)"""
+    agent = create_token(vault.store, "agent", "agent")[1]
+    operator = create_token(vault.store, "operator", "operator")[1]
     with (
         running_server(cli_env, tmp_path / "a.log") as a,
         running_server(cli_env, tmp_path / "b.log") as b,

@@ -475,7 +475,10 @@ def test_a_running_server_keeps_answering_and_follows_the_move(
                 moto_endpoint,
             )
             assert moved.returncode == 0, moved.stderr
-            time.sleep(0.3)
+            asked = len(answers)  # two more rounds (configure, list) answered after the move
+            deadline = time.monotonic() + 30
+            while len(answers) < asked + 4 and asker.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             stop.set()
             asker.join(timeout=60)
