@@ -283,12 +283,6 @@ def test_a_backup_restores_with_shares_when_the_master_key_and_the_database_are_
 # the recovery key), current per the chain, checked by `check`, `audit verify` and `status` --
 
 
-# What a missing row or another set's rows are is decided above the database (the chain's
-# expected keys and current set against the rows read): the two tests of those run on SQLite;
-# the flipped byte's test runs on both, reading, checking and reporting the rows each way.
-ON_SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-
-
 def _recovery_rows(vault: Vault) -> list[dict[str, Any]]:
     with vault.store.engine.connect() as db:
         return [dict(r._mapping) for r in db.execute(select(RecoveryKey))]
@@ -348,7 +342,6 @@ def test_a_flipped_byte_in_a_recovery_wrap_is_reported_before_a_disaster(
 
 
 @pytest.mark.key_providers("file")
-@ON_SQLITE
 def test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_key(
     vault: Vault, cli_env: dict[str, str]
 ) -> None:
@@ -361,7 +354,6 @@ def test_a_deleted_recovery_wrap_is_reported_and_status_warns_of_the_uncovered_k
 
 
 @pytest.mark.key_providers("file")
-@ON_SQLITE
 def test_a_replaced_share_sets_rows_put_back_are_refused_and_its_shares_do_not_unseal(
     vault: Vault, cli_env: dict[str, str]
 ) -> None:
