@@ -40,7 +40,6 @@ from toolkit_vault.bootstrap import init_vault, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.database import migrate, open_engine
-from toolkit_vault.store.models import Base
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))  # the test plugins' dist-info makes their entry points real
@@ -56,6 +55,7 @@ from provider_support import (  # noqa: E402
     make_softhsm_token,
 )
 
+import postgres_support  # noqa: E402
 from log_scan import note_secrets, scan  # noqa: E402
 
 if TYPE_CHECKING:
@@ -440,48 +440,16 @@ def postgres_url() -> Iterator[str]:
     try:
         yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     finally:
-        for engine in _emptiers.values():
-            engine.dispose()
-        _emptiers.clear()
+        postgres_support.dispose()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
 
 
-# Past this many rows a table is emptied by TRUNCATE, below it by DELETE: TRUNCATE gives the
-# table and each index a new file, some 300 ms for the 15 tables even when they hold a few
-# rows each, against 2 ms for their DELETEs (tests/durations.md, "Set-up cuts").
-_TRUNCATE_FROM = 5000
-_emptiers: dict[str, Any] = {}  # one connection per database, kept (a new one is ~15 ms)
-
-
-def _empty_postgres(url: str) -> None:
-    """Every row of the vault's tables gone, as a new database would have them (sequences
-    are not reset, as TRUNCATE without RESTART IDENTITY did not reset them)."""
-    engine = _emptiers.get(url)
-    if engine is None:  # pinged: a test may have terminated this database's backends
-        engine = _emptiers[url] = create_engine(url, pool_size=1, pool_pre_ping=True)
-    names = [t.name for t in Base.metadata.sorted_tables]
-    with engine.begin() as conn:
-        if not conn.execute(text("select to_regclass('alembic_version')")).scalar():
-            return
-        probe = " UNION ALL ".join(
-            f"SELECT '{n}' WHERE EXISTS (SELECT 1 FROM {n} OFFSET {_TRUNCATE_FROM})"  # noqa: S608
-            for n in names  # the models' table names
-        )
-        big = set(conn.execute(text(probe)).scalars())
-        if big:
-            conn.execute(text(f"TRUNCATE {', '.join(sorted(big))} CASCADE"))
-        # Referencing tables first (the reverse of the dependency order), in one round trip.
-        statements = [f"DELETE FROM {n}" for n in reversed(names) if n not in big]  # noqa: S608
-        if statements:
-            conn.execute(text("; ".join(statements)))
-
-
 @pytest.fixture
 def fresh_postgres_url(postgres_url: str) -> str:
     """The scratch PostgreSQL database with its tables emptied (PostgreSQL-only tests)."""
-    _empty_postgres(postgres_url)
+    postgres_support.empty_postgres(postgres_url)
     return postgres_url
 
 
@@ -495,7 +463,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'home' / 'vault.db'}"
     url: str = request.getfixturevalue("postgres_url")
-    _empty_postgres(url)
+    postgres_support.empty_postgres(url)
     return url
 
 
