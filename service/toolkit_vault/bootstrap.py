@@ -87,7 +87,6 @@ def init_vault(settings: VaultSettings) -> InitReport:
     from toolkit_vault.keys.hierarchy import VaultKeys, create_hierarchy
     from toolkit_vault.keys.keystore import read_vault_keys
     from toolkit_vault.keys.upgrade import finish_upgrade, legacy_keys, legacy_pending
-    from toolkit_vault.store.backfill import holds_nothing
 
     provider = open_provider(settings)
     sink = audit_devices(settings)  # a bad device spec stops init before anything changes
@@ -103,11 +102,9 @@ def init_vault(settings: VaultSettings) -> InitReport:
         )
         store.makes_witness = True  # a vault made before the witness gets one here
         legacy = legacy_keys(store, provider) if legacy_pending(store) else None
-        new = False
         if read_vault_keys(store):
             ring, internal = VaultKeys(store, provider).open(legacy)
         else:
-            new = legacy is None and holds_nothing(store)
             if legacy is None and provider.status().current is None:
                 provider.create_master_key()
                 created = True
@@ -115,9 +112,7 @@ def init_vault(settings: VaultSettings) -> InitReport:
         store.ensure_principal(LOCAL_PRINCIPAL.principal_id, "local", LOCAL_PRINCIPAL.role)
         from toolkit_vault.audit.upgrade import authenticate_state  # `init` alone needs it
 
-        report = authenticate_state(
-            store, ring, internal["fingerprint"], internal["audit"], new=new
-        )
+        report = authenticate_state(store, ring, internal["fingerprint"], internal["audit"])
         upgraded = None if report is None or created else report.as_json()
         if legacy is not None:
             hierarchy = finish_upgrade(store, ring, legacy).as_json()

@@ -77,25 +77,11 @@ def state_authenticated(store: Store) -> bool:
 
 
 def authenticate_state(
-    store: Store,
-    ring: KeyRing,
-    fingerprint_key: SecretBytes,
-    audit_key: SecretBytes,
-    *,
-    new: bool = False,
+    store: Store, ring: KeyRing, fingerprint_key: SecretBytes, audit_key: SecretBytes
 ) -> UpgradeReport | None:
-    """Sign the rows of a pre-0002 vault that the chain vouches for; None if done before.
-    `new`: the store held nothing before this `init` (`backfill.holds_nothing`), so every
-    row in it is one this release wrote, with its MAC, and the walk would sign none: the
-    event is written with the report it would make, without the walk (half of an `init`'s
-    CPU on a new vault)."""
+    """Sign the rows of a pre-0002 vault that the chain vouches for; None if done before."""
     if state_authenticated(store):
         return None
-    if new:
-        report = UpgradeReport(dict.fromkeys(Backfill(store, BATCH_SIZE, _chain_alone).tables, 0))
-        details = {"signed": report.signed, "left_unsigned": report.unsigned_count}
-        append_event(store, AuditDraft("init", AuditAction.STATE_AUTHENTICATED, details=details))
-        return report
     chain = verify_chain_only(store, audit_key)
     if chain.problem not in (None, "unaudited", "state"):
         raise VaultError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, literal, select, update
+from sqlalchemy import Connection, select, update
 
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import Row
@@ -20,7 +20,7 @@ from toolkit_vault.store.reconcile import Finding, rules
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 
-__all__ = ["Backfill", "append_event", "holds_nothing", "recorded"]
+__all__ = ["Backfill", "append_event", "recorded"]
 
 
 def recorded(store: Store, action: AuditAction) -> bool:
@@ -28,16 +28,6 @@ def recorded(store: Store, action: AuditAction) -> bool:
     with store.read() as conn:
         query = select(AuditEvent.seq).where(AuditEvent.action == action).limit(1)
         return conn.execute(query).first() is not None
-
-
-def holds_nothing(store: Store) -> bool:
-    """Whether every table of the vault is empty (one read): a store no vault has used."""
-    with store.read() as conn:
-        query = select(*(select(literal(1)).select_from(t).exists() for t in _TABLES))
-        return not any(conn.execute(query).one())
-
-
-_TABLES = Base.metadata.sorted_tables
 
 
 def append_event(store: Store, draft: AuditDraft) -> None:
