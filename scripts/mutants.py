@@ -1184,13 +1184,6 @@ MUTANTS = [
         ("tests/test_upgrade.py",),
     ),
     Mutant(
-        "init takes a store holding rows for a new one (and skips the upgrade's walk)",
-        V + "store/backfill.py",
-        "return not any(conn.execute(query).one())",
-        "return not any(conn.execute(query).one()[:1])",
-        ("tests/test_init_new_store.py",),
-    ),
-    Mutant(
         "purge keeps the public half",
         V + "store/shredding.py",
         '    "public_config": "{}",\n',
