@@ -36,6 +36,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
+from toolkit_vault.store.transactions import _MAX_ATTEMPTS
 
 pytestmark = pytest.mark.key_providers("file")
 AGENT = Principal("local", "agent")
@@ -118,7 +119,11 @@ def test_a_backup_during_a_soak_restores_every_accepted_configure_once_across_da
     threads = [threading.Thread(target=writer) for _ in range(2)]
     for thread in threads:
         thread.start()
-    time.sleep(0.3)
+    # More rows than a write's tries (`_MAX_ATTEMPTS`) before the backup: serials a restore
+    # left behind them then fail the write at the end, not only delay it until a try passes.
+    deadline = time.monotonic() + 30
+    while len(accepted) < 2 * _MAX_ATTEMPTS and time.monotonic() < deadline:
+        time.sleep(0.05)
     file = tmp_path / "vault.tkvb"
     before = time.monotonic()
     report = create_backup(home, file)
