@@ -1043,7 +1043,7 @@ MUTANTS = [
         "        if not self._create(_encode(head) + (_encode(head) if force else _EMPTY)):\n",
         "        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))\n        if True:\n",
         ("tests/adversarial/test_replays.py",),
-        "being_made",
+        "being_made or killed_as_its_witness",  # the reader's race may miss it under load
     ),
     Mutant(
         "witness: made empty, its first head written after (a kill between leaves no head)",
