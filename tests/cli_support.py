@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CLI", "Forked", "run_cli", "spawn_cli"]
+__all__ = ["CLI", "Forked", "fork_server", "run_cli", "spawn_cli"]
 
 CLI = str(Path(sys.executable).parent / "toolkit-vault")
 
@@ -106,7 +106,7 @@ while True:
 _servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
 
 
-def _server(env: Mapping[str, str]) -> str:
+def fork_server(env: Mapping[str, str]) -> str:
     """The socket of the fork server for this PYTHONPATH, started on first use."""
     key = env.get("PYTHONPATH", "")
     found = _servers.get(key)
@@ -153,7 +153,7 @@ def run_cli(
     ):
         stdin.write(input.encode() if isinstance(input, str) else input or b"")
         stdin.seek(0)
-        conn.connect(_server(env))
+        conn.connect(fork_server(env))
         conn.settimeout(timeout)
         request = {"argv": argv, "env": dict(env), "cwd": str(cwd or os.getcwd())}
         socket.send_fds(
@@ -222,7 +222,7 @@ class Forked:
                 sent.append(stream.fileno())
         self._conn = socket.socket(socket.AF_UNIX)
         try:
-            self._conn.connect(_server(env))
+            self._conn.connect(fork_server(env))
             request = {"argv": self.args, "env": dict(env), "cwd": str(cwd or os.getcwd())}
             socket.send_fds(self._conn, [json.dumps(request).encode()], sent)
             self._replies = self._conn.makefile("rb")

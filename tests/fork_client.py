@@ -24,12 +24,12 @@ _FUNCTION = "BASH_FUNC_toolkit-vault%%"
 
 def script_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a script whose `toolkit-vault` commands are forked (bash scripts only)."""
-    from cli_support import CLI, _server
+    from cli_support import CLI, fork_server
 
     client = f"{sys.executable} -I -S {__file__}"
     return {
         **env,
-        _SOCKET: f"{_server(env)}\n{CLI}",
+        _SOCKET: f"{fork_server(env)}\n{CLI}",
         _FUNCTION: "() { " + client + ' "$@"; }',
     }
 

@@ -34,9 +34,8 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 from flask import Flask, Response, jsonify, redirect, request
-from werkzeug.serving import make_server
 
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_wsgi
 
 CLIENT_ID = "tkv-test-client"
 CONFIDENTIAL_ID = "tkv-confidential-client"  # a confidential client: `AuthServer.client_secret`
@@ -381,12 +380,5 @@ def _revocation_auth(server: AuthServer) -> str:
 @contextlib.contextmanager
 def running_auth_server() -> Iterator[AuthServer]:
     server = AuthServer()
-    http = make_server("127.0.0.1", 0, server.app, threaded=True)
-    server.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
-    thread.start()
-    try:
+    with loopback_wsgi(server.app) as server.base:
         yield server
-    finally:
-        http.shutdown()
-        thread.join(timeout=5)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,9 +28,8 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oidc.core import OpenIDCode, UserInfo
 from flask import Flask, Response, jsonify, request
 from joserfc.jwk import KeySet, RSAKey
-from werkzeug.serving import make_server
 
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_wsgi
 
 CLIENT_ID = "tkv-console"
 KEY_ID = "provider-key-1"
@@ -267,12 +265,5 @@ class Provider:
 @contextlib.contextmanager
 def running_provider(client_secret: str | None = None) -> Iterator[Provider]:
     provider = Provider(client_secret)
-    http = make_server("127.0.0.1", 0, provider.app, threaded=True)
-    provider.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
-    thread.start()
-    try:
+    with loopback_wsgi(provider.app) as provider.base:
         yield provider
-    finally:
-        http.shutdown()
-        thread.join(timeout=5)

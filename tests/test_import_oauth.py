@@ -20,10 +20,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from flask import Flask, jsonify, redirect, request
-from werkzeug.serving import make_server
 
 from cli_support import run_cli
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_wsgi
 from oauth_server import CLIENT_ID, AuthServer
 from test_oauth import CALLBACK, Agent, Clock, Rig, consent
 from toolkit_vault.access.principals import Principal, create_token
@@ -116,13 +115,8 @@ class ResourceServer:
 @pytest.fixture
 def resource(auth: AuthServer) -> Iterator[ResourceServer]:
     server = ResourceServer(auth.issuer)
-    http = make_server("127.0.0.1", 0, server.app(), threaded=True)
-    server.base = f"http://127.0.0.1:{http.server_port}"
-    thread = threading.Thread(target=http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
-    thread.start()
-    yield server
-    http.shutdown()
-    thread.join(timeout=5)
+    with loopback_wsgi(server.app()) as server.base:
+        yield server
 
 
 def server_json(url: str) -> bytes:

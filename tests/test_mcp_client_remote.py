@@ -14,14 +14,13 @@ call's deadline), an event over the bound refused and the session ended.
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
 
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_http
 from mcp_support import free_port, our_server, published, start_http_server
 from toolkit_vault.mcp_client import (
     RemoteServer,
@@ -52,10 +51,8 @@ class _Elsewhere(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Elsewhere)
-    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with loopback_http(_Elsewhere) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -209,15 +206,10 @@ def test_an_sse_endpoint_on_another_origin_gets_no_message(
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
-    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     _Elsewhere.hits.clear()
     started = time.monotonic()
-    try:
-        with pytest.raises(UpstreamRefused):
-            host.open(_sse(f"http://127.0.0.1:{server.server_address[1]}/sse", TOKEN), timeout=20)
-    finally:
-        server.shutdown()
+    with loopback_http(Foreign) as foreign, pytest.raises(UpstreamRefused):
+        host.open(_sse(f"{foreign}/sse", TOKEN), timeout=20)
     assert time.monotonic() - started < 5  # not a wait for the start's deadline
     assert _Elsewhere.hits == []
 

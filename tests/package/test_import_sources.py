@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from cli_support import run_cli
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_http
 from toolkit_vault.toolkits import package_sources
 from toolkit_vault.toolkits.imports import PackageRefused
 from toolkit_vault.toolkits.package_sources import fetch_listing
@@ -70,15 +69,8 @@ class Registry(BaseHTTPRequestHandler):
 def registry() -> Iterator[str]:
     Registry.seen = []
     Registry.mode = "listing"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-    thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_http(Registry) as url:
+        yield url
 
 
 def vault_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

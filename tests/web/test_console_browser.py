@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from websockets.sync.client import connect
 
-from http_support import SHUTDOWN_POLL_S
+from http_support import loopback_http
 from toolkit_vault.access.principals import list_principals, revoke
 from toolkit_vault.audit.history import history
 from toolkit_vault.transports.web.console import HISTORY_PAGE
@@ -194,14 +193,8 @@ def attacker_site(target: str, principal_id: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with loopback_http(Handler) as url:
+        yield url + "/"
 
 
 def _active(server: Server, name: str) -> bool:
