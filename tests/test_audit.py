@@ -43,6 +43,15 @@ def _edit_details(db: Connection, seqs: list[int]) -> int:
     return target
 
 
+def _append_to_details(db: Connection, seqs: list[int]) -> int:
+    """Text after the signed JSON: the fast form (`links_check`) must not read only its
+    start (where the C scanner stops) and believe the event."""
+    target = seqs[4]
+    edited = AuditEvent.details + " x"
+    db.execute(update(AuditEvent).where(AuditEvent.seq == target).values(details=edited))
+    return target
+
+
 def _edit_actor(db: Connection, seqs: list[int]) -> int:
     target = seqs[2]
     db.execute(update(AuditEvent).where(AuditEvent.seq == target).values(actor="someone-else"))
@@ -108,6 +117,7 @@ def _insert_in_the_middle(db: Connection, seqs: list[int]) -> int:
 
 TAMPERING: dict[str, tuple[Callable[[Connection, list[int]], int], str]] = {
     "edit details": (_edit_details, "edited"),
+    "append to details": (_append_to_details, "edited"),
     "edit actor": (_edit_actor, "edited"),
     "edit the first event": (_edit_first, "edited"),
     "edit the last event": (_edit_last, "edited"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -10,7 +11,7 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from toolkit_vault.canonical import canonical_json
+from toolkit_vault.canonical import canonical_json, parse_json
 
 _SCALARS = st.one_of(
     st.none(),
@@ -69,3 +70,35 @@ def test_the_bytes_are_rfc8785s(value: Any) -> None:
 )
 def test_known_encodings(value: Any, expected: bytes) -> None:
     assert canonical_json(value) == expected
+
+
+def _parsed(parse: Any, text: Any) -> Any:
+    try:
+        return ("value", parse(text))
+    except (ValueError, TypeError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _JSON,
+    st.sampled_from(["", " ", "\n", "\ufeff"]),
+    st.sampled_from(["", " ", "\t\n", "x", " x", "}", ",1", "\ufeff"]),
+)
+@example('{"a": 1}', "", "garbage")
+def test_parse_json_is_json_loads(value: Any, before: str, after: str) -> None:
+    """`parse_json` takes the C scanner's word only for a whole string: text after the
+    value, whitespace around it or a BOM give `json.loads`'s own answer or error."""
+    try:
+        text = json.dumps(value, allow_nan=True)
+    except (ValueError, TypeError):
+        return
+    text = before + text + after
+    assert repr(_parsed(parse_json, text)) == repr(_parsed(json.loads, text))
+    encoded = text.encode("utf-8", "surrogatepass")
+    assert repr(_parsed(parse_json, encoded)) == repr(_parsed(json.loads, encoded))
+
+
+@pytest.mark.parametrize("odd", [None, 1, b"{}", bytearray(b"[1]"), '{"a":1}x', "[1] [2]", ""])
+def test_parse_json_answers_odd_input_as_json_loads(odd: Any) -> None:
+    assert repr(_parsed(parse_json, odd)) == repr(_parsed(json.loads, odd))

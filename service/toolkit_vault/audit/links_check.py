@@ -14,35 +14,70 @@ made the defining way (`chain.audit_payload`), and only then is a link called br
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import pickle
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
-from toolkit_vault.store.chain import AUDIT_FIELDS, links
+from toolkit_vault.canonical import parse_json
+from toolkit_vault.store.chain import links
 
 __all__ = ["as_event", "first_bad", "serve"]
 
-_ENCODE = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-).encode
+
+def _encoder() -> Callable[[Any], str]:
+    """`json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True,
+    separators=(",", ":")).encode` of a dict, its C encoder made once instead of once a
+    call (its parsed details hold no cycle to look for)."""
+    if c_make_encoder is None:  # (an interpreter without the C accelerator)
+        encode: Callable[[Any], str] = json.JSONEncoder(
+            ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        ).encode
+        return encode
+    chunks = c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_ENCODE = _encoder()
 
 
 def as_event(row: Sequence[Any]) -> dict[str, Any]:
     """A row (seq, ts, actor, action, session_id, toolkit_name, version, details, mac) as
     the mapping `chain.links` reads."""
-    return {**dict(zip(AUDIT_FIELDS, row[:7], strict=True)), "details": row[7], "mac": row[8]}
+    seq, ts, actor, action, session_id, toolkit_name, version, details, mac = row
+    return {
+        "seq": seq,
+        "ts": ts,
+        "actor": actor,
+        "action": action,
+        "session_id": session_id,
+        "toolkit_name": toolkit_name,
+        "version": version,
+        "details": details,
+        "mac": mac,
+    }
 
 
 def _fast_payload(row: Sequence[Any]) -> bytes | None:
     """The event as the C encoder writes it (module docstring), or None when it cannot."""
     try:
-        details = json.loads(row[7])
-        fields = dict(zip(AUDIT_FIELDS, row[:7], strict=True))
-        return _ENCODE({**fields, "details": details}).encode()
+        seq, ts, actor, action, session_id, toolkit_name, version, text = row[:8]
+        fields = {
+            "action": action,
+            "actor": actor,
+            "details": parse_json(text),
+            "seq": seq,
+            "session_id": session_id,
+            "toolkit_name": toolkit_name,
+            "ts": ts,
+            "version": version,
+        }
+        return _ENCODE(fields).encode()
     except (ValueError, TypeError):  # (UnicodeEncodeError is a ValueError)
         return None
 
@@ -50,14 +85,21 @@ def _fast_payload(row: Sequence[Any]) -> bytes | None:
 def first_bad(key: bytes, previous: bytes, rows: Sequence[Sequence[Any]]) -> int | None:
     """The index of the first row whose link does not follow the stored link before it
     (`previous` for the first); None when every link holds."""
-    sign = partial(_sign, key)
+    sign = partial(_sign, key)  # the defining way, for a link the fast form does not match
+    keyed = hmac.new(key, digestmod=hashlib.sha256)  # keyed once: each link from a copy
+    compare = hmac.compare_digest
     for index, row in enumerate(rows):
         stored = row[8]
         if not isinstance(stored, bytes | bytearray | memoryview):
             return index
-        mac = bytes(stored)
+        mac = stored if type(stored) is bytes else bytes(stored)
         payload = _fast_payload(row)
-        fast = payload is not None and hmac.compare_digest(sign(previous, payload), mac)
+        fast = False
+        if payload is not None:
+            link = keyed.copy()
+            link.update(previous)
+            link.update(payload)
+            fast = compare(link.digest(), mac)
         if not fast and not links(sign, previous, as_event(row)):
             return index
         previous = mac

@@ -76,6 +76,9 @@ class ChainSnapshot:
         """The events (after `after`; None: every one, whatever its seq) in `seq` order
         as rows that index like tuples, a batch at a time:
         (seq, ts, actor, action, session_id, toolkit_name, version, details, mac)."""
+        if self._conn.dialect.name == "sqlite":
+            yield from self._sqlite_event_rows(after, batch_size)
+            return
         table = AuditEvent.__table__
         query = select(*(table.c[name] for name in _ROW)).order_by(table.c.seq)
         if after is not None:
@@ -84,6 +87,25 @@ class ChainSnapshot:
         with closing(self._conn.execute(query)) as result:
             for rows in result.partitions():
                 yield list(rows)
+
+    def _sqlite_event_rows(
+        self, after: int | None, batch_size: int
+    ) -> Generator[list[Any], None, None]:
+        """`event_rows` on SQLite: the driver's own tuples, read on this snapshot's
+        connection (inside its transaction), not SQLAlchemy's rows, which a full walk paid
+        for on every event; SQLAlchemy converts none of these columns on SQLite."""
+        table = AuditEvent.__tablename__
+        query = f"SELECT {', '.join(_ROW)} FROM {table}"  # noqa: S608 (our own names)
+        cursor = self._conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if after is None:
+                cursor.execute(f"{query} ORDER BY seq")
+            else:
+                cursor.execute(f"{query} WHERE seq > ? ORDER BY seq", (after,))
+            while rows := cursor.fetchmany(batch_size):
+                yield rows
+        finally:
+            cursor.close()
 
     def count_to(self, seq: int) -> int:
         """How many events the chain holds from 1 to `seq` (one count on the primary key)."""

@@ -18,12 +18,12 @@ holds no SQL.
 from __future__ import annotations
 
 import hmac
-import json
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit_vault.canonical import parse_json
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import CHAIN_START, Signer, links
 
@@ -87,7 +87,7 @@ def details_of(details: Any) -> dict[str, Any]:
     if isinstance(details, Mapping):
         return dict(details)
     try:
-        value = json.loads(details)
+        value = parse_json(details)
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

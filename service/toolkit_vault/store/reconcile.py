@@ -14,15 +14,15 @@ walk (`audit.verify_audit_chain`) has verified them in the same snapshot.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, func, or_, select
+from sqlalchemy import Connection, and_, func, select
 
+from toolkit_vault.canonical import parse_json
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.integrity import (
     IMPORTED,
@@ -38,7 +38,6 @@ from toolkit_vault.store.integrity import (
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import (
     AuditEvent,
-    ConfigVersion,
     CurrentConfig,
     ImportedToolkitRow,
     MasterKey,
@@ -47,9 +46,12 @@ from toolkit_vault.store.models import (
     SessionRow,
     VaultKey,
 )
+from toolkit_vault.store.reconcile_versions import Finding, Kind, VersionKey, versions_rule
 
 __all__ = [
     "LOCAL_PRINCIPAL_ID",
+    "Finding",
+    "Kind",
     "StateProblem",
     "StateReport",
     "imported_as_audited",
@@ -58,11 +60,8 @@ __all__ = [
     "rules",
 ]
 
-Kind = Literal["unauthenticated", "replayed", "deleted", "unaudited"]
 LOCAL_PRINCIPAL_ID = "local"  # the tokenless principal `init` makes; it has no token event
 MAX_LISTED = 100
-VersionKey = tuple[str, str, int]  # (session, toolkit, version)
-Finding = tuple[Row | None, str | VersionKey, tuple[Kind, str] | None]
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ def rules(
         MASTER_KEYS: _master_keys,
         PRINCIPALS: _principals,
         SESSIONS: lambda conn: _sessions(conn, batch_size),
-        VERSIONS: lambda conn: _versions(conn, batch_size, state(conn)),
+        VERSIONS: lambda conn: versions_rule(conn, batch_size, state(conn)),
         POINTERS: lambda conn: _pointers(conn, state(conn)),
         IMPORTED: _imported,
     }
@@ -180,7 +179,7 @@ def _events(conn: Connection, *actions: AuditAction) -> Sequence[Any]:
 
 def _details(event: Any) -> dict[str, Any]:
     try:
-        value = json.loads(event.details)
+        value = parse_json(event.details)
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -355,77 +354,6 @@ def _sessions(conn: Connection, batch_size: int) -> Iterator[Finding]:
 
 
 # -- config versions and pointers -------------------------------------------------------------
-
-
-def _versions(conn: Connection, batch_size: int, chain: ChainState) -> Iterator[Finding]:
-    """Versions whose `configure` event is missing or disagrees (actor, status), purged
-    versions with no `purge` event, versions the chain purged that hold a live row again,
-    and `configure` events whose version is gone."""
-    configure = and_(
-        AuditEvent.action == AuditAction.CONFIGURE,
-        AuditEvent.session_id == ConfigVersion.session_id,
-        AuditEvent.toolkit_name == ConfigVersion.toolkit_name,
-        AuditEvent.version == ConfigVersion.version,
-    )
-    purge = AuditEvent.__table__.alias().c  # its own FROM, never correlated with the joined event
-    purged_audited = exists().where(
-        _unindexed(purge.action) == AuditAction.PURGE,
-        purge.session_id == ConfigVersion.session_id,
-        or_(purge.toolkit_name.is_(None), purge.toolkit_name == ConfigVersion.toolkit_name),
-    )
-    query = (
-        select(
-            ConfigVersion,  # whole: the upgrade's backfill reads the sealed half too
-            AuditEvent.actor.label("event_actor"),
-            AuditEvent.details.label("event_details"),
-            # asked of purged rows only (`_disagreement`): SQLite's CASE runs it for them alone
-            case((ConfigVersion.status == "purged", purged_audited), else_=None).label(
-                "purge_audited"
-            ),
-        )
-        .outerjoin(AuditEvent, configure)
-        .order_by(ConfigVersion.id)
-        .execution_options(yield_per=batch_size)
-    )
-    with closing(conn.execute(query)) as result:
-        for _, group in itertools.groupby(result, key=lambda row: row.id):
-            rows = list(group)
-            reasons = [_disagreement(row) for row in rows]
-            found: tuple[Kind, str] | None = None
-            if all(reasons):
-                found = ("unaudited", str(reasons[0]))
-            first = rows[0]
-            purged = chain.was_purged(first.session_id, first.toolkit_name, first.version)
-            if found is None and purged and first.status != "purged":
-                found = ("replayed", "the audit chain purged this version; its row was put back")
-            yield first._mapping, _version_name(first), found
-    gone = (
-        select(AuditEvent.session_id, AuditEvent.toolkit_name, AuditEvent.version)
-        .outerjoin(ConfigVersion, configure)
-        .where(AuditEvent.action == AuditAction.CONFIGURE, ConfigVersion.id.is_(None))
-        .order_by(AuditEvent.seq)
-    )
-    for event in conn.execute(gone):
-        detail = "its configure event is in the audit chain; the row is gone"
-        yield None, _version_name(event), ("deleted", detail)
-
-
-def _version_name(row: Any) -> VersionKey:
-    return (row.session_id, row.toolkit_name, row.version)
-
-
-def _disagreement(row: Any) -> str | None:
-    if row.event_actor is None:
-        return "no configure event"
-    if row.event_actor != row.actor:
-        return "actor differs from its configure event"
-    if row.status == "purged":
-        return None if row.purge_audited else "purged without a purge event"
-    try:
-        status = json.loads(row.event_details).get("status")
-    except (ValueError, AttributeError):
-        status = None
-    return None if status == row.status else "status differs from its configure event"
 
 
 def _pointers(conn: Connection, chain: ChainState) -> Iterator[Finding]:

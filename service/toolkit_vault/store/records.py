@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit_vault.canonical import parse_json
 from toolkit_vault.crypto import RecordContext, SealedConfig, public_digest
 from toolkit_vault.errors import DecryptionError, StoreError
 from toolkit_vault.store.actions import AuditAction
@@ -186,7 +187,7 @@ def as_bytes(value: Any) -> bytes | None:
 
 def _json_object(text: Any) -> dict[str, Any] | None:
     try:
-        value = json.loads(text) if isinstance(text, str) else None
+        value = parse_json(text) if isinstance(text, str) else None
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
