@@ -51,6 +51,7 @@ V = "toolkit_vault/"
 CRYPTO, AUDIT, CHAIN = V + "crypto.py", V + "audit/verify.py", V + "store/chain.py"
 STORAGE, RECONCILE, WRITER = V + "store/storage.py", V + "store/reconcile.py", V + "store/writer.py"
 STATEMENTS = V + "store/statements.py"
+RECONCILE_VERSIONS = V + "store/reconcile_versions.py"
 MARKS = V + "store/marks.py"
 TRANSACTIONS = V + "store/transactions.py"
 FOLLOWING = V + "store/following.py"
@@ -246,6 +247,23 @@ MUTANTS = [
         "if not fast and not links(sign, previous, as_event(row)):",
         "if row[0] > 1 and not fast and not links(sign, previous, as_event(row)):",
         ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit link check: the fast form believed without its HMAC",
+        V + "audit/links_check.py",
+        "fast = compare(link.digest(), mac)",
+        "fast = True",
+        ("tests/test_audit.py",),
+    ),
+    Mutant(
+        "audit link check: the fast form reads details only as far as the C scanner stops",
+        V + "canonical.py",
+        "            if end == len(text):",
+        "            if True:",
+        (
+            "tests/test_audit.py::test_tampering_is_found_and_named[append to details]",
+            "tests/test_canonical.py::test_parse_json_answers_odd_input_as_json_loads",
+        ),
     ),
     Mutant(
         "audit link check skips the last event",
@@ -1062,8 +1080,8 @@ MUTANTS = [
     ),
     Mutant(
         "reconcile: a purged version put back",
-        RECONCILE,
-        'if found is None and purged and first.status != "purged":',
+        RECONCILE_VERSIONS,
+        'if found is None and chain.was_purged(*name) and first[_STATUS] != "purged":',
         "if False:",
         REPLAY_TESTS,
     ),
@@ -4468,7 +4486,7 @@ MUTANTS = [
     ),
     Mutant(
         "reconcile: a purged version's purge event is never asked for (a purge fails verify)",
-        RECONCILE,
+        RECONCILE_VERSIONS,
         'case((ConfigVersion.status == "purged", purged_audited), else_=None)',
         'case((ConfigVersion.status == "never", purged_audited), else_=None)',
         (

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
-import json
 import os
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,7 +43,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from toolkit_vault.canonical import canonical_json
+from toolkit_vault.canonical import canonical_json, parse_json
 from toolkit_vault.errors import DecryptionError, KeyProviderError
 
 __all__ = [
@@ -483,7 +482,7 @@ def _open_values(
     for pointer, envelope in sealed.envelopes.items():
         plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
         try:  # sealed as RFC 8785 JSON, which is UTF-8
-            values[pointer] = SecretValue(json.loads(plaintext.decode()))
+            values[pointer] = SecretValue(parse_json(plaintext.decode()))
         except ValueError:
             raise DecryptionError from None
     return values

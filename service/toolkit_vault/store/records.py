@@ -7,6 +7,7 @@ Kept apart from `storage` so the store's transactions read alone; these are plai
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -142,8 +143,8 @@ class VersionRecord:
         ):
             raise DecryptionError
         try:
-            envelopes = {
-                p: base64.b64decode(v, validate=True)
+            envelopes = {  # `base64.b64decode(v, validate=True)` without its wrapper
+                p: binascii.a2b_base64(v, strict_mode=True)
                 for p, v in (self.sealed_secrets or {}).items()
             }
             bound = public_digest(self.public_config)
