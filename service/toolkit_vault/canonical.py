@@ -21,7 +21,7 @@ byte for byte; a stored MAC or chain link never changes with this.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import rfc8785
@@ -47,7 +47,8 @@ def canonical_json(value: Any) -> bytes:
     return encoded
 
 
-_SCAN = json.JSONDecoder().scan_once  # the C scanner `json.loads` runs under its wrappers
+# the C scanner `json.loads` runs under its wrappers (typeshed leaves the attribute out)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def parse_json(text: Any) -> Any:

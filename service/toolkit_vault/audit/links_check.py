@@ -21,7 +21,7 @@ import pickle
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from json.encoder import c_make_encoder, encode_basestring
+from json.encoder import encode_basestring
 from typing import Any
 
 from toolkit_vault.canonical import parse_json
@@ -34,6 +34,7 @@ def _encoder() -> Callable[[Any], str]:
     """`json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True,
     separators=(",", ":")).encode` of a dict, its C encoder made once instead of once a
     call (its parsed details hold no cycle to look for)."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # (not in typeshed)
     if c_make_encoder is None:  # (an interpreter without the C accelerator)
         encode: Callable[[Any], str] = json.JSONEncoder(
             ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
