@@ -136,6 +136,7 @@ class Header:
 
 
 _BINARY: dict[str, list[bool]] = {}  # table name -> which columns are binary (read once)
+_BINARY_AT: dict[str, list[int]] = {}  # table name -> the binary columns' indexes
 
 
 def _binary(table: str) -> list[bool]:
@@ -159,17 +160,25 @@ def decode_row(table: str, values: list[Any]) -> tuple[Any, ...]:
     flags = _binary(table)
     if len(values) != len(flags):
         raise BackupError(f"a {table} row has {len(values)} columns, not {len(flags)}")
-    row = []
-    for value, binary in zip(values, flags, strict=True):
-        if binary and value is not None:
-            if not isinstance(value, str):
-                raise BackupError(f"a {table} row is malformed")
-            try:
-                value = binascii.a2b_base64(value, strict_mode=True)
-            except ValueError:
-                raise BackupError(f"a {table} row is malformed") from None
-        row.append(value)
+    row = list(values)
+    for index in _binary_at(table):  # only the binary columns: the rest stay as read
+        value = row[index]
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise BackupError(f"a {table} row is malformed")
+        try:
+            row[index] = binascii.a2b_base64(value, strict_mode=True)
+        except ValueError:
+            raise BackupError(f"a {table} row is malformed") from None
     return tuple(row)
+
+
+def _binary_at(table: str) -> list[int]:
+    indexes = _BINARY_AT.get(table)
+    if indexes is None:
+        indexes = _BINARY_AT[table] = [i for i, binary in enumerate(_binary(table)) if binary]
+    return indexes
 
 
 class Writer:
