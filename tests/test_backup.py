@@ -36,6 +36,7 @@ from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
+from toolkit_vault.store.snapshots import binary_columns
 from toolkit_vault.store.transactions import _MAX_ATTEMPTS
 
 pytestmark = pytest.mark.key_providers("file")
@@ -184,6 +185,14 @@ def _refused(work: Any) -> str:
     return str(caught.value)
 
 
+def not_base64(line: bytes) -> bytes:
+    """A row line whose first binary column holds a character base64 has not."""
+    row = json.loads(line)
+    column = binary_columns(row["t"]).index(True)
+    row["r"][column] = "!" + row["r"][column]
+    return json.dumps(row, separators=(",", ":")).encode() + b"\n"
+
+
 def tampered_copies(file: Path, tmp_path: Path) -> dict[str, Path]:
     data = file.read_bytes()
     lines = data.splitlines(keepends=True)
@@ -197,6 +206,7 @@ def tampered_copies(file: Path, tmp_path: Path) -> dict[str, Path]:
         + json.dumps({"rows": json.loads(lines[-1])["rows"], "mac": "00" * 32}).encode()
         + b"\n",
         "extra row": b"".join([*lines[:-1], lines[-2], lines[-1]]),
+        "bytes not base64": b"".join([lines[0], not_base64(lines[1]), *lines[2:]]),
     }
     paths = {}
     for name, content in copies.items():

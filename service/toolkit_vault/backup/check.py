@@ -114,8 +114,9 @@ def load_rows(reader: Reader, store: Store) -> None:
         raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
 
-def decoded_rows(reader: Reader) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The backup's rows, (table name, row by column), as `reader` reads them."""
+def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The backup's rows, (table name, values as `TABLES` orders the columns), as `reader`
+    reads them."""
     for name, values in reader.rows():
         if name not in TABLES:
             raise BackupError(f"this release has no table {name!r}")

@@ -17,6 +17,7 @@ not at the head revision instead of guessing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import time
@@ -61,8 +62,11 @@ _RETURNED = "toolkit_vault_returned_at"
 _STARTED = "toolkit_vault_statement_started"
 
 
-def open_engine(url: str) -> Engine:
-    """An engine with the vault's connection settings; SQLite files are created 0600."""
+def open_engine(url: str, *, scratch: bool = False) -> Engine:
+    """An engine with the vault's connection settings; SQLite files are created 0600.
+    `scratch`: a SQLite file thrown away after use (`backup verify`'s copy of a backup),
+    its journal in memory (a refused row still rolls back) and no fsync: a crash loses
+    nothing that was kept."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -80,7 +84,7 @@ def open_engine(url: str) -> Engine:
                 with contextlib.suppress(FileExistsError):
                     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, **pool)
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _scratch_on_connect if scratch else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "handle_error", _sqlite_on_error)
         _time_statements(engine)
@@ -133,22 +137,41 @@ def _ping_when_idle(engine: Engine) -> None:
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    _sqlite_settings(
+        dbapi_connection,
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA foreign_keys=ON",
+        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+        "PRAGMA synchronous=FULL",
+        "PRAGMA secure_delete=ON",  # purge: freed cells are zeroed, not left behind
+    )
+
+
+def _scratch_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    _sqlite_settings(
+        dbapi_connection,
+        "PRAGMA journal_mode=MEMORY",
+        "PRAGMA foreign_keys=ON",
+        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+        "PRAGMA synchronous=OFF",
+    )
+
+
+def _sqlite_settings(dbapi_connection: Any, *pragmas: str) -> None:
     # Hand transaction control to SQLAlchemy's "begin" event (the pysqlite recipe).
     dbapi_connection.isolation_level = None
     # Text that is not UTF-8 (SQLite stores whatever a writer gives it) must fail that one
     # row's checks, not every query that reads past it.
-    dbapi_connection.text_factory = _lenient_text
+    dbapi_connection.text_factory = _LENIENT_TEXT
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.execute("PRAGMA secure_delete=ON")  # purge: freed cells are zeroed, not left behind
+    for pragma in pragmas:
+        cursor.execute(pragma)
     cursor.close()
 
 
-def _lenient_text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
+# bytes -> str, undecodable bytes replaced; called by the driver for every text value it
+# reads, so a C callable (no Python frame a value: a full check reads millions, issue 53)
+_LENIENT_TEXT = functools.partial(str, encoding="utf-8", errors="replace")
 
 
 def read_only(error: BaseException | None) -> bool:

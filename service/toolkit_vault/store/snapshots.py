@@ -11,7 +11,7 @@ primary key, so a row's foreign key names a row already loaded.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,14 +110,14 @@ def snapshot(store: Store) -> Iterator[Snapshot]:
             transaction.rollback()
 
 
-def _insert(conn: Connection, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
+def _insert(conn: Connection, rows: Iterable[tuple[str, Sequence[Any]]]) -> None:
     """Each table's rows in batches. Into SQLite, the rows (every column, in `TABLES`'
     order, as `backup.archive.decode_row` gives them) go to the driver as they are: through
     SQLAlchemy's Core, processing each row's parameters cost more than the insert, and
     `backup verify` loads every row it checks (issue 53)."""
     write = _driver_insert if conn.dialect.name == "sqlite" else _core_insert
     try:
-        batch: list[dict[str, Any]] = []
+        batch: list[Sequence[Any]] = []
         current: str | None = None
         for name, row in rows:
             if name != current or len(batch) >= LOAD_BATCH:
@@ -131,34 +131,33 @@ def _insert(conn: Connection, rows: Iterable[tuple[str, dict[str, Any]]]) -> Non
         raise RowsRefused(type(exc.orig).__name__) from None
 
 
-def _core_insert(conn: Connection, table: str, batch: list[dict[str, Any]]) -> None:
-    conn.execute(insert(_TABLES[table]), batch)
-
-
-def _driver_insert(conn: Connection, table: str, batch: list[dict[str, Any]]) -> None:
+def _core_insert(conn: Connection, table: str, batch: list[Sequence[Any]]) -> None:
     columns = TABLES[table]
-    if any(list(row) != columns for row in batch):  # not the whole row in order: the long way
-        _core_insert(conn, table, batch)
-        return
-    names = ", ".join(f'"{name}"' for name in columns)  # the vault's own model's names
-    marks = ", ".join("?" * len(columns))
+    conn.execute(insert(_TABLES[table]), [dict(zip(columns, row, strict=True)) for row in batch])
+
+
+def _driver_insert(conn: Connection, table: str, batch: list[Sequence[Any]]) -> None:
+    names = ", ".join(f'"{name}"' for name in TABLES[table])  # the vault's own model's names
+    marks = ", ".join("?" * len(TABLES[table]))
     statement = f'INSERT INTO "{table}" ({names}) VALUES ({marks})'  # noqa: S608
-    conn.exec_driver_sql(statement, [tuple(row.values()) for row in batch])
+    conn.exec_driver_sql(statement, batch)
 
 
-def load_rows(store: Store, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """Insert `rows` ((table name, row by column), tables of `TABLES` only, in its order)
-    into `store`'s empty tables in one transaction; `RowsRefused` when the database
-    refuses one, and then nothing is loaded."""
+def load_rows(store: Store, rows: Iterable[tuple[str, Sequence[Any]]]) -> None:
+    """Insert `rows` ((table name, values as `TABLES` orders the columns), tables of
+    `TABLES` only, in its order) into `store`'s empty tables in one transaction;
+    `RowsRefused` when the database refuses one, and then nothing is loaded."""
     with store.engine.begin() as conn:
         _insert(conn, rows)
 
 
 @contextmanager
 def scratch_store() -> Iterator[Store]:
-    """A Store over a fresh SQLite file in a private temporary directory, gone after."""
+    """A Store over a fresh SQLite file in a private temporary directory, gone after,
+    written with its journal in memory and no fsync (`open_engine(scratch=True)`: a crash
+    loses only what would be thrown away)."""
     with tempfile.TemporaryDirectory(prefix="tkv-verify-") as directory:
-        engine = open_engine(f"sqlite:///{Path(directory) / 'backup.db'}")
+        engine = open_engine(f"sqlite:///{Path(directory) / 'backup.db'}", scratch=True)
         try:
             Base.metadata.create_all(engine)
             store = Store(engine)
@@ -241,7 +240,7 @@ class RestoreTarget:
         migrate(self._engine)
 
     def load(
-        self, rows: Iterable[tuple[str, dict[str, Any]]], *, unchanged: Callable[[], None]
+        self, rows: Iterable[tuple[str, Sequence[Any]]], *, unchanged: Callable[[], None]
     ) -> None:
         """`load_rows` into this database, and on PostgreSQL its serial keys set to continue
         after the loaded rows, in one transaction; `unchanged()` is called once every row
