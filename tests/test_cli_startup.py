@@ -146,6 +146,19 @@ def _no_orm_validator_or_importers(loaded: list[str]) -> None:
     assert sorted(set(loaded) & IMPORTERS) == []
 
 
+# Operators' commands open the whole vault, without toolkits, and launch no server: not the
+# MCP SDK (its import was most of `audit verify`'s start at a million events) nor the HTTP
+# server's side.
+@pytest.mark.parametrize("argv", [["audit", "verify"], ["check"], ["keys", "status"]], ids=" ".join)
+def test_operators_commands_import_no_mcp_sdk(
+    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | {"toolkit_vault"})
+    assert "toolkit_vault.core.vault" in loaded  # it did open the vault
+    assert sorted({m.split(".")[0] for m in loaded} & {"mcp", "mcp_types", "uvicorn"}) == []
+
+
 # `toolkits list` opens the registry (imported definitions are verified under the vault
 # keys), so it does import the packaging side; but not the MCP SDK (loaded only when an
 # imported server is launched or reached), the HTTP server, nor `Vault`.

@@ -189,19 +189,25 @@ def open_vault(
     *,
     current: bool = True,
     audit_stream: IO[bytes] | None = None,
+    launches: bool = True,
 ) -> Vault:
     """Open an initialized vault, or refuse with one clear reason. The key provider is
     asked once per live vault key, here, and never again while nothing rotates.
 
     `current`: also refuse a store whose state cannot be believed (its audit chain breaks,
     or it is behind the home's witness), so a server never starts on it; operators' commands
-    (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong."""
-    from toolkit_vault.core.vault import Vault
-    from toolkit_vault.mcp_client import host  # noqa: F401
+    (`audit verify`, `audit accept-restore`) open it anyway to say what is wrong.
 
-    # The MCP SDK (`mcp_client.host`) is imported here, with the vault, as it was before it
-    # was made lazy: not at an imported server's first launch, on that launch's clock and
-    # beside the threads serving runs. `toolkits list` opens the registry alone.
+    `launches`: the vault may launch or reach imported servers, so the MCP SDK
+    (`mcp_client.host`) is imported here, with the vault, not at a server's first launch, on
+    that launch's clock and beside the threads serving runs. Operators' commands open the
+    vault without toolkits (`cli.shell.open_for_operators`) and launch nothing: the SDK's
+    import was most of their start (issue 53); `toolkits list` opens the registry alone."""
+    from toolkit_vault.core.vault import Vault
+
+    if launches:
+        from toolkit_vault.mcp_client import host  # noqa: F401
+
     opened = _open_registry(settings, registry, current, audit_stream)
     store, keys, (ring, internal), registry, loaded_at = opened
     vault = Vault(

@@ -67,11 +67,12 @@ def guarded(fn: F) -> F:
 
 def open_for_operators(settings: VaultSettings) -> Vault:
     """The vault without toolkits: key, audit, purge and token commands never load plugins
-    or compile schemas, so a broken plugin cannot stop an operator."""
+    or compile schemas, so a broken plugin cannot stop an operator; nor do they launch a
+    server, so the MCP SDK is not imported."""
     from toolkit_vault.bootstrap import open_vault
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 
-    return open_vault(settings, registry=ToolkitRegistry(), current=False)
+    return open_vault(settings, registry=ToolkitRegistry(), current=False, launches=False)
 
 
 def said_if_behind(store: Store) -> str | None:

@@ -10,17 +10,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from toolkit_vault.core.oauth_specs import OAuthSpecs, client_for, client_secret_of
 from toolkit_vault.core.sealing import Sealing
 from toolkit_vault.errors import ToolkitNotFound, VaultError
 from toolkit_vault.logs import register_secrets
-from toolkit_vault.oauth import OAuthClient, TokenSet
+from toolkit_vault.oauth import TokenSet
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 from toolkit_vault.toolkits.imports import stored_toolkits
 from toolkit_vault.toolkits.registry import RegisteredToolkit, ToolkitRegistry
+
+if TYPE_CHECKING:  # the HTTP client loads at a first connection (`oauth_specs.client_for`)
+    from toolkit_vault.oauth import OAuthClient
 
 __all__ = ["OAuthRevoker", "revoke_at_server"]
 

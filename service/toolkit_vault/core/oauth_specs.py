@@ -16,13 +16,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.errors import SchemaRefused
 from toolkit_vault.logs import register_secrets
-from toolkit_vault.oauth import Endpoints, OAuthClient, OAuthSpec, TokenSet, discover, oauth_spec
+from toolkit_vault.oauth import OAuthSpec, TokenSet, oauth_spec
 from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.toolkits.registry import RegisteredToolkit
+
+if TYPE_CHECKING:  # the HTTP client (authlib, httpx) loads at a first connection, not here
+    from toolkit_vault.oauth import Endpoints, OAuthClient
 
 __all__ = [
     "RECONNECT",
@@ -75,6 +78,8 @@ def value_at(config: Mapping[str, Any], pointer: str) -> Any:
 
 def client_for(spec: OAuthSpec, client_secret: str | None = None) -> tuple[OAuthClient, Endpoints]:
     """A client of the spec's server, with the endpoints its metadata names."""
+    from toolkit_vault.oauth import OAuthClient, discover
+
     found = discover(spec)
     client = OAuthClient(spec, found.authorization_endpoint, found.token_endpoint, client_secret)
     return client, found

@@ -33,9 +33,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from toolkit_vault.core.expiry import earliest, read_expiry
 from toolkit_vault.errors import ConfigInvalid, VaultError
@@ -43,6 +41,9 @@ from toolkit_vault.schema.values import pointer_tokens
 from toolkit_vault.schema.verify_spec import VerifySpec
 from toolkit_vault.toolkits.launches import ServerCheckFailed
 from toolkit_vault.toolkits.registry import RegisteredToolkit
+
+if TYPE_CHECKING:  # the HTTP client loads at a first credential check, not with the vault
+    import httpx
 
 __all__ = [
     "ALLOW_VARIABLE",
@@ -340,6 +341,8 @@ def _exchange(
         headers[spec.header] = spec.value.format(secret=str(secret))
     else:
         params[spec.query or ""] = str(secret)
+    import httpx
+
     remaining = max(0.05, until - time.monotonic())
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
     try:

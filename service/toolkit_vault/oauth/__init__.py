@@ -15,18 +15,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from toolkit_vault.oauth.failures import OAuthFailed
 from toolkit_vault.oauth.spec import OAuthSpec, oauth_spec, redirect_uri
 from toolkit_vault.oauth.tokens import TOKEN_SET_KEY, TokenSet, without_token_set
 
 if TYPE_CHECKING:
-    from toolkit_vault.oauth.client import OAuthClient, OAuthFailed
+    from toolkit_vault.oauth.client import OAuthClient
     from toolkit_vault.oauth.metadata import Endpoints, discover
 
 # The names whose modules import authlib and httpx, imported at their first use: a command
 # that only reads a schema's `x-oauth` (`toolkits list`) never pays for the HTTP client.
 _WITH_CLIENT = {
     "OAuthClient": "client",
-    "OAuthFailed": "client",
     "Endpoints": "metadata",
     "discover": "metadata",
 }

@@ -20,7 +20,7 @@ with warnings.catch_warnings():  # authlib suggests httpx2 where it is not insta
     warnings.simplefilter("ignore")
     from authlib.integrations.httpx_client import OAuth2Client
 
-from toolkit_vault.errors import VaultError
+from toolkit_vault.oauth.failures import OAuthFailed
 from toolkit_vault.oauth.spec import OAuthSpec
 from toolkit_vault.telemetry import traces
 
@@ -33,15 +33,6 @@ UNAVAILABLE: tuple[type[Exception], ...] = (*HTTP_FAILURES, ValueError)  # or no
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
-
-
-class OAuthFailed(VaultError):
-    """The authorization server refused or could not be reached; `code` says which
-    (`invalid_grant` means a person must connect again)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class OAuthClient:
