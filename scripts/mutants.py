@@ -2914,8 +2914,8 @@ MUTANTS = [
     Mutant(
         "call audit: arguments_hmac is not keyed",
         V + "tools/call_audit.py",
-        "hmac.new(key.reveal(), canonical, hashlib.sha256)",
-        'hmac.new(b"0" * 32, canonical, hashlib.sha256)',
+        'hmac.digest(key.reveal(), canonical, "sha256")',
+        'hmac.digest(b"0" * 32, canonical, "sha256")',
         (
             CALL_AUDIT + "test_the_hmac_is_of_the_canonical_arguments_under_the_key",
             CALL_AUDIT + "test_another_value_or_another_key_gives_another_hmac",
@@ -4108,8 +4108,15 @@ MUTANTS = [
     Mutant(
         "tool pins: the remembered comparison outlives an acceptance",
         V + "toolkits/tool_pins.py",
-        "if last is not None and last[1] is current and last[0] == pinned:",
-        "if last is not None and last[1] is current:",
+        "if last is not None and last[1] == current and last[0] == pinned:",
+        "if last is not None and last[1] == current:",
+        (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
+    ),
+    Mutant(
+        "tool pins: the remembered comparison is taken for another list",
+        V + "toolkits/tool_pins.py",
+        "if last is not None and last[1] == current and last[0] == pinned:",
+        "if last is not None and last[0] == pinned:",
         (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
     ),
     Mutant(

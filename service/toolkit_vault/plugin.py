@@ -141,10 +141,18 @@ def as_tool_result(value: object) -> ToolResult:
     value JSON cannot carry, or nesting deeper than `MAX_RESULT_DEPTH` is `ResultRefused`
     (naming the field, never a value). The copy is the plugin's no longer: what the engine
     checks for secrets is what it sends."""
-    if isinstance(value, str):
+    fields: Mapping[str, Any]
+    # a plain dict (an imported server's result, most plugins') is told at once: the
+    # checks by `isinstance` below go through the ABCs' machinery, a call's hot path
+    mapping = type(value) is dict or isinstance(value, Mapping)
+    if type(value) is dict:
+        if value.get("type", "tool/call/resp") != "tool/call/resp":
+            raise ResultRefused("the tool did not answer with a result")
+        fields = value
+    elif isinstance(value, str):
         return ToolResult.text(value)
-    if isinstance(value, ToolResult):
-        fields: Mapping[str, Any] = {
+    elif isinstance(value, ToolResult):
+        fields = {
             "content": value.content,
             "structured_content": value.structured_content,
             "is_error": value.is_error,
@@ -161,11 +169,15 @@ def as_tool_result(value: object) -> ToolResult:
     content = _one_of(fields, "content", "content", ())
     structured = _one_of(fields, "structured_content", "structuredContent", None)
     is_error = _one_of(fields, "is_error", "isError", False)
-    if isinstance(value, Mapping) and "content" not in fields and structured is None:
+    if mapping and "content" not in fields and structured is None:
         raise ResultRefused("the tool's result holds neither content nor structured content")
     if not isinstance(content, (list, tuple)):
         raise ResultRefused("the tool's result: content is not a list of content blocks")
-    if structured is not None and not isinstance(structured, Mapping):
+    if (
+        structured is not None
+        and type(structured) is not dict
+        and not isinstance(structured, Mapping)
+    ):
         raise ResultRefused("the tool's result: structured content is not an object")
     if not isinstance(is_error, bool):
         raise ResultRefused("the tool's result: is_error is not true or false")
@@ -182,7 +194,7 @@ def _one_of(fields: Mapping[str, Any], ours: str, mcp: str, default: Any) -> Any
 
 def _content_block(block: object, n: int) -> dict[str, Any]:
     where = f"/content/{n}"
-    if not isinstance(block, Mapping):
+    if type(block) is not dict and not isinstance(block, Mapping):
         raise ResultRefused(f"the tool's result: {where} is not a content block")
     kind = block.get("type")
     required = _CONTENT_FIELDS.get(kind) if isinstance(kind, str) else None
@@ -199,7 +211,16 @@ def plain_json(value: Any, where: str = "", depth: int = 0) -> Any:
     """`value` copied as plain JSON (dict, list, str, int, finite float, bool, None), or
     `ResultRefused` saying where it is not (list indices; a key stands as `*`, for a key is
     the tool's own text and could be a value)."""
-    if value is None or isinstance(value, (str, bool, int)):
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if depth < MAX_RESULT_DEPTH:  # a plain dict or list, told by its type: the hot path
+        if kind is dict and all(type(key) is str for key in value):
+            inner = f"{where}/*"
+            return {key: plain_json(item, inner, depth + 1) for key, item in value.items()}
+        if kind is list:
+            return [plain_json(v, f"{where}/{i}", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
         if math.isfinite(value):

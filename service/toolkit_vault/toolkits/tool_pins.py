@@ -54,9 +54,11 @@ class ToolPins:
         self._store = store
         self.toolkit = toolkit
         self.package = package
-        # the last answer of `withheld`: a copy of the pin it compared (the chain's state
-        # changes its pins in place: an acceptance), the list (a new list is a new object)
-        self._last: tuple[dict[str, str], object, frozenset[str]] | None = None
+        # the last answer of `withheld`: copies of the pin it compared (the chain's state
+        # changes its pins in place: an acceptance) and of the list, compared by value: each
+        # live instance of the toolkit (one a session) holds a list of its own, equal to the
+        # others', so one by identity was compared again at nearly every call
+        self._last: tuple[dict[str, str], dict[str, str], frozenset[str]] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -111,10 +113,10 @@ class ToolPins:
         if pinned is None:
             return frozenset(current)
         last = self._last
-        if last is not None and last[1] is current and last[0] == pinned:
-            return last[2]  # a call asks three times, each call again: compared once
+        if last is not None and last[1] == current and last[0] == pinned:
+            return last[2]  # a call asks twice, every session's call again: compared once
         found = self._not_pinned(pinned, current)
-        self._last = (dict(pinned), current, found)
+        self._last = (dict(pinned), dict(current), found)
         return found
 
     @staticmethod

@@ -16,7 +16,6 @@ it is independent of the chain's links, which the audit key itself signs.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import math
@@ -72,7 +71,7 @@ def arguments_hmac(key: SecretBytes, arguments: Mapping[str, Any]) -> str:
 def canonical_hmac(key: SecretBytes, canonical: bytes) -> str:
     """`arguments_hmac` of arguments whose canonical JSON the caller already holds (the
     engine's argument check made it: `tools.calls.checked_arguments`), not made twice."""
-    return hmac.new(key.reveal(), canonical, hashlib.sha256).hexdigest()
+    return hmac.digest(key.reveal(), canonical, "sha256").hex()  # one-shot: OpenSSL's
 
 
 def parse_arguments(text: str | bytes) -> dict[str, Any]:

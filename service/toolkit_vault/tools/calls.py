@@ -321,7 +321,8 @@ class CallEngine:
             text = _RESULT_TEXT(shown)
         except (TypeError, ValueError):
             return ToolResult.text(NOT_A_RESULT, is_error=True)
-        if len(text.encode()) > self.limits.result_bytes:
+        size = len(text) if text.isascii() else len(text.encode())  # bytes: UTF-8's
+        if size > self.limits.result_bytes:
             raise CallRefused("too_large", f"the result is over {self.limits.result_bytes} bytes")
         # keys as text, tuples as lists: what the wire carries; and a copy of the tool's own,
         # which its thread could still change once searched
