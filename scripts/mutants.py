@@ -3874,6 +3874,26 @@ MUTANTS = [
     ),
     # -- issue 53: checkpoints of the chain's state (tests/test_checkpoints.py) --
     Mutant(
+        "checkpoints: a process exits without its checkpoint being written",
+        V + "store/checkpoints.py",
+        "                atexit.register(self.finish)",
+        "                pass",
+        (
+            "tests/test_checkpoints.py::"
+            "test_a_process_that_exits_as_its_checkpoint_is_written_names_it",
+        ),
+    ),
+    Mutant(
+        "checkpoints: pruned by age alone, the named one with them",
+        V + "store/checkpoints.py",
+        "floor = kept[-1] if named is None else min(kept[-1], named[0])",
+        "floor = kept[-1]",
+        (
+            "tests/test_checkpoints.py::"
+            "test_a_process_that_ends_before_naming_its_checkpoint_leaves_the_named_one",
+        ),
+    ),
+    Mutant(
         "checkpoints: a checkpoint whose MAC fails is believed",
         V + "store/checkpoints.py",
         "if not hmac.compare_digest(expected, bytes(row.checkpoint_mac)):",

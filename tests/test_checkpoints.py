@@ -8,12 +8,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from starlette.testclient import TestClient
 
 from toolkit_vault.access.principals import authenticate, create_token, revoke
@@ -24,6 +26,8 @@ from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.checkpoints import (
     _FIELDS,
     CHECKPOINT_RECORD,
+    KEPT,
+    Checkpoints,
     checkpoint_link,
     decode_state,
     encode_state,
@@ -233,3 +237,50 @@ def test_an_accepted_restore_names_no_checkpoint(vault: Vault, home: VaultSettin
     with vault.store.accepting_restore():
         pass
     assert not record(home).exists()
+
+
+def test_a_process_that_ends_before_naming_its_checkpoint_leaves_the_named_one(
+    vault: Vault, fresh: list[Vault], home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that exits while its checkpoint is written can leave the row unnamed
+    (killed between the two). Three such rows, newer than the named one, must not make the
+    vault drop the named one: every later start would walk the whole chain."""
+    some_history(vault)
+    named, _ = checkpointed(vault)
+
+    def killed(*_args: object) -> None:
+        raise SystemExit("killed before the name was written")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Checkpoints, "_name", killed)
+        for n in range(KEPT):
+            create_token(vault.store, "agent", f"later-{n}")
+            with pytest.raises(SystemExit):
+                vault.store.write_checkpoint()
+    with vault.store.engine.connect() as db:
+        held = db.execute(select(AuditCheckpoint.seq)).scalars().all()
+    assert named in held and len(held) == KEPT + 1
+    vault.store.checkpoints._prune(vault.store.write)  # as the next named write prunes
+    with vault.store.engine.connect() as db:
+        assert named in db.execute(select(AuditCheckpoint.seq)).scalars().all()
+    started = reopen(fresh)
+    assert started.store.checkpoints.refused is None
+    assert started.store.checkpoints.started_from == named
+
+
+def test_a_process_that_exits_as_its_checkpoint_is_written_names_it(
+    vault: Vault, home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    """A process that followed enough events writes a checkpoint on a thread of its own;
+    one that ends at once (a CLI command) waits for it at exit, so the next start finds it
+    named instead of walking what it walked again."""
+    some_history(vault)
+    vault.store.witness.flush()  # type: ignore[union-attr]
+    assert not record(home).exists()
+    opens = "from toolkit_vault.bootstrap import open_vault; from toolkit_vault.settings "
+    opens += "import load_settings; open_vault(load_settings())"
+    env = {**cli_env, "TOOLKIT_VAULT_CHECKPOINT_EVENTS": "2"}
+    subprocess.run([sys.executable, "-c", opens], env=env, check=True, timeout=120)
+    with vault.store.engine.connect() as db:
+        head = db.execute(select(func.max(AuditEvent.seq))).scalar_one()
+    assert record(home).read_text().split()[0] == f"{head:016x}"

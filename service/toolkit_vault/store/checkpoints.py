@@ -21,12 +21,14 @@ from its first event, which remains the authority.
 
 Checkpoints are written by a process that followed the chain with the audit key, when the
 chain has grown by `EVERY_EVENTS` since its last (or `MIN_EVENTS` after `EVERY_S`), on a
-thread of their own; the newest `KEPT` are kept, so a process whose home's record lags
-another's write still finds the one it names.
+thread of their own (a process's exit waits for one being written); the newest `KEPT` are
+kept, and always the one the home names, so a process whose home's record lags another's
+write still finds the one it names.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import hmac
@@ -67,6 +69,7 @@ EVERY_EVENTS = int(os.environ.get("TOOLKIT_VAULT_CHECKPOINT_EVENTS", "10000"))
 EVERY_S = 600.0
 MIN_EVENTS = 100
 KEPT = 3
+FINISH_S = 5.0  # how long an exit waits for a checkpoint being written
 _DOMAIN = hashlib.sha256(b"toolkit-vault/v1/audit-checkpoint").digest()  # 32 bytes, a link's size
 _RECORD_SIZE = 16 + 1 + 64 + 1  # "%016x %64s\n"
 # Every attribute `ChainState` has: one added without a place here is never checkpointed
@@ -167,6 +170,7 @@ class Checkpoints:
         self._lock = threading.Lock()
         self._writing = threading.Lock()  # one write at a time in this process
         self._thread: threading.Thread | None = None
+        self._finished_at_exit = False
 
     # -- starting from one ------------------------------------------------------------
 
@@ -274,6 +278,9 @@ class Checkpoints:
                 name="tkv-checkpoint",
                 daemon=True,
             )
+            if not self._finished_at_exit:  # (after the store's own exit work: runs first)
+                atexit.register(self.finish)
+                self._finished_at_exit = True
             self._thread.start()
 
     def _write_quietly(self, ledger: Ledger, sign: Signer, write: _Write) -> None:
@@ -314,15 +321,33 @@ class Checkpoints:
                         created_at=time.time(),
                     )
                 )
+        self._name(seq, digest)
+        self._written, self._written_at = max(self._written, seq), time.monotonic()
+        self._prune(write)
+        return seq
+
+    def _prune(self, write: _Write) -> None:
+        """Drop all but the newest `KEPT`, never the one the home names, and only once this
+        write is named: a process that ended between its row and its name (a command's
+        exit) left a newer row unnamed, and pruning by age alone then dropped the named
+        one, so every later start walked the whole chain."""
+        named = self._named()
+        with write() as conn:
             newest = conn.execute(
                 select(AuditCheckpoint.seq).order_by(AuditCheckpoint.seq.desc()).limit(KEPT)
             ).scalars()
             kept = list(newest)
             if len(kept) == KEPT:
-                conn.execute(delete(AuditCheckpoint).where(AuditCheckpoint.seq < kept[-1]))
-        self._name(seq, digest)
-        self._written, self._written_at = max(self._written, seq), time.monotonic()
-        return seq
+                floor = kept[-1] if named is None else min(kept[-1], named[0])
+                conn.execute(delete(AuditCheckpoint).where(AuditCheckpoint.seq < floor))
+
+    def finish(self, timeout: float = FINISH_S) -> None:
+        """(At exit.) Let a checkpoint being written reach its row and its name, for at most
+        `timeout` seconds: a command that followed a long chain leaves its checkpoint named
+        for the next one instead of dying with it half done."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
 
     def _name(self, seq: int, digest: bytes) -> None:
         """Name the checkpoint in the home's record, unless it names a later one already:

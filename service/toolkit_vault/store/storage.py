@@ -136,8 +136,9 @@ class Store(ConfigVersions):
         return self._sign
 
     def close(self) -> None:
-        """Anchor this process's call chain (a clean shutdown), then close every pooled
-        connection."""
+        """Let a checkpoint being written finish, anchor this process's call chain (a clean
+        shutdown), then close every pooled connection."""
+        self.checkpoints.finish()
         self.call_chain.close()
         super().close()
 
