@@ -147,8 +147,8 @@ def _no_orm_validator_or_importers(loaded: list[str]) -> None:
 
 
 # Operators' commands open the whole vault, without toolkits, and launch no server: not the
-# MCP SDK (its import was most of `audit verify`'s start at a million events) nor the HTTP
-# server's side.
+# MCP SDK (its import was most of `audit verify`'s start at a million events), the HTTP
+# server's side, nor the HTTP client (loaded at a first OAuth connection or credential check).
 @pytest.mark.parametrize("argv", [["audit", "verify"], ["check"], ["keys", "status"]], ids=" ".join)
 def test_operators_commands_import_no_mcp_sdk(
     argv: list[str], home: VaultSettings, cli_env: dict[str, str]
@@ -156,7 +156,8 @@ def test_operators_commands_import_no_mcp_sdk(
     env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
     _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | {"toolkit_vault"})
     assert "toolkit_vault.core.vault" in loaded  # it did open the vault
-    assert sorted({m.split(".")[0] for m in loaded} & {"mcp", "mcp_types", "uvicorn"}) == []
+    serving = {"mcp", "mcp_types", "uvicorn", "authlib", "httpx"}
+    assert sorted({m.split(".")[0] for m in loaded} & serving) == []
 
 
 # `toolkits list` opens the registry (imported definitions are verified under the vault
@@ -229,10 +230,12 @@ def test_the_mcp_clients_names_load_the_sdk_at_first_use() -> None:
 
 def test_the_oauth_clients_names_load_authlib_at_first_use() -> None:
     code = (
-        "import sys; import toolkit_vault.oauth as o; before = 'authlib' in sys.modules; "
-        "o.OAuthFailed; print(before, 'authlib' in sys.modules, o.OAuthFailed.__module__)"
+        "import sys; import toolkit_vault.oauth as o; o.OAuthFailed; "
+        "before = 'authlib' in sys.modules or 'httpx' in sys.modules; "
+        "o.OAuthClient; print(before, 'authlib' in sys.modules, o.OAuthClient.__module__)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # `OAuthFailed` (caught by the policy side) does not load the HTTP client; the client does
     assert done.stdout.split() == ["False", "True", "toolkit_vault.oauth.client"]
     from toolkit_vault import oauth
 
