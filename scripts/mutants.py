@@ -171,8 +171,8 @@ MUTANTS = [
     Mutant(
         "value AAD without the data key id",
         CRYPTO,
-        "return associated_data(FORMAT_VERSION, *fields, dek_id)",
-        "return associated_data(FORMAT_VERSION, *fields)",
+        "tail = associated_data(self.schema_digest, dek_id)",
+        "tail = associated_data(self.schema_digest)",
         ("tests/test_crypto.py", *TAMPER_TESTS),
     ),
     Mutant(
