@@ -116,6 +116,7 @@ GATHERING = "tests/test_call_gathering.py::"
 ANSWER_AFTER = "tests/test_call_answer_after_commit.py::"
 INCREMENTAL = "tests/test_incremental_verify.py::"
 CHAIN_WORD = "tests/adversarial/test_chain_word_reads.py::"
+VALUE_HEAD = "associated_data(FORMAT_VERSION, self.session_id, self.toolkit_name, self.version)"
 MUTANTS = [
     # -- the envelope ------------------------------------------------------------------------
     Mutant(
@@ -127,31 +128,18 @@ MUTANTS = [
     ),
     *(
         Mutant(
-            f"value AAD without {label}",
-            CRYPTO,
-            "fields = (self.session_id, self.toolkit_name, self.version, pointer, "
-            "self.schema_digest)",
-            "fields = ("
-            + ", ".join(
-                f
-                for f in (
-                    "self.session_id",
-                    "self.toolkit_name",
-                    "self.version",
-                    "pointer",
-                    "self.schema_digest",
-                )
-                if f != dropped
-            )
-            + ",)",
-            ("tests/test_crypto.py", *TAMPER_TESTS),
+            f"value AAD without {label}", CRYPTO, old, new, ("tests/test_crypto.py", *TAMPER_TESTS)
         )
-        for label, dropped in (
-            ("session", "self.session_id"),
-            ("toolkit", "self.toolkit_name"),
-            ("version", "self.version"),
-            ("pointer", "pointer"),
-            ("schema digest", "self.schema_digest"),
+        for label, old, new in (
+            ("session", VALUE_HEAD, VALUE_HEAD.replace(" self.session_id,", "")),
+            ("toolkit", VALUE_HEAD, VALUE_HEAD.replace(" self.toolkit_name,", "")),
+            ("version", VALUE_HEAD, VALUE_HEAD.replace(", self.version", "")),
+            ("pointer", "head + associated_data(pointer) + tail", "head + tail"),
+            (
+                "schema digest",
+                "tail = associated_data(self.schema_digest, dek_id)",
+                "tail = associated_data(dek_id)",
+            ),
         )
     ),
     Mutant(
@@ -171,8 +159,8 @@ MUTANTS = [
     Mutant(
         "value AAD without the data key id",
         CRYPTO,
-        "return associated_data(FORMAT_VERSION, *fields, dek_id)",
-        "return associated_data(FORMAT_VERSION, *fields)",
+        "tail = associated_data(self.schema_digest, dek_id)",
+        "tail = associated_data(self.schema_digest)",
         ("tests/test_crypto.py", *TAMPER_TESTS),
     ),
     Mutant(

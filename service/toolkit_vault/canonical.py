@@ -22,16 +22,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from json.encoder import encode_basestring
 from typing import Any
 
 import rfc8785
 
-__all__ = ["canonical_json", "parse_json"]
+__all__ = ["canonical_json", "parse_json", "sorted_encoder"]
 
 _SAFE_INT = 2**53 - 1
-_ENCODE = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-).encode
+
+
+def sorted_encoder() -> Callable[[Any], str]:
+    """`json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True,
+    separators=(",", ":")).encode`, its C encoder made once instead of once a call and
+    without the circular-reference check, for values that hold no cycle: `_fast` has
+    walked every value `canonical_json` gives it (a cycle never ends that walk), and
+    `links_check` gives it details parsed from text."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # (not in typeshed)
+    if c_make_encoder is None:  # (an interpreter without the C accelerator)
+        encode: Callable[[Any], str] = json.JSONEncoder(
+            ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        ).encode
+        return encode
+    chunks = c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_ENCODE = sorted_encoder()
 
 
 def canonical_json(value: Any) -> bytes:
@@ -86,8 +103,9 @@ def _fast(value: Any) -> Any:
             return int(value) if abs(value) <= _SAFE_INT else _SLOW
         return value if 1e-4 <= abs(value) < 1e16 else _SLOW
     if kind is dict:
-        if any(type(key) is not str or not key.isascii() for key in value):
-            return _SLOW
+        for key in value:  # a loop, not `any` of a generator: every event's details come here
+            if type(key) is not str or not key.isascii():
+                return _SLOW
         return _turned(value, value.items(), dict)
     if kind is list:
         return _turned(value, enumerate(value), list)

@@ -410,8 +410,15 @@ class RecordContext:
         return (self.session_id, self.toolkit_name)
 
     def value_aad(self, dek_id: str, pointer: str) -> bytes:
-        fields = (self.session_id, self.toolkit_name, self.version, pointer, self.schema_digest)
-        return associated_data(FORMAT_VERSION, *fields, dek_id)
+        return self.value_aads(dek_id)(pointer)
+
+    def value_aads(self, dek_id: str) -> Callable[[str], bytes]:
+        """`value_aad` of each value of one version: the fields around its pointer encoded
+        once (`associated_data` is its fields' encodings one after another, so these are
+        the same bytes; `check` opens every value of every version)."""
+        head = associated_data(FORMAT_VERSION, self.session_id, self.toolkit_name, self.version)
+        tail = associated_data(self.schema_digest, dek_id)
+        return lambda pointer: head + associated_data(pointer) + tail
 
 
 @dataclass(frozen=True, repr=False)
@@ -479,8 +486,9 @@ def _open_values(
     dek: SecretBytes, context: RecordContext, sealed: SealedConfig
 ) -> dict[str, SecretValue]:
     values: dict[str, SecretValue] = {}
+    value_aad = context.value_aads(sealed.dek_id)
     for pointer, envelope in sealed.envelopes.items():
-        plaintext = unseal(dek, envelope, context.value_aad(sealed.dek_id, pointer))
+        plaintext = unseal(dek, envelope, value_aad(pointer))
         try:  # sealed as RFC 8785 JSON, which is UTF-8
             values[pointer] = SecretValue(parse_json(plaintext.decode()))
         except ValueError:

@@ -16,35 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import pickle
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from json.encoder import encode_basestring
 from typing import Any
 
-from toolkit_vault.canonical import parse_json
+from toolkit_vault.canonical import parse_json, sorted_encoder
 from toolkit_vault.store.chain import links
 
 __all__ = ["as_event", "first_bad", "serve"]
 
 
-def _encoder() -> Callable[[Any], str]:
-    """`json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True,
-    separators=(",", ":")).encode` of a dict, its C encoder made once instead of once a
-    call (its parsed details hold no cycle to look for)."""
-    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # (not in typeshed)
-    if c_make_encoder is None:  # (an interpreter without the C accelerator)
-        encode: Callable[[Any], str] = json.JSONEncoder(
-            ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-        ).encode
-        return encode
-    chunks = c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, False)
-    return lambda value: "".join(chunks(value, 0))
-
-
-_ENCODE = _encoder()
+_ENCODE = sorted_encoder()  # made once: parsed details hold no cycle to look for
 
 
 def as_event(row: Sequence[Any]) -> dict[str, Any]:
