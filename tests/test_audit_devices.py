@@ -425,6 +425,7 @@ def test_sighup_reopens_the_file_after_a_rename_and_loses_nothing(
             thread.join()
     finally:
         signal.signal(signal.SIGHUP, previous)
+    settled(devices_of(vault))  # a fail-open device writes on its own thread, after the commit
     before, after = file_records(rotated), file_records(trail)
     assert before and after, "the file was not opened again"
     assert_linked(before + after, vault, start)
