@@ -13,11 +13,12 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import OperationalError
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.call_chain_reads import CallChainReads
+from toolkit_vault.store.driver import _OnDriver, batches
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import AuditEvent, AuditHead
@@ -27,6 +28,9 @@ from toolkit_vault.store.storage import Store
 __all__ = ["ChainHead", "ChainSnapshot", "chain_snapshot"]
 
 _ROW = ("seq", "ts", "actor", "action", "session_id", "toolkit_name", "version", "details", "mac")
+_EVENTS = select(*(AuditEvent.__table__.c[name] for name in _ROW)).order_by(AuditEvent.seq)
+_ALL_EVENTS = _OnDriver(_EVENTS)
+_EVENTS_AFTER = _OnDriver(_EVENTS.where(AuditEvent.seq > bindparam("after")))
 
 
 @dataclass(frozen=True)
@@ -75,37 +79,21 @@ class ChainSnapshot:
     def event_rows(self, after: int | None, *, batch_size: int) -> Generator[list[Any], None, None]:
         """The events (after `after`; None: every one, whatever its seq) in `seq` order
         as rows that index like tuples, a batch at a time:
-        (seq, ts, actor, action, session_id, toolkit_name, version, details, mac)."""
+        (seq, ts, actor, action, session_id, toolkit_name, version, details, mac). On
+        SQLite, the driver's own tuples on this snapshot's connection (inside its
+        transaction): SQLAlchemy's rows, which a full walk paid for on every event, convert
+        none of these columns there."""
         if self._conn.dialect.name == "sqlite":
-            yield from self._sqlite_event_rows(after, batch_size)
+            if after is None:
+                yield from batches(_ALL_EVENTS(self._conn, {}), batch_size)
+            else:
+                yield from batches(_EVENTS_AFTER(self._conn, {"after": after}), batch_size)
             return
-        table = AuditEvent.__table__
-        query = select(*(table.c[name] for name in _ROW)).order_by(table.c.seq)
-        if after is not None:
-            query = query.where(table.c.seq > after)
+        query = _EVENTS if after is None else _EVENTS.where(AuditEvent.seq > after)
         query = query.execution_options(yield_per=batch_size)
         with closing(self._conn.execute(query)) as result:
             for rows in result.partitions():
                 yield list(rows)
-
-    def _sqlite_event_rows(
-        self, after: int | None, batch_size: int
-    ) -> Generator[list[Any], None, None]:
-        """`event_rows` on SQLite: the driver's own tuples, read on this snapshot's
-        connection (inside its transaction), not SQLAlchemy's rows, which a full walk paid
-        for on every event; SQLAlchemy converts none of these columns on SQLite."""
-        table = AuditEvent.__tablename__
-        query = f"SELECT {', '.join(_ROW)} FROM {table}"  # noqa: S608 (our own names)
-        cursor = self._conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            if after is None:
-                cursor.execute(f"{query} ORDER BY seq")
-            else:
-                cursor.execute(f"{query} WHERE seq > ? ORDER BY seq", (after,))
-            while rows := cursor.fetchmany(batch_size):
-                yield rows
-        finally:
-            cursor.close()
 
     def count_to(self, seq: int) -> int:
         """How many events the chain holds from 1 to `seq` (one count on the primary key)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -88,3 +88,14 @@ class _OnDriver:
                 sql, None, exc, dialect.loaded_dbapi.Error, connection_invalidated=lost
             ) from None
         return cursor
+
+
+def batches(cursor: Any, size: int) -> Iterator[list[Any]]:
+    """A driver cursor's rows, `size` at a time (plain tuples: a full walk or check reads
+    every row, and SQLAlchemy's rows cost as much as the query), the cursor closed at the
+    end or when the reader stops."""
+    try:
+        while rows := cursor.fetchmany(size):
+            yield rows
+    finally:
+        cursor.close()

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, and_, case, exists, func, or_, select
 
 from toolkit_vault.canonical import parse_json
 from toolkit_vault.store.actions import AuditAction
-from toolkit_vault.store.driver import _OnDriver
+from toolkit_vault.store.driver import _OnDriver, batches
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
 from toolkit_vault.store.models import AuditEvent, ConfigVersion
@@ -77,12 +77,7 @@ _EVENT_ACTOR, _EVENT_DETAILS, _PURGE_AUDITED = (
 def _batches(conn: Connection, batch_size: int) -> Iterator[Sequence[Sequence[Any]]]:
     """The query's rows, `batch_size` at a time, as tuples (or rows that index like them)."""
     if conn.dialect.name == "sqlite":
-        cursor = _ON_DRIVER(conn, {})
-        try:
-            while rows := cursor.fetchmany(batch_size):
-                yield rows
-        finally:
-            cursor.close()
+        yield from batches(_ON_DRIVER(conn, {}), batch_size)
         return
     query = _QUERY.execution_options(yield_per=batch_size)
     with closing(conn.execute(query)) as result:
