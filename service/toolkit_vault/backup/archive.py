@@ -37,6 +37,7 @@ import hmac
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import IO, Any
 
 from toolkit_vault import crypto
@@ -135,15 +136,9 @@ class Header:
             raise BackupError("the backup's header is malformed") from None
 
 
-_BINARY: dict[str, list[bool]] = {}  # table name -> which columns are binary (read once)
-_BINARY_AT: dict[str, list[int]] = {}  # table name -> the binary columns' indexes
-
-
+@cache
 def _binary(table: str) -> list[bool]:
-    flags = _BINARY.get(table)
-    if flags is None:
-        flags = _BINARY[table] = binary_columns(table)
-    return flags
+    return binary_columns(table)
 
 
 def encode_row(table: str, row: Any) -> list[Any]:
@@ -174,11 +169,10 @@ def decode_row(table: str, values: list[Any]) -> tuple[Any, ...]:
     return tuple(row)
 
 
+@cache
 def _binary_at(table: str) -> list[int]:
-    indexes = _BINARY_AT.get(table)
-    if indexes is None:
-        indexes = _BINARY_AT[table] = [i for i, binary in enumerate(_binary(table)) if binary]
-    return indexes
+    """The indexes of `table`'s binary columns."""
+    return [i for i, binary in enumerate(_binary(table)) if binary]
 
 
 class Writer:
