@@ -170,7 +170,9 @@ def test_authentication_and_roles(server: Server) -> None:
 
 def test_sessions_are_isolated_between_principals(server: Server) -> None:
     alice, mallory = server.token("agent", "alice"), server.token("agent", "mallory")
-    session = server.post(alice, HELLO).json()["session_id"]
+    hello = server.post(alice, HELLO).json()
+    assert hello["type"] == "handshake/resp", hello
+    session = hello["session_id"]
     server.post(
         alice,
         {
