@@ -65,7 +65,7 @@ def pinned_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterat
     import_package(vault.store, vault.registry, client_config(), "local", choice)
     yield vault
     vault.instances.drop(lambda *_: True)  # every server this test started stops
-    vault.store.engine.dispose()
+    vault.store.close()  # its call chain anchored, so no thread outlives the database
 
 
 def configured(vault: Vault, note: str, conn: A2EConnection | None = None) -> A2EConnection:
