@@ -39,7 +39,7 @@ def tool_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator
     calling().invoked.clear()
     calling().started.clear()
     yield opened
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 def calling() -> Any:
@@ -122,7 +122,7 @@ def test_a_narrowing_made_in_another_process_refuses_the_next_call_here(
             tools=[("filesystem", "list_dir")],
         )
     finally:
-        elsewhere.store.engine.dispose()
+        elsewhere.store.close()
     assert reason(agent.call("calling", "echo", text="again")) == "not_allowed"
     assert calling().invoked == ["echo"]
     assert agent.call("filesystem", "list_dir", path=".")["type"] == "tool/call/resp"

@@ -69,7 +69,7 @@ def served_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterat
     import_package(vault.store, vault.registry, client_config(), "local")
     yield vault
     vault.instances.drop(lambda *_: True)  # every server this test started stops
-    vault.store.engine.dispose()
+    vault.store.close()
 
 
 def configured(vault: Vault) -> tuple[A2EConnection, str]:
@@ -226,4 +226,4 @@ def test_the_published_time_server_runs_through_the_vault(
         assert json.loads(text(answer))["timezone"] == "UTC"
     finally:
         vault.instances.drop(lambda *_: True)
-        vault.store.engine.dispose()
+        vault.store.close()

@@ -118,7 +118,7 @@ def test_an_operator_ending_a_session_on_another_replica_is_audited_and_refused(
 
         a2e = asyncio.run(run())
     finally:
-        replica_b.store.engine.dispose()
+        replica_b.store.close()
     (event,) = list_events(tool_vault.store, EventFilter(actions=("mcp_session_ended",))).events
     assert event.details == {"mcp_session": "held-by-b"} and event.actor == "op-1"
     assert a2e  # B knew the A2E session; A, where the End landed, did not

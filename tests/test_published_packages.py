@@ -72,7 +72,7 @@ def vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vaul
     opened = open_vault(home)
     yield opened
     opened.instances.drop(lambda *_: True)
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 def call(conn: A2EConnection, toolkit: str, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def vault(home: VaultSettings, remote: str) -> Iterator[Vault]:
     import_package(opened.store, opened.registry, server_json(remote), "local")
     yield opened
     opened.instances.drop(lambda *_: True)
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -144,6 +144,6 @@ def test_an_oauth_token_is_sent_and_a_401_marks_the_connection_for_reconnecting(
         assert session and TOKEN not in json.dumps(refused)
     finally:
         vault.instances.drop(lambda *_: True)
-        vault.store.engine.dispose()
+        vault.store.close()
         process.kill()
         process.wait()

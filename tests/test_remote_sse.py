@@ -90,7 +90,7 @@ def vault(home: VaultSettings, remote: Remote) -> Iterator[Vault]:
     import_package(opened.store, opened.registry, server_json(remote.url), "local")
     yield opened
     opened.instances.drop(lambda *_: True)
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 def call(conn: A2EConnection, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -216,7 +216,7 @@ def test_an_oauth_token_is_the_bearer_and_a_401_marks_the_connection(
         assert {t["name"]: t["configured"] for t in listing["toolkits"]}[NAME] is False
     finally:
         vault.instances.drop(lambda *_: True)
-        vault.store.engine.dispose()
+        vault.store.close()
         remote.stop()
 
 

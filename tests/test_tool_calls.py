@@ -45,7 +45,7 @@ def tool_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator
     calling().saw_cancel.clear()
     calling().started.clear()
     yield opened
-    opened.store.engine.dispose()
+    opened.store.close()
 
 
 def calling() -> Any:
@@ -255,7 +255,7 @@ def test_a_purge_made_by_another_process_is_seen_before_the_call(
     try:
         elsewhere.purge("operator", session, "calling")
     finally:
-        elsewhere.store.engine.dispose()
+        elsewhere.store.close()
     assert reason(call(conn, "calling", "echo", text="again")) == "not_configured"
     assert calling().invoked == ["echo"]
 

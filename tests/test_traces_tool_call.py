@@ -49,7 +49,7 @@ def served_vault(home: VaultSettings, monkeypatch: pytest.MonkeyPatch) -> Iterat
     import_package(vault.store, vault.registry, client_config(), "local")
     yield vault
     vault.instances.drop(lambda *_: True)
-    vault.store.engine.dispose()
+    vault.store.close()
     shutil.rmtree(private, ignore_errors=True)
 
 
@@ -147,7 +147,7 @@ def test_a_plugin_tool_runs_on_the_engines_thread_within_the_calls_trace(
         stdout = io.StringIO()
         serve_stdio(vault, Principal("local", "agent"), stdin, stdout)
     finally:
-        vault.store.engine.dispose()
+        vault.store.close()
     answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert [a["type"] for a in answers][-1] == "tool/call/resp", answers
     (tool_call,) = [s for s in exporter.get_finished_spans() if s.name == "tool_call"]
