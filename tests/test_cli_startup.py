@@ -185,6 +185,7 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
     # its plain fields, without the registry and its pydantic models (issue 53's fifth pass)
     assert "toolkit_vault.keys.hierarchy" in loaded  # the vault keys were opened, as before
     assert "toolkit_vault.toolkits.registry" not in loaded
+    assert "toolkit_vault.toolkits.import_report" not in loaded  # `terminal.printable` suffices
     assert sorted({m.split(".")[0] for m in loaded} & PYDANTIC) == []
     # a vault with no imported definition: nothing of what loads and runs them (issue 53)
     assert [m for m in loaded if m.split(".")[0] == "toolkit_package"] == []

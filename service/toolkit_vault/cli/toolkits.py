@@ -20,7 +20,7 @@ from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.cli.toolkit_tools import tools
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.toolkits.import_report import printable
+from toolkit_vault.terminal import printable
 from toolkit_vault.toolkits.listing import ListedToolkit
 from toolkit_vault.toolkits.sources import SourceKind
 
