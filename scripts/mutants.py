@@ -4688,6 +4688,22 @@ MUTANTS = [
         "digest = canonical_digest({})",
         ("tests/test_cli_startup.py::test_the_built_in_toolkits_line_is_the_registrys",),
     ),
+    Mutant(
+        "CLI start-up: a command's objects are walked by the collections at its exit",
+        V + "cli/__init__.py",
+        "    atexit.register(gc.freeze)\n",
+        "",
+        ("tests/test_cli_startup.py::test_a_commands_objects_are_frozen_at_its_exit",),
+    ),
+    Mutant(
+        "CLI: untrusted text reaches the terminal unescaped",
+        V + "terminal.py",
+        "c if c.isprintable() else repr(c)[1:-1]",
+        "c",
+        (
+            "tests/test_cli_tables.py::test_untrusted_text_is_escaped_where_a_terminal_would_act_on_it",
+        ),
+    ),
     # -- issue 51 (sdkpath): a call taken as the checked wire JSON, handed over in batches --
     Mutant(
         "mcp client: structured content its tool's output schema refuses is taken",

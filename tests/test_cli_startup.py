@@ -260,6 +260,21 @@ def test_the_toolkits_commands_copies_are_their_sources() -> None:
     assert remote_oauth.DEADLINE == fetch.DEADLINE
 
 
+def test_a_commands_objects_are_frozen_at_its_exit() -> None:
+    """The interpreter's last collections skip what a command made (issue 53): `main`
+    freezes it from an exit hook, and only then."""
+    code = (
+        "import atexit, gc\n"
+        "from toolkit_vault.cli import main\n"
+        "try:\n    main(['version'])\nexcept SystemExit:\n    pass\n"
+        "before = gc.get_freeze_count()\n"
+        "atexit._run_exitfuncs()\n"
+        "print(before == 0, gc.get_freeze_count() > 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1].split() == ["True", "True"]  # after what it printed
+
+
 def test_completing_a_command_name_imports_no_command() -> None:
     words = {"_TOOLKIT_VAULT_COMPLETE": "bash_complete", "COMP_CWORD": "1"}
     output, loaded = _probe(env={**words, "COMP_WORDS": "toolkit-vault "})
