@@ -4456,10 +4456,7 @@ MUTANTS = [
         V + "toolkits/registry.py",
         "compile_now = source != BUILT_IN",
         "compile_now = True",
-        (
-            "tests/test_cli_startup.py::test_a_listing_imports_nothing_of_the_serving_side",
-            "tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",
-        ),
+        ("tests/test_cli_startup.py::test_the_registry_compiles_no_built_in_schema",),
     ),
     Mutant(
         "CLI start-up: every entry-point group is a scan of its own again",
@@ -4668,6 +4665,43 @@ MUTANTS = [
         (
             "tests/test_cli_startup.py::"
             "test_toolkits_list_loads_the_imported_side_when_a_definition_is_stored",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: toolkits list builds the registry with nothing but the built-in",
+        V + "bootstrap.py",
+        "if imported or group(ENTRY_POINT_GROUP):",
+        "if True:",
+        ("tests/test_cli_startup.py::test_toolkits_list_imports_no_mcp_sdk_and_no_vault",),
+    ),
+    Mutant(
+        "toolkits list: an installed plugin's toolkits are left out of the listing",
+        V + "bootstrap.py",
+        "if imported or group(ENTRY_POINT_GROUP):",
+        "if imported:",
+        ("tests/test_cli.py::test_toolkits_list_json",),
+    ),
+    Mutant(
+        "toolkits list: the built-in toolkit's line is not its definition's",
+        V + "toolkits/listing.py",
+        'digest = canonical_digest(fields.get("schema", {}))',
+        "digest = canonical_digest({})",
+        ("tests/test_cli_startup.py::test_the_built_in_toolkits_line_is_the_registrys",),
+    ),
+    Mutant(
+        "CLI start-up: a command's objects are walked by the collections at its exit",
+        V + "cli/__init__.py",
+        "    atexit.register(gc.freeze)\n",
+        "",
+        ("tests/test_cli_startup.py::test_a_commands_objects_are_frozen_at_its_exit",),
+    ),
+    Mutant(
+        "CLI: untrusted text reaches the terminal unescaped",
+        V + "terminal.py",
+        "c if c.isprintable() else repr(c)[1:-1]",
+        "c",
+        (
+            "tests/test_cli_tables.py::test_untrusted_text_is_escaped_where_a_terminal_would_act_on_it",
         ),
     ),
     # -- issue 51 (sdkpath): a call taken as the checked wire JSON, handed over in batches --

@@ -180,8 +180,13 @@ def test_toolkits_list_imports_no_mcp_sdk_and_no_vault(
         env=env,
         heavy=HEAVY | SERVING | NOT_FOR_THE_REGISTRY | VALIDATOR | {"toolkit_vault"},
     )
-    assert "filesystem" in output and "toolkit_vault.toolkits.registry" in loaded
-    assert "sqlalchemy" in loaded  # it did open the store
+    assert "filesystem" in output and "sqlalchemy" in loaded  # it did open the store
+    # no plugin installed and no imported definition: the built-in toolkit is listed from
+    # its plain fields, without the registry and its pydantic models (issue 53's fifth pass)
+    assert "toolkit_vault.keys.hierarchy" in loaded  # the vault keys were opened, as before
+    assert "toolkit_vault.toolkits.registry" not in loaded
+    assert "toolkit_vault.toolkits.import_report" not in loaded  # `terminal.printable` suffices
+    assert sorted({m.split(".")[0] for m in loaded} & PYDANTIC) == []
     # a vault with no imported definition: nothing of what loads and runs them (issue 53)
     assert [m for m in loaded if m.split(".")[0] == "toolkit_package"] == []
     assert sorted(set(loaded) & IMPORTED_SIDE) == []
@@ -253,6 +258,21 @@ def test_the_toolkits_commands_copies_are_their_sources() -> None:
     assert toolkits.SKELETON_FORMATS == FORMATS
     assert toolkits.DEFAULT_PUBLIC_URL == remote_oauth.DEFAULT_PUBLIC_URL
     assert remote_oauth.DEADLINE == fetch.DEADLINE
+
+
+def test_a_commands_objects_are_frozen_at_its_exit() -> None:
+    """The interpreter's last collections skip what a command made (issue 53): `main`
+    freezes it from an exit hook, and only then."""
+    code = (
+        "import atexit, gc\n"
+        "from toolkit_vault.cli import main\n"
+        "try:\n    main(['version'])\nexcept SystemExit:\n    pass\n"
+        "before = gc.get_freeze_count()\n"
+        "atexit._run_exitfuncs()\n"
+        "print(before == 0, gc.get_freeze_count() > 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1].split() == ["True", "True"]  # after what it printed
 
 
 def test_completing_a_command_name_imports_no_command() -> None:
@@ -347,6 +367,27 @@ def test_toolkits_list_reads_the_installed_entry_points_once(
     assert "filesystem" in output
     ours = [caller for caller in json.loads(report) if caller.startswith("toolkit_vault")]
     assert ours == ["toolkit_vault.installed"]
+
+
+def test_the_built_in_toolkits_line_is_the_registrys() -> None:
+    """The line a listing shows without the registry is the one the registry gives."""
+    from toolkit_vault.toolkits.listing import BUILT_IN_LISTED, ListedToolkit
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
+
+    registered = ToolkitRegistry.default().get(BUILT_IN_LISTED.name)
+    assert ListedToolkit.of(registered) == BUILT_IN_LISTED
+
+
+def test_the_registry_compiles_no_built_in_schema() -> None:
+    """A registry of the built-in toolkit alone (no plugin on the path) loads no validator:
+    the built-in's schemas compile at their first use."""
+    code = (
+        "import sys; from toolkit_vault.toolkits.registry import ToolkitRegistry; "
+        "ToolkitRegistry.default(); print(sorted(m for m in sys.modules if m in sys.argv[1:]))"
+    )
+    command = [sys.executable, "-c", code, *sorted(VALIDATOR)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_listings_schema_digest_is_the_compiled_schemas() -> None:

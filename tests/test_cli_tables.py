@@ -325,3 +325,12 @@ def test_an_ambiguous_principal_prefix_names_the_matches() -> None:
     assert resolve_principal(known, "abd").principal_id == "abd-3"
     with pytest.raises(VaultError, match=r"'ab' is ambiguous: it matches abc-1, abc-2, abd-3"):
         resolve_principal(known, "ab")
+
+
+def test_untrusted_text_is_escaped_where_a_terminal_would_act_on_it() -> None:
+    """Escape sequences, line breaks, bidi overrides and C1 controls are shown as their
+    escapes; printable text, accented letters included, as itself."""
+    from toolkit_vault.terminal import printable
+
+    shown = printable("a\x1b[31mb\n\u202ec\x9bd é")
+    assert shown == "a\\x1b[31mb\\n\\u202ec\\x9bd é"

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from toolkit_vault.audit.devices import AuditDevices
     from toolkit_vault.core.vault import Vault
     from toolkit_vault.keys.hierarchy import VaultKeys
+    from toolkit_vault.toolkits.listing import ListedToolkit
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 
 __all__ = [
@@ -42,8 +43,8 @@ __all__ = [
     "audit_devices",
     "home_providers",
     "init_vault",
+    "list_toolkits",
     "open_provider",
-    "open_registry",
     "open_store",
     "open_vault",
 ]
@@ -224,14 +225,30 @@ def open_vault(
     return vault
 
 
-def open_registry(settings: VaultSettings) -> ToolkitRegistry:
-    """The toolkit registry exactly as `open_vault` loads and checks it (imported
-    definitions verified under the vault keys, a store that cannot be believed refused),
-    without the rest of the vault: `toolkits list` needs no more, and importing `Vault`
-    (the serving side: OAuth clients, the tool engine) was most of its start."""
-    store, _, _, registry, _ = _open_registry(settings, None, True, None, listing=True)
-    store.close()
-    return registry
+def list_toolkits(settings: VaultSettings) -> list[ListedToolkit]:
+    """The registered toolkits' lines, the registry opened exactly as `open_vault` opens
+    and checks it (imported definitions verified under the vault keys, a store that cannot
+    be believed refused), without the rest of the vault: importing `Vault` (the serving
+    side: OAuth clients, the tool engine) was most of `toolkits list`'s start. A vault with
+    no plugin installed and no imported definition lists its built-in toolkit without
+    building the registry (`toolkits.listing`: issue 53)."""
+    from toolkit_vault.installed import group
+    from toolkit_vault.toolkits.listing import BUILT_IN_LISTED, ListedToolkit
+    from toolkit_vault.toolkits.sources import ENTRY_POINT_GROUP
+
+    store, keys, imported = _open_keys(settings, None, listing=True)
+    try:
+        keys.open()
+        if imported or group(ENTRY_POINT_GROUP):
+            registry = _load_registry(store, imported)
+            listed = [ListedToolkit.of(toolkit) for toolkit in registry.all()]
+        else:
+            listed = [BUILT_IN_LISTED]
+        if (failure := store.state_failure()) is not None:
+            raise VaultError(failure)
+    finally:
+        store.close()
+    return listed
 
 
 def _open_registry(
@@ -239,8 +256,6 @@ def _open_registry(
     registry: ToolkitRegistry | None,
     current: bool,
     audit_stream: IO[bytes] | None,
-    *,
-    listing: bool = False,
 ) -> tuple[
     Store,
     VaultKeys,
@@ -248,14 +263,28 @@ def _open_registry(
     ToolkitRegistry,
     int | None,
 ]:
-    """The store, its keys opened and the registry loaded: what `open_vault` and
-    `open_registry` share. `listing` (`open_registry`): a vault that stores no imported
-    definition is listed without importing what runs imported servers (`served`, `imports`:
-    issue 53), which such a listing has no use for."""
+    """The store, its keys opened and the registry loaded: what `open_vault` needs."""
+    store, keys, _ = _open_keys(settings, audit_stream)
+    opened = keys.open()
+    loaded_at = None
+    if registry is None:
+        loaded_at = _registry_changes(store)  # read first: never newer than what loads
+        registry = _load_registry(store, True)
+    if current and (failure := store.state_failure()) is not None:
+        raise VaultError(failure)
+    return store, keys, opened, registry, loaded_at
+
+
+def _open_keys(
+    settings: VaultSettings, audit_stream: IO[bytes] | None, *, listing: bool = False
+) -> tuple[Store, VaultKeys, bool]:
+    """The store and its vault keys (not opened yet), and whether imported
+    definitions are to be loaded. `listing`: a vault that stores none is listed without
+    importing what runs imported servers (`served`, `imports`: issue 53), which such a
+    listing has no use for."""
     from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.keys.upgrade import legacy_pending
     from toolkit_vault.store.imports import any_imported
-    from toolkit_vault.toolkits.registry import ToolkitRegistry
 
     store = open_store(settings, audit_stream=audit_stream)
     if legacy_pending(store):
@@ -269,18 +298,19 @@ def _open_registry(
 
         use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
     keys = VaultKeys(store, open_provider(settings), partial(home_providers, settings))
-    opened = keys.open()
-    loaded_at = None
-    if registry is None:
-        registry = ToolkitRegistry.default()
-        loaded_at = _registry_changes(store)  # read first: never newer than what loads
-        if imported:
-            from toolkit_vault.toolkits.imports import stored_toolkits
+    return store, keys, imported
 
-            registry.load_imported(stored_toolkits(store))  # `toolkits import`, via the store
-    if current and (failure := store.state_failure()) is not None:
-        raise VaultError(failure)
-    return store, keys, opened, registry, loaded_at
+
+def _load_registry(store: Store, imported: bool) -> ToolkitRegistry:
+    """The built-in and plugin toolkits, and (`imported`) those `toolkits import` stored."""
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
+
+    registry = ToolkitRegistry.default()
+    if imported:
+        from toolkit_vault.toolkits.imports import stored_toolkits
+
+        registry.load_imported(stored_toolkits(store))
+    return registry
 
 
 def _hidden_from_servers(settings: VaultSettings) -> list[Path]:

@@ -20,6 +20,7 @@ byte for byte; a stored MAC or chain link never changes with this.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring
@@ -27,7 +28,7 @@ from typing import Any
 
 import rfc8785
 
-__all__ = ["canonical_json", "parse_json", "sorted_encoder"]
+__all__ = ["canonical_digest", "canonical_json", "parse_json", "sorted_encoder"]
 
 _SAFE_INT = 2**53 - 1
 
@@ -62,6 +63,12 @@ def canonical_json(value: Any) -> bytes:
             pass  # a lone surrogate: rfc8785 names the error
     encoded: bytes = rfc8785.dumps(value)
     return encoded
+
+
+def canonical_digest(value: Any) -> str:
+    """`sha256:` and the SHA-256 of `value`'s canonical JSON: a schema's digest
+    (`schema.schema_digest`), here so a listing can name one without the schema package."""
+    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 # the C scanner `json.loads` runs under its wrappers (typeshed leaves the attribute out)

@@ -15,6 +15,8 @@ compiler.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
 import os
 import sys
@@ -242,3 +244,10 @@ def main() -> None:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s"
     )
+    # At exit the interpreter walks every object the process made (SQLAlchemy's thousands
+    # among them) for reference cycles to finalize, work a process that is ending has no
+    # use for (issue 53): frozen, they are skipped. What a command keeps is written by the
+    # exit hooks its store, witness and audit devices register as they open, which run
+    # before this one (last registered, first run).
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)

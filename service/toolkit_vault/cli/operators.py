@@ -32,7 +32,7 @@ from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.cli.trail import audit_list, audit_tail
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
-from toolkit_vault.toolkits.import_report import printable
+from toolkit_vault.terminal import printable
 
 __all__ = ["audit", "check", "history_command", "purge_command"]
 

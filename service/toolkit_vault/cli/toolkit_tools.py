@@ -18,7 +18,7 @@ from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.cli.shell import emit, epilog, guarded
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.settings import load_settings
-from toolkit_vault.toolkits.import_report import printable
+from toolkit_vault.terminal import printable
 
 if TYPE_CHECKING:  # `toolkits list` loads this group too: its commands import their own
     from toolkit_vault.toolkits.tool_pins import PinnedTools

@@ -13,15 +13,16 @@ from typing import Any
 import click
 
 from toolkit_vault.actors import shell_actor
-from toolkit_vault.bootstrap import open_registry, open_store, open_vault
+from toolkit_vault.bootstrap import list_toolkits, open_store, open_vault
 from toolkit_vault.cli.ids import resolve_session
 from toolkit_vault.cli.shell import emit, epilog, guarded, plural
 from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.cli.toolkit_tools import tools
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.toolkits.import_report import printable
-from toolkit_vault.toolkits.registry import RegisteredToolkit, SourceKind, ToolkitRegistry
+from toolkit_vault.terminal import printable
+from toolkit_vault.toolkits.listing import ListedToolkit
+from toolkit_vault.toolkits.sources import SourceKind
 
 # `toolkits list` imports only what a listing uses: the import, template and show commands
 # import the packaging side, OAuth discovery and the server states where they run. Their
@@ -63,7 +64,7 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
     """
     settings = load_settings()
     try:
-        registered, unchecked = open_registry(settings).all(), None
+        registered, unchecked = list_toolkits(settings), None
     except VaultError as exc:
         registered, unchecked = _listed_without_keys(settings), exc.message
         click.echo(
@@ -71,11 +72,11 @@ def toolkits_list(wide: bool, as_json: bool) -> None:
         )
     entries: list[dict[str, Any]] = [
         {
-            "name": t.definition.name,
-            "alias": t.definition.alias,
-            "category": t.definition.category,
-            "version": t.definition.version,
-            "tools": t.definition.tools,
+            "name": t.name,
+            "alias": t.alias,
+            "category": t.category,
+            "version": t.version,
+            "tools": list(t.tools),
             "schema_digest": t.schema_digest,
             "source": str(t.source),
             "verified": unchecked is None or t.source.kind is not SourceKind.PACKAGE,
@@ -105,10 +106,11 @@ def _short_source(source: str) -> str:
     return source
 
 
-def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
+def _listed_without_keys(settings: VaultSettings) -> list[ListedToolkit]:
     """The registry a keyless listing shows: built-in and plugin toolkits, and imported
     definitions as stored, unverified. It only lists; it never configures anything."""
     from toolkit_vault.toolkits.imports import stored_toolkits
+    from toolkit_vault.toolkits.registry import ToolkitRegistry
 
     registry = ToolkitRegistry.default()
     store = open_store(settings)
@@ -120,7 +122,7 @@ def _listed_without_keys(settings: VaultSettings) -> list[RegisteredToolkit]:
                 continue
     finally:
         store.close()
-    return registry.all()
+    return [ListedToolkit.of(toolkit) for toolkit in registry.all()]
 
 
 @toolkits.command(

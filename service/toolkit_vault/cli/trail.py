@@ -37,7 +37,7 @@ from toolkit_vault.cli.tables import Column, Row, echo_table
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import load_settings
 from toolkit_vault.store.storage import Store
-from toolkit_vault.toolkits.import_report import printable
+from toolkit_vault.terminal import printable
 
 __all__ = ["audit_list", "audit_tail"]
 

@@ -8,14 +8,13 @@ it. Pointers (RFC 6901) are built only for the answer.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import jsonpointer
 
-from toolkit_vault.canonical import canonical_json
+from toolkit_vault.canonical import canonical_digest, canonical_json
 from toolkit_vault.errors import SchemaRefused
 
 __all__ = [
@@ -165,7 +164,7 @@ def check_bounds(schema: Mapping[str, Any]) -> None:
 
 
 def schema_digest(schema: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(schema)).hexdigest()
+    return canonical_digest(schema)
 
 
 def canonical_schema(schema: Mapping[str, Any]) -> bytes:

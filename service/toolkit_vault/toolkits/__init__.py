@@ -1,6 +1,7 @@
 """Toolkits: where definitions come from and how they are initialized.
 
-The registry (entry points, the built-in `filesystem` toolkit, imported packages), imports
+The registry (entry points, the built-in `filesystem` toolkit, imported packages; where each
+comes from: `sources`; what `toolkits list` shows of each: `listing`), imports
 of toolkit packages into stored definitions (`imports`, `import_names`, `import_report`,
 `package_sources`), and imported MCP servers run with their configs: a local server's
 command or a package's recipe (`launches`) started through the sandbox (`served`), one

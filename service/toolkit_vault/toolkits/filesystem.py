@@ -44,6 +44,7 @@ from typing import Any, NoReturn
 from toolkit_vault.errors import ConfigInvalid, VaultError
 from toolkit_vault.plugin import CallContext, Tool, ToolResult
 from toolkit_vault.protocol import ToolkitDefinition
+from toolkit_vault.toolkits.sources import BUILT_IN_FIELDS
 
 __all__ = [
     "DEFINITION",
@@ -59,22 +60,7 @@ __all__ = [
     "allowed_root",
 ]
 
-DEFINITION = ToolkitDefinition(
-    name="filesystem",
-    alias="fs",
-    description="File I/O toolkit",
-    category="io",
-    tags=["fs", "files"],
-    icon_svg=None,
-    schema={
-        "type": "object",
-        "properties": {
-            "root_dir": {"type": "string", "description": "Root directory for file operations"}
-        },
-        "required": ["root_dir"],
-    },
-    tools=["read_file", "write_file", "list_dir"],
-)
+DEFINITION = ToolkitDefinition.model_validate(BUILT_IN_FIELDS)
 
 _PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
 _RELATIVE = "A path relative to root_dir"

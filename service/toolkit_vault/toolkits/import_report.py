@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolkit_vault.terminal import printable
+
 if TYPE_CHECKING:  # so the CLI's `printable` costs no import of the packaging side
     from toolkit_package.importers import ImportDiagnostic, SkippedServer
     from toolkit_vault.toolkits.registry import RegisteredToolkit
@@ -22,7 +24,6 @@ __all__ = [
     "ImportedEntry",
     "describe_toolkit",
     "oauth_warnings",
-    "printable",
     "report_lines",
 ]
 
@@ -155,11 +156,6 @@ def _oauth_line(oauth: dict[str, Any]) -> str:
             f"{oauth['client_id_from']})"
         )
     return f"  oauth: {oauth['status']}: {printable(oauth['reason'] or '')}"
-
-
-def printable(text: str) -> str:
-    """Names and scopes are untrusted source text: escape what a terminal would act on."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def report_lines(report: ImportReport) -> list[str]:

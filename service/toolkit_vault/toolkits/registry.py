@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -40,6 +39,7 @@ from toolkit_vault.plugin import (
 )
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.schema import CompiledSchema, compile_schema, schema_digest
+from toolkit_vault.toolkits.sources import BUILT_IN, ENTRY_POINT_GROUP, SourceKind, ToolkitSource
 from toolkit_vault.toolkits.tool_declarations import compile_tool_schemas, complete_tools
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "ToolkitSource",
 ]
 
-ENTRY_POINT_GROUP = "toolkit_vault.toolkits"
 log = logging.getLogger(__name__)
 
 
@@ -73,27 +72,6 @@ class Toolkit(Protocol):
 
 
 ToolkitFactory = Callable[[], Toolkit]
-
-
-class SourceKind(StrEnum):
-    BUILT_IN = "built-in"
-    ENTRY_POINT = "entry point"
-    PACKAGE = "package"  # imported with `toolkits import`, stored in the vault
-
-
-@dataclass(frozen=True)
-class ToolkitSource:
-    """Where a registered toolkit comes from: its kind, and which one (an entry point's
-    name, an imported package's digest). Its text is what lists and reports show."""
-
-    kind: SourceKind
-    name: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.name}" if self.name else str(self.kind)
-
-
-BUILT_IN = ToolkitSource(SourceKind.BUILT_IN)
 
 
 @dataclass(frozen=True)
