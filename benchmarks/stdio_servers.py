@@ -10,6 +10,10 @@ the scope's secrets, the audit record), sixteen at once from sixteen threads; th
 are sixteen tasks on one `ClientSession` over the SDK's own `stdio_client`, the server
 started without a sandbox. Both report calls a second and the p50 latency at sixteen in
 flight, and the p50 of one call at a time (the vault's overhead: its p50 less the SDK's).
+The SDK's client here shakes hands with `initialize`; the vault negotiates as the SDK's own
+`mcp.Client` does (`server/discover` first), so it speaks the newest revision, whose
+requests each carry the client's envelope for the server to take apart: the SDK's rate at
+that revision is logged beside it (`sdk_discover_calls_s`), the target judged as before.
 Cold start: launch to first answer, a new session's configure and first call (the
 configure's check launches the server in the sandbox, handshakes and lists its tools; the
 version is stored and that process becomes its server, which the call reaches) against the
@@ -130,14 +134,17 @@ def _concurrently(work: list[Callable[[], None]], calls: int) -> tuple[float, li
     return each * len(work) / took, [ms for part in latencies for ms in part]
 
 
-async def _sdk_load(calls: int) -> tuple[float, list[float], list[float]]:
+async def _sdk_load(calls: int, discover: bool = False) -> tuple[float, list[float], list[float]]:
+    """The SDK's client at `initialize`'s revision (the target's baseline), or with
+    `discover` at the newest (`server/discover`), the revision the vault negotiates, as the
+    SDK's own `mcp.Client` does: its server does more a request there."""
     params = StdioServerParameters(
         command="/usr/bin/python3",
         args=[str(SERVER)],
         env={"API_KEY": KEY, "PYTHONPATH": str(SITE), "PATH": "/usr/bin:/bin"},
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+        await (session.discover() if discover else session.initialize())
         for _ in range(20):
             await session.call_tool("noop", {})
         one: list[float] = []
@@ -195,6 +202,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
                 ours_one.append((time.perf_counter() - began) * 1000)
             ours_rate, ours_ms = _concurrently([lambda c=c: _call(c) for c in sessions], calls)
             theirs_rate, theirs_ms, theirs_one = asyncio.run(_sdk_load(calls))
+            same_revision_rate = asyncio.run(_sdk_load(calls, discover=True))[0]
             cold_ours, cold_theirs = [], []
             for _ in range(COLD.get(ctx.scale.name, 5)):
                 conn = _session(vault)
@@ -214,6 +222,8 @@ def _measure(ctx: Context, database: str) -> list[Result]:
         "p50_overhead_ms": overhead,
         "ours_p50_ms_16_in_flight": median(ours_ms),
         "sdk_p50_ms_16_in_flight": median(theirs_ms),
+        "sdk_discover_calls_s": same_revision_rate,  # at the vault's revision
+        "ratio_same_revision": ours_rate / same_revision_rate if same_revision_rate else None,
         "calls": calls,
         "concurrency": CONCURRENCY,
     }
