@@ -25,7 +25,7 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.recovery import open_with_shares
-from toolkit_vault.keys.rotation import TallyAsRead, check_store
+from toolkit_vault.keys.version_check import TallyAsRead, check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store import snapshots
 from toolkit_vault.store.models import SCHEMA_REVISION
@@ -164,16 +164,20 @@ def verify_stream(
         load_rows(reader, store)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        opened = TallyAsRead(lambda *_ids: ring)  # each version, as reconcile reads it
-        audit = verify_audit_chain(
-            store, internal["audit"], recovery=internal.get("recovery"), versions=opened.begin
-        )
-        _same_head(store, header)
-        mac_at = None if at_seq is None else event_mac(store, at_seq)
-        if opened.tally is not None:
-            result = opened.result()
-        else:  # the walk broke: the versions read again, held to the store's state
-            result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
+        count = reader.counts.get("config_versions", 0)  # whether workers are worth starting
+        with TallyAsRead(lambda *_ids: ring) as opened:  # each version, as reconcile reads it
+            audit = verify_audit_chain(
+                store,
+                internal["audit"],
+                recovery=internal.get("recovery"),
+                versions=lambda chain: opened.begin(chain, count),
+            )
+            _same_head(store, header)
+            mac_at = None if at_seq is None else event_mac(store, at_seq)
+            if opened.tally is not None:
+                result = opened.result()
+            else:  # the walk broke: the versions read again, held to the store's state
+                result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
         ok=audit.ok and not result["failed"],
