@@ -5,8 +5,9 @@ directory (never the live vault's), its vault keys are unwrapped with the key pr
 the error names the master keys it needs), and then the same checks the live vault runs:
 the file's MAC under the backup key, the audit chain walked to its head and every
 authenticated table reconciled with it (`audit.verify`), every row MAC and every version
-decrypted in memory (`keys.rotation`'s verdicts: each version opened as the reconciliation
-reads and MACs it, not read and MACed again). Nothing decrypted is kept or shown.
+decrypted in memory (`keys.version_check`'s verdicts: each version opened as the
+reconciliation reads and MACs it, not read and MACed again; on every core). Nothing
+decrypted is kept or shown.
 """
 
 from __future__ import annotations
