@@ -4595,9 +4595,17 @@ MUTANTS = [
         "version workers: a dead worker's missing answers count as opened",
         V + "keys/version_check.py",
         "            if not more:\n                raise StoreError(",
-        "            if not more:\n                return data + bytes([OPENS]) * (size - len(data))\n"
+        "            if not more:\n"
+        "                return data + bytes([OPENS]) * (size - len(data))\n"
         "                raise StoreError(",
         (WORKERS + "test_a_worker_that_dies_fails_the_check_and_is_reaped",),
+    ),
+    Mutant(
+        "version workers: a ring grown during the check is not sent to the workers",
+        V + "keys/version_check.py",
+        "material = None if ring is self._ring else ring.reveal()",
+        "material = None if self._ring is not None else ring.reveal()",
+        (WORKERS + "test_a_ring_that_grows_during_the_check_reaches_the_workers",),
     ),
     Mutant(
         "version workers: a row whose opening raised in a worker counts as not decrypting",

@@ -16,10 +16,12 @@ from sqlalchemy import delete, insert, select, update
 
 from test_backup import CANARY, configure, header_of, session
 from toolkit_vault.backup import create_backup, resolve_settings, verify_backup
+from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import StoreError
-from toolkit_vault.keys import opening, version_check
-from toolkit_vault.settings import VaultSettings
+from toolkit_vault.keys import opening, rotation, version_check
+from toolkit_vault.keys.rotation import rotate_vault_key
+from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 
 pytestmark = pytest.mark.key_providers("file")
@@ -149,6 +151,39 @@ def test_the_plain_check_opens_on_workers_too(
     assert {k: parallel[k] for k in keys} == {k: serial[k] for k in keys}
     failed = parallel["failed_versions"]
     assert {(v["session_id"], v["version"]): v["reason"] for v in failed} == expected
+
+
+def test_a_ring_that_grows_during_the_check_reaches_the_workers(
+    vault: Vault, home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process made a new vault key (its rotation killed before it rewrapped a
+    data key) and configured under it: this vault's ring reloads when a row names it, and
+    its worker, which opened the earlier rows under the old ring, is sent the grown one
+    (else the new versions would not open there)."""
+    conn, _ = session(vault)
+    for n in range(4):
+        assert configure(conn, n) == "ok"
+    other = open_vault(home)
+    try:
+        with monkeypatch.context() as killed:
+            killed.setattr(rotation, "_rewrap_versions", lambda *_args: 0)
+            rotate_vault_key(other.store, open_provider(load_settings()), other.ring)
+        later, _ = session(other)
+        for n in range(4):
+            assert configure(later, n) == "ok"
+    finally:
+        other.store.close()
+    assert len(vault.ring.ids) == 1
+    started = _workers(monkeypatch, 1, ahead=8)  # every batch to the worker
+    sent: list[Any] = []
+    reveal = version_check.KeyRing.reveal
+    monkeypatch.setattr(
+        version_check.KeyRing, "reveal", lambda ring: sent.append(1) or reveal(ring)
+    )
+    checked = vault.check(full=True)
+    assert len(started) == 1 and len(vault.ring.ids) == 2
+    assert len(sent) == 2  # the first ring, then the grown one
+    assert (checked["ok"], checked["intact"], checked["failed"]) == (True, 8, 0)
 
 
 @pytest.mark.parametrize("when", ["before its batch", "after its batch"])
