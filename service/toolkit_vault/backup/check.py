@@ -29,6 +29,7 @@ from toolkit_vault.keys.recovery import open_with_shares
 from toolkit_vault.keys.version_check import TallyAsRead, check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store import snapshots
+from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import SCHEMA_REVISION
 from toolkit_vault.store.snapshots import (
     TABLES,
@@ -165,7 +166,7 @@ def verify_stream(
         load_rows(reader, store)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        count = reader.counts.get("config_versions", 0)  # whether workers are worth starting
+        count = reader.counts.get(VERSIONS, 0)  # whether workers are worth starting
         with TallyAsRead(lambda *_ids: ring) as opened:  # each version, as reconcile reads it
             audit = verify_audit_chain(
                 store,
