@@ -193,6 +193,8 @@ class VersionTally:
                     return
                 answer = answer.receive()
             self._pending.popleft()
+            if len(answer) != sum(values is not None for _, _, values in batch):
+                raise StoreError("a worker opening the config versions answered out of turn")
             answers = iter(answer)
             for name, verdict, values in batch:
                 if values is not None:
