@@ -14,6 +14,7 @@ did). A key, a value or a plaintext never leaves it. SECURITY.md says why this s
 
 from __future__ import annotations
 
+import operator
 import os
 import pickle
 import sys
@@ -41,6 +42,7 @@ COLUMNS = (
     "wrapped_dek",
 )
 FAILS, OPENS, RAISED = 0, 1, 2
+_PICK = operator.itemgetter(*COLUMNS)
 
 
 def opens(ring: KeyRing, row: Mapping[str, Any]) -> bool:
@@ -55,9 +57,12 @@ def opens(ring: KeyRing, row: Mapping[str, Any]) -> bool:
 
 
 def sent(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """A row's `COLUMNS` as a worker is sent them (a driver's memoryview as the bytes it
-    views, which `version_record` reads alike)."""
-    return tuple(bytes(v) if type(v) is memoryview else v for v in map(row.__getitem__, COLUMNS))
+    """A row's `COLUMNS` as a worker is sent them (a driver's memoryview of the wrapped key,
+    the one binary column, as the bytes it views, which `version_record` reads alike)."""
+    values: tuple[Any, ...] = _PICK(row)
+    if type(values[-1]) is memoryview:
+        values = (*values[:-1], bytes(values[-1]))
+    return values
 
 
 def _answers(ring: KeyRing, rows: Sequence[Sequence[Any]]) -> bytes:

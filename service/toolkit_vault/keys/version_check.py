@@ -48,6 +48,7 @@ __all__ = [
 
 Progress = Callable[[int], None]
 RingFor = Callable[..., KeyRing]  # key ids -> a ring holding them (`Vault.ring_for`)
+Name = tuple[int, str, str, int]  # a `VersionName`'s fields: made only for a failure
 
 PARALLEL_MIN = 5_000  # fewer versions are opened in this process (a worker takes time to start)
 BATCH = 500  # rows a batch sent to a worker
@@ -116,14 +117,14 @@ class VersionTally:
         self._processes = processes
         self._workers: list[_Worker] = []
         # rows read, not yet counted: (name, verdict, or None and the row's values to open)
-        self._batch: list[tuple[VersionName, str | None, tuple[Any, ...] | None]] = []
+        self._batch: list[tuple[Name, str | None, tuple[Any, ...] | None]] = []
         self._ring: KeyRing | None = None
         # batches sent or opened, in row order: (batch, its ring, its answer or its worker)
         self._pending: deque[tuple[list[Any], KeyRing, bytes | _Worker]] = deque()
 
     def see(self, ring: KeyRing, row: Mapping[str, Any], authentic: bool) -> None:
         self.seen += 1
-        name = VersionName(row["id"], row["session_id"], row["toolkit_name"], row["version"])
+        name = (row["id"], row["session_id"], row["toolkit_name"], row["version"])
         chain, verdict = self.chain, None
         if not authentic:
             verdict = FAILS_MAC
@@ -157,13 +158,13 @@ class VersionTally:
             "last_id": last_id,
         }
 
-    def _count(self, name: VersionName, verdict: str) -> None:
+    def _count(self, name: Name, verdict: str) -> None:
         if verdict in (INTACT, NO_CIPHERTEXT):
             self.counts[verdict] += 1
             return
         self.counts["failed"] += 1
         if len(self.failed) < 100:
-            self.failed.append({**name.as_json(), "reason": verdict})
+            self.failed.append({**VersionName(*name).as_json(), "reason": verdict})
 
     def _dispatch(self) -> None:
         """The batch to the least busy worker with room, else opened here."""
