@@ -8,8 +8,8 @@ failures are named, in row order.
 On a vault of at least `PARALLEL_MIN` versions, on a machine with a core to spare, the rows
 to open are sent in batches to worker children (`opening`: a fresh interpreter each, handed
 the key ring on a pipe), a batch or two ahead, while this process reads and MACs the next
-rows; a batch arriving while every worker is busy is opened here, so the work splits itself
-by pace. Verdicts are counted in row order whoever opened the row, so the report is the
+rows; a batch arriving while every worker holds `AHEAD` is opened here, so the work splits
+itself by pace. Verdicts are counted in row order whoever opened the row, so the report is the
 one-core report. A worker that ends early fails the check (`StoreError`): a row is never
 counted that nobody opened.
 """
@@ -51,13 +51,14 @@ RingFor = Callable[..., KeyRing]  # key ids -> a ring holding them (`Vault.ring_
 Name = tuple[int, str, str, int]  # a `VersionName`'s fields: made only for a failure
 
 PARALLEL_MIN = 5_000  # fewer versions are opened in this process (a worker takes time to start)
-BATCH = 500  # rows a batch sent to a worker
-AHEAD = 2  # batches a worker holds before this process opens the next one itself
+BATCH = 200  # rows a batch sent to a worker
+AHEAD = 8  # batches a worker holds before this process opens the next one itself (fewer
+# left it idle: the verifying process opened a third of the rows, the worker waited)
 INTACT, NO_CIPHERTEXT = "intact", "no_ciphertext"
 FAILS_MAC = "fails its integrity check"
 PURGED = "was purged (the audit chain says so); its row was put back"
 NOT_OPENED = "does not decrypt"
-_PIPE_BYTES = 1 << 20  # room for AHEAD batches in the pipe: sending one never waits
+_PIPE_BYTES = 1 << 20  # about AHEAD batches in the pipe: sending one seldom waits
 
 
 def spare_cores(at_most: int) -> int:
