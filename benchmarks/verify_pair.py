@@ -4,9 +4,9 @@
 and a loaded machine's noise swamps the difference. Here the vault is filled once into a
 directory (`fill`), and each step (`verify`, `check`, `create`, `backup-verify`) runs in a
 child process with the code tree given (`--code`: a `service` directory), alternating old
-and new (`pair`); each reports its CPU seconds (the child's, with its workers) and wall
-seconds, and the load average when it ended. The floor (`verify_scale._floor`) runs on the
-new code. On demand only:
+and new (`pair`); each reports its CPU seconds (the child's, with its workers; `own_cpu_s`
+without them) and wall seconds, and the load average when it ended. The floor
+(`verify_scale._floor`) runs on the new code. On demand only:
 python -m benchmarks.verify_pair fill DIR --principals 10000 --versions 100000 --events 100000
 python -m benchmarks.verify_pair pair DIR --old OLD/service --new service --steps verify check
 """
@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -76,15 +77,20 @@ def _step(directory: Path, step: str) -> dict[str, Any]:
         create_backup(settings, out)
         return {"wall_s": time.perf_counter() - started, "cpu_s": _cpu() - cpu}
     if step == "backup-verify":
-        started, cpu = time.perf_counter(), _cpu()
+        started, cpu, own = time.perf_counter(), _cpu(), _own_cpu()
         report = verify_backup(out, settings)
         assert report.ok, report.audit
-        return {"wall_s": time.perf_counter() - started, "cpu_s": _cpu() - cpu}
+        return {
+            "wall_s": time.perf_counter() - started,
+            "cpu_s": _cpu() - cpu,
+            "own_cpu_s": _own_cpu() - own,
+        }
     vault = open_vault(settings, bench_registry(1))
     try:
         if step == "floor":
             return _floor(vault)
         started, cpu = time.perf_counter(), _cpu()
+        own = _own_cpu()
         if step == "verify":
             audit = vault.verify_audit(full=True)
             assert audit.ok, audit.message
@@ -93,9 +99,21 @@ def _step(directory: Path, step: str) -> dict[str, Any]:
             checked = vault.check(full=True)
             assert checked["ok"], checked["audit"]
             found = {"versions": checked["versions"]}
-        return {"wall_s": time.perf_counter() - started, "cpu_s": _cpu() - cpu, **found}
+        return {
+            "wall_s": time.perf_counter() - started,
+            "cpu_s": _cpu() - cpu,
+            "own_cpu_s": _own_cpu() - own,
+            **found,
+        }
     finally:
         vault.store.engine.dispose()
+
+
+def _own_cpu() -> float:
+    """This process's CPU seconds alone (`cpu_s` adds its workers'): the verifying
+    process's share, which sets the wall time when the workers keep pace."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def _child(directory: Path, step: str, code: Path) -> dict[str, Any]:

@@ -102,6 +102,7 @@ DEVICES, DEVICE_TESTS = V + "audit/devices.py", "tests/test_audit_devices.py::"
 TARGETS = V + "audit/targets.py"
 FAIL_CLOSED_TEST = DEVICE_TESTS + "test_fail_closed_with_a_dead_device_leaves_the_store_as_it_was"
 BACKUP, BACKUP_TESTS = V + "backup/", "tests/test_backup.py::"
+WORKERS = "tests/test_version_workers.py::"
 RECOVERY_TESTS = "tests/test_recovery.py::"
 RESTORE_TEST = (
     BACKUP_TESTS + "test_restore_over_a_newer_witness_needs_the_explicit_step_and_is_audited"
@@ -1073,8 +1074,8 @@ MUTANTS = [
     ),
     Mutant(
         "check: a purged version put back",
-        V + "keys/rotation.py",
-        "and chain.was_purged(record.session_id, record.toolkit_name, record.version)",
+        V + "keys/version_check.py",
+        'and chain.was_purged(row["session_id"], row["toolkit_name"], row["version"])',
         "and False",
         REPLAY_TESTS,
     ),
@@ -4547,9 +4548,9 @@ MUTANTS = [
     ),
     Mutant(
         "one-pass versions: not held to the walk's state",
-        V + "keys/rotation.py",
-        "        self.tally = VersionTally(chain)",
-        "        self.tally = VersionTally(None)",
+        V + "keys/version_check.py",
+        "        self.tally = VersionTally(chain, workers(versions))",
+        "        self.tally = VersionTally(None, workers(versions))",
         (
             BACKUP_TESTS
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
@@ -4557,13 +4558,58 @@ MUTANTS = [
     ),
     Mutant(
         "a version's tally counts it intact without opening it",
-        V + "keys/rotation.py",
-        "                crypto.open_config(ring, context, sealed)",
-        "                pass",
+        V + "keys/opening.py",
+        "        crypto.open_config(ring, context, sealed)",
+        "        pass",
         (
             BACKUP_TESTS
             + "test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain",
         ),
+    ),
+    # -- issue 53 (checkcores): versions opened by worker children --
+    Mutant(
+        "version workers: a worker answers that every row opens",
+        V + "keys/opening.py",
+        "out.append(OPENS if opens(ring, dict(zip(COLUMNS, values, strict=True))) else FAILS)",
+        "out.append(OPENS)",
+        (WORKERS + "test_workers_give_the_one_core_report_row_for_row",),
+    ),
+    Mutant(
+        "version workers: a batch opened here while the workers are busy counts as opened",
+        V + "keys/version_check.py",
+        "answer = bytes(_opened(ring, values) for values in rows)",
+        "answer = bytes(OPENS for values in rows)",
+        (WORKERS + "test_workers_give_the_one_core_report_row_for_row",),
+    ),
+    Mutant(
+        "version workers: a batch's answers counted against the wrong rows",
+        V + "keys/version_check.py",
+        "answers = iter(answer)",
+        "answers = iter(answer[::-1])",
+        (WORKERS + "test_workers_give_the_one_core_report_row_for_row",),
+    ),
+    Mutant(
+        "version workers: a dead worker's missing answers count as opened",
+        V + "keys/version_check.py",
+        "            if not more:\n                raise StoreError(",
+        "            if not more:\n"
+        "                return data + bytes([OPENS]) * (size - len(data))\n"
+        "                raise StoreError(",
+        (WORKERS + "test_a_worker_that_dies_fails_the_check_and_is_reaped",),
+    ),
+    Mutant(
+        "version workers: a ring grown during the check is not sent to the workers",
+        V + "keys/version_check.py",
+        "material = None if ring is self._ring else ring.reveal()",
+        "material = None if self._ring is not None else ring.reveal()",
+        (WORKERS + "test_a_ring_that_grows_during_the_check_reaches_the_workers",),
+    ),
+    Mutant(
+        "version workers: a row whose opening raised in a worker counts as not decrypting",
+        V + "keys/version_check.py",
+        "                    if code == RAISED:",
+        "                    if False:",
+        (WORKERS + "test_a_row_that_raises_in_a_worker_is_opened_again_here",),
     ),
     Mutant(
         "the upgrade signs rows over an audit chain that does not verify",

@@ -53,6 +53,7 @@ __all__ = [
     "WRAP_FORMAT",
     "KeyRing",
     "RecordContext",
+    "RingMaterial",
     "SealedConfig",
     "SecretBytes",
     "SecretValue",
@@ -89,6 +90,8 @@ _BINDING_LABEL = "toolkit-vault/v2/wrap-binding"
 _BINDING, _NONCE, _COMMIT = slice(1, 33), slice(33, 45), slice(45, 77)  # of a key wrap
 _WRAP_HEADER = 77
 WRAPPED_BYTES = _WRAP_HEADER + KEY_BYTES + 16
+# `KeyRing.reveal`: its keys, its primary key's id, its legacy keys
+RingMaterial = tuple[dict[str, bytes], str, dict[str, bytes]]
 
 
 class _Hidden:
@@ -284,6 +287,22 @@ class KeyRing:
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("KeyRing cannot be pickled")
+
+    def reveal(self) -> RingMaterial:
+        """The ring's keys as bytes: the deliberate, greppable way they leave it, only to a
+        worker process of this one over a pipe the two alone hold (`keys.opening`)."""
+        return (
+            {key_id: key.reveal() for key_id, key in self._keys.items()},
+            self.primary_id,
+            {key_id: key.reveal() for key_id, key in self._legacy.items()},
+        )
+
+    @classmethod
+    def revealed(cls, material: RingMaterial) -> KeyRing:
+        """The ring `reveal` gave (in the worker process)."""
+        keys, primary, legacy = material
+        held = {k: SecretBytes(v) for k, v in keys.items()}
+        return cls(held, primary, {k: SecretBytes(v) for k, v in legacy.items()})
 
     @property
     def ids(self) -> list[str]:

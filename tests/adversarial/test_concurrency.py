@@ -26,7 +26,7 @@ from sqlalchemy import select
 from cli_support import spawn_cli
 from toolkit_vault.cli import main
 from toolkit_vault.core.vault import Vault
-from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.keys.version_check import check_store
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 
 PER_PROCESS = 12

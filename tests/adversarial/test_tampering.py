@@ -27,7 +27,7 @@ from toolkit_vault.core.connection import connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.crypto import FORMAT_VERSION, WRAP_FORMAT, new_key
 from toolkit_vault.errors import DecryptionError
-from toolkit_vault.keys.rotation import check_store
+from toolkit_vault.keys.version_check import check_store
 from toolkit_vault.store.models import ConfigVersion, CurrentConfig
 from toolkit_vault.toolkits.registry import SourceKind, ToolkitSource
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from toolkit_vault.audit.links_check import as_event, first_bad
 from toolkit_vault.errors import StoreError
+from toolkit_vault.keys.version_check import spare_cores
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import Signer, links
 from toolkit_vault.store.chain_snapshot import ChainSnapshot
@@ -55,13 +56,7 @@ PARALLEL_MIN = 50_000  # fewer events are checked in this process (workers take 
 def workers(events: int) -> int:
     """How many processes check `events` links: none (this one) below `PARALLEL_MIN`,
     else one per core this process may run on, at most four."""
-    if events < PARALLEL_MIN:
-        return 0
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return min(cores - 1, 4) if cores > 1 else 0
+    return 0 if events < PARALLEL_MIN else spare_cores(4)
 
 
 def check_batches(

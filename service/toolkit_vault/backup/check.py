@@ -5,8 +5,9 @@ directory (never the live vault's), its vault keys are unwrapped with the key pr
 the error names the master keys it needs), and then the same checks the live vault runs:
 the file's MAC under the backup key, the audit chain walked to its head and every
 authenticated table reconciled with it (`audit.verify`), every row MAC and every version
-decrypted in memory (`keys.rotation`'s verdicts: each version opened as the reconciliation
-reads and MACs it, not read and MACed again). Nothing decrypted is kept or shown.
+decrypted in memory (`keys.version_check`'s verdicts: each version opened as the
+reconciliation reads and MACs it, not read and MACed again; on every core). Nothing
+decrypted is kept or shown.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
 from toolkit_vault.keys.keystore import read_vault_keys
 from toolkit_vault.keys.recovery import open_with_shares
-from toolkit_vault.keys.rotation import TallyAsRead, check_store
+from toolkit_vault.keys.version_check import TallyAsRead, check_store
 from toolkit_vault.settings import EnvSettings, VaultSettings, load_settings
 from toolkit_vault.store import snapshots
+from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import SCHEMA_REVISION
 from toolkit_vault.store.snapshots import (
     TABLES,
@@ -164,16 +166,20 @@ def verify_stream(
         load_rows(reader, store)
         internal, ring, masters = _open_keys(store, settings, shares)
         reader.check(backup_key(internal["state"]))
-        opened = TallyAsRead(lambda *_ids: ring)  # each version, as reconcile reads it
-        audit = verify_audit_chain(
-            store, internal["audit"], recovery=internal.get("recovery"), versions=opened.begin
-        )
-        _same_head(store, header)
-        mac_at = None if at_seq is None else event_mac(store, at_seq)
-        if opened.tally is not None:
-            result = opened.result()
-        else:  # the walk broke: the versions read again, held to the store's state
-            result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
+        count = reader.counts.get(VERSIONS, 0)  # whether workers are worth starting
+        with TallyAsRead(lambda *_ids: ring) as opened:  # each version, as reconcile reads it
+            audit = verify_audit_chain(
+                store,
+                internal["audit"],
+                recovery=internal.get("recovery"),
+                versions=lambda chain: opened.begin(chain, count),
+            )
+            _same_head(store, header)
+            mac_at = None if at_seq is None else event_mac(store, at_seq)
+            if opened.tally is not None:
+                result = opened.result()
+            else:  # the walk broke: the versions read again, held to the store's state
+                result = check_store(store, lambda *_ids: ring, chain=audit.chain_state)
     versions = {k: result[k] for k in ("versions", "intact", "failed", "no_ciphertext")}
     return VerifyReport(
         ok=audit.ok and not result["failed"],

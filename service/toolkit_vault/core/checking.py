@@ -23,7 +23,7 @@ from toolkit_vault import crypto
 from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
 from toolkit_vault.crypto import SecretBytes
 from toolkit_vault.keys.keystore import read_vault_keys
-from toolkit_vault.keys.rotation import RingFor, TallyAsRead, check_store
+from toolkit_vault.keys.version_check import RingFor, TallyAsRead, check_store
 from toolkit_vault.store.chain import CHAIN_START, Signer
 from toolkit_vault.store.data_keys import count_versions
 from toolkit_vault.store.integrity import Row
@@ -87,18 +87,19 @@ def check_all(
     and MACs every version row in its snapshot, hands each row on to be opened there
     (`TallyAsRead`), so a version is read and MACed once, not once here and again there.
     When the walk breaks, the versions are opened as `check_versions` does (read again)."""
-    opened = TallyAsRead(ring_for)
 
     def begin(chain: ChainState | None) -> Callable[[Row, bool], None] | None:
-        see = opened.begin(chain)
+        versions = count_versions(store)
+        see = opened.begin(chain, versions)
         if see is not None and start is not None:
-            opened.advance = start(count_versions(store))
+            opened.advance = start(versions)
         return see
 
-    audit = verify_audit_chain(store, audit_key, recovery=recovery, full=True, versions=begin)
-    if opened.tally is None:
-        return check_versions(store, ring_for, audit_key, start, full=True), audit
-    result = opened.result()
+    with TallyAsRead(ring_for) as opened:
+        audit = verify_audit_chain(store, audit_key, recovery=recovery, full=True, versions=begin)
+        if opened.tally is None:
+            return check_versions(store, ring_for, audit_key, start, full=True), audit
+        result = opened.result()
     _leave_mark(store, partial(crypto.chain_hash, audit_key), result)
     result.update(since_id=0, mark_refused=None, full=True)
     return result, audit

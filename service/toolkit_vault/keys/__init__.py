@@ -2,8 +2,9 @@
 
 `providers` load or reach the master key (file, env, OS keyring, AWS KMS, PKCS#11);
 `hierarchy` and `keystore` unwrap the vault keys once per process; `rotation`, `admin` and
-`upgrade` are the operators' key commands (rotate, retire, rewrap, check); `recovery` the
-recovery shares.
+`upgrade` are the operators' key commands (rotate, retire, rewrap); `version_check` the
+decrypt check of every version (`check`, `backup verify`), on every core (`opening`, its
+workers); `recovery` the recovery shares.
 
 This package holds the crypto of the keys, never their SQL: the rows it reads and writes
 are the store's named operations (`store.vault_keys`, `store.data_keys`,

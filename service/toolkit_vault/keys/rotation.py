@@ -1,4 +1,4 @@
-"""Key rotation on both layers, and the decrypt check.
+"""Key rotation on both layers (the decrypt check that follows one: `version_check`).
 
 **Master key** (`rotate_master_key`, `keys rotate`): the provider makes a new master key
 (or new key material), then every live vault key is unwrapped and wrapped again under it,
@@ -41,18 +41,12 @@ from toolkit_vault.store import vault_keys
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.data_keys import (
     Rewrap,
-    ScannedVersion,
-    count_versions,
     data_key_batches,
     move_data_keys,
-    scan_versions,
-    scanned,
     version_batches,
     version_name,
     write_rewraps,
 )
-from toolkit_vault.store.integrity import Row
-from toolkit_vault.store.ledger import ChainState, StateUnknown
 from toolkit_vault.store.records import AuditDraft
 from toolkit_vault.store.storage import Store
 from toolkit_vault.store.vault_keys import (
@@ -67,9 +61,6 @@ from toolkit_vault.store.vault_keys import (
 __all__ = [
     "MasterRotationReport",
     "RotationReport",
-    "TallyAsRead",
-    "VersionTally",
-    "check_store",
     "pending_rewraps",
     "rotate_master_key",
     "rotate_vault_key",
@@ -78,7 +69,6 @@ __all__ = [
 ]
 
 Progress = Callable[[int], None]
-RingFor = Callable[..., KeyRing]  # key ids -> a ring holding them (`Vault.ring_for`)
 
 
 @dataclass
@@ -232,123 +222,3 @@ def _rewrap_versions(
         if advance:
             advance(len(rows))
     return done
-
-
-def check_store(
-    store: Store,
-    ring_for: RingFor,
-    start: Callable[[int], Progress] | None = None,
-    after: int = 0,
-    chain: ChainState | None = None,
-) -> dict[str, Any]:
-    """Decrypt-verify every stored version (with a row id past `after`) in memory (MAC,
-    commitment, AAD, JSON); reveal nothing. A version whose row fails its MAC counts as
-    failed without being opened. Each batch asks `ring_for` the key ids it names, so a ring
-    rotated elsewhere is reloaded. `last_id`: the last row id read. `chain`: the state the
-    verified chain makes, when the caller has it (None: the store's, as followed)."""
-    try:
-        chain = chain if chain is not None else store.chain_state()
-    except StateUnknown:
-        chain = None  # the audit part of `check` says why
-    tally = VersionTally(chain)
-    total = count_versions(store, after)
-    advance = start(total) if start else None
-    last_id = after
-    for rows in scan_versions(store, 1000, authenticate=True, after=after):
-        last_id = rows[-1].row_id
-        ring = ring_for(*{r.record.kek_id for r in rows if isinstance(r.record.kek_id, str)})
-        for row in rows:
-            tally.see(ring, row)
-        if advance:
-            advance(len(rows))
-    return tally.result(total, last_id)
-
-
-class VersionTally:
-    """`check_store`'s verdict on each version, one row at a time, given its MAC's verdict:
-    a row that fails its MAC, or that the chain purged, fails unopened; the others are
-    opened in memory. `backup verify` feeds it the rows its audit verification reads (and
-    MACs) already, so each version is read and MACed once."""
-
-    def __init__(self, chain: ChainState | None) -> None:
-        self.chain = chain
-        self.counts = {"intact": 0, "failed": 0, "no_ciphertext": 0}
-        self.failed: list[dict[str, Any]] = []
-        self.seen = 0
-
-    def see(self, ring: KeyRing, row: ScannedVersion) -> None:
-        self.seen += 1
-        record, reason, chain = row.record, None, self.chain
-        if not row.authentic:
-            reason = "fails its integrity check"
-        elif (
-            chain is not None
-            and record.status != "purged"
-            and chain.was_purged(record.session_id, record.toolkit_name, record.version)
-        ):
-            reason = "was purged (the audit chain says so); its row was put back"
-        elif row.no_ciphertext:
-            self.counts["no_ciphertext"] += 1
-            return
-        else:
-            try:
-                context, sealed = record.sealed()
-                crypto.open_config(ring, context, sealed)
-            except DecryptionError:
-                reason = "does not decrypt"
-        if reason is None:
-            self.counts["intact"] += 1
-            return
-        self.counts["failed"] += 1
-        if len(self.failed) < 100:
-            self.failed.append({**row.name.as_json(), "reason": reason})
-
-    def result(self, total: int, last_id: int) -> dict[str, Any]:
-        return {
-            "versions": total,
-            **self.counts,
-            "failed_versions": self.failed,
-            "last_id": last_id,
-        }
-
-
-class TallyAsRead:
-    """A `VersionTally` fed by another reader: the audit verification's reconciliation,
-    which reads and MACs every version row in its snapshot anyway (`audit.verify`'s
-    `versions`), so a full check or `backup verify` reads and MACs each version once.
-    The ring is asked (`ring_for`) again whenever a row names a key id not met before."""
-
-    def __init__(self, ring_for: RingFor, advance: Progress | None = None) -> None:
-        self.ring_for, self.advance = ring_for, advance
-        self.tally: VersionTally | None = None
-        self.last_id = 0
-        self._keys: set[str] = set()
-        self._ring: KeyRing | None = None
-
-    def begin(self, chain: ChainState | None) -> Callable[[Row, bool], None] | None:
-        """What sees each row, held to `chain`, the verified walk's state; None when the
-        walk broke (the caller then runs `check_store`, which reads the versions again)."""
-        if chain is None:
-            return None
-        self.tally = VersionTally(chain)
-        return self._see
-
-    def _see(self, row: Row, authentic: bool) -> None:
-        version, tally = scanned(row, authentic), self.tally
-        assert tally is not None
-        key_id = version.record.kek_id
-        if self._ring is None or (isinstance(key_id, str) and key_id not in self._keys):
-            if isinstance(key_id, str):
-                self._keys.add(key_id)
-            self._ring = self.ring_for(*sorted(self._keys))
-        tally.see(self._ring, version)
-        self.last_id = version.row_id
-        if self.advance and tally.seen % 1000 == 0:
-            self.advance(1000)
-
-    def result(self) -> dict[str, Any]:
-        tally = self.tally
-        assert tally is not None
-        if self.advance and tally.seen % 1000:
-            self.advance(tally.seen % 1000)
-        return tally.result(tally.seen, self.last_id)

@@ -10,7 +10,7 @@ paginated, so memory stays flat at any size.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "scan_versions",
     "version_batches",
     "version_name",
+    "version_rows",
     "write_rewraps",
 ]
 
@@ -172,6 +173,15 @@ def scan_versions(
             scanned(row._mapping, store.authentic(VERSIONS, row._mapping) if authenticate else None)
             for row in rows
         ]
+
+
+def version_rows(
+    store: Store, batch_size: int, *, after: int = 0
+) -> Iterator[list[tuple[Mapping[str, Any], bool]]]:
+    """Batches of whole version rows (by column) with a row id past `after`, each with
+    its MAC's verdict: what `check` opens."""
+    for rows in version_batches(store, ConfigVersion.id > after, batch_size):
+        yield [(row._mapping, store.authentic(VERSIONS, row._mapping)) for row in rows]
 
 
 def scanned(row: Any, authentic: bool | None) -> ScannedVersion:
