@@ -71,7 +71,7 @@ def _measure(ctx: Context, database: str) -> Result:
                     into.append((time.perf_counter() - started) * 1000)
                     cpu[id(into)] += time.process_time() - used
         finally:
-            vault.store.engine.dispose()
+            vault.store.close()
     cpu_ms = (cpu[id(ours)] / calls * 1000, cpu[id(theirs)] / calls * 1000)
     ours_ms, direct_ms = median(ours), median(theirs)
     overhead = ours_ms - direct_ms

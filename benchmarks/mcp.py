@@ -129,7 +129,7 @@ def _lists(ctx: Context, database: str) -> Result:
             server = vault_mcp_server(sessions, lambda _ctx: (principal, "bench"), TOOLS + 1)
             timings = asyncio.run(_list_timings(Client(server), lists))
         finally:
-            vault.store.engine.dispose()
+            vault.store.close()
     timings.sort()
     p99 = timings[int(len(timings) * 0.99) - 1]
     p50 = timings[len(timings) // 2]

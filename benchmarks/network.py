@@ -149,7 +149,7 @@ def _tokens(home: Path, url: str) -> list[str]:
     try:
         return [create_token(vault.store, "agent", f"bench-{n}")[1] for n in range(PRINCIPALS)]
     finally:
-        vault.store.engine.dispose()
+        vault.store.close()
 
 
 def _sessions(server: Running, tokens: list[str]) -> list[str]:

@@ -213,7 +213,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
                 cold_theirs.append(asyncio.run(_sdk_cold()))
         finally:
             vault.instances.drop(lambda *_: True)
-            vault.store.engine.dispose()
+            vault.store.close()
     overhead = median(ours_one) - median(theirs_one)  # what the vault adds to one call
     ratio = ours_rate / theirs_rate if theirs_rate else float("inf")
     extra = {
