@@ -4815,6 +4815,27 @@ MUTANTS = [
         "    return validator_for(schema)(schema).is_valid",
         (RESULTS + "test_an_output_schemas_pattern_runs_in_linear_time",),
     ),
+    # -- issue 53: backupload (the scratch copy builds its secondary indexes after its rows) --
+    Mutant(
+        "backup verify: the scratch copy's secondary indexes are not built again after its rows",
+        V + "store/snapshots.py",
+        "        for index in _SECONDARY:\n            index.create(conn)\n",
+        "",
+        (
+            BACKUP_TESTS
+            + "test_a_row_the_scratch_copy_refuses_refuses_the_backup_and_its_indexes_stay",
+        ),
+    ),
+    Mutant(
+        "backup verify: a row the database refuses does not refuse the backup",
+        BACKUP + "check.py",
+        "    except RowsRefused as exc:\n        raise BackupError",
+        "    except RowsRefused as exc:\n        return\n        raise BackupError",
+        (
+            BACKUP_TESTS
+            + "test_a_row_the_scratch_copy_refuses_refuses_the_backup_and_its_indexes_stay",
+        ),
+    ),
 ]
 
 

@@ -30,13 +30,14 @@ from toolkit_vault.backup import (
     verify_backup,
 )
 from toolkit_vault.backup.archive import Reader
+from toolkit_vault.backup.check import load_rows
 from toolkit_vault.bootstrap import open_vault
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.core.vault import Vault
 from toolkit_vault.errors import VaultError
 from toolkit_vault.settings import VaultSettings, load_settings
 from toolkit_vault.store.models import AuditEvent, ConfigVersion, CurrentConfig
-from toolkit_vault.store.snapshots import binary_columns
+from toolkit_vault.store.snapshots import TABLES, binary_columns, scratch_store
 from toolkit_vault.store.transactions import _MAX_ATTEMPTS
 
 pytestmark = pytest.mark.key_providers("file")
@@ -249,6 +250,41 @@ def test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore(
             if tables:
                 assert db.execute(select(ConfigVersion)).first() is None, name
         engine.dispose()
+
+
+def test_a_row_the_scratch_copy_refuses_refuses_the_backup_and_its_indexes_stay(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    conn, _ = session(vault)
+    assert configure(conn, 1) == "ok"
+    file = tmp_path / "vault.tkvb"
+    create_backup(home, file)
+    lines = file.read_bytes().splitlines(keepends=True)
+    at = {json.loads(line).get("t"): n for n, line in enumerate(lines[1:-1], 1)}
+    dangling = json.loads(lines[at["config_versions"]])
+    dangling["r"][TABLES["config_versions"].index("session_id")] = "no-such-session"
+    refused_copies = (
+        lines[: at["sessions"] + 1] + lines[at["sessions"] :],  # a duplicate key
+        [  # a foreign key naming no row
+            *lines[: at["config_versions"]],
+            json.dumps(dangling, separators=(",", ":")).encode() + b"\n",
+            *lines[at["config_versions"] + 1 :],
+        ],
+    )
+    indexes = "select name from sqlite_master where type = 'index' order by name"
+    with scratch_store() as store:
+        with store.engine.connect() as db:
+            before = db.execute(text(indexes)).scalars().all()
+        for content in refused_copies:
+            path = tmp_path / "refused.tkvb"
+            path.write_bytes(b"".join(content))
+            with path.open("rb") as handle, pytest.raises(BackupError, match="IntegrityError"):
+                load_rows(Reader(handle), store)
+        with file.open("rb") as handle:  # nothing stayed of the refused loads
+            load_rows(Reader(handle), store)
+        with store.engine.connect() as db:
+            assert db.execute(text(indexes)).scalars().all() == before
+    assert any(name.startswith("ix_") for name in before)
 
 
 def test_a_backup_of_another_vault_does_not_verify(
