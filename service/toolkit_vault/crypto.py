@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolkit_vault.canonical import canonical_json, parse_json
 from toolkit_vault.errors import DecryptionError, KeyProviderError
+from toolkit_vault.sensitive import SecretBytes, SecretValue
 
 __all__ = [
     "FORMAT_VERSION",
@@ -92,49 +93,6 @@ _WRAP_HEADER = 77
 WRAPPED_BYTES = _WRAP_HEADER + KEY_BYTES + 16
 # `KeyRing.reveal`: its keys, its primary key's id, its legacy keys
 RingMaterial = tuple[dict[str, bytes], str, dict[str, bytes]]
-
-
-class _Hidden:
-    """Holds a sensitive value; repr, str, pickle and equality never reveal it."""
-
-    __slots__ = ("_value",)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(<hidden>)"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError(f"{type(self).__name__} cannot be pickled")
-
-
-class SecretBytes(_Hidden):
-    """Key material. `reveal()` is the deliberate, greppable way to use it."""
-
-    def __init__(self, value: bytes) -> None:
-        self._value = bytes(value)
-
-    def reveal(self) -> bytes:
-        return bytes(self._value)
-
-    def __len__(self) -> int:
-        return len(self._value)
-
-
-class SecretValue(_Hidden):
-    """A decrypted config value (any JSON value) on its way to a toolkit's initialize."""
-
-    def __init__(self, value: Any) -> None:
-        self._value = value
-
-    def reveal(self) -> Any:
-        return self._value
 
 
 def new_key() -> SecretBytes:
