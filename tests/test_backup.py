@@ -603,31 +603,24 @@ def test_a_dry_run_into_a_new_home_creates_nothing(
 # -- issue 53: `backup verify` opens each version as its audit verification reads it --
 
 
-def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain(
-    vault: Vault, home: VaultSettings, tmp_path: Path
-) -> None:
-    """Rows a database writer changed before the backup was taken: one edited in a column
-    its MAC covers (not opened: it fails its MAC), one whose ciphertext was replaced and
-    re-MACed with the state key (its MAC holds, it does not decrypt), one the chain purged
-    and put back as it was. Each is named once, with its reason, and the intact one counts
-    as intact: every version is checked, once. A full `check` (each version opened as its
-    audit part reads it) names them as the check that reads them apart does."""
-    conn, session_id = session(vault)
-    for n in range(3):
-        assert configure(conn, n) == "ok"
-    other, purged_id = session(vault)
-    assert configure(other, 9) == "ok"
+def put_back_edit_and_swap(
+    vault: Vault, session_id: str, purged_id: str
+) -> dict[int, dict[str, Any]]:
+    """Three bad rows, as a database writer makes them: `purged_id`'s versions and pointer
+    purged and put back as they were; `session_id`'s version 1 edited in a column its MAC
+    covers; its version 2's first value replaced by version 3's and re-MACed with the state
+    key. `session_id`'s rows as they were, by version."""
     store = vault.store
     with store.engine.connect() as db:
         copied = [dict(r._mapping) for r in db.execute(select(ConfigVersion))]
         pointers = [dict(r._mapping) for r in db.execute(select(CurrentConfig))]
     vault.purge("operator", purged_id)
+    ours = {r["version"]: r for r in copied if r["session_id"] == session_id}
     with store.engine.begin() as db:
         db.execute(delete(CurrentConfig).where(CurrentConfig.session_id == purged_id))
         db.execute(delete(ConfigVersion).where(ConfigVersion.session_id == purged_id))
         db.execute(insert(ConfigVersion), [r for r in copied if r["session_id"] == purged_id])
         db.execute(insert(CurrentConfig), [r for r in pointers if r["session_id"] == purged_id])
-        ours = {r["version"]: r for r in copied if r["session_id"] == session_id}
         db.execute(
             update(ConfigVersion).where(ConfigVersion.id == ours[1]["id"]).values(message="edited")
         )
@@ -642,6 +635,24 @@ def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_c
             .where(ConfigVersion.id == forged["id"])
             .values(sealed_secrets=forged["sealed_secrets"], mac=forged["mac"])
         )
+    return ours
+
+
+def test_backup_verify_names_each_version_that_fails_its_mac_decryption_or_the_chain(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> None:
+    """Rows a database writer changed before the backup was taken: one edited in a column
+    its MAC covers (not opened: it fails its MAC), one whose ciphertext was replaced and
+    re-MACed with the state key (its MAC holds, it does not decrypt), one the chain purged
+    and put back as it was. Each is named once, with its reason, and the intact one counts
+    as intact: every version is checked, once. A full `check` (each version opened as its
+    audit part reads it) names them as the check that reads them apart does."""
+    conn, session_id = session(vault)
+    for n in range(3):
+        assert configure(conn, n) == "ok"
+    other, purged_id = session(vault)
+    assert configure(other, 9) == "ok"
+    put_back_edit_and_swap(vault, session_id, purged_id)
     expected = {
         (session_id, 1): "fails its integrity check",
         (session_id, 2): "does not decrypt",

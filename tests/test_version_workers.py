@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import select, update
 
-from test_backup import CANARY, configure, header_of, session
+from test_backup import CANARY, configure, header_of, put_back_edit_and_swap, session
 from toolkit_vault.backup import create_backup, resolve_settings, verify_backup
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.vault import Vault
@@ -22,7 +22,7 @@ from toolkit_vault.errors import StoreError
 from toolkit_vault.keys import opening, rotation, version_check
 from toolkit_vault.keys.rotation import rotate_vault_key
 from toolkit_vault.settings import VaultSettings, load_settings
-from toolkit_vault.store.models import ConfigVersion, CurrentConfig
+from toolkit_vault.store.models import ConfigVersion
 
 pytestmark = pytest.mark.key_providers("file")
 PURGED = "was purged (the audit chain says so); its row was put back"
@@ -36,30 +36,9 @@ def _tamper(vault: Vault) -> dict[tuple[str, int], str]:
     other, purged_id = session(vault)
     assert configure(other, 9) == "ok"
     assert configure(other, 10) == "ok"
-    store = vault.store
-    with store.engine.connect() as db:
-        copied = [dict(r._mapping) for r in db.execute(select(ConfigVersion))]
-        pointers = [dict(r._mapping) for r in db.execute(select(CurrentConfig))]
-    vault.purge("operator", purged_id)
-    ours = {r["version"]: r for r in copied if r["session_id"] == session_id}
+    ours = put_back_edit_and_swap(vault, session_id, purged_id)
     by_id = update(ConfigVersion).where
-    with store.engine.begin() as db:
-        db.execute(delete(CurrentConfig).where(CurrentConfig.session_id == purged_id))
-        db.execute(delete(ConfigVersion).where(ConfigVersion.session_id == purged_id))
-        db.execute(insert(ConfigVersion), [r for r in copied if r["session_id"] == purged_id])
-        db.execute(insert(CurrentConfig), [r for r in pointers if r["session_id"] == purged_id])
-        db.execute(by_id(ConfigVersion.id == ours[1]["id"]).values(message="edited"))
-        forged = dict(ours[2])
-        sealed = json.loads(forged["sealed_secrets"])
-        first = next(iter(sealed))
-        sealed[first] = json.loads(ours[3]["sealed_secrets"])[first]  # another version's
-        forged["sealed_secrets"] = json.dumps(sealed)
-        forged["mac"] = store.mac("config_versions", forged)
-        db.execute(
-            by_id(ConfigVersion.id == forged["id"]).values(
-                sealed_secrets=forged["sealed_secrets"], mac=forged["mac"]
-            )
-        )
+    with vault.store.engine.begin() as db:
         # the key id is not under the row's MAC (a rotation moves it): an unknown one
         db.execute(by_id(ConfigVersion.id == ours[4]["id"]).values(kek_id="vk-9999"))
         wrapped = bytearray(ours[5]["wrapped_dek"])
