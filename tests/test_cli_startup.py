@@ -155,9 +155,28 @@ def test_operators_commands_import_no_mcp_sdk(
 ) -> None:
     env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
     _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | {"toolkit_vault"})
-    assert "toolkit_vault.core.vault" in loaded  # it did open the vault
+    assert "toolkit_vault.keys.hierarchy" in loaded  # it did open the vault keys
     serving = {"mcp", "mcp_types", "uvicorn", "authlib", "httpx"}
     assert sorted({m.split(".")[0] for m in loaded} & serving) == []
+
+
+# `audit verify` and `check` need the store, its keys and the audit key: not the vault that
+# serves (`core.vault`), the registry, its pydantic models or the schema compiler (issue 53:
+# their import was a third of an incremental `audit verify` at a million events).
+@pytest.mark.parametrize("argv", [["audit", "verify"], ["check"]], ids=" ".join)
+def test_audit_verify_and_check_import_no_vault_registry_or_models(
+    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    heavy = HEAVY | SERVING | VALIDATOR | {"toolkit_vault"}
+    output, loaded = _probe(*argv, env=env, heavy=heavy)
+    assert "audit chain" in output or "events verified" in output
+    assert "toolkit_vault.core.auditing" in loaded and "toolkit_vault.keys.hierarchy" in loaded
+    unwanted = {"toolkit_vault.core.vault", "toolkit_vault.toolkits.registry"}
+    unwanted |= {"toolkit_vault.protocol", "toolkit_vault.plugin", "toolkit_vault.schema"}
+    unwanted |= {"toolkit_vault.toolkits.served"}
+    assert sorted(set(loaded) & unwanted) == []
+    assert sorted({m.split(".")[0] for m in loaded} & (PYDANTIC | VALIDATOR)) == []
 
 
 # `toolkits list` opens the registry (imported definitions are verified under the vault

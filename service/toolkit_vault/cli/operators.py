@@ -23,6 +23,7 @@ from toolkit_vault.cli.shell import (
     epilog,
     guarded,
     iso_seconds,
+    open_for_audit,
     open_for_operators,
     plural,
     progress,
@@ -54,9 +55,9 @@ def check(as_json: bool, full: bool) -> None:
     By default only the versions and events written since the last check (its mark in the
     vault home, MACed under the audit key); --full opens and walks them all.
     """
-    vault = open_for_operators(load_settings())
+    auditing = open_for_audit(load_settings())
     with progress("checking", not as_json) as start:
-        result = vault.check(start, full=full)
+        result = auditing.check(start, full=full)
     if as_json:
         emit(result)
     else:
@@ -202,7 +203,7 @@ def audit_verify(as_json: bool, full: bool) -> None:
     under the audit key) and says so; a mark that is not believed makes a full walk,
     said too. --full walks every event: only it proves the events before the mark again.
     """
-    report = open_for_operators(load_settings()).verify_audit(full=full)
+    report = open_for_audit(load_settings()).verify_audit(full=full)
     if report.witness_warning is not None:
         click.echo(f"warning: {report.witness_warning}", err=True)
     if as_json:
