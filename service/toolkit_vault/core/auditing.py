@@ -67,8 +67,11 @@ class Auditing:
             recovery = held_recovery_key(self.store, self._ring_for)
             result, audit = check_all(self.store, ring_for, audit_key, recovery, start)
         else:
-            result = check_versions(self.store, ring_for, audit_key, start)
+            # the chain first: the versions since the check's mark are held to the state it
+            # verified, and the store need not follow the chain a second time to say it
             audit = self.verify_audit(full)
+            chain = audit.chain_state
+            result = check_versions(self.store, ring_for, audit_key, start, chain=chain)
         for failed in result["failed_versions"]:
             failed["scope"] = scope_of(failed["session_id"])
         result["scopes"] = self.store.versions_by_scope()

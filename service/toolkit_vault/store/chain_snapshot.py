@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.call_chain_reads import CallChainReads
+from toolkit_vault.store.checkpoints import count_to
 from toolkit_vault.store.driver import _OnDriver, batches
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
@@ -96,9 +97,8 @@ class ChainSnapshot:
                 yield list(rows)
 
     def count_to(self, seq: int) -> int:
-        """How many events the chain holds from 1 to `seq` (one count on the primary key)."""
-        counted = select(func.count()).where(AuditEvent.seq.between(1, seq))
-        return int(self._conn.execute(counted).scalar_one())
+        """How many events the chain holds from 1 to `seq` (`checkpoints.count_to`)."""
+        return count_to(self._conn, seq)
 
     def call_chains(self) -> CallChainReads:
         """The call chains, read in this snapshot (`call_chains`)."""
