@@ -56,6 +56,7 @@ __all__ = [
     "EVERY_EVENTS",
     "Checkpoints",
     "checkpoint_link",
+    "count_events",
     "count_to",
     "decode_state",
     "encode_state",
@@ -367,22 +368,36 @@ class Checkpoints:
                 os.unlink(temporary)
 
 
-def count_to(conn: Connection, seq: int) -> int:
+def count_to(conn: Connection, seq: int, every: int | None = None) -> int:
     """How many events the chain holds from 1 to `seq` (`seq` when none is missing): all of
-    them less those after `seq` and those before 1, in one statement (one snapshot). A
-    count of a whole table is read from its pages (SQLite's count optimisation), where a
-    count of the range 1..`seq` steps through every row in it: at a million events
-    0.12 -> 0.05 s, paid by every process's first walk from a checkpoint and by each
-    incremental `audit verify` (issue 53). On SQLite the table's own b-tree, never an
-    index (`NOT INDEXED`): the range read that one too, and a file edited so that an
-    index and its table disagree must not count otherwise."""
+    them (`every`, when the caller counted them in the same snapshot: `count_events`) less
+    those after `seq` and those before 1, in one statement (one snapshot). A count of a
+    whole table is read from its pages (SQLite's count optimisation), where a count of the
+    range 1..`seq` steps through every row in it: at a million events 0.12 -> 0.05 s, paid
+    by every process's first walk from a checkpoint and by each incremental `audit verify`
+    (issue 53)."""
+    after = select(func.count()).where(AuditEvent.seq > seq).scalar_subquery()
+    before = select(func.count()).where(AuditEvent.seq < 1).scalar_subquery()
+    if every is None:
+        counted = select(_every_event(conn).scalar_subquery() - after - before)
+    else:
+        counted = select(every - after - before)
+    return int(conn.execute(counted).scalar_one())
+
+
+def count_events(conn: Connection) -> int:
+    """How many events the chain holds, whatever their seq."""
+    return int(conn.execute(_every_event(conn)).scalar_one())
+
+
+def _every_event(conn: Connection) -> Any:
+    """The count of every event, from the table's own b-tree on SQLite (`NOT INDEXED`),
+    never an index: a range count reads that one too, and a file edited so that an index
+    and its table disagree must not count otherwise."""
     table: Any = AuditEvent.__table__
     if conn.dialect.name == "sqlite":
         table = text("audit_events NOT INDEXED")
-    every = select(func.count()).select_from(table).scalar_subquery()
-    after = select(func.count()).where(AuditEvent.seq > seq).scalar_subquery()
-    before = select(func.count()).where(AuditEvent.seq < 1).scalar_subquery()
-    return int(conn.execute(select(every - after - before)).scalar_one())
+    return select(func.count()).select_from(table)
 
 
 def _link_is(conn: Connection, seq: int, mac: bytes) -> bool:
