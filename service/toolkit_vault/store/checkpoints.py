@@ -13,7 +13,7 @@ A process believes a checkpoint only when all of this holds, in the snapshot it 
 the home names it, the row is there, its digest is the named one, its MAC holds, the chain
 holds the same link at its seq, and (when the witness's head is not past it) the chain
 holds the witnessed link at the witness's seq, and every event from the first to its seq
-(one count on the primary key: an event deleted below it is a broken chain, which the
+(`count_to`: an event deleted below it is a broken chain, which the
 whole walk then reports as it always did). Then the ledger starts from its state and
 verifies every later event against its link, as on any walk. Otherwise the checkpoint is
 not believed: the process says so (a warning, `Checkpoints.refused`) and walks the chain
