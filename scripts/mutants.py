@@ -4329,6 +4329,13 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "SQLite text that is not UTF-8 stops the whole run, not that row's check",
+        V + "store/database.py",
+        '_LENIENT_TEXT = operator.methodcaller("decode", "utf-8", "replace")',
+        "_LENIENT_TEXT = str",
+        (INCREMENTAL + "test_a_row_whose_text_is_not_utf8_fails_its_own_check_only",),
+    ),
+    Mutant(
         "check mark: versions deleted below it go unnoticed",
         V + "core/checking.py",
         "    if versions_to(store, last_id) != count:",

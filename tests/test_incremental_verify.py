@@ -372,3 +372,21 @@ def test_a_mark_is_only_written_by_a_run_whose_chains_verify(
     assert not vault.verify_audit().ok
     mark = read_mark(mark_file(home), AUDIT, sign_of(vault))
     assert isinstance(mark, Mark) and mark.seq == covered
+
+
+def test_a_row_whose_text_is_not_utf8_fails_its_own_check_only(vault: Vault) -> None:
+    """SQLite keeps whatever bytes a writer gives it: a principal's name that is not UTF-8
+    is read with the bad bytes replaced (`database._LENIENT_TEXT`), so that row fails its
+    MAC and is named, and the run reads every other row (a strict decoding stopped it)."""
+    if vault.store.engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL refuses text that is not UTF-8 when it is written")
+    create_token(vault.store, "agent", "bob")
+    with vault.store.engine.begin() as db:
+        bad = "UPDATE principals SET name = CAST(X'626fff62' AS TEXT) WHERE name = 'bob'"
+        db.execute(text(bad))
+    for full in (True, False):
+        report = vault.verify_audit(full=full)
+        assert not report.ok and report.state_problem_count == 1, report.message
+        (problem,) = report.state_problems
+        assert (problem.table, problem.problem) == ("principals", "unauthenticated")
+        assert problem.row.startswith("bo\ufffdb (")
