@@ -3908,7 +3908,7 @@ MUTANTS = [
     Mutant(
         "checkpoints: an event deleted below a checkpoint goes unnoticed at start",
         V + "store/checkpoints.py",
-        "if _count_to(conn, seq) != seq:",
+        "if count_to(conn, seq) != seq:",
         "if False:",
         ("tests/test_checkpoints.py::test_a_checkpoint_that_does_not_verify_is_not_believed",),
     ),
@@ -4293,6 +4293,47 @@ MUTANTS = [
         "            mark, refused = None, why",
         "            refused = why",
         (INCREMENTAL + "test_a_mark_over_events_deleted_below_it_is_not_believed",),
+    ),
+    Mutant(
+        "count below a seq: an event moved below seq 1 still counts (first walk, checkpoint)",
+        V + "store/checkpoints.py",
+        "select(_every_event(conn).scalar_subquery() - after - before)",
+        "select(_every_event(conn).scalar_subquery() - after)",
+        ("tests/test_checkpoints.py::test_the_count_below_a_seq_is_the_events_from_1_to_it",),
+    ),
+    Mutant(
+        "count below a seq: an event moved below seq 1 still counts (incremental audit verify)",
+        V + "store/checkpoints.py",
+        "select(every - after - before)",
+        "select(every - after)",
+        (INCREMENTAL + "test_a_deleted_event_made_up_for_below_the_first_seq_is_still_missing",),
+    ),
+    Mutant(
+        "incremental check: new versions held to the store's follow, not its walk's state",
+        V + "core/auditing.py",
+        "check_versions(self.store, ring_for, audit_key, start, chain=chain)",
+        "check_versions(self.store, ring_for, audit_key, start)",
+        (
+            INCREMENTAL
+            + "test_an_incremental_check_holds_new_versions_to_the_state_its_walk_verified",
+        ),
+    ),
+    Mutant(
+        "CLI start-up: audit verify opens the whole vault (registry, pydantic) again",
+        V + "cli/operators.py",
+        "    report = open_for_audit(load_settings()).verify_audit(full=full)",
+        "    report = open_for_operators(load_settings()).verify_audit(full=full)",
+        (
+            "tests/test_cli_startup.py::"
+            "test_audit_verify_and_check_import_no_vault_registry_or_models",
+        ),
+    ),
+    Mutant(
+        "SQLite text that is not UTF-8 stops the whole run, not that row's check",
+        V + "store/database.py",
+        '_LENIENT_TEXT = operator.methodcaller("decode", "utf-8", "replace")',
+        "_LENIENT_TEXT = str",
+        (INCREMENTAL + "test_a_row_whose_text_is_not_utf8_fails_its_own_check_only",),
     ),
     Mutant(
         "check mark: versions deleted below it go unnoticed",

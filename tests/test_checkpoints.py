@@ -29,6 +29,7 @@ from toolkit_vault.store.checkpoints import (
     KEPT,
     Checkpoints,
     checkpoint_link,
+    count_to,
     decode_state,
     encode_state,
 )
@@ -199,6 +200,37 @@ def test_a_checkpoint_that_does_not_verify_is_not_believed(
     with TestClient(create_app(started, open_provider(home))) as client:
         health = client.get("/healthz").json()
     assert health["status"] == "degraded" and health["warnings"] == ["checkpoint_refused"]
+
+
+def test_the_count_below_a_seq_is_the_events_from_1_to_it(vault: Vault) -> None:
+    """`count_to` counts every event less those after the seq and those before 1 (cheaper
+    than a range on a large chain): the same answer as the range, whatever is deleted or
+    put around it."""
+    some_history(vault)
+    with vault.store.engine.connect() as db:
+        last = int(db.execute(select(func.max(AuditEvent.seq))).scalar_one())
+    assert last > 4
+
+    def both(seq: int) -> tuple[int, int]:
+        with vault.store.engine.connect() as db:
+            ranged = select(func.count()).where(AuditEvent.seq.between(1, seq))
+            return count_to(db, seq), int(db.execute(ranged).scalar_one())
+
+    assert both(last) == (last, last) and both(last - 2) == (last - 2, last - 2)
+    assert both(last + 5) == (last, last)
+    moved = row_of(vault, 2)
+    sql(vault, delete(AuditEvent).where(AuditEvent.seq == 2))
+    assert both(last - 2) == (last - 3, last - 3)
+    for seq in (0, -7):  # the deleted event made up for below 1: still missing
+        sql(vault, AuditEvent.__table__.insert().values({**moved, "seq": seq}))
+        assert both(last - 2) == (last - 3, last - 3)
+    sql(vault, AuditEvent.__table__.insert().values({**moved, "seq": last + 9}))  # or after
+    assert both(last - 2) == (last - 3, last - 3) and both(last) == (last - 1, last - 1)
+
+
+def row_of(vault: Vault, seq: int) -> dict[str, Any]:
+    with vault.store.engine.connect() as db:
+        return dict(db.execute(select(AuditEvent).where(AuditEvent.seq == seq)).one()._mapping)
 
 
 def test_a_checkpoint_that_disagrees_with_the_chain_is_not_believed(

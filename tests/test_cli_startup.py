@@ -25,6 +25,7 @@ from cli_support import run_cli
 from toolkit_vault.cli import COMMANDS, main
 from toolkit_vault.cli import about as about_module
 from toolkit_vault.cli.lazy import LazyCommands
+from toolkit_vault.cli.operators import AUDIT_COMMANDS
 from toolkit_vault.settings import VaultSettings
 
 HEAVY = {
@@ -155,9 +156,29 @@ def test_operators_commands_import_no_mcp_sdk(
 ) -> None:
     env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
     _, loaded = _probe(*argv, env=env, heavy=HEAVY | SERVING | {"toolkit_vault"})
-    assert "toolkit_vault.core.vault" in loaded  # it did open the vault
+    assert "toolkit_vault.keys.hierarchy" in loaded  # it did open the vault keys
     serving = {"mcp", "mcp_types", "uvicorn", "authlib", "httpx"}
     assert sorted({m.split(".")[0] for m in loaded} & serving) == []
+
+
+# `audit verify` and `check` need the store, its keys and the audit key: not the vault that
+# serves (`core.vault`), the registry, its pydantic models or the schema compiler (issue 53:
+# their import was a third of an incremental `audit verify` at a million events).
+@pytest.mark.parametrize("argv", [["audit", "verify"], ["check"]], ids=" ".join)
+def test_audit_verify_and_check_import_no_vault_registry_or_models(
+    argv: list[str], home: VaultSettings, cli_env: dict[str, str]
+) -> None:
+    env = {k: v for k, v in cli_env.items() if k.startswith("TOOLKIT_VAULT_")}
+    heavy = HEAVY | SERVING | VALIDATOR | {"toolkit_vault"}
+    output, loaded = _probe(*argv, env=env, heavy=heavy)
+    assert "audit chain" in output or "events verified" in output
+    assert "toolkit_vault.core.auditing" in loaded and "toolkit_vault.keys.hierarchy" in loaded
+    unwanted = {"toolkit_vault.core.vault", "toolkit_vault.toolkits.registry"}
+    unwanted |= {"toolkit_vault.protocol", "toolkit_vault.plugin", "toolkit_vault.schema"}
+    unwanted |= {"toolkit_vault.toolkits.served", "toolkit_vault.cli.trail"}
+    unwanted |= {"toolkit_vault.cli.audit_hash", "toolkit_vault.audit.wording"}
+    assert sorted(set(loaded) & unwanted) == []
+    assert sorted({m.split(".")[0] for m in loaded} & (PYDANTIC | VALIDATOR)) == []
 
 
 # `toolkits list` opens the registry (imported definitions are verified under the vault
@@ -289,10 +310,22 @@ def test_the_probe_sees_a_command_import_its_module() -> None:
 
 
 def test_each_summary_in_the_table_is_its_commands_own() -> None:
-    for name, entry in COMMANDS.items():
+    for name, entry in [*COMMANDS.items(), *AUDIT_COMMANDS.items()]:
         command = getattr(importlib.import_module(entry.module), entry.attribute)
         assert isinstance(command, click.Command) and command.name == name
         assert entry.short_help == command.get_short_help_str(), name
+
+
+def test_audits_commands_are_all_there_and_run() -> None:
+    """`audit`'s table (`operators.AUDIT_COMMANDS`) loads each command when looked up:
+    `audit --help` lists every one, and one from the table runs."""
+    shown = CliRunner().invoke(main, ["audit", "--help"])
+    assert shown.exit_code == 0, shown.output
+    names = ["accept-restore", "export", "hash", "list", "tail", "verify"]
+    listed = [line.split()[0] for line in shown.output.split("Commands:")[1].splitlines() if line]
+    assert listed == names
+    helped = CliRunner().invoke(main, ["audit", "tail", "--help"])
+    assert helped.exit_code == 0 and "--follow" in helped.output
 
 
 def test_help_from_the_table_is_the_help_click_prints_from_the_commands() -> None:

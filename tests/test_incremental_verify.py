@@ -185,6 +185,22 @@ def test_a_mark_over_events_deleted_below_it_is_not_believed(vault: Vault) -> No
     assert (report.problem, report.first_bad_seq) == ("deleted", covered - 3)
 
 
+def test_a_deleted_event_made_up_for_below_the_first_seq_is_still_missing(vault: Vault) -> None:
+    """The count below the mark is every event less those after it and those before seq 1
+    (`checkpoints.count_to`): an event deleted below the mark and a copy of it put at seq 0
+    keep the table's size, and the mark is still refused."""
+    events(vault, 10)
+    covered = marked(vault)
+    events(vault, 3)  # events after the mark, which the count leaves out
+    with vault.store.engine.begin() as db:
+        moved = db.execute(select(AuditEvent).where(AuditEvent.seq == covered - 3)).one()
+        db.execute(delete(AuditEvent).where(AuditEvent.seq == covered - 3))
+        db.execute(AuditEvent.__table__.insert().values({**moved._mapping, "seq": 0}))
+    report = vault.verify_audit()
+    refused(report, "deleted")
+    assert not report.ok
+
+
 def test_a_stale_mark_past_a_restored_chain_is_not_believed(vault: Vault) -> None:
     """An older copy of the database put back (its events and its genuine head): the mark
     names an event the chain no longer holds."""
@@ -272,6 +288,39 @@ def test_check_opens_only_the_versions_written_since(vault: Vault, home: VaultSe
     assert third["failed"] == 1 and not third["ok"]
 
 
+def test_an_incremental_check_holds_new_versions_to_the_state_its_walk_verified(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The versions since the check's mark are held to the chain's state as the run's own
+    walk verified it (a purged version put back is named), and with none since no chain is
+    followed at all: the store's own follow is never asked (issue 53)."""
+    conn, _ = handshake(vault)
+    configure(conn, "secretive", secret_config())
+    assert vault.check()["ok"]  # its mark: this version's row, which nothing below touches
+
+    def followed(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the store's chain was followed")
+
+    monkeypatch.setattr(vault.store, "chain_state", followed)
+    events(vault, 5)
+    quiet = vault.check()
+    assert quiet["ok"] and not quiet["full"] and quiet["versions"] == 0, quiet
+    monkeypatch.undo()
+    other, session = handshake(vault)
+    configure(other, "secretive", secret_config())
+    with vault.store.engine.connect() as db:
+        newest = db.execute(select(ConfigVersion).order_by(ConfigVersion.id.desc())).first()
+    assert newest is not None
+    vault.purge("operator", session)
+    with vault.store.engine.begin() as db:  # the newest row put back as it was
+        db.execute(delete(ConfigVersion).where(ConfigVersion.id == newest.id))
+        db.execute(ConfigVersion.__table__.insert().values(dict(newest._mapping)))
+    monkeypatch.setattr(vault.store, "chain_state", followed)
+    checked = vault.check()
+    assert not checked["full"] and checked["versions"] >= 1 and not checked["ok"]
+    assert "was purged" in json.dumps(checked["failed_versions"])
+
+
 def test_a_forged_check_mark_is_not_believed(vault: Vault, home: VaultSettings) -> None:
     conn, _ = handshake(vault)
     configure(conn, "secretive", secret_config())
@@ -323,3 +372,21 @@ def test_a_mark_is_only_written_by_a_run_whose_chains_verify(
     assert not vault.verify_audit().ok
     mark = read_mark(mark_file(home), AUDIT, sign_of(vault))
     assert isinstance(mark, Mark) and mark.seq == covered
+
+
+def test_a_row_whose_text_is_not_utf8_fails_its_own_check_only(vault: Vault) -> None:
+    """SQLite keeps whatever bytes a writer gives it: a principal's name that is not UTF-8
+    is read with the bad bytes replaced (`database._LENIENT_TEXT`), so that row fails its
+    MAC and is named, and the run reads every other row (a strict decoding stopped it)."""
+    if vault.store.engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL refuses text that is not UTF-8 when it is written")
+    create_token(vault.store, "agent", "bob")
+    with vault.store.engine.begin() as db:
+        bad = "UPDATE principals SET name = CAST(X'626fff62' AS TEXT) WHERE name = 'bob'"
+        db.execute(text(bad))
+    for full in (True, False):
+        report = vault.verify_audit(full=full)
+        assert not report.ok and report.state_problem_count == 1, report.message
+        (problem,) = report.state_problems
+        assert (problem.table, problem.problem) == ("principals", "unauthenticated")
+        assert problem.row.startswith("bo\ufffdb (")

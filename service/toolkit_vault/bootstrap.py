@@ -32,6 +32,7 @@ from toolkit_vault.store.witness import WITNESS_NAME, Witness
 # needs neither, and importing them was most of its start.
 if TYPE_CHECKING:
     from toolkit_vault.audit.devices import AuditDevices
+    from toolkit_vault.core.auditing import Auditing
     from toolkit_vault.core.vault import Vault
     from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.toolkits.listing import ListedToolkit
@@ -44,6 +45,7 @@ __all__ = [
     "home_providers",
     "init_vault",
     "list_toolkits",
+    "open_auditing",
     "open_provider",
     "open_store",
     "open_vault",
@@ -225,6 +227,20 @@ def open_vault(
     return vault
 
 
+def open_auditing(settings: VaultSettings) -> Auditing:
+    """What `audit verify` and `check` run on: the store and its keys, opened as
+    `open_vault(current=False)` opens them (a store whose state cannot be believed opens
+    too, so the command says what is wrong), without the toolkits, the imported servers'
+    settings or the vault that serves them (`core.auditing`: issue 53)."""
+    from toolkit_vault.core.auditing import Auditing
+    from toolkit_vault.core.sealing import Sealing
+
+    store, keys = _store_and_keys(settings, None)
+    ring, internal = keys.open()
+    sealing = Sealing(ring, internal["fingerprint"], keys.reload)
+    return Auditing(store, sealing.ring_for, internal["audit"])
+
+
 def list_toolkits(settings: VaultSettings) -> list[ListedToolkit]:
     """The registered toolkits' lines, the registry opened exactly as `open_vault` opens
     and checks it (imported definitions verified under the vault keys, a store that cannot
@@ -282,9 +298,24 @@ def _open_keys(
     definitions are to be loaded. `listing`: a vault that stores none is listed without
     importing what runs imported servers (`served`, `imports`: issue 53), which such a
     listing has no use for."""
+    from toolkit_vault.store.imports import any_imported
+
+    store, keys = _store_and_keys(settings, audit_stream)
+    imported = not listing or any_imported(store)
+    if imported:
+        from toolkit_vault.toolkits.served import ServerSettings, use_servers
+
+        use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
+    return store, keys, imported
+
+
+def _store_and_keys(
+    settings: VaultSettings, audit_stream: IO[bytes] | None
+) -> tuple[Store, VaultKeys]:
+    """The store and its vault keys (not opened yet); a vault whose key hierarchy upgrade
+    has not finished is refused."""
     from toolkit_vault.keys.hierarchy import VaultKeys
     from toolkit_vault.keys.upgrade import legacy_pending
-    from toolkit_vault.store.imports import any_imported
 
     store = open_store(settings, audit_stream=audit_stream)
     if legacy_pending(store):
@@ -292,13 +323,7 @@ def _open_keys(
             "this vault was made before the key hierarchy and its upgrade has not finished: "
             "run `toolkit-vault init`"
         )
-    imported = not listing or any_imported(store)
-    if imported:
-        from toolkit_vault.toolkits.served import ServerSettings, use_servers
-
-        use_servers(ServerSettings.from_environment(_hidden_from_servers(settings)))
-    keys = VaultKeys(store, open_provider(settings), partial(home_providers, settings))
-    return store, keys, imported
+    return store, VaultKeys(store, open_provider(settings), partial(home_providers, settings))
 
 
 def _load_registry(store: Store, imported: bool) -> ToolkitRegistry:

@@ -25,7 +25,6 @@ each such row is named. Nothing here reads a secret: events carry none.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hmac
 import time
@@ -164,7 +163,9 @@ def _verify(
         if mark is not None and (why := _disbelieved(snapshot, mark)) is not None:
             mark, refused = None, why
         since = 0 if mark is None else mark.seq
-        made = ChainState() if mark is None or mark.state is None else copy.deepcopy(mark.state)
+        # the mark's state is its own, decoded from the file for this run: the walk goes on
+        # from it in place (a deep copy of it was a tenth of an incremental run at 1M)
+        made = ChainState() if mark is None or mark.state is None else mark.state
         walk = _Walk(snapshot, audit_key.reveal(), sign, trusted_head, made)
         verified, last_mac, broken = walk.run(
             since, CHAIN_START if mark is None else mark.link, batch_size, int(total)

@@ -21,6 +21,7 @@ import click
 from toolkit_vault.errors import VaultError
 
 if TYPE_CHECKING:
+    from toolkit_vault.core.auditing import Auditing
     from toolkit_vault.core.vault import Vault
     from toolkit_vault.settings import VaultSettings
     from toolkit_vault.store.storage import Store
@@ -31,6 +32,7 @@ __all__ = [
     "epilog",
     "guarded",
     "iso_seconds",
+    "open_for_audit",
     "open_for_operators",
     "plural",
     "progress",
@@ -73,6 +75,15 @@ def open_for_operators(settings: VaultSettings) -> Vault:
     from toolkit_vault.toolkits.registry import ToolkitRegistry
 
     return open_vault(settings, registry=ToolkitRegistry(), current=False, launches=False)
+
+
+def open_for_audit(settings: VaultSettings) -> Auditing:
+    """What `audit verify` and `check` need, opened as `open_for_operators` opens the vault
+    (its keys, a store that cannot be believed too), without the toolkits or the vault
+    that serves them: their import was a third of an incremental run (issue 53)."""
+    from toolkit_vault.bootstrap import open_auditing
+
+    return open_auditing(settings)
 
 
 def said_if_behind(store: Store) -> str | None:

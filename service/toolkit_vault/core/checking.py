@@ -52,10 +52,12 @@ def check_versions(
     start: Start | None = None,
     *,
     full: bool = False,
+    chain: ChainState | None = None,
 ) -> dict[str, Any]:
     """`check_store` over the versions after the last check's mark (every one when `full`
     or when the mark is not believed), and the new mark when all of them open. The result
-    says which: `since_id` (0: all), `mark_refused`."""
+    says which: `since_id` (0: all), `mark_refused`. `chain`: the state the verified chain
+    makes, when the caller walked it (None: the store's, as followed)."""
     sign = partial(crypto.chain_hash, audit_key)
     path = mark_path(store, CHECK)
     mark: Mark | None = None
@@ -68,7 +70,7 @@ def check_versions(
         if mark is not None and (why := _disbelieved(store, mark)) is not None:
             mark, refused = None, why
     since = 0 if mark is None else int(mark.body["last_id"])
-    result = check_store(store, ring_for, start, since)
+    result = check_store(store, ring_for, start, since, chain)
     _leave_mark(store, sign, result)
     result["since_id"] = since
     result["mark_refused"] = refused

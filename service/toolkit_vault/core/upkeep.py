@@ -6,31 +6,32 @@ row's MAC, the chain and the state it vouches for).
 What a purge ends in this process (live instances, connections to tell) is the vault's:
 it is given as callbacks at construction, so this module never holds the vault.
 
-May import: audit, keys, store, crypto, errors, `tools.call_audit`, and `core`'s sealing,
-ports, outcomes.
+`audit verify` and `check` are `core.auditing`'s, which operators' commands run without
+the rest of the vault.
+
+May import: audit, keys, store, crypto, errors, `tools.call_audit`, and `core`'s auditing,
+sealing, ports, outcomes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from functools import partial
 from typing import Any
 
 from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import find_principal
-from toolkit_vault.audit.verify import AuditReport, verify_audit_chain
-from toolkit_vault.core.checking import check_all, check_versions
+from toolkit_vault.audit.verify import AuditReport
+from toolkit_vault.core.auditing import Auditing
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import TokenSource
 from toolkit_vault.core.purge import PurgeReport, purge, purge_principal
 from toolkit_vault.core.sealing import Sealing
 from toolkit_vault.crypto import SecretBytes, derive_key
 from toolkit_vault.errors import StoreError, VaultError
-from toolkit_vault.keys.recovery import held_recovery_key
 from toolkit_vault.protocol import ToolkitStatusEvent
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.records import AuditDraft
-from toolkit_vault.store.scopes import principal_scope, scope_of
+from toolkit_vault.store.scopes import principal_scope
 from toolkit_vault.store.storage import Store
 from toolkit_vault.tools.call_audit import CALL_HMAC_LABEL, arguments_hmac
 
@@ -54,7 +55,8 @@ class Upkeep:
         """`resync(session, principal, toolkit)`: bring the session's instances here in
         line with the store, returning what changed; `known(session)`: whether this
         process holds anything of it; `publish`: tell its connections and the replicas."""
-        self._store, self._sealing, self._audit_key, self._oauth = store, sealing, audit_key, oauth
+        self._store, self._audit_key, self._oauth = store, audit_key, oauth
+        self.auditing = Auditing(store, sealing.ring_for, audit_key)  # `audit verify`, `check`
         # the key of every call's `arguments_hmac`, derived once: it is on every call's path
         self._call_key = None if audit_key is None else derive_key(audit_key, CALL_HMAC_LABEL)
         self._resync, self._known, self._publish = resync, known, publish
@@ -84,13 +86,8 @@ class Upkeep:
         return report
 
     def verify_audit(self, full: bool = False) -> AuditReport:
-        """Walk the audit chain with this vault's audit key (which never leaves it), and
-        reconcile every authenticated table with it: after the last run's mark unless
-        `full` (`audit.verify`)."""
-        if self._audit_key is None:
-            raise VaultError("the audit key is not loaded")
-        recovery = held_recovery_key(self._store, self._sealing.ring_for)
-        return verify_audit_chain(self._store, self._audit_key, recovery=recovery, full=full)
+        """`Auditing.verify_audit`: walk the audit chain and reconcile the stored state."""
+        return self.auditing.verify_audit(full)
 
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """The audit events after seq `after`, each verified as it is read (`audit.export`):
@@ -132,27 +129,5 @@ class Upkeep:
     def check(
         self, start: Callable[[int], Callable[[int], None]] | None = None, full: bool = False
     ) -> dict[str, Any]:
-        """`check`: every version decrypted in memory and every row's MAC, then the audit
-        chain and the state it vouches for; counts and names, never a value. A key the ring
-        lacks is loaded (`ring_for`), or the check stops: never a false "failed". Without
-        `full`, the versions and events after the last run's marks (`core.checking`)."""
-        if self._audit_key is None:
-            raise VaultError("the audit key is not loaded")
-        ring_for = partial(self._sealing.ring_for, strict=True)
-        if full:  # one pass: each version opened as the audit's reconciliation reads it
-            recovery = held_recovery_key(self._store, self._sealing.ring_for)
-            result, audit = check_all(self._store, ring_for, self._audit_key, recovery, start)
-        else:
-            result = check_versions(self._store, ring_for, self._audit_key, start)
-            audit = self.verify_audit(full)
-        for failed in result["failed_versions"]:
-            failed["scope"] = scope_of(failed["session_id"])
-        result["scopes"] = self._store.versions_by_scope()
-        result["audit"] = {
-            "ok": audit.problem in (None, "unaudited", "state"),
-            "message": audit.message,
-        }
-        result["state_problems"] = [p.as_json() for p in audit.state_problems]
-        result["state_problem_count"] = audit.state_problem_count
-        result["ok"] = not result["failed"] and audit.ok
-        return result
+        """`Auditing.check`: every version, every row's MAC, the chain and its state."""
+        return self.auditing.check(start, full)

@@ -86,16 +86,15 @@ def check_store(
     commitment, AAD, JSON); reveal nothing. A version whose row fails its MAC counts as
     failed without being opened. Each batch asks `ring_for` the key ids it names, so a ring
     rotated elsewhere is reloaded. `last_id`: the last row id read. `chain`: the state the
-    verified chain makes, when the caller has it (None: the store's, as followed)."""
-    try:
-        chain = chain if chain is not None else store.chain_state()
-    except StateUnknown:
-        chain = None  # the audit part of `check` says why
+    verified chain makes, when the caller has it (None: the store's, as followed, once
+    there is a row to hold to it: an incremental check with no new version follows none)."""
     total = count_versions(store, after)
     advance = start(total) if start else None
     last_id = after
     with VersionTally(chain, workers(total)) as tally:
         for rows in version_rows(store, 1000, after=after):
+            if chain is None and last_id == after:
+                tally.chain = _followed(store)
             last_id = rows[-1][0]["id"]
             ring = ring_for(*{r["kek_id"] for r, _ in rows if isinstance(r["kek_id"], str)})
             for row, authentic in rows:
@@ -103,6 +102,13 @@ def check_store(
             if advance:
                 advance(len(rows))
         return tally.result(total, last_id)
+
+
+def _followed(store: Store) -> ChainState | None:
+    try:
+        return store.chain_state()
+    except StateUnknown:
+        return None  # the audit part of `check` says why
 
 
 class VersionTally:

@@ -13,11 +13,12 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.exc import OperationalError
 
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.call_chain_reads import CallChainReads
+from toolkit_vault.store.checkpoints import count_events, count_to
 from toolkit_vault.store.driver import _OnDriver, batches
 from toolkit_vault.store.integrity import Row
 from toolkit_vault.store.ledger import ChainState
@@ -48,6 +49,7 @@ class ChainSnapshot:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self._events: int | None = None  # `event_count`, once asked (one snapshot)
 
     def head(self) -> ChainHead | None:
         found = self._conn.execute(select(AuditHead).where(AuditHead.id == 1)).first()
@@ -56,7 +58,10 @@ class ChainSnapshot:
         return ChainHead(int(found.seq), bytes(found.mac), bytes(found.head_mac))
 
     def event_count(self) -> int:
-        return int(self._conn.execute(select(func.count()).select_from(AuditEvent)).scalar_one())
+        """How many events this snapshot holds, whatever their seq (`count_events`)."""
+        if self._events is None:
+            self._events = count_events(self._conn)
+        return self._events
 
     def link_of(self, seq: int) -> bytes | None:
         """The stored `mac` of event `seq`; None when there is no such event."""
@@ -96,9 +101,9 @@ class ChainSnapshot:
                 yield list(rows)
 
     def count_to(self, seq: int) -> int:
-        """How many events the chain holds from 1 to `seq` (one count on the primary key)."""
-        counted = select(func.count()).where(AuditEvent.seq.between(1, seq))
-        return int(self._conn.execute(counted).scalar_one())
+        """How many events the chain holds from 1 to `seq` (`checkpoints.count_to`; from
+        `event_count`'s count when it was asked: the same snapshot)."""
+        return count_to(self._conn, seq, self._events)
 
     def call_chains(self) -> CallChainReads:
         """The call chains, read in this snapshot (`call_chains`)."""

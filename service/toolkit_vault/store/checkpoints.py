@@ -13,7 +13,7 @@ A process believes a checkpoint only when all of this holds, in the snapshot it 
 the home names it, the row is there, its digest is the named one, its MAC holds, the chain
 holds the same link at its seq, and (when the witness's head is not past it) the chain
 holds the witnessed link at the witness's seq, and every event from the first to its seq
-(one count on the primary key: an event deleted below it is a broken chain, which the
+(`count_to`: an event deleted below it is a broken chain, which the
 whole walk then reports as it always did). Then the ledger starts from its state and
 verifies every later event against its link, as on any walk. Otherwise the checkpoint is
 not believed: the process says so (a warning, `Checkpoints.refused`) and walks the chain
@@ -44,7 +44,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import Connection, delete, func, insert, select, text
 
 from toolkit_vault.files import PrivateFileError, open_private
 from toolkit_vault.store.chain import Signer
@@ -56,6 +56,8 @@ __all__ = [
     "EVERY_EVENTS",
     "Checkpoints",
     "checkpoint_link",
+    "count_events",
+    "count_to",
     "decode_state",
     "encode_state",
 ]
@@ -218,7 +220,7 @@ class Checkpoints:
             return "the audit chain holds another event at its seq"
         if witness[0] <= seq and not _link_is(conn, witness[0], witness[1]):
             return "the audit chain differs from its witness"
-        if _count_to(conn, seq) != seq:  # one index count: an event deleted below it
+        if count_to(conn, seq) != seq:  # an event deleted below it
             return "the audit chain is missing events before it"
         try:
             return mac, decode_state(blob)
@@ -366,10 +368,36 @@ class Checkpoints:
                 os.unlink(temporary)
 
 
-def _count_to(conn: Connection, seq: int) -> int:
-    """How many events the chain holds from 1 to `seq` (`seq` when none is missing)."""
-    counted = select(func.count()).where(AuditEvent.seq.between(1, seq))
+def count_to(conn: Connection, seq: int, every: int | None = None) -> int:
+    """How many events the chain holds from 1 to `seq` (`seq` when none is missing): all of
+    them (`every`, when the caller counted them in the same snapshot: `count_events`) less
+    those after `seq` and those before 1, in one statement (one snapshot). A count of a
+    whole table is read from its pages (SQLite's count optimisation), where a count of the
+    range 1..`seq` steps through every row in it: at a million events 0.12 -> 0.05 s, paid
+    by every process's first walk from a checkpoint and by each incremental `audit verify`
+    (issue 53)."""
+    after = select(func.count()).where(AuditEvent.seq > seq).scalar_subquery()
+    before = select(func.count()).where(AuditEvent.seq < 1).scalar_subquery()
+    if every is None:
+        counted = select(_every_event(conn).scalar_subquery() - after - before)
+    else:
+        counted = select(every - after - before)
     return int(conn.execute(counted).scalar_one())
+
+
+def count_events(conn: Connection) -> int:
+    """How many events the chain holds, whatever their seq."""
+    return int(conn.execute(_every_event(conn)).scalar_one())
+
+
+def _every_event(conn: Connection) -> Any:
+    """The count of every event, from the table's own b-tree on SQLite (`NOT INDEXED`),
+    never an index: a range count reads that one too, and a file edited so that an index
+    and its table disagree must not count otherwise."""
+    table: Any = AuditEvent.__table__
+    if conn.dialect.name == "sqlite":
+        table = text("audit_events NOT INDEXED")
+    return select(func.count()).select_from(table)
 
 
 def _link_is(conn: Connection, seq: int, mac: bytes) -> bool:
