@@ -7,7 +7,8 @@ verified and checked once so both marks stand, then N tokens made through the st
 run is the installed console script with a code tree first on `PYTHONPATH` (`--old`,
 `--new`: `service` directories), alternating old and new; it reports wall seconds, the
 child's CPU seconds (with its workers) and the load average when it ended. `tokens list`
-and `toolkits list` run the same way, beside an empty vault (`--empty`: a home `init` made).
+and `toolkits list` run the same way (`once`, on the large vault and on an empty one that
+`init` made, in turn).
 On demand only:
 python -m benchmarks.incremental prepare /work/notes/vault1m /tmp/inc/prepared --tokens 1000
 python -m benchmarks.incremental pair /tmp/inc/prepared --old OLD/service --new service
