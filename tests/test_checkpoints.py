@@ -309,8 +309,20 @@ def test_a_process_that_exits_as_its_checkpoint_is_written_names_it(
     some_history(vault)
     vault.store.witness.flush()  # type: ignore[union-attr]
     assert not record(home).exists()
-    opens = "from toolkit_vault.bootstrap import open_vault; from toolkit_vault.settings "
-    opens += "import load_settings; open_vault(load_settings())"
+    # the checkpoint's thread made slow, so the process ends while it writes (without the
+    # wait at exit, it is a daemon thread cut short, and nothing is named)
+    opens = """if True:
+        import time
+        from toolkit_vault.bootstrap import open_vault
+        from toolkit_vault.settings import load_settings
+        from toolkit_vault.store.checkpoints import Checkpoints
+        write = Checkpoints._write_quietly
+        def slow(self, *given):
+            time.sleep(0.5)
+            write(self, *given)
+        Checkpoints._write_quietly = slow
+        open_vault(load_settings())
+    """
     env = {**cli_env, "TOOLKIT_VAULT_CHECKPOINT_EVENTS": "2"}
     subprocess.run([sys.executable, "-c", opens], env=env, check=True, timeout=120)
     with vault.store.engine.connect() as db:
