@@ -1,13 +1,12 @@
 """The vault's upkeep, as operators and auditors ask for it: crypto-shredding a session's
-or a principal's configs (their OAuth token sets revoked first), walking the audit chain,
-exporting it, accepting a deliberate restore, and `check` (every version decrypted, every
-row's MAC, the chain and the state it vouches for).
+or a principal's configs (their OAuth token sets revoked first), exporting the audit chain
+and accepting a deliberate restore.
 
 What a purge ends in this process (live instances, connections to tell) is the vault's:
 it is given as callbacks at construction, so this module never holds the vault.
 
-`audit verify` and `check` are `core.auditing`'s, which operators' commands run without
-the rest of the vault.
+Walking the audit chain (`audit verify`) and `check` are `core.auditing`'s (`auditing`
+here), which operators' commands run without the rest of the vault.
 
 May import: audit, keys, store, crypto, errors, `tools.call_audit`, and `core`'s auditing,
 sealing, ports, outcomes.
@@ -20,7 +19,6 @@ from typing import Any
 
 from toolkit_vault.audit.export import export_events
 from toolkit_vault.audit.history import find_principal
-from toolkit_vault.audit.verify import AuditReport
 from toolkit_vault.core.auditing import Auditing
 from toolkit_vault.core.outcomes import Outcome, status_event
 from toolkit_vault.core.ports import TokenSource
@@ -85,10 +83,6 @@ class Upkeep:
             self._publish(status_event(report.session_id, name, False, purged))
         return report
 
-    def verify_audit(self, full: bool = False) -> AuditReport:
-        """`Auditing.verify_audit`: walk the audit chain and reconcile the stored state."""
-        return self.auditing.verify_audit(full)
-
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """The audit events after seq `after`, each verified as it is read (`audit.export`):
         what a receiver of the audit devices replays when it fell behind."""
@@ -116,7 +110,7 @@ class Upkeep:
         except StoreError:
             heads = None
         with store.accepting_restore():
-            report = self.verify_audit(full=True)
+            report = self.auditing.verify_audit(full=True)
             if report.problem in ("edited", "deleted", "inserted", "truncated"):
                 raise VaultError(f"the database's own audit chain is broken: {report.message}")
             details = {
@@ -125,9 +119,3 @@ class Upkeep:
             }
             store.record_attempt(AuditDraft(actor, AuditAction.RESTORE_ACCEPTED, details=details))
         return {**details, "accepted": True}
-
-    def check(
-        self, start: Callable[[int], Callable[[int], None]] | None = None, full: bool = False
-    ) -> dict[str, Any]:
-        """`Auditing.check`: every version, every row's MAC, the chain and its state."""
-        return self.auditing.check(start, full)

@@ -270,8 +270,8 @@ class Vault(ToolCalling):
         return self.upkeep.purge_principal(actor, principal, toolkit_name)
 
     def verify_audit(self, full: bool = False) -> AuditReport:
-        """`Upkeep.verify_audit`: walk the audit chain with this vault's audit key."""
-        return self.upkeep.verify_audit(full)
+        """`Auditing.verify_audit`: walk the audit chain with this vault's audit key."""
+        return self.upkeep.auditing.verify_audit(full)
 
     def export_audit(self, after: int, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """`Upkeep.export_audit`: the audit events after seq `after`, each verified."""
@@ -284,8 +284,8 @@ class Vault(ToolCalling):
     def check(
         self, start: Callable[[int], Callable[[int], None]] | None = None, full: bool = False
     ) -> dict[str, Any]:
-        """`Upkeep.check`: every version, every row's MAC, the chain and its state."""
-        return self.upkeep.check(start, full)
+        """`Auditing.check`: every version, every row's MAC, the chain and its state."""
+        return self.upkeep.auditing.check(start, full)
 
     # -- sealing (`sealing`) -----------------------------------------------------------------
 
