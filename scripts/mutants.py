@@ -4771,8 +4771,8 @@ MUTANTS = [
     Mutant(
         "toolkits list: the built-in toolkit's line is not its definition's",
         V + "toolkits/listing.py",
-        'digest = canonical_digest(fields.get("schema", {}))',
-        "digest = canonical_digest({})",
+        'canonical_digest(f["schema"])',
+        "canonical_digest({})",
         ("tests/test_cli_startup.py::test_the_built_in_toolkits_line_is_the_registrys",),
     ),
     Mutant(
