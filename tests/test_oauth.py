@@ -482,12 +482,12 @@ def test_a_lease_left_by_a_killed_process_expires(rig: Rig) -> None:
         r for r in side.vault.store.current_versions(scope) if r.toolkit_name == "calendar"
     ]
     rig.clock.offset = 7200
+    started = time.monotonic()  # before the lease's end is set: a slow claim counts in it
     taken_at = rig.clock() - LEASE_TTL + 1.0  # its lease ends in a second
     leases = RefreshLeases(side.vault.store)
     assert leases.claim(scope, "calendar", record.version, "killed", taken_at, LEASE_TTL).won
-    started = time.monotonic()
     assert Agent(side.vault, principal).listed()["calendar"] is True
-    assert 0.5 < time.monotonic() - started < 10
+    assert 0.9 < time.monotonic() - started < 10
     assert rig.auth.refresh_calls == 1
 
 
