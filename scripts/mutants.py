@@ -4019,11 +4019,14 @@ MUTANTS = [
         (LIMITS + "test_a_slot_given_back_early_is_given_back_once",),
     ),
     Mutant(
-        "remote_served: a remote server's changed tool is not withheld",
-        V + "toolkits/remote_served.py",
+        "served: a server's changed tool is not withheld (local and remote, `PinnedTools`)",
+        V + "toolkits/served.py",
         "        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)",
         "        return frozenset()",
-        (SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",),
+        (
+            SSE_VAULT + "test_a_description_changed_after_the_pin_or_an_acceptance_is_withheld",
+            PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",
+        ),
     ),
     Mutant(
         "imports: a remote server's instance is made without its pin",

@@ -37,7 +37,7 @@ from toolkit_vault.mcp_client import (
     UpstreamUnauthorized,
 )
 from toolkit_vault.oauth.spec import secure_url
-from toolkit_vault.plugin import CallContext, Tool
+from toolkit_vault.plugin import CallContext
 from toolkit_vault.protocol import ToolkitDefinition
 from toolkit_vault.schema import CompiledSchema
 from toolkit_vault.schema.values import pointer_tokens
@@ -46,6 +46,7 @@ from toolkit_vault.toolkits.served import (
     START_TIMEOUT,
     VERIFY_TIMEOUT,
     Listed,
+    PinnedTools,
     take_listed,
     upstream_host,
 )
@@ -119,7 +120,7 @@ def endpoint(
     return url, headers
 
 
-class RemoteServedToolkit:
+class RemoteServedToolkit(PinnedTools):
     """The instance of an imported remote server (see the module)."""
 
     def __init__(
@@ -218,24 +219,8 @@ class RemoteServedToolkit:
         threading.Thread(target=handle.close, name="mcp-remote-checked", daemon=True).start()
         return None
 
-    def served_tools(self) -> Mapping[str, Tool]:
-        """The server's own tools (its last `tools/list`, following its list changes), but
-        those its pin withholds (changed or added since, not accepted)."""
-        listed = self._current()
-        withheld = self._withheld(listed)
-        if not withheld:
-            return listed.tools
-        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
-
-    def withheld_tools(self) -> frozenset[str]:
-        """The tools the server lists that its pin withholds until an operator accepts them."""
-        return self._withheld(self._current())
-
     def input_schema(self, name: str) -> CompiledSchema:
         return self._listed.schemas[name]
-
-    def _withheld(self, listed: Listed) -> frozenset[str]:
-        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
 
     def _current(self) -> Listed:
         """The tools of the session's last list, taken (and shown to the pin) when the

@@ -224,7 +224,32 @@ def take_listed(
     return Listed(served, digests, schemas, described)
 
 
-class ServedToolkit:
+class PinnedTools:
+    """What a local and a remote server's instance serve alike: the server's own tools (its
+    last `tools/list`, following its list changes), but those its pin withholds
+    (`tool_pins`: changed or added since, not accepted). `_current` is each one's last list."""
+
+    _pins: ToolPins | None  # None: nothing pins its tools (a listing without the store)
+
+    def _current(self) -> Listed:
+        raise NotImplementedError
+
+    def served_tools(self) -> Mapping[str, Tool]:
+        listed = self._current()
+        withheld = self._withheld(listed)
+        if not withheld:
+            return listed.tools
+        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
+
+    def withheld_tools(self) -> frozenset[str]:
+        """The tools the server lists that its pin withholds until an operator accepts them."""
+        return self._withheld(self._current())
+
+    def _withheld(self, listed: Listed) -> frozenset[str]:
+        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
+
+
+class ServedToolkit(PinnedTools):
     """The instance of an imported local server (see the module)."""
 
     def __init__(
@@ -351,27 +376,10 @@ class ServedToolkit:
         """The server running, started when it is not (`ServerRefused` when it cannot)."""
         self._held().ensure()
 
-    def served_tools(self) -> Mapping[str, Tool]:
-        """The server's own tools (its last `tools/list`, following its list changes), by
-        name, but those its pin withholds (`tool_pins`: changed or added since, not
-        accepted). The first need starts it; one that stopped (idle) is not started again
-        for a list: its tools are remembered."""
-        listed = self._current()
-        withheld = self._withheld(listed)
-        if not withheld:
-            return listed.tools
-        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
-
-    def withheld_tools(self) -> frozenset[str]:
-        """The tools the server lists that its pin withholds until an operator accepts them."""
-        return self._withheld(self._current())
-
-    def _withheld(self, listed: Listed) -> frozenset[str]:
-        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
-
     def _current(self) -> Listed:
         """The served tools of the process's last list, taken (and shown to the pin) when
-        the list changed since."""
+        the list changed since. The first need starts the server; one that stopped (idle)
+        is not started again for a list: its tools are remembered."""
         try:
             process = self._held()
             if process.tools is None and process.state == "stopped":
