@@ -25,6 +25,8 @@ from toolkit_package.imported import (
     ValueType,
     name_of,
     pick,
+    pick_string_map,
+    pick_strings,
     pointer,
     public_default,
 )
@@ -39,22 +41,6 @@ _USER_CONFIG_REF = re.compile(r"\$\{user_config\.([A-Za-z0-9_.-]{1,128})\}")
 _USER_CONFIG_TYPES: dict[str, ValueType] = {"number": "number", "boolean": "boolean"}
 _USER_CONFIG_KINDS = frozenset({"string", "number", "boolean", "directory", "file"})
 _RUNS_ITSELF = frozenset({"uv", "python"})
-
-
-def _strings(obj: dict[str, Any], key: str, scope: str) -> list[str]:
-    values = pick(obj, (key,), list, scope) or []
-    if not all(isinstance(v, str) for v in values):
-        raise EntryInvalid(pointer(scope, key), "expected a list of strings")
-    return values
-
-
-def _string_map(obj: dict[str, Any], key: str, scope: str) -> dict[str, str]:
-    values = pick(obj, (key,), dict, scope) or {}
-    if not all(isinstance(v, str) for v in values.values()):
-        raise EntryInvalid(pointer(scope, key), "expected an object of strings")
-    for k in values:
-        name_of(k, pointer(scope, key, k))
-    return values
 
 
 def _wiring(config: dict[str, Any], scope: str) -> tuple[set[str], dict[str, str], set[str]]:
@@ -72,12 +58,12 @@ def _wiring(config: dict[str, Any], scope: str) -> tuple[set[str], dict[str, str
     fills: dict[str, str] = {}
     referenced: set[str] = set()
     for variant, vscope in variants:
-        for arg in _strings(variant, "args", vscope):
+        for arg in pick_strings(variant, "args", vscope):
             refs = _USER_CONFIG_REF.findall(arg)
             in_argv.update(refs)
             if (word := credential_word(_USER_CONFIG_REF.sub(" ", arg))) is not None:
                 fills.update(dict.fromkeys(refs, f"argument: {word}"))
-        for env_name, value in _string_map(variant, "env", vscope).items():
+        for env_name, value in pick_string_map(variant, "env", vscope).items():
             refs = _USER_CONFIG_REF.findall(value)
             referenced.update(refs)
             if credential_word(env_name) is not None:

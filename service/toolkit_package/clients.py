@@ -28,6 +28,8 @@ from toolkit_package.imported import (
     name_of,
     one_field_per_name,
     pick,
+    pick_string_map,
+    pick_strings,
     pointer,
     public_default,
     string_choices,
@@ -66,22 +68,6 @@ def client_servers(doc: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
     if len(keys) != 1:
         raise ImportRefused("ambiguous_format", "holds both mcpServers and servers")
     return "/" + keys[0], doc[keys[0]], doc
-
-
-def _strings(obj: dict[str, Any], key: str, scope: str) -> list[str]:
-    values = pick(obj, (key,), list, scope) or []
-    if not all(isinstance(v, str) for v in values):
-        raise EntryInvalid(pointer(scope, key), "expected a list of strings")
-    return values
-
-
-def _string_map(obj: dict[str, Any], key: str, scope: str) -> dict[str, str]:
-    values = pick(obj, (key,), dict, scope) or {}
-    if not all(isinstance(v, str) for v in values.values()):
-        raise EntryInvalid(pointer(scope, key), "expected an object of strings")
-    for k in values:
-        name_of(k, pointer(scope, key, k))
-    return values
 
 
 def _declared_inputs(block: dict[str, Any], base: str, out: Collector) -> Declared:
@@ -197,13 +183,13 @@ def _client_entry(
         raise EntryInvalid(pointer(scope, "type"), "unknown remote transport")
     inputs = [
         _field(k, "env", pointer(scope, "env", k), declared, literal=v)
-        for k, v in _string_map(entry, "env", scope).items()
+        for k, v in pick_string_map(entry, "env", scope).items()
     ]
     inputs += [
         _field(k, "header", pointer(scope, "headers", k), declared, literal=v)
-        for k, v in _string_map(entry, "headers", scope).items()
+        for k, v in pick_string_map(entry, "headers", scope).items()
     ]
-    args = _strings(entry, "args", scope)
+    args = pick_strings(entry, "args", scope)
     for i, arg in enumerate(args):
         loc = pointer(scope, "args", i)
         for ref in placeholders.names(arg):

@@ -38,6 +38,8 @@ __all__ = [
     "name_of",
     "one_field_per_name",
     "pick",
+    "pick_string_map",
+    "pick_strings",
     "pointer",
     "public_default",
     "string_choices",
@@ -232,6 +234,24 @@ def name_of(value: Any, scope: str) -> str:
     if len(value) > MAX_NAME_CHARS or _CONTROL.search(value):
         raise EntryInvalid(scope, f"name longer than {MAX_NAME_CHARS} or holds control chars")
     return value
+
+
+def pick_strings(obj: dict[str, Any], key: str, scope: str) -> list[str]:
+    """`pick` of a list of strings (an argv, say); absent is empty."""
+    values = pick(obj, (key,), list, scope) or []
+    if not all(isinstance(v, str) for v in values):
+        raise EntryInvalid(pointer(scope, key), "expected a list of strings")
+    return values
+
+
+def pick_string_map(obj: dict[str, Any], key: str, scope: str) -> dict[str, str]:
+    """`pick` of an object of strings under usable names (an environment, headers)."""
+    values = pick(obj, (key,), dict, scope) or {}
+    if not all(isinstance(v, str) for v in values.values()):
+        raise EntryInvalid(pointer(scope, key), "expected an object of strings")
+    for k in values:
+        name_of(k, pointer(scope, key, k))
+    return values
 
 
 _PLACEHOLDER_DEFAULT = re.compile(
