@@ -21,4 +21,8 @@ SCENARIOS = (
     "mcp",
     "stdio",
 )
-ON_DEMAND = ("capacity", "call-replicas")  # run only when `--only` names them (they take minutes)
+ON_DEMAND = (
+    "capacity",
+    "call-replicas",
+    "history",
+)  # run only when `--only` names them (they take minutes)

@@ -36,6 +36,7 @@ MODULES = {
     "call-replicas": "call_replicas",
     "mcp": "mcp",
     "stdio": "stdio_servers",
+    "history": "history",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,6 +15,10 @@ followed, a session's `toolkit/list`), with its peak memory (`ru_maxrss` of the 
 timed, which otherwise write one after a long walk): the whole walk, for comparison.
 
     python -m benchmarks.history --events 100000 [--database postgres] [--runs 5]
+
+`scripts/bench --only history` runs the same as a scenario of the table (on demand: it
+fills 1,000,000 events at full scale, 100,000 at `--quick`), each figure against the empty
+vault's with issue 53's line (<= 2x).
 """
 
 from __future__ import annotations
@@ -39,15 +43,24 @@ from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.checkpoints import CHECKPOINT_RECORD
 from toolkit_vault.store.records import AuditDraft
 
-from .harness import open_bench_vault, postgres_admin_url, scratch_database
+from .harness import Context, Result, open_bench_vault, postgres_admin_url, scratch_database
 from .restart import _cold_handshake
 from .toolkit import bench_registry, install_entry_point
 
-__all__ = ["fill_events", "main"]
+__all__ = ["fill_events", "main", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 5000  # events a transaction
 NEVER = 10**15  # `--no-checkpoint`'s checkpoint interval
+SCENARIO_EVENTS = {"full": 1_000_000, "quick": 100_000, "tiny": 2_000}
+TARGET = 2.0  # issue 53: the large vault's figure at most twice the empty one's
+CASES = {  # figure: (the table's case, unit)
+    "tokens_list_s": ("`tokens list`, a cold process", "s"),
+    "toolkits_list_s": ("`toolkits list`, a cold process", "s"),
+    "stdio_first_answer_s": ("`stdio`: spawn to the handshake's answer", "s"),
+    "replica_first_list_s": ("a replica's first list", "s"),
+    "replica_peak_rss_mb": ("a replica's peak memory (+ live entities)", "MB"),
+}
 STATE_EVERY = 100  # one state event in this many: a token made (and every 4th revoked)
 
 _REPLICA = r"""
@@ -208,6 +221,39 @@ def measure(
     }
     figures["fill_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return figures
+
+
+def run(ctx: Context) -> list[Result]:
+    events = SCENARIO_EVENTS.get(ctx.scale.name, 100_000)
+    runs = 3 if ctx.scale.name == "full" else 1
+    results: list[Result] = []
+    for database in ctx.databases:
+        work = ctx.work / f"history-{database}"
+        with (
+            ctx.database(database, work / "empty") as empty,
+            ctx.database(database, work / "large") as large,
+        ):
+            urls = {"empty": empty, "large": large}
+            figures = measure(urls.__getitem__, work, events, runs, True, ctx.log)
+        for figure, (case, unit) in CASES.items():
+            ours, theirs = figures["large"][figure], figures["empty"][figure]
+            ratio = ours / theirs if theirs else float("inf")
+            results.append(
+                Result(
+                    "history",
+                    database,
+                    f"{case}, {events:,} events",
+                    unit,
+                    ours,
+                    "the same on an empty vault",
+                    theirs,
+                    ratio,
+                    f"<= {TARGET:g}x",
+                    ratio <= TARGET,
+                    {"cpu": {k: v for k, v in figures["ratio"].items() if "cpu" in k}},
+                )
+            )
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:

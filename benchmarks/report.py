@@ -184,6 +184,7 @@ def markdown(
         "scripts/bench --only rotation --databases sqlite   # one scenario, one database",
         "scripts/bench --only http --databases sqlite       # the network path only",
         "scripts/bench --only cli                           # command-line start-up (seconds)",
+        "scripts/bench --only history --databases sqlite    # 1M events against an empty vault",
         ".venv/bin/python -m benchmarks.ab --base main      # a change, paired against main",
         "```",
         "",
