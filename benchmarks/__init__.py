@@ -21,8 +21,5 @@ SCENARIOS = (
     "mcp",
     "stdio",
 )
-ON_DEMAND = (
-    "capacity",
-    "call-replicas",
-    "history",
-)  # run only when `--only` names them (they take minutes)
+# run only when `--only` names them (they take minutes)
+ON_DEMAND = ("capacity", "call-replicas", "history", "verification")

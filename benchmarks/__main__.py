@@ -37,6 +37,7 @@ MODULES = {
     "mcp": "mcp",
     "stdio": "stdio_servers",
     "history": "history",
+    "verification": "verify_scale",
 }
 NO_DATABASE = {"cli"}  # scenarios that open no database: they alone need no PostgreSQL
 ROOT = Path(__file__).resolve().parents[1]

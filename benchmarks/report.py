@@ -185,6 +185,7 @@ def markdown(
         "scripts/bench --only http --databases sqlite       # the network path only",
         "scripts/bench --only cli                           # command-line start-up (seconds)",
         "scripts/bench --only history --databases sqlite    # 1M events against an empty vault",
+        "scripts/bench --only verification --databases sqlite  # audit verify, check, backup",
         ".venv/bin/python -m benchmarks.ab --base main      # a change, paired against main",
         "```",
         "",

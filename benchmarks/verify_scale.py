@@ -10,6 +10,13 @@ more events and an incremental run of each; `backup create` and `backup verify`.
 is CPU seconds (one thread, no I/O); each step reports its wall seconds and, in `cpu_s`, its
 CPU seconds with its workers' (what to compare on a machine others load). On demand
 only: python -m benchmarks.verify_scale --principals 1000 --versions 10000 --events 90000
+
+`scripts/bench --only verification` runs it as a scenario of the table (10,000
+principals, 100,000 versions and about a million events at full scale; a tenth at
+`--quick`), each figure against its baseline with issue 53's line: full runs against the
+floor (events and versions a second), incremental ones against the full run (seconds, in
+this process: `benchmarks.incremental` times the whole commands), `backup verify` against
+`backup create` (judged at 100,000 versions, where fixed costs weigh least).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from toolkit_vault.store.models import AuditEvent
 from toolkit_vault.store.records import AuditDraft
 
 from .capacity import Fill, fill
-from .harness import open_bench_vault, postgres_admin_url, scratch_database
+from .harness import Context, Result, open_bench_vault, postgres_admin_url, scratch_database
 from .toolkit import bench_registry
 
 __all__ = ["main", "measure"]
@@ -172,6 +179,52 @@ def measure(
         return figures
     finally:
         vault.store.engine.dispose()
+
+
+SIZES = {  # scale: (principals, versions, events beside them)
+    "full": (10_000, 100_000, 900_000),
+    "quick": (1_000, 10_000, 90_000),
+    "tiny": (20, 200, 1_000),
+}
+
+
+def run(ctx: Context) -> list[Result]:
+    principals, versions, events = SIZES.get(ctx.scale.name, SIZES["quick"])
+    results: list[Result] = []
+    for database in ctx.databases:
+        work = ctx.work / f"verification-{database}"
+        with ctx.database(database, work / "db") as url:
+            figures = measure(url, work / "home", Fill(principals, versions), events, ctx.log)
+        results += _lines(database, figures)
+    return results
+
+
+def _lines(database: str, figures: dict[str, Any]) -> list[Result]:
+    """The table's lines of one run: (case, unit, ours, baseline, its value, target, holds)."""
+    floor, n, v = figures["floor"], figures["events"], figures["versions"]
+    verify_rate, check_rate = n / figures["verify_full_s"], v / figures["check_full_s"]
+    verify_since, check_since = figures["verify_incremental_s"], figures["check_incremental_s"]
+    made, verified = figures["backup_create_s"], figures["backup_verify_s"]
+    lines = [
+        (f"full `audit verify`, {n:,} events", "events/s", verify_rate,
+         "the links' HMACs alone (the floor)", n / floor["hmac_s"],
+         ">= 50,000/s", verify_rate >= 50_000),
+        (f"full `check`, {v:,} versions", "versions/s", check_rate,
+         "decrypting alone (the floor)", v / floor["decrypt_s"],
+         ">= 10,000/s", check_rate >= 10_000),
+        ("incremental `audit verify` after 1,000 events, in process", "s", verify_since,
+         "the full run", figures["verify_full_s"], "< 1 s", verify_since < 1.0),
+        ("incremental `check` after 1,000 events, in process", "s", check_since,
+         "the full run", figures["check_full_s"], "< 1 s", check_since < 1.0),
+        (f"`backup verify`, {v:,} versions", "s", verified,
+         "`backup create`", made, "<= 2x at 100,000 versions",
+         verified <= 2 * made if v >= 100_000 else None),
+    ]  # fmt: skip
+    return [
+        Result("verification", database, case, unit, ours, name, theirs,
+               ours / theirs if theirs else float("inf"), target, holds)
+        for case, unit, ours, name, theirs, target, holds in lines
+    ]  # fmt: skip
 
 
 def _has_full(vault: Any) -> bool:
