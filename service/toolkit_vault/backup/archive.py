@@ -38,7 +38,7 @@ from binascii import a2b_base64
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -177,6 +177,27 @@ def _shape(table: str) -> tuple[int, tuple[int, ...]]:
     return len(flags), tuple(i for i, binary in enumerate(flags) if binary)
 
 
+class Digest(Protocol):
+    """What `Reader.digest` is: the running SHA-256, or its result (`_Digested`)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+
+class _Digested:
+    """A digest another process computed; nothing more is hashed into it."""
+
+    def __init__(self, value: bytes) -> None:
+        self._value = value
+
+    def update(self, data: bytes, /) -> None:
+        raise TypeError("the rows were read already")
+
+    def digest(self) -> bytes:
+        return self._value
+
+
 class Writer:
     """Writes a backup line by line, hashing what it writes; `finish` adds the trailer."""
 
@@ -206,14 +227,22 @@ class Reader:
 
     def __init__(self, handle: IO[bytes]) -> None:
         self.handle = handle
-        self.digest = hashlib.sha256()
+        self.digest: Digest = hashlib.sha256()
         self.counts: dict[str, int] = {}
         self.trailer: dict[str, Any] | None = None
         first = self._next()
         if first is None:
             raise BackupError("the backup is empty")
         self.header = Header.parse(self._json(first))
+        self.first = first  # the header line, as read (`parsing` compares its child's)
         self.digest.update(first)
+
+    def finished(
+        self, trailer: dict[str, Any] | None, counts: dict[str, int], digest: bytes
+    ) -> None:
+        """What reading the rows found, when another process read them for this one
+        (`parsing`): the trailer, the row counts and the digest of every line before it."""
+        self.trailer, self.counts, self.digest = trailer, counts, _Digested(digest)
 
     def _next(self) -> bytes | None:
         line = self.handle.readline(MAX_LINE + 1)
