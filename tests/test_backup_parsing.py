@@ -6,6 +6,7 @@ the verify, never passes it."""
 from __future__ import annotations
 
 import json
+import select
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,14 @@ def _header_reads(path: Path) -> bool:
     return True
 
 
-def _by_child(monkeypatch: pytest.MonkeyPatch, child: bool) -> list[Path]:
-    """Whether a child parses every backup from here on; the files it was handed."""
+def _by_child(monkeypatch: pytest.MonkeyPatch, child: bool, here: int = 1) -> list[Path]:
+    """Whether a child parses every backup from here on, after this process parsed `here`
+    rows (it waits for the child); the files it was handed."""
     handed: list[Path] = []
     monkeypatch.setattr(parsing, "PARALLEL_BYTES", 0 if child else 1 << 62)
     monkeypatch.setattr(parsing, "spare_cores", lambda _at_most: 1)
+    monkeypatch.setattr(parsing, "HERE_BETWEEN_ASKS", here)
+    monkeypatch.setattr(parsing, "_ready", lambda stream: select.select([stream], [], [], None))
     found = parsing._file_of
 
     def file_of(reader: Reader) -> int | None:
@@ -59,8 +63,13 @@ def _by_child(monkeypatch: pytest.MonkeyPatch, child: bool) -> list[Path]:
     return handed
 
 
+@pytest.mark.parametrize("here", [1, 4])
 def test_a_child_parses_to_the_same_verdicts(
-    vault: Vault, home: VaultSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    vault: Vault,
+    home: VaultSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    here: int,
 ) -> None:
     conn, _ = session(vault)
     for n in range(3):
@@ -70,13 +79,13 @@ def test_a_child_parses_to_the_same_verdicts(
     settings = resolve_settings(header_of(file))
     files = [file, *tampered_copies(file, tmp_path).values()]
     _by_child(monkeypatch, False)
-    here = [_verdict(path, settings) for path in files]
-    handed = _by_child(monkeypatch, True)
-    assert [_verdict(path, settings) for path in files] == here
+    verdicts = [_verdict(path, settings) for path in files]
+    handed = _by_child(monkeypatch, True, here)
+    assert [_verdict(path, settings) for path in files] == verdicts
     assert handed == [path for path in files if _header_reads(path)]  # each by a child
-    assert here[0][0] != "refused" and json.loads(here[0][0])["ok"]
-    assert all(kind == "refused" for kind, _ in here[1:])
-    assert all(CANARY not in message for _, message in here[1:])
+    assert verdicts[0][0] != "refused" and json.loads(verdicts[0][0])["ok"]
+    assert all(kind == "refused" for kind, _ in verdicts[1:])
+    assert all(CANARY not in message for _, message in verdicts[1:])
 
 
 def test_a_file_changed_after_its_header_was_read_is_refused(

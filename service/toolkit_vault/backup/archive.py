@@ -184,6 +184,8 @@ class Digest(Protocol):
 
     def digest(self) -> bytes: ...
 
+    def copy(self) -> Digest: ...
+
 
 class _Digested:
     """A digest another process computed; nothing more is hashed into it."""
@@ -196,6 +198,9 @@ class _Digested:
 
     def digest(self) -> bytes:
         return self._value
+
+    def copy(self) -> _Digested:
+        return self
 
 
 class Writer:

@@ -20,11 +20,12 @@ import contextlib
 import fcntl
 import marshal
 import os
+import select
 import stat
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO, Any
 
 from toolkit_vault.backup.archive import BackupError, Reader, decode_row
@@ -36,7 +37,8 @@ __all__ = ["PARALLEL_BYTES", "decoded_rows", "serve"]
 PARALLEL_BYTES = 8 << 20  # a smaller file is parsed in this process (a child takes time to start)
 BATCH = 500  # rows a message
 _PIPE_BYTES = 1 << 20  # a few batches ahead: the child seldom waits for this process
-ROWS, END, REFUSED = "rows", "end", "refused"
+READY, ROWS, END, REFUSED = "ready", "rows", "end", "refused"
+HERE_BETWEEN_ASKS = 200  # rows this process parses between asking whether the child is up
 # the child's program: `python -m` this module would run it twice (the package imports it)
 _SERVE = "import sys; from toolkit_vault.backup.parsing import serve; serve(int(sys.argv[1]))"
 _SIZE = struct.Struct(">I")  # a message's length, before it (`marshal`: plain values, fast)
@@ -44,8 +46,9 @@ _SIZE = struct.Struct(">I")  # a message's length, before it (`marshal`: plain v
 
 def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The backup's rows, (table name, values as `TABLES` orders the columns), as `reader`
-    reads them, parsed by a child when the file is large and a core is spare; either way
-    `reader`'s trailer, counts and digest are set once the last row is given."""
+    reads them, parsed by a child when the file is large and a core is spare (this process
+    parses the first ones while the child starts); either way `reader`'s trailer, counts
+    and digest are set once the last row is given."""
     fd = _file_of(reader)
     if fd is None:
         yield from in_process(reader)
@@ -61,8 +64,19 @@ def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
     with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe waits
         fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     try:
+        here = in_process(reader)
+        for count, found in enumerate(here, 1):
+            yield found
+            if count % HERE_BETWEEN_ASKS == 0 and _ready(child.stdout):
+                break
+        else:
+            return  # every row read here, the trailer too: the child is not needed
+        here.close()  # after a whole line: the child reads on from the next
+        if _receive(child.stdout)[0] != READY:
+            raise BackupError("the backup's reader ended early")
+        counts, hashed = dict(reader.counts), reader.digest.copy().digest()
         with contextlib.suppress(BrokenPipeError):  # then it ended: said below
-            child.stdin.write(reader.first)
+            child.stdin.write(marshal.dumps((reader.handle.tell(), hashed)))
             child.stdin.close()
         while True:
             kind, *found = _receive(child.stdout)
@@ -71,7 +85,10 @@ def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
                 for row in rows:
                     yield name, row
             elif kind == END:
-                reader.finished(*found)
+                trailer, theirs, digest = found
+                for name, number in theirs.items():
+                    counts[name] = counts.get(name, 0) + number
+                reader.finished(trailer, counts, digest)
                 return
             else:
                 raise BackupError(str(found[0]))
@@ -79,6 +96,11 @@ def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
         child.kill()
         child.wait()
         child.stdout.close()
+
+
+def _ready(stream: IO[bytes]) -> bool:
+    """Whether the child said something (nothing of it is read before: no buffer holds it)."""
+    return bool(select.select([stream], [], [], 0)[0])
 
 
 def _receive(stream: IO[bytes]) -> Any:
@@ -96,7 +118,7 @@ def _send(stream: IO[bytes], message: tuple[Any, ...]) -> None:
     stream.write(_SIZE.pack(len(data)) + data)
 
 
-def in_process(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
+def in_process(reader: Reader) -> Generator[tuple[str, tuple[Any, ...]], None, None]:
     """The rows as `reader` reads them, here."""
     for name, values in reader.rows():
         if name not in TABLES:
@@ -115,19 +137,29 @@ def _file_of(reader: Reader) -> int | None:
         return None  # not a file (a test's BytesIO)
     if not stat.S_ISREG(status.st_mode) or status.st_size < PARALLEL_BYTES:
         return None
+    if not os.path.exists(f"/proc/self/fd/{fd}"):
+        return None  # the child opens the file again there (Linux)
     return fd
 
 
 def serve(fd: int) -> None:
-    """The child: the header line its parent read on stdin, the file at `fd`; the rows,
+    """The child: says it is ready, is told where its parent stopped reading (an offset
+    after a whole line) and the digest of the bytes before it, then reads the file at `fd`
+    on a description of its own from its first byte, hashing those bytes again (refusing
+    the file when they differ: it changed) and parsing the lines after them; the rows,
     then the end (or the refusal) on stdout."""
     out = sys.stdout.buffer
-    first = sys.stdin.buffer.read()
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(fd, "rb", closefd=False) as handle:
+    _send(out, (READY,))
+    out.flush()
+    offset, hashed = marshal.loads(sys.stdin.buffer.read())  # noqa: S302 (its parent's pipe)
+    with open(f"/proc/self/fd/{fd}", "rb") as handle:
         try:
             reader = Reader(handle)
-            if reader.first != first:
+            left = offset - len(reader.first)
+            while left > 0 and (data := handle.read(min(left, 1 << 20))):
+                reader.digest.update(data)
+                left -= len(data)
+            if reader.digest.copy().digest() != hashed:
                 raise BackupError("the backup changed while it was being read")
             name: str | None = None
             rows: list[tuple[Any, ...]] = []
