@@ -105,12 +105,26 @@ def test_a_file_changed_after_its_header_was_read_is_refused(
             list(parsing.decoded_rows(reader))
 
 
+_READY_THEN_GONE = (
+    "import sys; from toolkit_vault.backup.parsing import READY, _send; "
+    "_send(sys.stdout.buffer, (READY,)); sys.stdout.flush()"
+)
+
+
+@pytest.mark.parametrize("when", ["at once", "once ready"])
 def test_a_child_that_dies_fails_the_verify(
-    vault: Vault, home: VaultSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    vault: Vault,
+    home: VaultSettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    when: str,
 ) -> None:
     file = tmp_path / "vault.tkvb"
     create_backup(home, file)
     _by_child(monkeypatch, True)
-    monkeypatch.setattr(parsing.sys, "executable", "/bin/true")  # ends at once
+    if when == "at once":
+        monkeypatch.setattr(parsing.sys, "executable", "/bin/true")
+    else:
+        monkeypatch.setattr(parsing, "_SERVE", _READY_THEN_GONE)
     with pytest.raises(BackupError, match="reader ended early"):
         verify_backup(file, resolve_settings(header_of(file)))

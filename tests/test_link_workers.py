@@ -50,14 +50,19 @@ def _answers(batches: list[tuple[bytes, list[Any]]], processes: int) -> list[int
 
 
 @pytest.mark.parametrize("bad_batch", [0, 3, 7, 11])
-def test_workers_and_this_process_find_the_same_bad_link(bad_batch: int) -> None:
+@pytest.mark.parametrize("ahead", [0, 2, 100])  # every batch here; either; every one sent
+def test_workers_and_this_process_find_the_same_bad_link(
+    bad_batch: int, ahead: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(walk, "AHEAD", ahead)
     rows = _chain(60)
-    seq = bad_batch * 5 + 3
+    at = bad_batch % 3  # the first, second or third event of its batch
+    seq = bad_batch * 5 + at + 1
     rows[seq - 1] = (*rows[seq - 1][:7], '{"n": 0}', rows[seq - 1][8])  # edited details
     batches = _batches(rows, 5)
-    expected = [2 if n == bad_batch else None for n in range(12)]
+    expected = [at if n == bad_batch else None for n in range(12)]
     assert _answers(batches, 0) == expected
-    assert _answers(batches, 1) == expected  # 12 batches: some to the worker, some here
+    assert _answers(batches, 1) == expected  # 12 batches
     assert _answers(batches, 2) == expected
 
 
