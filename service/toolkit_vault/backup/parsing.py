@@ -174,4 +174,6 @@ def serve(fd: int) -> None:
             _send(out, (END, reader.trailer, reader.counts, reader.digest.digest()))
         except BackupError as exc:
             _send(out, (REFUSED, exc.message))
+        except Exception:  # a line this reading did not foresee: refused, never shown
+            _send(out, (REFUSED, "the backup holds a line that cannot be read"))
     out.flush()
