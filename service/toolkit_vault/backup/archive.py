@@ -239,7 +239,7 @@ class Reader:
         if first is None:
             raise BackupError("the backup is empty")
         self.header = Header.parse(self._json(first))
-        self.first = first  # the header line, as read (`parsing` compares its child's)
+        self.first = first  # the header line, as read (`parsing`'s child skips its length)
         self.digest.update(first)
 
     def finished(

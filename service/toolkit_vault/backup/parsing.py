@@ -4,14 +4,16 @@ one inserts the rows it hands back into the scratch database (issue 53).
 The load was one core's work: parsing a line and inserting its row took about as long as
 each other, and the second core waited for the keys, which only the loaded rows give. The
 child (`serve`, started with the interpreter that runs this, never forked from it) is
-handed the backup's open file (its descriptor) and the header line this process read; it
-reads the file again from its first byte (refusing it when that line differs: the file
-changed), then runs the same reading this process would (`archive.Reader.rows`,
-`in_process`: every line hashed, parsed and decoded, every refusal in the same words), and
-sends back batches of decoded rows, then the trailer, the row counts and the digest
-(marshalled: plain values, a third of pickle's cost), which `Reader.check` then holds to
-the MAC as before. Nothing of the file is believed before that check, wherever it was
-parsed; the child holds no key.
+handed the backup's open file (its descriptor, which it opens again on a description of
+its own). While it starts, this process parses the first lines itself; then it tells the
+child where it stopped (after a whole line) and the SHA-256 of the bytes before that. The
+child hashes those bytes again from the file (refusing it when they differ: the file
+changed), then runs the same reading this process would on the lines after them
+(`archive.Reader.rows`, `in_process`: every line hashed, parsed and decoded, every refusal
+in the same words), and sends back batches of decoded rows, then the trailer, its row
+counts and the whole digest (marshalled: plain values, a third of pickle's cost), which
+`Reader.check` then holds to the MAC as before. Nothing of the file is believed before
+that check, wherever it was parsed; the child holds no key.
 """
 
 from __future__ import annotations
