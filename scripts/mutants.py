@@ -4880,6 +4880,45 @@ MUTANTS = [
             + "test_a_row_the_scratch_copy_refuses_refuses_the_backup_and_its_indexes_stay",
         ),
     ),
+    # -- issue 53: bv2 (backup verify's lines parsed by a child; the walk's batches shared) --
+    Mutant(
+        "backup verify: the parsing child takes its parent's digest of the bytes before it",
+        BACKUP + "parsing.py",
+        "            if reader.digest.copy().digest() != hashed:\n",
+        "            if False:\n",
+        (
+            "tests/test_backup_parsing.py::"
+            + "test_a_file_changed_after_its_header_was_read_is_refused",
+        ),
+    ),
+    Mutant(
+        "backup verify: the rows parsed before the child took over are not counted",
+        BACKUP + "parsing.py",
+        "counts, hashed = dict(reader.counts), reader.digest.copy().digest()",
+        "counts, hashed = {}, reader.digest.copy().digest()",
+        ("tests/test_backup_parsing.py::test_a_child_parses_to_the_same_verdicts",),
+    ),
+    Mutant(
+        "backup verify: a parsing child that dies ends the rows as if the file ended",
+        BACKUP + "parsing.py",
+        '        raise BackupError("the backup\'s reader ended early") from None\n',
+        '        return (END, None, {}, b"")\n',
+        ("tests/test_backup_parsing.py::test_a_child_that_dies_fails_the_verify",),
+    ),
+    Mutant(
+        "audit links: a batch checked here while the workers are busy always holds",
+        V + "audit/walk.py",
+        "pending.append((previous, rows, _Found(first_bad(key, previous, rows))))",
+        "pending.append((previous, rows, _Found(None)))",
+        ("tests/test_link_workers.py",),
+    ),
+    Mutant(
+        "audit links: a worker's answer that the first link is bad read as none bad",
+        V + "audit/walk.py",
+        "return None if bad < 0 else int(bad)",
+        "return None if bad <= 0 else int(bad)",
+        ("tests/test_link_workers.py",),
+    ),
 ]
 
 

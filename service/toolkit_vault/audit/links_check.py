@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import pickle
+import struct
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -25,7 +27,9 @@ from typing import Any
 from toolkit_vault.canonical import parse_json, sorted_encoder
 from toolkit_vault.store.chain import links
 
-__all__ = ["as_event", "first_bad", "serve"]
+__all__ = ["ANSWER", "as_event", "first_bad", "serve"]
+
+ANSWER = struct.Struct(">q")  # a worker's answer to a batch: its first bad index, or -1
 
 
 _ENCODE = sorted_encoder()  # made once: parsed details hold no cycle to look for
@@ -97,16 +101,20 @@ def _sign(key: bytes, previous: bytes, payload: bytes) -> bytes:
 
 def serve() -> None:
     """A worker: the key, then (previous link, rows) until its stdin ends; each answered
-    on stdout with `first_bad`'s index. Only its parent writes to it (a pipe)."""
-    given, answers = sys.stdin.buffer, sys.stdout.buffer
+    on stdout with `first_bad`'s index as `ANSWER` (-1: None), a fixed size, so its parent
+    can ask whether one is waiting without reading it. Only its parent writes to it (a
+    pipe)."""
+    given = sys.stdin.buffer
     key = pickle.load(given)  # noqa: S301 (its parent, over a pipe only it holds)
     while True:
         try:
             previous, rows = pickle.load(given)  # noqa: S301 (its parent's pipe)
         except EOFError:
             return
-        pickle.dump(first_bad(key, previous, rows), answers)
-        answers.flush()
+        bad = first_bad(key, previous, rows)
+        data = ANSWER.pack(-1 if bad is None else bad)
+        while data:
+            data = data[os.write(1, data) :]
 
 
 if __name__ == "__main__":

@@ -9,14 +9,17 @@ at a time to say what broke, as it always did.
 
 The workers are child processes of this one (`links_check`, started with the interpreter
 that runs this, never forked from it): each is handed the audit key once, on its stdin,
-then batches; it answers each with the index of its first bad link, or None.
+then batches; it answers each with the index of its first bad link, or None. A batch read
+while every worker holds `AHEAD` is checked in this process (`check_batches`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pickle
+import select
 import subprocess
 import sys
 from collections import deque
@@ -24,7 +27,7 @@ from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolkit_vault.audit.links_check import as_event, first_bad
+from toolkit_vault.audit.links_check import ANSWER, as_event, first_bad
 from toolkit_vault.errors import StoreError
 from toolkit_vault.keys.version_check import spare_cores
 from toolkit_vault.store.actions import AuditAction
@@ -51,6 +54,10 @@ class Break:
 Batch = list[tuple[Any, ...]]  # rows as `ChainSnapshot.event_rows` reads them
 # (seq, ts, actor, action, session_id, toolkit_name, version, details, mac)
 PARALLEL_MIN = 50_000  # fewer events are checked in this process (workers take time to start)
+AHEAD = 2  # batches a worker holds before this process checks the next one itself
+# a batch of `audit.verify.BATCH_SIZE` events pickled is about 0.9 MiB: with the default
+# 64 KiB pipe, sending the next one waited for the worker to finish the one before
+_PIPE_BYTES = 1 << 20
 
 
 def workers(events: int) -> int:
@@ -63,54 +70,108 @@ def check_batches(
     key: bytes, batches: Iterable[tuple[bytes, Batch]], processes: int
 ) -> Generator[tuple[bytes, Batch, int | None], None, None]:
     """(previous link, batch, its first bad index) for each (previous link, batch), in
-    order: checked here, or by `processes` workers in turn, a batch or two ahead."""
+    order: checked here, or by `processes` workers, each up to `AHEAD` batches ahead; a
+    batch read while every worker holds that many is checked here, so the split follows
+    the pace of each (the worker no longer sets the walk's pace while this process waits
+    on it: `backup verify`, issue 53)."""
     if processes <= 0:
         for previous, rows in batches:
             yield previous, rows, first_bad(key, previous, rows)
         return
-    children = [_worker(key) for _ in range(processes)]
-    pending: deque[tuple[subprocess.Popen[bytes], bytes, Batch]] = deque()
+    children = [_Child(key) for _ in range(processes)]
+    # in order: (previous link, batch, the worker checking it, or its answer found here)
+    pending: deque[tuple[bytes, Batch, _Child | _Found]] = deque()
     try:
-        for number, (previous, rows) in enumerate(batches):
-            child = children[number % processes]
-            assert child.stdin is not None
-            pickle.dump((previous, [tuple(row) for row in rows]), child.stdin)
-            child.stdin.flush()
-            pending.append((child, previous, rows))
-            while len(pending) > 2 * processes:
+        for previous, rows in batches:
+            while pending and _answered(pending[0][2]):
+                yield _answer(*pending.popleft())
+            child = min(children, key=lambda c: c.asked)
+            if child.asked < AHEAD:
+                child.send(previous, rows)
+                pending.append((previous, rows, child))
+            else:
+                pending.append((previous, rows, _Found(first_bad(key, previous, rows))))
+            while len(pending) > 2 * AHEAD * processes:  # bounded: the batches held
                 yield _answer(*pending.popleft())
         while pending:
             yield _answer(*pending.popleft())
     finally:
         for child in children:
-            with contextlib.suppress(OSError):
-                if child.stdin is not None:
-                    child.stdin.close()
-            child.kill()
-            child.wait()
+            child.close()
 
 
-def _worker(key: bytes) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "toolkit_vault.audit.links_check"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert child.stdin is not None
-    pickle.dump(key, child.stdin)
-    return child
+@dataclass(frozen=True)
+class _Found:
+    """A batch's answer, found in this process."""
+
+    bad: int | None
+
+
+def _answered(answer: _Child | _Found) -> bool:
+    return isinstance(answer, _Found) or answer.ready()
 
 
 def _answer(
-    child: subprocess.Popen[bytes], previous: bytes, rows: Batch
+    previous: bytes, rows: Batch, answer: _Child | _Found
 ) -> tuple[bytes, Batch, int | None]:
-    assert child.stdout is not None
-    try:
-        found: int | None = pickle.load(child.stdout)  # noqa: S301 (our own child's pipe)
-    except (EOFError, pickle.UnpicklingError):
-        raise StoreError("a worker checking the audit chain's links ended early") from None
+    found = answer.bad if isinstance(answer, _Found) else answer.receive()
     return previous, rows, found
+
+
+class _Child:
+    """A worker child checking links (`links_check`, started with the interpreter that
+    runs this, never forked from it): handed the key once, then batches; it answers each,
+    in order, with `links_check.ANSWER`'s 8 bytes, read on the descriptor (`ready` asks it
+    without waiting)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "toolkit_vault.audit.links_check"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._to = self._process.stdin
+        self._from = self._process.stdout.fileno()
+        with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe waits
+            fcntl.fcntl(self._to.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        self.asked = 0  # batches sent and not yet answered
+        self._write(key)
+
+    def _write(self, payload: Any) -> None:
+        try:
+            pickle.dump(payload, self._to)
+            self._to.flush()
+        except BrokenPipeError:
+            raise StoreError("a worker checking the audit chain's links ended early") from None
+
+    def send(self, previous: bytes, rows: Batch) -> None:
+        self._write((previous, [tuple(row) for row in rows]))
+        self.asked += 1
+
+    def ready(self) -> bool:
+        """Whether an answer (or the worker's end) is waiting, without waiting for it."""
+        return bool(select.select([self._from], [], [], 0)[0])
+
+    def receive(self) -> int | None:
+        data = b""
+        while len(data) < ANSWER.size:
+            more = os.read(self._from, ANSWER.size - len(data))
+            if not more:
+                raise StoreError("a worker checking the audit chain's links ended early")
+            data += more
+        self.asked -= 1
+        (bad,) = ANSWER.unpack(data)
+        return None if bad < 0 else int(bad)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._to.close()
+        self._process.kill()
+        self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
 
 
 class ChainWalk:

@@ -31,14 +31,14 @@ tells whose it is, from the home's record and witness.) The state key never chan
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import json
+from binascii import a2b_base64
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -151,27 +151,56 @@ def encode_row(table: str, row: Any) -> list[Any]:
 def decode_row(table: str, values: list[Any]) -> tuple[Any, ...]:
     """A row of `table` as read from a backup line: its values as `store.snapshots.TABLES`
     orders the columns, bytes decoded (strict base64: a stray character refuses the row)."""
-    flags = _binary(table)
-    if len(values) != len(flags):
-        raise BackupError(f"a {table} row has {len(values)} columns, not {len(flags)}")
+    width, binary = _shape(table)
+    if len(values) != width:
+        raise BackupError(f"a {table} row has {len(values)} columns, not {width}")
+    if not binary:
+        return tuple(values)
     row = list(values)
-    for index in _binary_at(table):  # only the binary columns: the rest stay as read
+    for index in binary:  # only the binary columns: the rest stay as read
         value = row[index]
         if value is None:
             continue
-        if not isinstance(value, str):
+        if type(value) is not str:  # (a line's JSON: a string is never a subclass)
             raise BackupError(f"a {table} row is malformed")
         try:
-            row[index] = binascii.a2b_base64(value, strict_mode=True)
+            row[index] = a2b_base64(value, strict_mode=True)
         except ValueError:
             raise BackupError(f"a {table} row is malformed") from None
     return tuple(row)
 
 
 @cache
-def _binary_at(table: str) -> list[int]:
-    """The indexes of `table`'s binary columns."""
-    return [i for i, binary in enumerate(_binary(table)) if binary]
+def _shape(table: str) -> tuple[int, tuple[int, ...]]:
+    """`table`'s column count and the indexes of its binary columns (one lookup a row)."""
+    flags = _binary(table)
+    return len(flags), tuple(i for i, binary in enumerate(flags) if binary)
+
+
+class Digest(Protocol):
+    """What `Reader.digest` is: the running SHA-256, or its result (`_Digested`)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+    def copy(self) -> Digest: ...
+
+
+class _Digested:
+    """A digest another process computed; nothing more is hashed into it."""
+
+    def __init__(self, value: bytes) -> None:
+        self._value = value
+
+    def update(self, data: bytes, /) -> None:
+        raise TypeError("the rows were read already")
+
+    def digest(self) -> bytes:
+        return self._value
+
+    def copy(self) -> _Digested:
+        return self
 
 
 class Writer:
@@ -203,14 +232,22 @@ class Reader:
 
     def __init__(self, handle: IO[bytes]) -> None:
         self.handle = handle
-        self.digest = hashlib.sha256()
+        self.digest: Digest = hashlib.sha256()
         self.counts: dict[str, int] = {}
         self.trailer: dict[str, Any] | None = None
         first = self._next()
         if first is None:
             raise BackupError("the backup is empty")
         self.header = Header.parse(self._json(first))
+        self.first = first  # the header line, as read (`parsing`'s child skips its length)
         self.digest.update(first)
+
+    def finished(
+        self, trailer: dict[str, Any] | None, counts: dict[str, int], digest: bytes
+    ) -> None:
+        """What reading the rows found, when another process read them for this one
+        (`parsing`): the trailer, the row counts and the digest of every line before it."""
+        self.trailer, self.counts, self.digest = trailer, counts, _Digested(digest)
 
     def _next(self) -> bytes | None:
         line = self.handle.readline(MAX_LINE + 1)
@@ -234,21 +271,31 @@ class Reader:
             raise BackupError("the backup holds a line that is not JSON") from None
 
     def rows(self) -> Iterator[tuple[str, list[Any]]]:
-        while (line := self._next()) is not None:
-            data = self._json(line)
-            if isinstance(data, dict) and "mac" in data:
+        """Each row line's (table, values), hashed as read; the trailer kept for `check`.
+        `backup verify` reads every line here (issue 53): the line's reads and checks are
+        those of `_next` and `_json`, written out in one loop."""
+        readline, update, loads = self.handle.readline, self.digest.update, orjson.loads
+        tables, counts = self.header.tables, self.counts
+        while line := readline(MAX_LINE + 1):
+            if line[-1] != 10:  # b"\n"
+                raise BackupError("the backup is truncated")
+            try:
+                data = loads(line)
+            except orjson.JSONDecodeError:
+                raise BackupError("the backup holds a line that is not JSON") from None
+            if type(data) is dict and "mac" in data:  # (orjson: a dict is never a subclass)
                 self.trailer = data
                 if self._next() is not None:
                     raise BackupError("the backup has lines after its end")
                 return
-            self.digest.update(line)
-            if not isinstance(data, dict) or not isinstance(data.get("r"), list):
+            update(line)
+            if type(data) is not dict or type(values := data.get("r")) is not list:
                 raise BackupError("the backup holds a line that is not a row")
             table = data.get("t")
-            if table not in self.header.tables:
+            if table not in tables:
                 raise BackupError(f"the backup holds a row of an unknown table {table!r}")
-            self.counts[table] = self.counts.get(table, 0) + 1
-            yield table, data["r"]
+            counts[table] = counts.get(table, 0) + 1
+            yield table, values
         raise BackupError("the backup is truncated (it has no end)")
 
     def check(self, key: SecretBytes) -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolkit_vault.audit.verify import verify_audit_chain
-from toolkit_vault.backup.archive import BackupError, Header, Reader, backup_key, decode_row
+from toolkit_vault.backup import parsing
+from toolkit_vault.backup.archive import BackupError, Header, Reader, backup_key
 from toolkit_vault.bootstrap import open_provider
 from toolkit_vault.errors import VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
@@ -32,7 +33,6 @@ from toolkit_vault.store import snapshots
 from toolkit_vault.store.integrity import VERSIONS
 from toolkit_vault.store.models import SCHEMA_REVISION
 from toolkit_vault.store.snapshots import (
-    TABLES,
     RowsRefused,
     audit_head,
     event_mac,
@@ -109,20 +109,18 @@ def resolve_settings(
 
 def load_rows(reader: Reader, store: Store) -> None:
     """Insert every row of the backup into `store`'s empty tables, in the file's order; a
-    row the database refuses (a duplicate, a dangling key) refuses the backup."""
+    row the database refuses (a duplicate, a dangling key) refuses the backup. A large
+    file's lines are parsed by a child process meanwhile (`parsing`)."""
     try:
-        snapshots.load_rows(store, decoded_rows(reader))
+        snapshots.load_rows(store, parsing.decoded_rows(reader))
     except RowsRefused as exc:
         raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
 
 def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """The backup's rows, (table name, values as `TABLES` orders the columns), as `reader`
-    reads them."""
-    for name, values in reader.rows():
-        if name not in TABLES:
-            raise BackupError(f"this release has no table {name!r}")
-        yield name, decode_row(name, values)
+    reads them, in this process."""
+    return parsing.in_process(reader)
 
 
 def verify_backup(
