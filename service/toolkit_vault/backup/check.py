@@ -117,12 +117,6 @@ def load_rows(reader: Reader, store: Store) -> None:
         raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
 
-def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """The backup's rows, (table name, values as `TABLES` orders the columns), as `reader`
-    reads them, in this process."""
-    return parsing.in_process(reader)
-
-
 def verify_backup(
     path: Path, settings: VaultSettings, shares: list[str] | None = None
 ) -> VerifyReport:

@@ -34,7 +34,7 @@ from toolkit_vault.backup.archive import BackupError, Reader, decode_row
 from toolkit_vault.keys.version_check import spare_cores
 from toolkit_vault.store.snapshots import TABLES
 
-__all__ = ["PARALLEL_BYTES", "decoded_rows", "serve"]
+__all__ = ["PARALLEL_BYTES", "decoded_rows", "in_process", "serve"]
 
 PARALLEL_BYTES = 8 << 20  # a smaller file is parsed in this process (a child takes time to start)
 BATCH = 500  # rows a message

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit_vault.backup.archive import BackupError, Reader
-from toolkit_vault.backup.check import VerifyReport, decoded_rows, open_backup, verify_stream
+from toolkit_vault.backup.check import VerifyReport, open_backup, verify_stream
+from toolkit_vault.backup.parsing import in_process
 from toolkit_vault.bootstrap import open_provider, open_store
 from toolkit_vault.errors import StoreError, VaultError
 from toolkit_vault.keys.hierarchy import VaultKeys
@@ -200,7 +201,7 @@ def _load(target: RestoreTarget, reader: Reader, unchanged: Callable[[], None]) 
     """Every row of the backup into the empty `target`, in one transaction that commits
     only when `unchanged()` holds once they are in (serial keys then continue after them)."""
     try:
-        target.load(decoded_rows(reader), unchanged=unchanged)
+        target.load(in_process(reader), unchanged=unchanged)
     except RowsRefused as exc:
         raise BackupError(f"the backup's rows do not load ({exc.reason})") from None
 
