@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import sys
 from typing import Any
 
 import pytest
@@ -83,6 +84,6 @@ def test_batches_are_checked_here_while_the_worker_is_busy(
 
 
 def test_a_worker_that_dies_fails_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(walk.sys, "executable", "/bin/true")  # ends at once
+    monkeypatch.setattr(sys, "executable", "/bin/true")  # every worker child ends at once
     with pytest.raises(StoreError, match="ended early"):
         _answers(_batches(_chain(40), 2), 1)

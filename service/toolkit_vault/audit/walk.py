@@ -16,20 +16,17 @@ while every worker holds `AHEAD` is checked in this process (`check_batches`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pickle
 import select
-import subprocess
-import sys
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolkit_vault.audit.links_check import ANSWER, as_event, first_bad
+from toolkit_vault.children import python_child, spare_cores, widen_pipe
 from toolkit_vault.errors import StoreError
-from toolkit_vault.keys.version_check import spare_cores
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import Signer, links
 from toolkit_vault.store.chain_snapshot import ChainSnapshot
@@ -125,17 +122,11 @@ class _Child:
     without waiting)."""
 
     def __init__(self, key: bytes) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "toolkit_vault.audit.links_check"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
+        self._process = python_child("-m", "toolkit_vault.audit.links_check")
         assert self._process.stdin is not None and self._process.stdout is not None
         self._to = self._process.stdin
         self._from = self._process.stdout.fileno()
-        with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe waits
-            fcntl.fcntl(self._to.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        widen_pipe(self._to.fileno(), _PIPE_BYTES)
         self.asked = 0  # batches sent and not yet answered
         self._write(key)
 

@@ -19,19 +19,17 @@ that check, wherever it was parsed; the child holds no key.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import marshal
 import os
 import select
 import stat
 import struct
-import subprocess
 import sys
 from collections.abc import Generator, Iterator
 from typing import IO, Any
 
 from toolkit_vault.backup.archive import BackupError, Reader, decode_row
-from toolkit_vault.keys.version_check import spare_cores
+from toolkit_vault.children import python_child, spare_cores, widen_pipe
 from toolkit_vault.store.snapshots import TABLES
 
 __all__ = ["PARALLEL_BYTES", "decoded_rows", "in_process", "serve"]
@@ -55,16 +53,9 @@ def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
     if fd is None:
         yield from in_process(reader)
         return
-    child = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, str(fd)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        pass_fds=(fd,),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    child = python_child("-c", _SERVE, str(fd), pass_fds=(fd,))
     assert child.stdin is not None and child.stdout is not None
-    with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe waits
-        fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    widen_pipe(child.stdout.fileno(), _PIPE_BYTES)
     try:
         here = in_process(reader)
         for count, found in enumerate(here, 1):

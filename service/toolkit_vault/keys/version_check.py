@@ -17,17 +17,15 @@ counted that nobody opened.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pickle
 import select
-import subprocess
-import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
+from toolkit_vault.children import python_child, spare_cores, widen_pipe
 from toolkit_vault.crypto import KeyRing
 from toolkit_vault.errors import StoreError
 from toolkit_vault.keys.opening import COLUMNS, FAILS, OPENS, RAISED, opens, sent
@@ -42,7 +40,6 @@ __all__ = [
     "TallyAsRead",
     "VersionTally",
     "check_store",
-    "spare_cores",
     "workers",
 ]
 
@@ -59,15 +56,6 @@ FAILS_MAC = "fails its integrity check"
 PURGED = "was purged (the audit chain says so); its row was put back"
 NOT_OPENED = "does not decrypt"
 _PIPE_BYTES = 1 << 20  # about AHEAD batches in the pipe: sending one seldom waits
-
-
-def spare_cores(at_most: int) -> int:
-    """The cores this process may run on, less its own, at most `at_most`."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(cores - 1, at_most))
 
 
 def workers(versions: int) -> int:
@@ -289,17 +277,11 @@ class _Worker:
     process's grew, then batches; it answers each, in order."""
 
     def __init__(self) -> None:
-        self._child = subprocess.Popen(
-            [sys.executable, "-m", "toolkit_vault.keys.opening"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
+        self._child = python_child("-m", "toolkit_vault.keys.opening")
         assert self._child.stdin is not None and self._child.stdout is not None
         self._to = self._child.stdin
         self._from = self._child.stdout.fileno()  # read on the descriptor: `ready` asks it
-        with contextlib.suppress(AttributeError, OSError):  # Linux only; a smaller pipe waits
-            fcntl.fcntl(self._to.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        widen_pipe(self._to.fileno(), _PIPE_BYTES)
         self._ring: KeyRing | None = None
         self.asked = 0  # batches sent and not yet answered
 
