@@ -3573,7 +3573,7 @@ MUTANTS = [
     ),
     Mutant(
         "tool pins: a withheld tool is listed and called all the same",
-        V + "toolkits/served.py",
+        V + "toolkits/served_tools.py",
         "        if not withheld:\n            return listed.tools",
         "        if True:\n            return listed.tools",
         (PINS + "test_a_description_changed_between_starts_is_withheld_until_accepted",),
@@ -3655,14 +3655,14 @@ MUTANTS = [
     ),
     Mutant(
         "served: a listed tool whose input schema the vault cannot run is offered",
-        V + "toolkits/served.py",
+        V + "toolkits/served_tools.py",
         "            schemas[tool.name] = compile_schema(tool.input_schema)",
         '            schemas[tool.name] = compile_schema({"type": "object"})',
         ("tests/test_tool_pins.py::test_a_tool_whose_schema_the_vault_cannot_run_is_left_out",),
     ),
     Mutant(
         "served: a listed tool whose output schema the vault cannot run is offered",
-        V + "toolkits/served.py",
+        V + "toolkits/served_tools.py",
         "                compile_schema(tool.output_schema)  # its results",
         "                pass  # its results",
         ("tests/test_tool_pins.py::test_a_tool_whose_schema_the_vault_cannot_run_is_left_out",),
@@ -4020,7 +4020,7 @@ MUTANTS = [
     ),
     Mutant(
         "served: a server's changed tool is not withheld (local and remote, `PinnedTools`)",
-        V + "toolkits/served.py",
+        V + "toolkits/served_tools.py",
         "        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)",
         "        return frozenset()",
         (

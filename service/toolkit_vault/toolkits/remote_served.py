@@ -45,11 +45,9 @@ from toolkit_vault.toolkits.launches import LaunchRefused, ServerCheckFailed, Va
 from toolkit_vault.toolkits.served import (
     START_TIMEOUT,
     VERIFY_TIMEOUT,
-    Listed,
-    PinnedTools,
-    take_listed,
     upstream_host,
 )
+from toolkit_vault.toolkits.served_tools import Listed, PinnedTools, take_listed
 from toolkit_vault.toolkits.server_limits import ServerRefused
 from toolkit_vault.toolkits.tool_pins import ToolPins
 

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit_vault.errors import SchemaRefused, VaultError
-from toolkit_vault.mcp_client import ToolDescription, UpstreamError, UpstreamFailed, pin_tools
-from toolkit_vault.plugin import CallContext, Tool
+from toolkit_vault.errors import VaultError
+from toolkit_vault.mcp_client import ToolDescription, UpstreamError, UpstreamFailed
+from toolkit_vault.plugin import CallContext
 from toolkit_vault.protocol import ToolkitDefinition, ToolkitStatusEvent
 from toolkit_vault.sandbox import unreachable, why_no_sandbox
-from toolkit_vault.schema import CompiledSchema, compile_schema, output_check
+from toolkit_vault.schema import CompiledSchema, output_check
 from toolkit_vault.toolkits.checked_servers import CheckedServers
 from toolkit_vault.toolkits.launches import (
     PACKAGES_ENV,
@@ -54,6 +54,7 @@ from toolkit_vault.toolkits.launches import (
     build,
     is_launch,
 )
+from toolkit_vault.toolkits.served_tools import Listed, PinnedTools, take_listed
 from toolkit_vault.toolkits.server_launch import digest, start, stop_started
 from toolkit_vault.toolkits.server_processes import (
     Notify,
@@ -72,12 +73,10 @@ if TYPE_CHECKING:  # the MCP SDK is imported at a server's first launch (see `mc
 
 __all__ = [
     "SANDBOX_ENV",
-    "Listed",
     "ServedToolkit",
     "ServerSettings",
     "launch_of",
     "sandbox_warning",
-    "take_listed",
     "use_servers",
 ]
 
@@ -185,68 +184,6 @@ def launch_of(definition: ToolkitDefinition) -> Mapping[str, Any] | None:
     package = definition.config_schema.get("x-toolkit-package")
     found = package.get("launch") if isinstance(package, Mapping) else None
     return found if is_launch(found) else None
-
-
-@dataclass(frozen=True)
-class Listed:
-    """One `tools/list` of the server, taken whole: its tools, each one's pin digest and
-    compiled input schema (swapped as one, so a reader never pairs one list's tools with
-    another's digests), and the list they were made of."""
-
-    tools: Mapping[str, Tool]
-    digests: Mapping[str, str]
-    schemas: Mapping[str, CompiledSchema]
-    source: tuple[ToolDescription, ...] | None = None
-
-
-def take_listed(
-    label: str, described: tuple[ToolDescription, ...], pins: ToolPins | None
-) -> Listed:
-    """A server's `tools/list` as the tools it serves: a tool whose input schema, or output
-    schema, does not compile is left out (logged), as no call of it could be checked; the
-    list is shown to its pin first (`ToolPins.see`: pinned at first sight, a change
-    audited). Local and remote servers both take their lists so."""
-    schemas: dict[str, CompiledSchema] = {}
-    kept: list[ToolDescription] = []
-    for tool in described:
-        try:
-            if tool.output_schema is not None:
-                compile_schema(tool.output_schema)  # its results are held to it (`output_check`)
-            schemas[tool.name] = compile_schema(tool.input_schema)
-        except SchemaRefused as exc:
-            log.warning("a tool of %s is left out: %s", label, exc.message)
-            continue
-        kept.append(tool)
-    digests = pin_tools(kept)
-    if pins is not None:
-        pins.see(digests)
-    served = {t.name: Tool(t.name, t.description, t.input_schema) for t in kept}
-    return Listed(served, digests, schemas, described)
-
-
-class PinnedTools:
-    """What a local and a remote server's instance serve alike: the server's own tools (its
-    last `tools/list`, following its list changes), but those its pin withholds
-    (`tool_pins`: changed or added since, not accepted). `_current` is each one's last list."""
-
-    _pins: ToolPins | None  # None: nothing pins its tools (a listing without the store)
-
-    def _current(self) -> Listed:
-        raise NotImplementedError
-
-    def served_tools(self) -> Mapping[str, Tool]:
-        listed = self._current()
-        withheld = self._withheld(listed)
-        if not withheld:
-            return listed.tools
-        return {name: tool for name, tool in listed.tools.items() if name not in withheld}
-
-    def withheld_tools(self) -> frozenset[str]:
-        """The tools the server lists that its pin withholds until an operator accepts them."""
-        return self._withheld(self._current())
-
-    def _withheld(self, listed: Listed) -> frozenset[str]:
-        return frozenset() if self._pins is None else self._pins.withheld(listed.digests)
 
 
 class ServedToolkit(PinnedTools):
