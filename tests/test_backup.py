@@ -224,12 +224,7 @@ def test_a_tampered_or_truncated_backup_is_refused_by_verify_and_restore(
     monkeypatch: pytest.MonkeyPatch,
     cli_env: dict[str, str],
 ) -> None:
-    conn, _ = session(vault)
-    for n in range(3):
-        assert configure(conn, n) == "ok"
-    file = tmp_path / "good.tkvb"
-    create_backup(home, file)
-    settings = resolve_settings(header_of(file))
+    file, settings = three_configures_backed_up(vault, home, tmp_path)
     assert verify_backup(file, settings).ok
     copies = tampered_copies(file, tmp_path)
     for path in copies.values():
@@ -390,6 +385,18 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def three_configures_backed_up(
+    vault: Vault, home: VaultSettings, tmp_path: Path
+) -> tuple[Path, VaultSettings]:
+    """A backup (good.tkvb) of one session's three configures, and the settings that read it."""
+    conn, _ = session(vault)
+    for n in range(3):
+        assert configure(conn, n) == "ok"
+    file = tmp_path / "good.tkvb"
+    create_backup(home, file)
+    return file, resolve_settings(header_of(file))
 
 
 def _one_backup(home: VaultSettings, tmp_path: Path) -> Path:

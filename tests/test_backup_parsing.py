@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import select
+import sys
 from pathlib import Path
 
 import pytest
 
-from test_backup import CANARY, configure, header_of, session, tampered_copies
+from test_backup import CANARY, header_of, tampered_copies, three_configures_backed_up
 from toolkit_vault.backup import (
     BackupError,
     create_backup,
@@ -71,12 +72,7 @@ def test_a_child_parses_to_the_same_verdicts(
     monkeypatch: pytest.MonkeyPatch,
     here: int,
 ) -> None:
-    conn, _ = session(vault)
-    for n in range(3):
-        assert configure(conn, n) == "ok"
-    file = tmp_path / "good.tkvb"
-    create_backup(home, file)
-    settings = resolve_settings(header_of(file))
+    file, settings = three_configures_backed_up(vault, home, tmp_path)
     files = [file, *tampered_copies(file, tmp_path).values()]
     _by_child(monkeypatch, False)
     verdicts = [_verdict(path, settings) for path in files]
@@ -123,7 +119,7 @@ def test_a_child_that_dies_fails_the_verify(
     create_backup(home, file)
     _by_child(monkeypatch, True)
     if when == "at once":
-        monkeypatch.setattr(parsing.sys, "executable", "/bin/true")
+        monkeypatch.setattr(sys, "executable", "/bin/true")
     else:
         monkeypatch.setattr(parsing, "_SERVE", _READY_THEN_GONE)
     with pytest.raises(BackupError, match="reader ended early"):
