@@ -4635,10 +4635,10 @@ MUTANTS = [
     Mutant(
         "version workers: a dead worker's missing answers count as opened",
         V + "keys/version_check.py",
-        "            if not more:\n                raise StoreError(",
-        "            if not more:\n"
-        "                return data + bytes([OPENS]) * (size - len(data))\n"
-        "                raise StoreError(",
+        "        if data is None:\n            raise StoreError(",
+        "        if data is None:\n"
+        "            return bytes([OPENS]) * size\n"
+        "            raise StoreError(",
         (WORKERS + "test_a_worker_that_dies_fails_the_check_and_is_reaped",),
     ),
     Mutant(

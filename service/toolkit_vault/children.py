@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["python_child", "spare_cores", "widen_pipe"]
+__all__ = ["end_child", "python_child", "read_exactly", "spare_cores", "widen_pipe"]
 
 
 def spare_cores(at_most: int) -> int:
@@ -45,3 +45,26 @@ def widen_pipe(fd: int, size: int) -> None:
     elsewhere, or refused, the pipe keeps its size and a write waits a little more)."""
     with contextlib.suppress(AttributeError, OSError):
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+
+
+def read_exactly(fd: int, size: int) -> bytes | None:
+    """`size` bytes from the pipe `fd`, waiting for them all; None if it ends first (its
+    child ended early: the caller says so in its own words)."""
+    data = b""
+    while len(data) < size:
+        more = os.read(fd, size - len(data))
+        if not more:
+            return None
+        data += more
+    return data
+
+
+def end_child(child: subprocess.Popen[bytes]) -> None:
+    """Stop a child at once, whatever it was doing, and close this side of its pipes."""
+    if child.stdin is not None:
+        with contextlib.suppress(OSError):
+            child.stdin.close()
+    child.kill()
+    child.wait()
+    if child.stdout is not None:
+        child.stdout.close()

@@ -15,8 +15,6 @@ while every worker holds `AHEAD` is checked in this process (`check_batches`).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pickle
 import select
 from collections import deque
@@ -25,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolkit_vault.audit.links_check import ANSWER, as_event, first_bad
-from toolkit_vault.children import python_child, spare_cores, widen_pipe
+from toolkit_vault.children import end_child, python_child, read_exactly, spare_cores, widen_pipe
 from toolkit_vault.errors import StoreError
 from toolkit_vault.store.actions import AuditAction
 from toolkit_vault.store.chain import Signer, links
@@ -146,23 +144,15 @@ class _Child:
         return bool(select.select([self._from], [], [], 0)[0])
 
     def receive(self) -> int | None:
-        data = b""
-        while len(data) < ANSWER.size:
-            more = os.read(self._from, ANSWER.size - len(data))
-            if not more:
-                raise StoreError("a worker checking the audit chain's links ended early")
-            data += more
+        data = read_exactly(self._from, ANSWER.size)
+        if data is None:
+            raise StoreError("a worker checking the audit chain's links ended early")
         self.asked -= 1
         (bad,) = ANSWER.unpack(data)
         return None if bad < 0 else int(bad)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._to.close()
-        self._process.kill()
-        self._process.wait()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
+        end_child(self._process)
 
 
 class ChainWalk:

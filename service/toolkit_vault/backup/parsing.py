@@ -29,7 +29,7 @@ from collections.abc import Generator, Iterator
 from typing import IO, Any
 
 from toolkit_vault.backup.archive import BackupError, Reader, decode_row
-from toolkit_vault.children import python_child, spare_cores, widen_pipe
+from toolkit_vault.children import end_child, python_child, spare_cores, widen_pipe
 from toolkit_vault.store.snapshots import TABLES
 
 __all__ = ["PARALLEL_BYTES", "decoded_rows", "in_process", "serve"]
@@ -86,9 +86,7 @@ def decoded_rows(reader: Reader) -> Iterator[tuple[str, tuple[Any, ...]]]:
             else:
                 raise BackupError(str(found[0]))
     finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()
+        end_child(child)
 
 
 def _ready(stream: IO[bytes]) -> bool:

@@ -16,8 +16,6 @@ counted that nobody opened.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pickle
 import select
 from collections import deque
@@ -25,7 +23,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from toolkit_vault.children import python_child, spare_cores, widen_pipe
+from toolkit_vault.children import end_child, python_child, read_exactly, spare_cores, widen_pipe
 from toolkit_vault.crypto import KeyRing
 from toolkit_vault.errors import StoreError
 from toolkit_vault.keys.opening import COLUMNS, FAILS, OPENS, RAISED, opens, sent
@@ -306,18 +304,10 @@ class _Worker:
         return answer
 
     def _read(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            more = os.read(self._from, size - len(data))
-            if not more:
-                raise StoreError("a worker opening the config versions ended early")
-            data += more
+        data = read_exactly(self._from, size)
+        if data is None:
+            raise StoreError("a worker opening the config versions ended early")
         return data
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._to.close()
-        self._child.kill()
-        self._child.wait()
-        if self._child.stdout is not None:
-            self._child.stdout.close()
+        end_child(self._child)
