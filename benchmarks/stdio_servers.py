@@ -14,6 +14,10 @@ The SDK's client here shakes hands with `initialize`; the vault negotiates as th
 `mcp.Client` does (`server/discover` first), so it speaks the newest revision, whose
 requests each carry the client's envelope for the server to take apart: the SDK's rate at
 that revision is logged beside it (`sdk_discover_calls_s`), the target judged as before.
+The ceiling is logged too (`session_alone_calls_s`): the vault's own session with the server
+(the `UpstreamSession` its calls go through, on its loop), called by sixteen tasks there
+with nothing else of the vault's (no checks, no record, no thread), so the log shows how
+much of the target's budget the server at that revision and the SDK leave for the vault.
 Cold start: launch to first answer, a new session's configure and first call (the
 configure's check launches the server in the sandbox, handshakes and lists its tools; the
 version is stored and that process becomes its server, which the call reaches) against the
@@ -39,6 +43,7 @@ from mcp.client.stdio import stdio_client
 from toolkit_vault.core.connection import A2EConnection, connect
 from toolkit_vault.toolkits.imports import import_package
 from toolkit_vault.toolkits.registry import ToolkitRegistry
+from toolkit_vault.toolkits.served import upstream_host
 
 from .harness import AGENT, Context, Result, median, open_bench_vault
 
@@ -168,6 +173,30 @@ async def _sdk_load(calls: int, discover: bool = False) -> tuple[float, list[flo
         return each * CONCURRENCY / (time.perf_counter() - began), latencies, one
 
 
+def _session_alone(vault: Any, session_id: str, calls: int) -> float:
+    """Calls a second of the session's server through the vault's own MCP session alone:
+    sixteen tasks on the upstream loop, as the SDK's baseline calls, with none of the
+    vault's work around a call. Reached through the instance's private `_held` (a
+    benchmark's look inside, not an API)."""
+    process = vault.instances.instance(session_id, NAME)._held()
+    handle = process.enter()
+    each = calls // CONCURRENCY
+
+    async def load() -> float:
+        async def loop() -> None:
+            for _ in range(each):
+                await handle.session.call_tool("noop", {})
+
+        began = time.perf_counter()
+        await asyncio.gather(*(loop() for _ in range(CONCURRENCY)))
+        return each * CONCURRENCY / (time.perf_counter() - began)
+
+    try:
+        return upstream_host().run(load(), 300)
+    finally:
+        process.leave()
+
+
 async def _sdk_cold() -> float:
     params = StdioServerParameters(
         command="/usr/bin/python3",
@@ -201,6 +230,8 @@ def _measure(ctx: Context, database: str) -> list[Result]:
                 _call(first)
                 ours_one.append((time.perf_counter() - began) * 1000)
             ours_rate, ours_ms = _concurrently([lambda c=c: _call(c) for c in sessions], calls)
+            assert first.plugin is not None
+            alone_rate = _session_alone(vault, first.plugin.session_id, calls)
             theirs_rate, theirs_ms, theirs_one = asyncio.run(_sdk_load(calls))
             same_revision_rate = asyncio.run(_sdk_load(calls, discover=True))[0]
             cold_ours, cold_theirs = [], []
@@ -224,6 +255,8 @@ def _measure(ctx: Context, database: str) -> list[Result]:
         "sdk_p50_ms_16_in_flight": median(theirs_ms),
         "sdk_discover_calls_s": same_revision_rate,  # at the vault's revision
         "ratio_same_revision": ours_rate / same_revision_rate if same_revision_rate else None,
+        "session_alone_calls_s": alone_rate,  # the ceiling: the vault's session, nothing else
+        "ratio_session_alone": alone_rate / theirs_rate if theirs_rate else None,
         "calls": calls,
         "concurrency": CONCURRENCY,
     }
