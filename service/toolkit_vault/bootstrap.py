@@ -122,6 +122,8 @@ def init_vault(settings: VaultSettings) -> InitReport:
         VaultKeys(store, provider).open()  # every live key opens, every record is signed
         if (failure := store.state_failure()) is not None:
             raise VaultError(failure)  # a chain that breaks or is behind its witness
+        if store.witness is not None:  # on disk before `init` answers: not left to the
+            store.witness.flush()  # flusher thread or the exit, which a kill skips
         store.close_watch()
     finally:
         engine.dispose()

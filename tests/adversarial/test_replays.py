@@ -442,6 +442,23 @@ def test_a_missing_witness_is_refused_until_init(
     assert configured["secretive"] is True
 
 
+def test_init_writes_the_witness_before_it_answers(
+    vault: Vault, home: VaultSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`init` remakes a missing witness on disk before it reports success, not later from
+    the flusher thread or at the process's exit: what opens the vault right after (a server
+    in the same process, or any process once `init` was killed after answering) finds it.
+    The flusher is stopped here, so only `init` itself can have written it (the CI of
+    9409286 caught the race in `test_a_missing_witness_is_refused_until_init`)."""
+    quiet(vault)
+    settle(vault)
+    (home.home / WITNESS_NAME).unlink()
+    monkeypatch.setattr(Witness, "_flush_soon", lambda self: None)  # a flusher that never runs
+    done = CliRunner().invoke(main, ["init"])
+    assert done.exit_code == 0, done.stderr
+    assert Witness(home.home / WITNESS_NAME).read()
+
+
 def test_a_purge_elsewhere_undone_before_a_running_process_looked(
     vault: Vault, fresh: list[Vault]
 ) -> None:
