@@ -14,7 +14,7 @@ The SDK's client here shakes hands with `initialize`; the vault negotiates as th
 `mcp.Client` does (`server/discover` first), so it speaks the newest revision, whose
 requests each carry the client's envelope for the server to take apart: the SDK's rate at
 that revision is logged beside it (`sdk_discover_calls_s`), the target judged as before.
-The ceiling is logged too (`session_alone_calls_s`): the vault's own session with the server
+The ceiling has a line of its own (unjudged): the vault's own session with the server
 (the `UpstreamSession` its calls go through, on its loop), called by sixteen tasks there
 with nothing else of the vault's (no checks, no record, no thread), so the log shows how
 much of the target's budget the server at that revision and the SDK leave for the vault.
@@ -274,6 +274,18 @@ def _measure(ctx: Context, database: str) -> list[Result]:
             f">= {RATIO_TARGET:g}x, p50 overhead <= {OVERHEAD_TARGET_MS:g} ms",
             ratio >= RATIO_TARGET and overhead <= OVERHEAD_TARGET_MS,
             extra,
+        ),
+        Result(
+            "stdio",
+            database,
+            f"the ceiling: the vault's MCP session alone, {CONCURRENCY} tasks",
+            "calls/s",
+            alone_rate,
+            "the mcp SDK client calling it directly",
+            theirs_rate,
+            alone_rate / theirs_rate if theirs_rate else float("inf"),
+            "",
+            None,
         ),
         Result(
             "stdio",
