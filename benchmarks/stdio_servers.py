@@ -16,8 +16,8 @@ requests each carry the client's envelope for the server to take apart: the SDK'
 that revision is logged beside it (`sdk_discover_calls_s`), the target judged as before.
 The ceiling has a line of its own (unjudged): the vault's own session with the server
 (the `UpstreamSession` its calls go through, on its loop), called by sixteen tasks there
-with nothing else of the vault's (no checks, no record, no thread), so the log shows how
-much of the target's budget the server at that revision and the SDK leave for the vault.
+with nothing else of the vault's (no checks, no record, no thread): how much of the
+target's budget the server at that revision and the SDK leave for the vault.
 Cold start: launch to first answer, a new session's configure and first call (the
 configure's check launches the server in the sandbox, handshakes and lists its tools; the
 version is stored and that process becomes its server, which the call reaches) against the
@@ -246,6 +246,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
             vault.instances.drop(lambda *_: True)
             vault.store.close()
     overhead = median(ours_one) - median(theirs_one)  # what the vault adds to one call
+    alone_ratio = alone_rate / theirs_rate if theirs_rate else float("inf")
     ratio = ours_rate / theirs_rate if theirs_rate else float("inf")
     extra = {
         "ours_p50_ms": median(ours_one),
@@ -256,7 +257,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
         "sdk_discover_calls_s": same_revision_rate,  # at the vault's revision
         "ratio_same_revision": ours_rate / same_revision_rate if same_revision_rate else None,
         "session_alone_calls_s": alone_rate,  # the ceiling: the vault's session, nothing else
-        "ratio_session_alone": alone_rate / theirs_rate if theirs_rate else None,
+        "ratio_session_alone": alone_ratio,
         "calls": calls,
         "concurrency": CONCURRENCY,
     }
@@ -283,7 +284,7 @@ def _measure(ctx: Context, database: str) -> list[Result]:
             alone_rate,
             "the mcp SDK client calling it directly",
             theirs_rate,
-            alone_rate / theirs_rate if theirs_rate else float("inf"),
+            alone_ratio,
             "",
             None,
         ),

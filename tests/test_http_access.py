@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import create_engine, event, text, update
 from starlette.testclient import TestClient
 
+from test_vault import quiet
 from toolkit_vault.access.principals import Principal, authenticate, create_token, revoke
 from toolkit_vault.bootstrap import open_provider, open_vault
 from toolkit_vault.core.connection import connect
@@ -144,7 +145,7 @@ def test_a_list_on_a_bound_session_is_at_most_one_transaction(
         session = client.post("/a2e", json=HELLO, headers=auth).json()["session_id"]
         headers = auth | {"A2E-Session": session}
         assert client.post("/a2e", json=configure(), headers=headers).json()["status"] == "ok"
-        still(vault)  # the configure's last commit made: only the lists are counted below
+        quiet(vault, 0.3)  # its configure's last commit made (the CI of cdfeb28 counted one)
         event.listen(vault.store.engine, "checkout", checkout)
         event.listen(vault.store.engine, "before_cursor_execute", statement)
         try:
@@ -155,19 +156,6 @@ def test_a_list_on_a_bound_session_is_at_most_one_transaction(
             event.remove(vault.store.engine, "checkout", checkout)
             event.remove(vault.store.engine, "before_cursor_execute", statement)
     assert transactions[0] - token_checks[0] == (10 if database_url.startswith("postgres") else 0)
-
-
-def still(vault: Vault, quiet_s: float = 0.3) -> None:
-    """Until the store's commit mark stays put for `quiet_s` (SQLite; elsewhere one wait):
-    a write still committing after an answer (under load, the CI of cdfeb28 counted one
-    checkout too many) is neither counted as a list's nor makes a list read."""
-    mark = vault.store.commit_mark()
-    while True:
-        time.sleep(quiet_s)
-        now = vault.store.commit_mark()
-        if now == mark:
-            return
-        mark = now
 
 
 def names_configured(answer: dict[str, Any]) -> dict[str, bool]:

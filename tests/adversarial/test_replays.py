@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,16 @@ from test_authenticated_state import (
     state_problems,
 )
 
-from test_vault import AGENT, CANARY, configure, handshake, listed, request, secret_config
+from test_vault import (
+    AGENT,
+    CANARY,
+    configure,
+    handshake,
+    listed,
+    quiet,
+    request,
+    secret_config,
+)
 from toolkit_vault.access.principals import authenticate, create_token, revoke
 from toolkit_vault.actors import shell_actor
 from toolkit_vault.bootstrap import open_vault
@@ -68,20 +76,6 @@ def settle(vault: Vault) -> None:
     another process would then read it."""
     if vault.store.witness is not None:
         vault.store.witness.flush()
-
-
-def quiet(vault: Vault, still: float = 0.5) -> None:
-    """Until this process commits nothing for `still` seconds: a configure's answer may come
-    before the last of its commits (an instance's), whose witness head would otherwise be
-    written after a test deleted the witness."""
-    assert vault.store.witness is not None
-    last = vault.store.witness.newest
-    while True:
-        time.sleep(still)
-        head = vault.store.witness.newest
-        if head == last:
-            return
-        last = head
 
 
 def rows(db: SqlConnection, table: Any, *where: Any) -> list[dict[str, Any]]:
